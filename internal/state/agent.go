@@ -1,0 +1,144 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Writes made by the agent on its own record. Each is conditioned on the
+// record existing and not being terminated, so an agent never creates or
+// resurrects a record; signals and runner details are also bound to the
+// assignment the agent acts for, so a late write from an earlier assignment
+// is refused instead of satisfying a new wait.
+
+// agentBound is the condition of every agent write.
+func agentBound(assignment string) []check {
+	checks := []check{exists(), notTerminated()}
+	if assignment != "" {
+		checks = append(checks, assignmentIs(assignment))
+	}
+	return checks
+}
+
+// Heartbeat records that the agent is alive.
+func (s *Store) Heartbeat(ctx context.Context, instanceID string) error {
+	_, err := s.apply(ctx, change{
+		transition: "heartbeat",
+		id:         instanceID,
+		checks:     agentBound(""),
+		set:        map[string]any{"heartbeatAt": s.now()},
+	})
+	return err
+}
+
+// PutSignal writes one signal slot for the given assignment. Each name has its
+// own slot, so a late retry of one signal never overwrites another.
+func (s *Store) PutSignal(ctx context.Context, instanceID, assignment, name, detail string) error {
+	if !knownSignal(name) {
+		return fmt.Errorf("signal %q: unknown; use one of %v", name, Signals)
+	}
+	if assignment == "" {
+		return fmt.Errorf("signal %s: assignment is required", name)
+	}
+	_, err := s.apply(ctx, change{
+		transition: "signal " + name,
+		id:         instanceID,
+		checks:     agentBound(assignment),
+		set:        map[string]any{"signals." + name: Signal{Assignment: assignment, At: s.now(), Detail: detail}},
+	})
+	return err
+}
+
+// SetRunner records the GitHub runner the agent registered for assignment and
+// drops the registration material, which is single-purpose. A zero runnerID
+// clears both after deregistration.
+func (s *Store) SetRunner(ctx context.Context, instanceID, assignment string, runnerID int64, runnerName string) error {
+	c := change{transition: "runner", id: instanceID, checks: agentBound(assignment), set: map[string]any{}}
+	if runnerID == 0 {
+		c.remove = []string{"githubRunnerId", "runnerName"}
+	} else {
+		c.set["githubRunnerId"] = runnerID
+		c.set["runnerName"] = runnerName
+		c.remove = []string{"registration"}
+	}
+	_, err := s.apply(ctx, c)
+	return err
+}
+
+// ClearRegistration removes the registration material of assignment once it
+// has been used.
+func (s *Store) ClearRegistration(ctx context.Context, instanceID, assignment string) error {
+	_, err := s.apply(ctx, change{
+		transition: "clear registration",
+		id:         instanceID,
+		checks:     agentBound(assignment),
+		remove:     []string{"registration"},
+	})
+	return err
+}
+
+func knownSignal(name string) bool {
+	for _, s := range Signals {
+		if s == name {
+			return true
+		}
+	}
+	return false
+}
+
+// SignalFailedError is returned by WaitSignal when the agent answered the
+// awaited assignment with a FAILED signal.
+type SignalFailedError struct {
+	InstanceID string
+	Signal     string
+	Detail     string
+}
+
+func (e *SignalFailedError) Error() string {
+	return fmt.Sprintf("instance %s signalled %s: %s", e.InstanceID, e.Signal, e.Detail)
+}
+
+// WaitSignal polls the record with consistent reads until the ok signal
+// answers assignment. It returns a *SignalFailedError at once when the failed
+// signal answers it, a *ConditionError when the record moved to another
+// assignment or was terminated (the wait can never succeed), and the context's
+// error at the deadline. Transient read errors are retried until the deadline.
+func (s *Store) WaitSignal(ctx context.Context, instanceID, assignment, ok, failed string, every time.Duration) (*Instance, error) {
+	if every <= 0 {
+		every = time.Second
+	}
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	var lastErr error
+	for {
+		inst, err := s.Get(ctx, instanceID)
+		switch {
+		case IsNotFound(err):
+			return nil, &ConditionError{Key: InstanceKey(instanceID), Transition: "wait " + ok, Clause: ClauseExists, Detail: "no such record"}
+		case err != nil:
+			lastErr = err
+		case inst.State == Terminated:
+			return inst, &ConditionError{Key: inst.Key, Transition: "wait " + ok, Clause: ClauseState, Detail: "instance is terminated", Current: inst}
+		case inst.Assignment != assignment:
+			return inst, &ConditionError{Key: inst.Key, Transition: "wait " + ok, Clause: ClauseAssignment,
+				Detail: fmt.Sprintf("assignment is %s, want %s", inst.Assignment, assignment), Current: inst}
+		default:
+			if _, done := inst.SignalFor(ok); done {
+				return inst, nil
+			}
+			if sig, bad := inst.SignalFor(failed); bad && failed != "" {
+				return inst, &SignalFailedError{InstanceID: instanceID, Signal: failed, Detail: sig.Detail}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return nil, errors.Join(ctx.Err(), lastErr)
+			}
+			return nil, fmt.Errorf("wait for %s of %s: %w", ok, instanceID, ctx.Err())
+		case <-ticker.C:
+		}
+	}
+}

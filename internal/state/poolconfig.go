@@ -1,0 +1,289 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/robfig/cron/v3"
+)
+
+const (
+	kindPool = "pool"
+	// poolsKey holds the set of pool names, so listing pools is one GetItem
+	// and never a Scan of the instance records.
+	poolsKey = "pools"
+)
+
+// Timings are a pool's leases and limits, in seconds. Zero means the default
+// of DESIGN.md §3; tests and the sandbox shorten them.
+type Timings struct {
+	CreatedTTL        int64 `dynamodbav:"createdTTL" json:"createdTTL,omitempty"`
+	ClaimTTL          int64 `dynamodbav:"claimTTL" json:"claimTTL,omitempty"`
+	MaxRuntime        int64 `dynamodbav:"maxRuntime" json:"maxRuntime,omitempty"`
+	IdleTTL           int64 `dynamodbav:"idleTTL" json:"idleTTL,omitempty"`
+	BootTime          int64 `dynamodbav:"bootTime" json:"bootTime,omitempty"`
+	MinRunningTime    int64 `dynamodbav:"minRunningTime" json:"minRunningTime,omitempty"`
+	HeartbeatInterval int64 `dynamodbav:"heartbeatInterval" json:"heartbeatInterval,omitempty"`
+	StaleAfter        int64 `dynamodbav:"staleAfter" json:"staleAfter,omitempty"`
+	MaxAge            int64 `dynamodbav:"maxAge" json:"maxAge,omitempty"`
+	MaxUses           int   `dynamodbav:"maxUses" json:"maxUses,omitempty"`
+}
+
+// DefaultTimings returns the defaults for an operating system ("linux" or
+// "windows": Windows needs a longer minimum running time).
+func DefaultTimings(os string) Timings {
+	t := Timings{
+		CreatedTTL: 600, ClaimTTL: 300, MaxRuntime: 3600, IdleTTL: 900, BootTime: 300,
+		MinRunningTime: 300, HeartbeatInterval: 15, StaleAfter: 60, MaxAge: 86400, MaxUses: 50,
+	}
+	if os == "windows" {
+		t.MinRunningTime = 900
+	}
+	return t
+}
+
+// WithDefaults fills the zero fields from DefaultTimings(os).
+func (t Timings) WithDefaults(os string) Timings {
+	d := DefaultTimings(os)
+	fill := func(v *int64, def int64) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	fill(&t.CreatedTTL, d.CreatedTTL)
+	fill(&t.ClaimTTL, d.ClaimTTL)
+	fill(&t.MaxRuntime, d.MaxRuntime)
+	fill(&t.IdleTTL, d.IdleTTL)
+	fill(&t.BootTime, d.BootTime)
+	fill(&t.MinRunningTime, d.MinRunningTime)
+	fill(&t.HeartbeatInterval, d.HeartbeatInterval)
+	fill(&t.StaleAfter, d.StaleAfter)
+	fill(&t.MaxAge, d.MaxAge)
+	if t.MaxUses == 0 {
+		t.MaxUses = d.MaxUses
+	}
+	return t
+}
+
+// D converts one of the second counts to a time.Duration.
+func D(seconds int64) time.Duration { return time.Duration(seconds) * time.Second }
+
+// IdleWindow keeps IdleCount clean idle instances while its 5-field cron
+// matches the current minute in TimeZone.
+type IdleWindow struct {
+	Cron             string `dynamodbav:"cron" json:"cron"`
+	TimeZone         string `dynamodbav:"timeZone" json:"timeZone"`
+	IdleCount        int    `dynamodbav:"idleCount" json:"idleCount"`
+	EvictionStrategy string `dynamodbav:"evictionStrategy" json:"evictionStrategy"`
+}
+
+// PoolConfig is a pool's configuration item (pk pool#<name>), written by the
+// ghrunner_pool resource and read by the functions at run time.
+type PoolConfig struct {
+	Name                  string       `dynamodbav:"name" json:"name"`
+	Owner                 string       `dynamodbav:"owner" json:"owner"`
+	QueueURL              string       `dynamodbav:"queueUrl" json:"queueUrl"`
+	LaunchTemplateID      string       `dynamodbav:"launchTemplateId" json:"launchTemplateId"`
+	LaunchTemplateVersion string       `dynamodbav:"launchTemplateVersion" json:"launchTemplateVersion"`
+	InstanceTypes         []string     `dynamodbav:"instanceTypes" json:"instanceTypes"`
+	SubnetIDs             []string     `dynamodbav:"subnetIds" json:"subnetIds"`
+	UsageClass            string       `dynamodbav:"usageClass" json:"usageClass"`
+	OnDemandFallback      bool         `dynamodbav:"onDemandFallback" json:"onDemandFallback"`
+	MaxInstances          int          `dynamodbav:"maxInstances" json:"maxInstances"`
+	OS                    string       `dynamodbav:"os" json:"os"`
+	Timings               Timings      `dynamodbav:"timings" json:"timings"`
+	IdleWindows           []IdleWindow `dynamodbav:"idleWindows" json:"idleWindows"`
+	UpdatedAt             int64        `dynamodbav:"updatedAt" json:"updatedAt,omitempty"`
+}
+
+var (
+	poolNameRE     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	ownerRE        = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9._-]{1,100})?$`)
+	instanceTypeRE = regexp.MustCompile(`^[a-z0-9-]+\.[a-z0-9-]+$`)
+	cronParser     = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
+)
+
+// Validate reports the first invalid field, naming it and the rule.
+func (p PoolConfig) Validate() error {
+	switch {
+	case !poolNameRE.MatchString(p.Name):
+		return fmt.Errorf("name: %q must be 1-64 letters, digits, '-' or '_'", p.Name)
+	case !ownerRE.MatchString(p.Owner):
+		return fmt.Errorf("owner: %q must be an organization (acme) or a repository (acme/api)", p.Owner)
+	case p.QueueURL == "":
+		return fmt.Errorf("queueUrl: required")
+	case p.LaunchTemplateID == "":
+		return fmt.Errorf("launchTemplateId: required")
+	case p.LaunchTemplateVersion == "":
+		return fmt.Errorf("launchTemplateVersion: required")
+	case len(p.InstanceTypes) == 0:
+		return fmt.Errorf("instanceTypes: at least one instance type is required")
+	case len(p.SubnetIDs) == 0:
+		return fmt.Errorf("subnetIds: at least one subnet is required")
+	case p.UsageClass != "spot" && p.UsageClass != "on-demand":
+		return fmt.Errorf("usageClass: %q must be spot or on-demand", p.UsageClass)
+	case p.MaxInstances < 1:
+		return fmt.Errorf("maxInstances: must be at least 1, got %d", p.MaxInstances)
+	case p.OS != "linux" && p.OS != "windows":
+		return fmt.Errorf("os: %q must be linux or windows", p.OS)
+	}
+	for i, t := range p.InstanceTypes {
+		if !instanceTypeRE.MatchString(t) {
+			return fmt.Errorf("instanceTypes[%d]: %q is not an instance type like c7i.large", i, t)
+		}
+	}
+	if err := p.Timings.validate(); err != nil {
+		return err
+	}
+	for i, w := range p.IdleWindows {
+		if err := w.Validate(); err != nil {
+			return fmt.Errorf("idleWindows[%d].%w", i, err)
+		}
+	}
+	return nil
+}
+
+func (t Timings) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"createdTTL", t.CreatedTTL}, {"claimTTL", t.ClaimTTL}, {"maxRuntime", t.MaxRuntime}, {"idleTTL", t.IdleTTL},
+		{"bootTime", t.BootTime}, {"minRunningTime", t.MinRunningTime}, {"heartbeatInterval", t.HeartbeatInterval},
+		{"staleAfter", t.StaleAfter}, {"maxAge", t.MaxAge}, {"maxUses", int64(t.MaxUses)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("timings.%s: must be 0 (default) or positive, got %d", f.name, f.v)
+		}
+	}
+	if t.StaleAfter != 0 && t.HeartbeatInterval != 0 && t.StaleAfter < 2*t.HeartbeatInterval {
+		return fmt.Errorf("timings.staleAfter: must be at least twice heartbeatInterval (%d s), got %d s", t.HeartbeatInterval, t.StaleAfter)
+	}
+	return nil
+}
+
+// Validate checks one idle window; the error starts with the field name.
+func (w IdleWindow) Validate() error {
+	if _, err := cronParser.Parse(w.Cron); err != nil {
+		return fmt.Errorf("cron: %q is not a 5-field cron expression (minute hour day-of-month month day-of-week): %v", w.Cron, err)
+	}
+	if w.TimeZone == "" {
+		return fmt.Errorf("timeZone: required (an IANA name such as Europe/Berlin or UTC)")
+	}
+	if _, err := time.LoadLocation(w.TimeZone); err != nil {
+		return fmt.Errorf("timeZone: %q is not an IANA time zone", w.TimeZone)
+	}
+	if w.IdleCount < 0 {
+		return fmt.Errorf("idleCount: must be 0 or more, got %d", w.IdleCount)
+	}
+	if w.EvictionStrategy != "oldest_first" && w.EvictionStrategy != "newest_first" {
+		return fmt.Errorf("evictionStrategy: %q must be oldest_first or newest_first", w.EvictionStrategy)
+	}
+	return nil
+}
+
+// PoolKey is the partition key of a pool config item.
+func PoolKey(name string) string { return "pool#" + name }
+
+type poolItem struct {
+	Key    string     `dynamodbav:"pk"`
+	Kind   string     `dynamodbav:"kind"`
+	Config PoolConfig `dynamodbav:"config"`
+}
+
+// PutPoolConfig validates and writes a pool config and adds its name to the
+// pool list, in one transaction.
+func (s *Store) PutPoolConfig(ctx context.Context, p PoolConfig) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("pool %q: %w", p.Name, err)
+	}
+	p.UpdatedAt = s.now()
+	item, err := attributevalue.MarshalMap(poolItem{Key: PoolKey(p.Name), Kind: kindPool, Config: p})
+	if err != nil {
+		return fmt.Errorf("encode pool %s: %w", p.Name, err)
+	}
+	b := newBuilder()
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(s.table), Item: item}},
+		{Update: &types.Update{
+			TableName:                 aws.String(s.table),
+			Key:                       s.key(poolsKey),
+			UpdateExpression:          aws.String("ADD " + b.name("names") + " " + b.value(stringSet{p.Name})),
+			ExpressionAttributeNames:  b.attrNames(),
+			ExpressionAttributeValues: b.attrValues(),
+		}},
+	}})
+	if err != nil {
+		return fmt.Errorf("write pool %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// GetPoolConfig reads a pool config with a consistent read.
+func (s *Store) GetPoolConfig(ctx context.Context, name string) (*PoolConfig, error) {
+	var it poolItem
+	ok, err := s.getItem(ctx, PoolKey(name), &it)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("pool %q: %w", name, ErrNotFound)
+	}
+	return &it.Config, nil
+}
+
+// DeletePoolConfig removes a pool config and its name from the pool list.
+func (s *Store) DeletePoolConfig(ctx context.Context, name string) error {
+	b := newBuilder()
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Delete: &types.Delete{TableName: aws.String(s.table), Key: s.key(PoolKey(name))}},
+		{Update: &types.Update{
+			TableName:                 aws.String(s.table),
+			Key:                       s.key(poolsKey),
+			UpdateExpression:          aws.String("DELETE " + b.name("names") + " " + b.value(stringSet{name})),
+			ExpressionAttributeNames:  b.attrNames(),
+			ExpressionAttributeValues: b.attrValues(),
+		}},
+	}})
+	if err != nil {
+		return fmt.Errorf("delete pool %s: %w", name, err)
+	}
+	return nil
+}
+
+// ListPoolConfigs returns every pool config, sorted by name.
+func (s *Store) ListPoolConfigs(ctx context.Context) ([]PoolConfig, error) {
+	var list struct {
+		Names []string `dynamodbav:"names,stringset"`
+	}
+	if _, err := s.getItem(ctx, poolsKey, &list); err != nil {
+		return nil, err
+	}
+	sorted := sortedKeys(setOf(list.Names))
+	pools := make([]PoolConfig, 0, len(sorted))
+	for _, name := range sorted {
+		p, err := s.GetPoolConfig(ctx, name)
+		if IsNotFound(err) {
+			continue // deleted between the two reads
+		}
+		if err != nil {
+			return nil, err
+		}
+		pools = append(pools, *p)
+	}
+	return pools, nil
+}
+
+func setOf(names []string) map[string]struct{} {
+	m := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		m[n] = struct{}{}
+	}
+	return m
+}

@@ -1,0 +1,144 @@
+package state
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestQueriesReadEveryPage(t *testing.T) {
+	s, clk := newStore(t)
+	s.PageSize = 4
+	for i := 0; i < 22; i++ {
+		created(t, s, fmt.Sprintf("i-q%03d", i), "run-big")
+		clk.Add(time.Second) // distinct thresholds, so the sort key orders them
+	}
+	for i := 0; i < 3; i++ {
+		created(t, s, fmt.Sprintf("i-other%d", i), "run-small")
+	}
+	before := env.Calls("DynamoDB_20120810.Query")
+	got, err := s.ByRun(ctx, "run-big")
+	must(t, err)
+	pages := env.Calls("DynamoDB_20120810.Query") - before
+	if len(got) != 22 {
+		t.Fatalf("ByRun returned %d instances, want 22", len(got))
+	}
+	if pages < 6 {
+		t.Fatalf("ByRun used %d Query pages with page size 4, want at least 6", pages)
+	}
+	for _, inst := range got {
+		if inst.RunID != "run-big" || inst.Signals != nil || inst.HeartbeatAt != 0 {
+			t.Fatalf("by-run item %+v: wrong run, or unprojected attributes present", inst)
+		}
+	}
+
+	all, err := s.ByPoolState(ctx, testPool, Created, time.Time{})
+	must(t, err)
+	if len(all) != 25 {
+		t.Fatalf("ByPoolState returned %d, want 25", len(all))
+	}
+	if !sort.SliceIsSorted(all, func(i, j int) bool { return all[i].Threshold < all[j].Threshold }) {
+		t.Fatal("ByPoolState not ordered by threshold")
+	}
+	// Leases end 600 s after each create, one second apart: after 605 s of
+	// the first create, leases of the first five creates have ended.
+	expired, err := s.ByPoolState(ctx, testPool, Created, time.Unix(all[0].Threshold+5, 0))
+	must(t, err)
+	if len(expired) != 5 {
+		t.Fatalf("expired leases = %d, want 5", len(expired))
+	}
+	none, err := s.ByPoolState(ctx, testPool, Idle, time.Time{})
+	must(t, err)
+	if len(none) != 0 {
+		t.Fatalf("idle = %d, want 0", len(none))
+	}
+}
+
+// TestClaimRace: 32 provisions race for 20 clean idle instances. Every
+// instance is claimed exactly once, by one run, and none is lost.
+func TestClaimRace(t *testing.T) {
+	s, _ := newStore(t)
+	const idle, racers = 20, 32
+	ids := make([]string, idle)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("i-race%02d", i)
+		pooled(t, s, ids[i])
+	}
+	var mu sync.Mutex
+	won := map[string]string{} // instance -> run
+	var losses int
+	var wg sync.WaitGroup
+	for r := 0; r < racers; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			run := fmt.Sprintf("run-%02d", r)
+			order := rand.New(rand.NewSource(int64(r))).Perm(idle)
+			for _, k := range order {
+				inst, err := s.Claim(ctx, ids[k], claimReq(run))
+				if err == nil {
+					mu.Lock()
+					if prev, dup := won[inst.ID]; dup {
+						t.Errorf("%s claimed twice: by %s and %s", inst.ID, prev, run)
+					}
+					won[inst.ID] = run
+					mu.Unlock()
+					return
+				}
+				if c := ClauseOf(err); c != ClauseState && c != ClauseRunID && c != ClauseAssignment {
+					t.Errorf("claim %s: unexpected %v", ids[k], err)
+				}
+				mu.Lock()
+				losses++
+				mu.Unlock()
+			}
+		}(r)
+	}
+	wg.Wait()
+	if len(won) != idle {
+		t.Fatalf("%d instances claimed, want all %d", len(won), idle)
+	}
+	runs := map[string]bool{}
+	for id, run := range won {
+		if runs[run] {
+			t.Fatalf("run %s got two instances", run)
+		}
+		runs[run] = true
+		rec, err := s.Get(ctx, id)
+		must(t, err)
+		if rec.State != Claimed || rec.RunID != run {
+			t.Fatalf("%s: state %s run %s, want claimed by %s", id, rec.State, rec.RunID, run)
+		}
+	}
+	t.Logf("%d claims won, %d refused", len(won), losses)
+}
+
+// BenchmarkClaim measures conditional claims per second against moto (one
+// claim per pooled instance; the pooling setup is excluded from the timing).
+func BenchmarkClaim(b *testing.B) {
+	s, _ := newStore(b)
+	ids := make([]string, b.N)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("i-bench%06d", i)
+		pooled(b, s, ids[i])
+	}
+	var next sync.Mutex
+	k := 0
+	b.ResetTimer()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			next.Lock()
+			id := ids[k]
+			k++
+			next.Unlock()
+			if _, err := s.Claim(ctx, id, claimReq("bench")); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+}

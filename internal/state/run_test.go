@@ -1,0 +1,142 @@
+package state
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRunItem(t *testing.T) {
+	s, _ := newStore(t)
+	req := Run{ID: "12345", Pool: testPool, InstanceCount: 3, Request: `{"instanceCount":3,"pool":"linux-large","runId":"12345"}`}
+	r, created, err := s.StartRun(ctx, req)
+	must(t, err)
+	if !created || r.Status != RunProvisioning {
+		t.Fatalf("first start: created=%v run=%+v", created, r)
+	}
+	again, created, err := s.StartRun(ctx, req)
+	must(t, err)
+	if created || again.CreatedAt != r.CreatedAt {
+		t.Fatalf("retry created a new run: %+v", again)
+	}
+	other := req
+	other.InstanceCount, other.Request = 5, `{"instanceCount":5,"pool":"linux-large","runId":"12345"}`
+	_, _, err = s.StartRun(ctx, other)
+	wantClause(t, err, ClausePayload)
+
+	_, err = s.AddRunInstances(ctx, "12345", "i-1", "i-2")
+	must(t, err)
+	withIDs, err := s.AddRunInstances(ctx, "12345", "i-2", "i-3")
+	must(t, err)
+	if strings.Join(sortedKeys(setOf(withIDs.InstanceIDs)), ",") != "i-1,i-2,i-3" {
+		t.Fatalf("instance ids = %v", withIDs.InstanceIDs)
+	}
+	// The run item is not an instance: it stays out of the by-run index.
+	byRun, err := s.ByRun(ctx, "12345")
+	must(t, err)
+	if len(byRun) != 0 {
+		t.Fatalf("run item showed up in by-run: %+v", byRun)
+	}
+
+	// Release wins over a provision still waiting.
+	_, err = s.SetRunStatus(ctx, "12345", RunReleased, "released while provisioning", RunProvisioning, RunReady)
+	must(t, err)
+	_, err = s.SetRunStatus(ctx, "12345", RunReady, "", RunProvisioning)
+	wantClause(t, err, ClauseStatus)
+	_, err = s.AddRunInstances(ctx, "12345", "i-4")
+	wantClause(t, err, ClauseStatus)
+	_, err = s.SetRunStatus(ctx, "nope", RunReady, "", RunProvisioning)
+	wantClause(t, err, ClauseExists)
+	got, err := s.GetRun(ctx, "12345")
+	must(t, err)
+	if got.Status != RunReleased || got.Detail == "" || len(got.InstanceIDs) != 3 {
+		t.Fatalf("run = %+v", got)
+	}
+	if _, err := s.GetRun(ctx, "absent"); !IsNotFound(err) {
+		t.Fatalf("GetRun(absent) = %v", err)
+	}
+}
+
+func validPool() PoolConfig {
+	return PoolConfig{
+		Name: "linux-large", Owner: "acme", QueueURL: "http://q", LaunchTemplateID: "lt-1", LaunchTemplateVersion: "3",
+		InstanceTypes: []string{"c7i.large", "m7i.large"}, SubnetIDs: []string{"subnet-a"}, UsageClass: "spot",
+		MaxInstances: 20, OS: "linux",
+		IdleWindows: []IdleWindow{{Cron: "* 8-18 * * 1-5", TimeZone: "Europe/Berlin", IdleCount: 3, EvictionStrategy: "oldest_first"}},
+	}
+}
+
+func TestPoolConfigValidation(t *testing.T) {
+	cases := []struct {
+		field  string
+		change func(*PoolConfig)
+	}{
+		{"name:", func(p *PoolConfig) { p.Name = "bad name" }},
+		{"owner:", func(p *PoolConfig) { p.Owner = "acme/api/x" }},
+		{"queueUrl:", func(p *PoolConfig) { p.QueueURL = "" }},
+		{"launchTemplateId:", func(p *PoolConfig) { p.LaunchTemplateID = "" }},
+		{"launchTemplateVersion:", func(p *PoolConfig) { p.LaunchTemplateVersion = "" }},
+		{"instanceTypes:", func(p *PoolConfig) { p.InstanceTypes = nil }},
+		{"instanceTypes[1]:", func(p *PoolConfig) { p.InstanceTypes[1] = "c7i" }},
+		{"subnetIds:", func(p *PoolConfig) { p.SubnetIDs = nil }},
+		{"usageClass:", func(p *PoolConfig) { p.UsageClass = "reserved" }},
+		{"maxInstances:", func(p *PoolConfig) { p.MaxInstances = 0 }},
+		{"os:", func(p *PoolConfig) { p.OS = "macos" }},
+		{"timings.idleTTL:", func(p *PoolConfig) { p.Timings.IdleTTL = -1 }},
+		{"timings.staleAfter:", func(p *PoolConfig) { p.Timings.HeartbeatInterval, p.Timings.StaleAfter = 15, 20 }},
+		{"idleWindows[0].cron:", func(p *PoolConfig) { p.IdleWindows[0].Cron = "cron(0 8 * * ? *)" }},
+		{"idleWindows[0].cron:", func(p *PoolConfig) { p.IdleWindows[0].Cron = "@daily" }},
+		{"idleWindows[0].timeZone:", func(p *PoolConfig) { p.IdleWindows[0].TimeZone = "Mars/Olympus" }},
+		{"idleWindows[0].idleCount:", func(p *PoolConfig) { p.IdleWindows[0].IdleCount = -2 }},
+		{"idleWindows[0].evictionStrategy:", func(p *PoolConfig) { p.IdleWindows[0].EvictionStrategy = "random" }},
+	}
+	s, _ := newStore(t)
+	for _, c := range cases {
+		p := validPool()
+		p.InstanceTypes = append([]string(nil), p.InstanceTypes...)
+		p.IdleWindows = append([]IdleWindow(nil), p.IdleWindows...)
+		c.change(&p)
+		err := s.PutPoolConfig(ctx, p)
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: PutPoolConfig = %v, want an error naming %s", c.field, err, c.field)
+		}
+	}
+	list, err := s.ListPoolConfigs(ctx)
+	must(t, err)
+	if len(list) != 0 {
+		t.Fatalf("invalid configs were written: %+v", list)
+	}
+}
+
+func TestPoolConfigItems(t *testing.T) {
+	s, _ := newStore(t)
+	a := validPool()
+	a.Timings = a.Timings.WithDefaults(a.OS)
+	b := validPool()
+	b.Name, b.OS, b.UsageClass = "windows", "windows", "on-demand"
+	b.Timings = Timings{MaxRuntime: 7200}.WithDefaults(b.OS)
+	must(t, s.PutPoolConfig(ctx, a))
+	must(t, s.PutPoolConfig(ctx, b))
+	got, err := s.GetPoolConfig(ctx, "windows")
+	must(t, err)
+	if got.Timings.MinRunningTime != 900 || got.Timings.MaxRuntime != 7200 || got.Timings.IdleTTL != 900 || got.UpdatedAt == 0 {
+		t.Fatalf("windows timings = %+v", got.Timings)
+	}
+	if D(got.Timings.ClaimTTL) != 5*time.Minute {
+		t.Fatalf("claim TTL = %v", D(got.Timings.ClaimTTL))
+	}
+	list, err := s.ListPoolConfigs(ctx)
+	must(t, err)
+	if len(list) != 2 || list[0].Name != "linux-large" || list[1].Name != "windows" || list[0].IdleWindows[0].TimeZone != "Europe/Berlin" {
+		t.Fatalf("list = %+v", list)
+	}
+	must(t, s.DeletePoolConfig(ctx, "linux-large"))
+	list, err = s.ListPoolConfigs(ctx)
+	must(t, err)
+	if len(list) != 1 || list[0].Name != "windows" {
+		t.Fatalf("after delete: %+v", list)
+	}
+	if _, err := s.GetPoolConfig(ctx, "linux-large"); !IsNotFound(err) {
+		t.Fatalf("deleted pool still readable: %v", err)
+	}
+}

@@ -1,0 +1,202 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+const waiterLimit = 5 * time.Minute
+
+// DynamoDBAPI holds only the DynamoDB calls the store makes.
+type DynamoDBAPI interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// Store reads and writes one state table.
+type Store struct {
+	db    DynamoDBAPI
+	table string
+	// Now is the clock used for leases; tests move it.
+	Now func() time.Time
+	// PageSize limits the items of one Query page (0: DynamoDB's 1 MB pages).
+	PageSize int32
+}
+
+// New returns a store for the named table.
+func New(db DynamoDBAPI, table string) *Store {
+	return &Store{db: db, table: table, Now: time.Now}
+}
+
+// Table is the table's name.
+func (s *Store) Table() string { return s.table }
+
+// ErrNotFound is returned (wrapped) when a record does not exist.
+var ErrNotFound = errors.New("record not found")
+
+// IsNotFound reports whether err says a record does not exist.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// Clause names the part of a transition's condition that did not hold.
+type Clause string
+
+const (
+	ClauseExists     Clause = "exists"     // the record is missing (or, for a create, already there)
+	ClauseState      Clause = "state"      // the record is in another state
+	ClauseRunID      Clause = "runId"      // the record belongs to another run (or to one, or none)
+	ClauseAssignment Clause = "assignment" // the record moved on to another assignment
+	ClauseLease      Clause = "lease"      // the lease (threshold) has passed, or has not yet
+	ClauseSignal     Clause = "signal"     // the awaited signal is missing for this assignment
+	ClauseOwner      Clause = "owner"      // the instance belongs to another owner
+	ClausePool       Clause = "pool"       // the instance belongs to another pool
+	ClauseTemplate   Clause = "launchTemplateVersion"
+	ClauseUses       Clause = "uses"    // reused too many times
+	ClauseAge        Clause = "age"     // too old to be reused
+	ClauseChanged    Clause = "changed" // the record changed between the write and its diagnosis
+	ClauseStatus     Clause = "status"  // a run item is in another status
+	ClausePayload    Clause = "payload" // a run item exists with another request
+)
+
+// ConditionError is returned when a conditional write lost: Clause tells
+// which part of the condition failed and Current holds the record as it was
+// (nil when it does not exist).
+type ConditionError struct {
+	Key        string
+	Transition string
+	Clause     Clause
+	Detail     string
+	Current    *Instance
+}
+
+func (e *ConditionError) Error() string {
+	return fmt.Sprintf("%s of %s refused (%s): %s", e.Transition, e.Key, e.Clause, e.Detail)
+}
+
+// Is lets errors.Is(err, ErrNotFound) hold for a missing record.
+func (e *ConditionError) Is(target error) bool {
+	return target == ErrNotFound && e.Clause == ClauseExists && e.Current == nil
+}
+
+// ClauseOf returns the failed clause of a ConditionError, or "" for other errors.
+func ClauseOf(err error) Clause {
+	var ce *ConditionError
+	if errors.As(err, &ce) {
+		return ce.Clause
+	}
+	return ""
+}
+
+// builder collects expression attribute names and values.
+type builder struct {
+	names  map[string]string
+	values map[string]types.AttributeValue
+}
+
+func newBuilder() *builder {
+	return &builder{names: map[string]string{}, values: map[string]types.AttributeValue{}}
+}
+
+// name returns the placeholder path for a dotted attribute path.
+func (b *builder) name(path string) string {
+	parts := strings.Split(path, ".")
+	for i, p := range parts {
+		ph := "#" + sanitize(p)
+		b.names[ph] = p
+		parts[i] = ph
+	}
+	return strings.Join(parts, ".")
+}
+
+// value returns a placeholder for v.
+func (b *builder) value(v any) string {
+	ph := fmt.Sprintf(":v%d", len(b.values))
+	av, err := attributevalue.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshal %T: %v", v, err)) // only our own types reach here
+	}
+	b.values[ph] = av
+	return ph
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+func (b *builder) attrNames() map[string]string {
+	if len(b.names) == 0 {
+		return nil
+	}
+	return b.names
+}
+
+func (b *builder) attrValues() map[string]types.AttributeValue {
+	if len(b.values) == 0 {
+		return nil
+	}
+	return b.values
+}
+
+func (s *Store) key(pk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrPK: &types.AttributeValueMemberS{Value: pk}}
+}
+
+// getItem reads one item with a consistent read; a missing item returns nil, nil.
+func (s *Store) getItem(ctx context.Context, pk string, out any) (bool, error) {
+	res, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            s.key(pk),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", pk, err)
+	}
+	if res.Item == nil {
+		return false, nil
+	}
+	if err := attributevalue.UnmarshalMap(res.Item, out); err != nil {
+		return false, fmt.Errorf("decode %s: %w", pk, err)
+	}
+	return true, nil
+}
+
+// Get reads an instance record with a consistent read.
+func (s *Store) Get(ctx context.Context, instanceID string) (*Instance, error) {
+	var inst Instance
+	ok, err := s.getItem(ctx, InstanceKey(instanceID), &inst)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("instance %s: %w", instanceID, ErrNotFound)
+	}
+	return &inst, nil
+}
+
+func (s *Store) now() int64 { return s.Now().Unix() }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

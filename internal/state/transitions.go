@@ -1,0 +1,536 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// check is one clause of a condition, written twice: as a DynamoDB condition
+// and as a Go predicate over the old record, so that a refused write can say
+// which clause failed.
+type check struct {
+	clause Clause
+	expr   func(b *builder) string
+	holds  func(i *Instance) (bool, string)
+}
+
+func exists() check {
+	return check{ClauseExists,
+		func(b *builder) string { return "attribute_exists(" + b.name(AttrPK) + ")" },
+		func(i *Instance) (bool, string) { return true, "" }}
+}
+
+func stateIn(states ...State) check {
+	return check{ClauseState,
+		func(b *builder) string {
+			ph := make([]string, len(states))
+			for n, s := range states {
+				ph[n] = b.value(string(s))
+			}
+			return b.name("state") + " IN (" + strings.Join(ph, ", ") + ")"
+		},
+		func(i *Instance) (bool, string) {
+			for _, s := range states {
+				if i.State == s {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("state is %s, want %s", i.State, joinStates(states))
+		}}
+}
+
+func notTerminated() check {
+	return check{ClauseState,
+		func(b *builder) string { return b.name("state") + " <> " + b.value(string(Terminated)) },
+		func(i *Instance) (bool, string) {
+			return i.State != Terminated, "instance is terminated"
+		}}
+}
+
+func assignmentIs(a string) check {
+	return check{ClauseAssignment,
+		func(b *builder) string { return b.name("assignment") + " = " + b.value(a) },
+		func(i *Instance) (bool, string) {
+			return i.Assignment == a, fmt.Sprintf("assignment is %s, want %s", i.Assignment, a)
+		}}
+}
+
+func runIDIs(r string) check {
+	return check{ClauseRunID,
+		func(b *builder) string { return b.name(AttrRunID) + " = " + b.value(r) },
+		func(i *Instance) (bool, string) {
+			return i.RunID == r, fmt.Sprintf("runId is %q, want %q", i.RunID, r)
+		}}
+}
+
+func noRunID() check {
+	return check{ClauseRunID,
+		func(b *builder) string { return "attribute_not_exists(" + b.name(AttrRunID) + ")" },
+		func(i *Instance) (bool, string) {
+			return i.RunID == "", fmt.Sprintf("instance is assigned to run %q", i.RunID)
+		}}
+}
+
+func leaseLive(now int64) check {
+	return check{ClauseLease,
+		func(b *builder) string { return b.name(AttrThreshold) + " > " + b.value(now) },
+		func(i *Instance) (bool, string) {
+			return i.Threshold > now, fmt.Sprintf("lease expired at %s", unixString(i.Threshold))
+		}}
+}
+
+func leaseExpired(now int64) check {
+	return check{ClauseLease,
+		func(b *builder) string {
+			return "(attribute_not_exists(" + b.name(AttrThreshold) + ") OR " + b.name(AttrThreshold) + " <= " + b.value(now) + ")"
+		},
+		func(i *Instance) (bool, string) {
+			return i.Threshold <= now, fmt.Sprintf("lease holds until %s", unixString(i.Threshold))
+		}}
+}
+
+// signalBound requires the named signal to answer assignment a, or the record's
+// current assignment when a is empty.
+func signalBound(name, a string) check {
+	return check{ClauseSignal,
+		func(b *builder) string {
+			path := b.name("signals." + name + ".assignment")
+			if a == "" {
+				return path + " = " + b.name("assignment")
+			}
+			return path + " = " + b.value(a)
+		},
+		func(i *Instance) (bool, string) {
+			want := a
+			if want == "" {
+				want = i.Assignment
+			}
+			s, ok := i.Signals[name]
+			return ok && s.Assignment == want, fmt.Sprintf("no %s for assignment %s", name, want)
+		}}
+}
+
+func signalPresent(name string) check {
+	return check{ClauseSignal,
+		func(b *builder) string { return "attribute_exists(" + b.name("signals."+name) + ")" },
+		func(i *Instance) (bool, string) {
+			_, ok := i.Signals[name]
+			return ok, "no " + name + " signal"
+		}}
+}
+
+func attrIs(clause Clause, attr, want string) check {
+	return check{clause,
+		func(b *builder) string { return b.name(attr) + " = " + b.value(want) },
+		func(i *Instance) (bool, string) {
+			got := map[string]string{"owner": i.Owner, "pool": i.Pool, "launchTemplateVersion": i.LaunchTemplateVersion}[attr]
+			return got == want, fmt.Sprintf("%s is %q, want %q", attr, got, want)
+		}}
+}
+
+func usesBelow(max int) check {
+	return check{ClauseUses,
+		func(b *builder) string { return b.name("uses") + " < " + b.value(max) },
+		func(i *Instance) (bool, string) {
+			return i.Uses < max, fmt.Sprintf("used %d times, limit %d", i.Uses, max)
+		}}
+}
+
+func launchedAfter(t int64) check {
+	return check{ClauseAge,
+		func(b *builder) string { return b.name("launchedAt") + " > " + b.value(t) },
+		func(i *Instance) (bool, string) {
+			return i.LaunchedAt > t, fmt.Sprintf("launched at %s, too old", unixString(i.LaunchedAt))
+		}}
+}
+
+// change is one conditional UpdateItem of an instance record.
+type change struct {
+	transition string
+	id         string
+	checks     []check
+	set        map[string]any // attribute path -> value
+	increment  []string       // numeric attributes to add one to
+	remove     []string
+}
+
+// apply runs the change. Every change bumps version; a refused change returns
+// a *ConditionError naming the first clause that does not hold.
+func (s *Store) apply(ctx context.Context, c change) (*Instance, error) {
+	b := newBuilder()
+	conds := make([]string, len(c.checks))
+	for n, ch := range c.checks {
+		conds[n] = ch.expr(b)
+	}
+	sets := []string{b.name("version") + " = " + b.name("version") + " + " + b.value(1)}
+	for _, path := range c.increment {
+		sets = append(sets, b.name(path)+" = "+b.name(path)+" + "+b.value(1))
+	}
+	for _, path := range sortedKeys(c.set) {
+		sets = append(sets, b.name(path)+" = "+b.value(c.set[path]))
+	}
+	update := "SET " + strings.Join(sets, ", ")
+	if len(c.remove) > 0 {
+		rm := make([]string, len(c.remove))
+		for n, path := range c.remove {
+			rm[n] = b.name(path)
+		}
+		update += " REMOVE " + strings.Join(rm, ", ")
+	}
+	key := InstanceKey(c.id)
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.key(key),
+		ConditionExpression:                 aws.String(strings.Join(conds, " AND ")),
+		UpdateExpression:                    aws.String(update),
+		ExpressionAttributeNames:            b.attrNames(),
+		ExpressionAttributeValues:           b.attrValues(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return nil, s.diagnose(ctx, c, key, ccf.Item)
+		}
+		return nil, fmt.Errorf("%s of %s: %w", c.transition, key, err)
+	}
+	var inst Instance
+	if err := attributevalue.UnmarshalMap(out.Attributes, &inst); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return &inst, nil
+}
+
+// diagnose finds the clause that failed, from the old item DynamoDB returned
+// with the failure, or else from a consistent read.
+func (s *Store) diagnose(ctx context.Context, c change, key string, old map[string]types.AttributeValue) error {
+	var cur *Instance
+	if old != nil {
+		cur = &Instance{}
+		if err := attributevalue.UnmarshalMap(old, cur); err != nil {
+			return fmt.Errorf("decode %s: %w", key, err)
+		}
+	} else {
+		got, err := s.Get(ctx, c.id)
+		if err != nil && !IsNotFound(err) {
+			return fmt.Errorf("%s of %s refused; reading why failed: %w", c.transition, key, err)
+		}
+		cur = got
+	}
+	ce := &ConditionError{Key: key, Transition: c.transition, Current: cur}
+	if cur == nil {
+		ce.Clause, ce.Detail = ClauseExists, "no such record"
+		return ce
+	}
+	for _, ch := range c.checks {
+		if ok, detail := ch.holds(cur); !ok {
+			ce.Clause, ce.Detail = ch.clause, detail
+			return ce
+		}
+	}
+	ce.Clause, ce.Detail = ClauseChanged, "record changed while the write was refused; read it again"
+	return ce
+}
+
+// NewInstance describes a record to create for a freshly launched instance.
+type NewInstance struct {
+	ID                    string
+	Pool                  string
+	Owner                 string
+	RunID                 string // empty for a pre-warmed instance
+	Assignment            string // the value tagged on the EC2 instance as ghr:assignment
+	InstanceType          string
+	UsageClass            string
+	LaunchTemplateVersion string
+	LaunchedAt            time.Time
+	TTL                   time.Duration // createdTTL
+	Registration          *Registration
+}
+
+// Create puts the created record if none exists for the instance.
+func (s *Store) Create(ctx context.Context, n NewInstance) (*Instance, error) {
+	if n.ID == "" || n.Pool == "" || n.Assignment == "" || n.TTL <= 0 {
+		return nil, fmt.Errorf("create record: id, pool, assignment and a positive TTL are required")
+	}
+	now := s.now()
+	inst := Instance{
+		Key:                   InstanceKey(n.ID),
+		Kind:                  kindInstance,
+		ID:                    n.ID,
+		Pool:                  n.Pool,
+		Owner:                 n.Owner,
+		State:                 Created,
+		PoolState:             PoolState(n.Pool, Created),
+		RunID:                 n.RunID,
+		Assignment:            n.Assignment,
+		Threshold:             now + int64(n.TTL/time.Second),
+		LaunchedAt:            n.LaunchedAt.Unix(),
+		LaunchTemplateVersion: n.LaunchTemplateVersion,
+		Signals:               map[string]Signal{},
+		InstanceType:          n.InstanceType,
+		UsageClass:            n.UsageClass,
+		Registration:          n.Registration,
+		Version:               1,
+	}
+	if n.RunID != "" {
+		inst.Uses = 1
+	}
+	if n.LaunchedAt.IsZero() {
+		inst.LaunchedAt = now
+	}
+	item, err := attributevalue.MarshalMap(inst)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", n.ID, err)
+	}
+	b := newBuilder()
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           aws.String(s.table),
+		Item:                                item,
+		ConditionExpression:                 aws.String("attribute_not_exists(" + b.name(AttrPK) + ")"),
+		ExpressionAttributeNames:            b.attrNames(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			cur, _ := s.Get(ctx, n.ID)
+			return nil, &ConditionError{Key: inst.Key, Transition: "create", Clause: ClauseExists, Detail: "a record already exists", Current: cur}
+		}
+		return nil, fmt.Errorf("create %s: %w", n.ID, err)
+	}
+	return &inst, nil
+}
+
+// Ref names the record a caller acts on and what it believes of it: the pool
+// (to derive poolState) and the assignment every transition is bound to.
+type Ref struct {
+	ID         string
+	Pool       string
+	Assignment string
+}
+
+// Ref returns the reference to this record as it is now.
+func (i *Instance) Ref() Ref { return Ref{ID: i.ID, Pool: i.Pool, Assignment: i.Assignment} }
+
+// bound is the part of every condition that pins the record a caller read.
+func bound(r Ref) []check {
+	return []check{exists(), attrIs(ClausePool, "pool", r.Pool), assignmentIs(r.Assignment)}
+}
+
+// MarkRunning moves a created or claimed instance to running once the agent
+// signalled UD_REG_OK for the same assignment; the lease becomes maxRuntime.
+func (s *Store) MarkRunning(ctx context.Context, r Ref, maxRuntime time.Duration) (*Instance, error) {
+	now := s.now()
+	return s.apply(ctx, change{
+		transition: "→running",
+		id:         r.ID,
+		checks:     append(bound(r), stateIn(Created, Claimed), leaseLive(now), signalBound(SignalRegOK, r.Assignment)),
+		set:        withState(nil, r.Pool, Running, now+secs(maxRuntime)),
+	})
+}
+
+// Release moves a running instance of runID to idle under a new assignment and
+// hands the agent its remove material; the lease becomes idleTTL. The agent
+// then deregisters and signals UD_REMOVE_REG_OK for the new assignment.
+func (s *Store) Release(ctx context.Context, r Ref, runID string, idleTTL time.Duration, removal *Registration) (*Instance, error) {
+	now := s.now()
+	return s.toIdle(ctx, "running→idle", r, append(bound(r), stateIn(Running), runIDIs(runID), leaseLive(now)), idleTTL, removal)
+}
+
+// Unclaim moves a claimed instance whose registration failed or timed out back
+// to idle under a new assignment; like Release it is pooled again only after
+// the agent confirms it is clean.
+func (s *Store) Unclaim(ctx context.Context, r Ref, idleTTL time.Duration, removal *Registration) (*Instance, error) {
+	now := s.now()
+	return s.toIdle(ctx, "claimed→idle", r, append(bound(r), stateIn(Claimed), leaseLive(now)), idleTTL, removal)
+}
+
+func (s *Store) toIdle(ctx context.Context, name string, r Ref, checks []check, idleTTL time.Duration, removal *Registration) (*Instance, error) {
+	next := NewAssignment()
+	c := change{
+		transition: name,
+		id:         r.ID,
+		checks:     checks,
+		set:        withState(map[string]any{"assignment": next}, r.Pool, Idle, s.now()+secs(idleTTL)),
+		remove:     []string{AttrRunID, "pooledAt"},
+	}
+	if removal != nil {
+		material := *removal
+		material.Assignment = next
+		c.set["registration"] = material
+	} else {
+		c.remove = append(c.remove, "registration")
+	}
+	return s.apply(ctx, c)
+}
+
+// ClaimRequest is what a provision asks of an idle instance.
+type ClaimRequest struct {
+	RunID                 string
+	Pool                  string
+	Owner                 string
+	LaunchTemplateVersion string // empty: any version
+	MaxUses               int    // 0: no limit
+	MaxAge                time.Duration
+	ClaimTTL              time.Duration
+	Registration          *Registration
+}
+
+// Claim moves a clean, unexpired idle instance of the same pool and owner to
+// claimed for req.RunID under a new assignment. A duplicate or stale pool
+// message can never claim twice: only one conditional write wins.
+func (s *Store) Claim(ctx context.Context, id string, req ClaimRequest) (*Instance, error) {
+	if req.RunID == "" || req.Pool == "" || req.ClaimTTL <= 0 {
+		return nil, fmt.Errorf("claim %s: runId, pool and a positive claim TTL are required", id)
+	}
+	now := s.now()
+	checks := []check{exists(), attrIs(ClausePool, "pool", req.Pool), stateIn(Idle), noRunID(), leaseLive(now),
+		signalBound(SignalRemoveRegOK, ""), attrIs(ClauseOwner, "owner", req.Owner)}
+	if req.LaunchTemplateVersion != "" {
+		checks = append(checks, attrIs(ClauseTemplate, "launchTemplateVersion", req.LaunchTemplateVersion))
+	}
+	if req.MaxUses > 0 {
+		checks = append(checks, usesBelow(req.MaxUses))
+	}
+	if req.MaxAge > 0 {
+		checks = append(checks, launchedAfter(now-secs(req.MaxAge)))
+	}
+	next := NewAssignment()
+	c := change{
+		transition: "idle→claimed",
+		id:         id,
+		checks:     checks,
+		set:        withState(map[string]any{"assignment": next, AttrRunID: req.RunID}, req.Pool, Claimed, now+secs(req.ClaimTTL)),
+		increment:  []string{"uses"},
+		remove:     []string{"pooledAt"},
+	}
+	if req.Registration != nil {
+		material := *req.Registration
+		material.Assignment = next
+		c.set["registration"] = material
+	} else {
+		c.remove = append(c.remove, "registration")
+	}
+	return s.apply(ctx, c)
+}
+
+// JoinPool moves a pre-warmed instance (created without a run) to idle once its
+// pre-runner script succeeded; it keeps its assignment.
+func (s *Store) JoinPool(ctx context.Context, r Ref, idleTTL time.Duration) (*Instance, error) {
+	now := s.now()
+	return s.apply(ctx, change{
+		transition: "created→idle",
+		id:         r.ID,
+		checks:     append(bound(r), stateIn(Created), noRunID(), leaseLive(now), signalPresent(SignalOK)),
+		set:        withState(nil, r.Pool, Idle, now+secs(idleTTL)),
+	})
+}
+
+// Renew extends the idle lease of an instance that scale-down keeps.
+func (s *Store) Renew(ctx context.Context, r Ref, idleTTL time.Duration) (*Instance, error) {
+	now := s.now()
+	return s.apply(ctx, change{
+		transition: "idle→idle",
+		id:         r.ID,
+		checks:     append(bound(r), stateIn(Idle), noRunID(), leaseLive(now)),
+		set:        map[string]any{AttrThreshold: now + secs(idleTTL)},
+	})
+}
+
+// MarkPooled records that the pool message for this idle assignment was sent.
+func (s *Store) MarkPooled(ctx context.Context, r Ref) (*Instance, error) {
+	return s.apply(ctx, change{
+		transition: "pooled",
+		id:         r.ID,
+		checks:     append(bound(r), stateIn(Idle)),
+		set:        map[string]any{"pooledAt": s.now()},
+	})
+}
+
+// Expire sets the lease of the given assignment into the past, so refresh (and
+// the agent itself) terminates the instance.
+func (s *Store) Expire(ctx context.Context, r Ref, reason string) (*Instance, error) {
+	now := s.now()
+	return s.apply(ctx, change{
+		transition: "expire",
+		id:         r.ID,
+		checks:     append(bound(r), notTerminated()),
+		set:        map[string]any{AttrThreshold: now - 1, "terminatedReason": reason},
+	})
+}
+
+// Termination says when a record may be marked terminated.
+type Termination struct {
+	// Assignment, when set, must still be the record's assignment.
+	Assignment string
+	// IfExpired requires the lease to have passed.
+	IfExpired bool
+	Reason    string
+	// KeepFor is how long the terminated record stays before TTL removes it (default 7 days).
+	KeepFor time.Duration
+}
+
+// Terminate marks a record terminated: runId, poolState, threshold and
+// registration are removed and expiresAt starts the record's TTL. Call it
+// after (or right before) EC2 TerminateInstances.
+func (s *Store) Terminate(ctx context.Context, id string, t Termination) (*Instance, error) {
+	if t.Assignment == "" && !t.IfExpired {
+		return nil, fmt.Errorf("terminate %s: give the expected assignment or require an expired lease", id)
+	}
+	now := s.now()
+	checks := []check{exists(), notTerminated()}
+	if t.Assignment != "" {
+		checks = append(checks, assignmentIs(t.Assignment))
+	}
+	if t.IfExpired {
+		checks = append(checks, leaseExpired(now))
+	}
+	keep := t.KeepFor
+	if keep <= 0 {
+		keep = terminatedRecordsKeepFor
+	}
+	return s.apply(ctx, change{
+		transition: "→terminated",
+		id:         id,
+		checks:     checks,
+		set:        map[string]any{"state": string(Terminated), AttrExpiresAt: now + secs(keep), "terminatedReason": t.Reason},
+		remove:     []string{AttrRunID, AttrPoolState, AttrThreshold, "registration"},
+	})
+}
+
+// withState adds state, poolState and threshold to set (creating it if nil).
+func withState(set map[string]any, pool string, st State, threshold int64) map[string]any {
+	if set == nil {
+		set = map[string]any{}
+	}
+	set["state"] = string(st)
+	set[AttrPoolState] = PoolState(pool, st)
+	set[AttrThreshold] = threshold
+	return set
+}
+
+func secs(d time.Duration) int64 { return int64(d / time.Second) }
+
+func unixString(t int64) string {
+	if t == 0 {
+		return "never"
+	}
+	return time.Unix(t, 0).UTC().Format(time.RFC3339)
+}
+
+func joinStates(states []State) string {
+	s := make([]string, len(states))
+	for i, st := range states {
+		s[i] = string(st)
+	}
+	return strings.Join(s, " or ")
+}
