@@ -1,0 +1,62 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// Claimer claims the instances of pool messages with the state store's
+// conditional write and keeps what it got.
+type Claimer struct {
+	Store   *state.Store
+	Request state.ClaimRequest
+
+	mu sync.Mutex
+	// Instances are the records this claimer won, as written.
+	Instances []*state.Instance
+	// Retire are idle instances that can no longer be reused (old launch
+	// template, too many uses, too old): their message is dropped and the
+	// caller should expire them rather than leave them idle.
+	Retire []*state.Instance
+}
+
+// Claim is a ClaimFunc. How a refused claim is read:
+//   - another owner: the message is put back for a request of that owner;
+//   - not reusable any more (template, uses, age): stale, and listed in Retire;
+//   - gone, taken, expired, not clean for its current assignment, or another
+//     pool: stale, because the message is from an earlier pooling of the
+//     instance; its current pooling, if any, sent a message of its own.
+func (c *Claimer) Claim(ctx context.Context, m Message) (Outcome, error) {
+	req := c.Request
+	if req.Registration != nil {
+		copied := *req.Registration
+		req.Registration = &copied
+	}
+	inst, err := c.Store.Claim(ctx, m.InstanceID, req)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		c.Instances = append(c.Instances, inst)
+		return Claimed, nil
+	}
+	var current *state.Instance
+	if ce := (*state.ConditionError)(nil); errors.As(err, &ce) {
+		current = ce.Current
+	}
+	switch state.ClauseOf(err) {
+	case "":
+		return PutBack, err
+	case state.ClauseOwner:
+		return PutBack, nil
+	case state.ClauseTemplate, state.ClauseUses, state.ClauseAge:
+		if current != nil {
+			c.Retire = append(c.Retire, current)
+		}
+		return Stale, nil
+	default:
+		return Stale, nil
+	}
+}

@@ -1,0 +1,313 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
+)
+
+var env *awstest.Moto
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m, &env)) }
+
+var ctx = context.Background()
+
+func newQueue(t testing.TB) (*Queue, *sqs.Client) {
+	t.Helper()
+	client := env.Config(t).SQS()
+	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, "pool"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(client, aws.ToString(out.QueueUrl)), client
+}
+
+func msg(id, typ, class string) Message {
+	return Message{InstanceID: id, Pool: "linux", InstanceType: typ, UsageClass: class, IdleUntil: time.Now().Add(15 * time.Minute).Unix()}
+}
+
+func send(t testing.TB, q *Queue, msgs ...Message) {
+	t.Helper()
+	for _, m := range msgs {
+		if err := q.Send(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// visible counts the messages that can be received now. It hides them for a
+// minute, so call it last.
+func visible(t testing.TB, q *Queue) int {
+	t.Helper()
+	n := 0
+	for {
+		out, err := q.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL()), MaxNumberOfMessages: 10, VisibilityTimeout: 60})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return n
+		}
+		n += len(out.Messages)
+	}
+}
+
+func always(o Outcome) ClaimFunc {
+	return func(context.Context, Message) (Outcome, error) { return o, nil }
+}
+
+func TestTakeClaimsWhatMatchesAndPutsTheRestBack(t *testing.T) {
+	q, _ := newQueue(t)
+	send(t, q, msg("i-1", "c6i.large", "on-demand"), msg("i-2", "m7i.large", "on-demand"),
+		msg("i-3", "c7i.large", "spot"), msg("i-4", "c7g.large", "on-demand"))
+	m, _ := NewMatcher("on-demand", []string{"c*"})
+	res, err := q.Take(ctx, 5, m, always(Claimed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, c := range res.Claimed {
+		got[c.InstanceID] = true
+	}
+	if len(got) != 2 || !got["i-1"] || !got["i-4"] || !res.Exhausted {
+		t.Fatalf("claimed %v exhausted=%v, want i-1 and i-4 and exhaustion", got, res.Exhausted)
+	}
+	if n := visible(t, q); n != 2 {
+		t.Fatalf("%d messages left visible, want the 2 that did not match", n)
+	}
+}
+
+func TestTakeStopsAtWant(t *testing.T) {
+	q, _ := newQueue(t)
+	for i := 0; i < 6; i++ {
+		send(t, q, msg(fmt.Sprintf("i-%d", i), "c6i.large", "on-demand"))
+	}
+	res, err := q.Take(ctx, 2, Matcher{}, always(Claimed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Claimed) != 2 || res.Exhausted {
+		t.Fatalf("claimed %d exhausted=%v, want 2 and not exhausted", len(res.Claimed), res.Exhausted)
+	}
+	if n := visible(t, q); n != 4 {
+		t.Fatalf("%d left, want 4", n)
+	}
+}
+
+func TestStaleAndUnreadableMessagesAreDeleted(t *testing.T) {
+	q, client := newQueue(t)
+	send(t, q, msg("i-1", "c6i.large", "on-demand"), msg("i-2", "c6i.large", "on-demand"))
+	client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.URL()), MessageBody: aws.String("not json")})
+	client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.URL()), MessageBody: aws.String(`{"instanceId":"i-9"}`)})
+	res, err := q.Take(ctx, 5, Matcher{}, always(Stale))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Claimed) != 0 || res.Stale != 4 || !res.Exhausted {
+		t.Fatalf("result %+v, want 4 stale and exhaustion", res)
+	}
+	if n := visible(t, q); n != 0 {
+		t.Fatalf("%d messages left, want 0", n)
+	}
+}
+
+func TestUndecidedClaimPutsBackAndStops(t *testing.T) {
+	q, _ := newQueue(t)
+	send(t, q, msg("i-1", "c6i.large", "on-demand"))
+	boom := errors.New("dynamodb unreachable")
+	_, err := q.Take(ctx, 1, Matcher{}, func(context.Context, Message) (Outcome, error) { return PutBack, boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("Take = %v, want the claim error", err)
+	}
+	if n := visible(t, q); n != 1 {
+		t.Fatalf("message lost: %d visible, want 1", n)
+	}
+}
+
+func TestEmptyPoolIsExhaustedWithinTheLongPoll(t *testing.T) {
+	q, _ := newQueue(t)
+	start := time.Now()
+	res, err := q.Take(ctx, 3, Matcher{}, always(Claimed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Exhausted || len(res.Claimed) != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	t.Logf("empty pool detected in %s", time.Since(start).Round(time.Millisecond))
+}
+
+func TestSendValidates(t *testing.T) {
+	q, _ := newQueue(t)
+	bad := msg("i-1", "c6i.large", "reserved")
+	if err := q.Send(ctx, bad); err == nil {
+		t.Fatal("message with a bad usage class sent")
+	}
+	if n := visible(t, q); n != 0 {
+		t.Fatalf("invalid message reached the queue")
+	}
+}
+
+// TestClaimRaceThroughThePool: 32 provisions race over a queue that holds a
+// message for each of 20 clean idle instances, a duplicate for 10 of them and
+// stale messages for instances that are gone or taken. Every idle instance is
+// claimed exactly once and no stale message claims anything.
+func TestClaimRaceThroughThePool(t *testing.T) {
+	q, _ := newQueue(t)
+	s := statetest.NewStore(t, env)
+	const idle, racers = 20, 32
+	for i := 0; i < idle; i++ {
+		p := statetest.Pooled(t, s, statetest.Spec{ID: fmt.Sprintf("i-p%02d", i), Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+		send(t, q, Message{InstanceID: p.ID, Pool: "linux", InstanceType: p.InstanceType, UsageClass: p.UsageClass, IdleUntil: p.Threshold})
+		if i%2 == 0 {
+			send(t, q, Message{InstanceID: p.ID, Pool: "linux", InstanceType: p.InstanceType, UsageClass: p.UsageClass, IdleUntil: p.Threshold})
+		}
+	}
+	// Stale: one terminated, one running for another run, one never recorded.
+	gone := statetest.Pooled(t, s, statetest.Spec{ID: "i-gone", Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+	if _, err := s.Terminate(ctx, gone.ID, state.Termination{Assignment: gone.Assignment}); err != nil {
+		t.Fatal(err)
+	}
+	taken := statetest.Pooled(t, s, statetest.Spec{ID: "i-taken", Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+	if _, err := s.Claim(ctx, taken.ID, claimRequest("other-run")); err != nil {
+		t.Fatal(err)
+	}
+	send(t, q, msg("i-gone", "c7i.large", "on-demand"), msg("i-taken", "c7i.large", "on-demand"), msg("i-never", "c7i.large", "on-demand"))
+
+	var mu sync.Mutex
+	owner := map[string]string{}
+	empty := 0
+	var wg sync.WaitGroup
+	start := time.Now()
+	for r := 0; r < racers; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			run := fmt.Sprintf("run-%02d", r)
+			c := &Claimer{Store: s, Request: claimRequest(run)}
+			res, err := q.Take(ctx, 1, Matcher{UsageClass: "on-demand", Types: []string{"c*"}}, c.Claim)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(res.Claimed) == 0 {
+				empty++
+				return
+			}
+			for _, inst := range c.Instances {
+				if prev, dup := owner[inst.ID]; dup {
+					t.Errorf("%s claimed by %s and %s", inst.ID, prev, run)
+				}
+				owner[inst.ID] = run
+			}
+		}(r)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if len(owner) != idle {
+		t.Fatalf("%d instances claimed, want %d (none lost): %v", len(owner), idle, owner)
+	}
+	if empty != racers-idle {
+		t.Fatalf("%d provisions found the pool empty, want %d", empty, racers-idle)
+	}
+	for id, run := range owner {
+		rec, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.State != state.Claimed || rec.RunID != run {
+			t.Fatalf("%s is %s for %q, want claimed for %s", id, rec.State, rec.RunID, run)
+		}
+	}
+	if _, ok := owner["i-gone"]; ok {
+		t.Fatal("a terminated instance was claimed")
+	}
+	if n := visible(t, q); n != 0 {
+		t.Fatalf("%d messages left in the pool, want 0 (duplicates and stale ones deleted)", n)
+	}
+	t.Logf("32 racers, 20 claims in %s", elapsed.Round(time.Millisecond))
+}
+
+func claimRequest(run string) state.ClaimRequest {
+	return state.ClaimRequest{RunID: run, Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute}
+}
+
+func TestClaimerSortsRefusals(t *testing.T) {
+	s := statetest.NewStore(t, env)
+	p := statetest.Pooled(t, s, statetest.Spec{ID: "i-c1", Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+	m := Message{InstanceID: p.ID, Pool: "linux", InstanceType: "c7i.large", UsageClass: "on-demand", IdleUntil: p.Threshold}
+
+	other := &Claimer{Store: s, Request: claimRequest("r1")}
+	other.Request.Owner = "acme/api"
+	if o, err := other.Claim(ctx, m); o != PutBack || err != nil {
+		t.Fatalf("other owner: %v %v, want PutBack", o, err)
+	}
+	worn := &Claimer{Store: s, Request: claimRequest("r1")}
+	worn.Request.MaxUses = 1
+	if o, err := worn.Claim(ctx, m); o != Stale || err != nil || len(worn.Retire) != 1 {
+		t.Fatalf("used up: %v %v retire=%d, want Stale and one to retire", o, err, len(worn.Retire))
+	}
+	ok := &Claimer{Store: s, Request: claimRequest("r1")}
+	if o, err := ok.Claim(ctx, m); o != Claimed || err != nil || len(ok.Instances) != 1 {
+		t.Fatalf("claim: %v %v", o, err)
+	}
+	if o, err := ok.Claim(ctx, m); o != Stale || err != nil {
+		t.Fatalf("duplicate: %v %v, want Stale", o, err)
+	}
+}
+
+// BenchmarkClaimRace: 32 provisions race through the queue for 20 pooled
+// instances (setup excluded). ns/op includes the losers' final empty long poll
+// (1 s); claims/s counts the winners only, up to the last successful claim.
+func BenchmarkClaimRace(b *testing.B) {
+	s := statetest.NewStore(b, env)
+	claims := 0
+	var winning time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		q, _ := newQueue(b)
+		for k := 0; k < 20; k++ {
+			p := statetest.Pooled(b, s, statetest.Spec{ID: fmt.Sprintf("i-b%d-%02d", i, k), Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+			send(b, q, Message{InstanceID: p.ID, Pool: "linux", InstanceType: p.InstanceType, UsageClass: p.UsageClass, IdleUntil: p.Threshold})
+		}
+		b.StartTimer()
+		start := time.Now()
+		var lastWin time.Duration
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for r := 0; r < 32; r++ {
+			wg.Add(1)
+			go func(r int) {
+				defer wg.Done()
+				c := &Claimer{Store: s, Request: claimRequest(fmt.Sprintf("run-%d-%d", i, r))}
+				res, err := q.Take(ctx, 1, Matcher{}, c.Claim)
+				if err != nil {
+					b.Error(err)
+				}
+				mu.Lock()
+				claims += len(res.Claimed)
+				if len(res.Claimed) > 0 {
+					lastWin = max(lastWin, time.Since(start))
+				}
+				mu.Unlock()
+			}(r)
+		}
+		wg.Wait()
+		winning += lastWin
+	}
+	b.ReportMetric(float64(claims)/winning.Seconds(), "claims/s")
+	b.ReportMetric(float64(winning.Milliseconds())/float64(b.N), "ms-to-20-claims")
+}
