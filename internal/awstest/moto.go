@@ -43,8 +43,9 @@ type Moto struct {
 	URL      string // the proxy: point the SDK here
 	MotoURL  string // moto itself, for its management API
 	cmd      *exec.Cmd
+	exited   chan struct{} // closed when moto_server has exited
 	proxy    *http.Server
-	log      *bytes.Buffer
+	log      *lockedWriter
 	requests atomic.Int64
 	byTarget sync.Map // X-Amz-Target or Action -> *atomic.Int64
 }
@@ -72,14 +73,15 @@ func Start() (*Moto, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Moto{MotoURL: fmt.Sprintf("http://127.0.0.1:%d", port), log: &bytes.Buffer{}}
+	e := &Moto{MotoURL: fmt.Sprintf("http://127.0.0.1:%d", port), log: &lockedWriter{}, exited: make(chan struct{})}
 	e.cmd = exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-	e.cmd.Stdout, e.cmd.Stderr = &lockedWriter{w: e.log}, &lockedWriter{w: e.log}
+	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	// Die with the test binary, even when it is killed.
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := e.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start moto_server: %w", err)
 	}
+	go func() { e.cmd.Wait(); close(e.exited) }()
 	if err := e.waitReady(30 * time.Second); err != nil {
 		e.Stop()
 		return nil, err
@@ -93,19 +95,16 @@ func Start() (*Moto, error) {
 
 func (e *Moto) waitReady(limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	exited := make(chan error, 1)
-	go func() { exited <- e.cmd.Wait() }()
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("moto_server exited before it answered (%v): %s", err, e.log.String())
+		case <-e.exited:
+			return fmt.Errorf("moto_server exited before it answered: %s", e.log.String())
 		default:
 		}
 		resp, err := http.Get(e.MotoURL + "/moto-api/")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				go func() { <-exited }()
 				return nil
 			}
 		}
@@ -201,19 +200,14 @@ func (e *Moto) Stop() {
 		cancel()
 	}
 	if e.cmd != nil && e.cmd.Process != nil {
+		// moto_server runs in its own process group: end it and its children.
 		syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() {
-			for i := 0; i < 30; i++ {
-				if syscall.Kill(e.cmd.Process.Pid, 0) != nil {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			close(done)
-		}()
-		<-done
-		syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+		select {
+		case <-e.exited:
+		case <-time.After(3 * time.Second):
+			syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+			<-e.exited
+		}
 	}
 }
 
@@ -244,13 +238,20 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// lockedWriter collects moto's output for error messages.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return l.buf.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

@@ -498,11 +498,15 @@ func (s *Store) Terminate(ctx context.Context, id string, t Termination) (*Insta
 	if keep <= 0 {
 		keep = terminatedRecordsKeepFor
 	}
+	set := map[string]any{"state": string(Terminated), AttrExpiresAt: now + secs(keep)}
+	if t.Reason != "" { // else keep the reason Expire gave
+		set["terminatedReason"] = t.Reason
+	}
 	return s.apply(ctx, change{
 		transition: "→terminated",
 		id:         id,
 		checks:     checks,
-		set:        map[string]any{"state": string(Terminated), AttrExpiresAt: now + secs(keep), "terminatedReason": t.Reason},
+		set:        set,
 		remove:     []string{AttrRunID, AttrPoolState, AttrThreshold, "registration"},
 	})
 }
