@@ -1,0 +1,259 @@
+// Package config is the agent's configuration: the JSON file user-data
+// writes (/etc/ghrunner/agent.json), overridden by GHRUNNER_* environment
+// variables and then by command-line flags.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// DefaultPath is where user-data writes the configuration.
+const DefaultPath = "/etc/ghrunner/agent.json"
+
+// Duration is a time.Duration written as "15s", "5m" in JSON.
+type Duration struct{ time.Duration }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"15s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// Config is everything the agent needs to know that the instance itself
+// cannot tell it (the instance id and region come from IMDS).
+type Config struct {
+	// Table is the state table's name.
+	Table string `json:"table"`
+	// Region overrides the region read from IMDS.
+	Region string `json:"region,omitempty"`
+	// Endpoint and Endpoints override AWS endpoints (VPC endpoints, emulators).
+	Endpoint  string            `json:"endpoint,omitempty"`
+	Endpoints map[string]string `json:"endpoints,omitempty"`
+	// IMDSEndpoint overrides the instance metadata endpoint (tests).
+	IMDSEndpoint string `json:"imdsEndpoint,omitempty"`
+
+	// RunnerDir holds the runner software (config.sh, run.sh). When
+	// RunnerTarballURL is set the tarball is downloaded and unpacked there.
+	RunnerDir           string `json:"runnerDir"`
+	RunnerTarballURL    string `json:"runnerTarballUrl,omitempty"`
+	RunnerTarballSHA256 string `json:"runnerTarballSha256,omitempty"`
+	// WorkDir is the runner's work folder, wiped between assignments.
+	WorkDir string `json:"workDir"`
+	// RunnerUser runs the runner; it must not be able to reach IMDS. Empty
+	// means the agent's own user (tests only).
+	RunnerUser string `json:"runnerUser,omitempty"`
+	// StateDir keeps the agent's own small files (pre-runner marker,
+	// current registration).
+	StateDir string `json:"stateDir"`
+
+	// PreRunnerScript runs once per instance before the first registration.
+	PreRunnerScript  string   `json:"preRunnerScript,omitempty"`
+	PreRunnerTimeout Duration `json:"preRunnerTimeout,omitempty"`
+	// CleanupScript runs after every deregistration, after the wipe.
+	CleanupScript  string   `json:"cleanupScript,omitempty"`
+	CleanupTimeout Duration `json:"cleanupTimeout,omitempty"`
+
+	HeartbeatInterval Duration `json:"heartbeatInterval,omitempty"`
+	// IdlePoll is the record poll while waiting for an assignment; AssignedPoll
+	// while a runner is registered.
+	IdlePoll     Duration `json:"idlePoll,omitempty"`
+	AssignedPoll Duration `json:"assignedPoll,omitempty"`
+	// RecordWait is how long the agent waits for its record to appear
+	// (createdTTL) before it terminates its own instance.
+	RecordWait Duration `json:"recordWait,omitempty"`
+	// ClockSkew is the grace added to the lease before self-termination.
+	ClockSkew Duration `json:"clockSkew,omitempty"`
+	// StopTimeout bounds the graceful stop of the runner.
+	StopTimeout Duration `json:"stopTimeout,omitempty"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `json:"logLevel,omitempty"`
+}
+
+// Defaults returns the configuration before the file is read.
+func Defaults() Config {
+	return Config{
+		RunnerDir:         "/opt/ghrunner/runner",
+		WorkDir:           "/opt/ghrunner/work",
+		StateDir:          "/var/lib/ghrunner",
+		PreRunnerTimeout:  Duration{15 * time.Minute},
+		CleanupTimeout:    Duration{5 * time.Minute},
+		HeartbeatInterval: Duration{15 * time.Second},
+		IdlePoll:          Duration{time.Second},
+		AssignedPoll:      Duration{3 * time.Second},
+		RecordWait:        Duration{10 * time.Minute},
+		ClockSkew:         Duration{time.Minute},
+		StopTimeout:       Duration{2 * time.Minute},
+		LogLevel:          "info",
+	}
+}
+
+var (
+	tableRE  = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
+	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// Validate reports the first invalid field, naming it and the rule.
+func (c Config) Validate() error {
+	switch {
+	case !tableRE.MatchString(c.Table):
+		return fmt.Errorf("table: %q must be a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)", c.Table)
+	case !filepath.IsAbs(c.RunnerDir):
+		return fmt.Errorf("runnerDir: %q must be an absolute path", c.RunnerDir)
+	case !filepath.IsAbs(c.WorkDir) || c.WorkDir == "/":
+		return fmt.Errorf("workDir: %q must be an absolute path other than / (it is wiped between runs)", c.WorkDir)
+	case !filepath.IsAbs(c.StateDir):
+		return fmt.Errorf("stateDir: %q must be an absolute path", c.StateDir)
+	case c.RunnerTarballURL != "" && !sha256RE.MatchString(c.RunnerTarballSHA256):
+		return fmt.Errorf("runnerTarballSha256: must be the 64 lowercase hex digits of the tarball's SHA-256 when runnerTarballUrl is set")
+	case c.PreRunnerScript != "" && !filepath.IsAbs(c.PreRunnerScript):
+		return fmt.Errorf("preRunnerScript: %q must be an absolute path", c.PreRunnerScript)
+	case c.CleanupScript != "" && !filepath.IsAbs(c.CleanupScript):
+		return fmt.Errorf("cleanupScript: %q must be an absolute path", c.CleanupScript)
+	}
+	if strings.HasPrefix(filepath.Clean(c.RunnerDir)+"/", filepath.Clean(c.WorkDir)+"/") {
+		return fmt.Errorf("workDir: %q must not contain runnerDir %q (the wipe would delete the runner)", c.WorkDir, c.RunnerDir)
+	}
+	for _, d := range []struct {
+		name string
+		v    Duration
+	}{
+		{"preRunnerTimeout", c.PreRunnerTimeout}, {"cleanupTimeout", c.CleanupTimeout}, {"heartbeatInterval", c.HeartbeatInterval},
+		{"idlePoll", c.IdlePoll}, {"assignedPoll", c.AssignedPoll}, {"recordWait", c.RecordWait}, {"stopTimeout", c.StopTimeout},
+	} {
+		if d.v.Duration <= 0 {
+			return fmt.Errorf("%s: must be a positive duration, got %s", d.name, d.v)
+		}
+	}
+	if c.ClockSkew.Duration < 0 {
+		return fmt.Errorf("clockSkew: must not be negative")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("logLevel: %q must be debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+// Load reads the file at path over the defaults (a missing file is an error
+// only when required), then applies GHRUNNER_<FIELD> environment variables.
+func Load(path string, required bool) (Config, error) {
+	c := Defaults()
+	raw, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && !required:
+	case err != nil:
+		return c, fmt.Errorf("read config: %w", err)
+	default:
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if err := c.applyEnv(os.LookupEnv); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// fields maps the JSON names of the scalar fields to setters, shared by the
+// environment and the flags.
+func (c *Config) fields() map[string]func(string) error {
+	str := func(p *string) func(string) error { return func(v string) error { *p = v; return nil } }
+	dur := func(p *Duration) func(string) error {
+		return func(v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return err
+			}
+			p.Duration = d
+			return nil
+		}
+	}
+	return map[string]func(string) error{
+		"table": str(&c.Table), "region": str(&c.Region), "endpoint": str(&c.Endpoint), "imdsEndpoint": str(&c.IMDSEndpoint),
+		"runnerDir": str(&c.RunnerDir), "runnerTarballUrl": str(&c.RunnerTarballURL), "runnerTarballSha256": str(&c.RunnerTarballSHA256),
+		"workDir": str(&c.WorkDir), "runnerUser": str(&c.RunnerUser), "stateDir": str(&c.StateDir),
+		"preRunnerScript": str(&c.PreRunnerScript), "preRunnerTimeout": dur(&c.PreRunnerTimeout),
+		"cleanupScript": str(&c.CleanupScript), "cleanupTimeout": dur(&c.CleanupTimeout),
+		"heartbeatInterval": dur(&c.HeartbeatInterval), "idlePoll": dur(&c.IdlePoll), "assignedPoll": dur(&c.AssignedPoll),
+		"recordWait": dur(&c.RecordWait), "clockSkew": dur(&c.ClockSkew), "stopTimeout": dur(&c.StopTimeout), "logLevel": str(&c.LogLevel),
+	}
+}
+
+// EnvName is the environment variable of a field: GHRUNNER_ + the JSON name
+// in upper snake case (runnerDir → GHRUNNER_RUNNER_DIR).
+func EnvName(field string) string {
+	var b strings.Builder
+	b.WriteString("GHRUNNER_")
+	for i, r := range field {
+		if r >= 'A' && r <= 'Z' && i > 0 {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToUpper(b.String())
+}
+
+func (c *Config) applyEnv(lookup func(string) (string, bool)) error {
+	for name, set := range c.fields() {
+		if v, ok := lookup(EnvName(name)); ok {
+			if err := set(v); err != nil {
+				return fmt.Errorf("%s: %w", EnvName(name), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Flags adds one flag per field to fs and returns the values given; apply
+// them after Load with Apply, so flags win over the file and the environment.
+func Flags(fs *flag.FlagSet) map[string]string {
+	given := map[string]string{}
+	var names []string
+	for name := range (&Config{}).fields() {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fs.Func(name, "overrides "+name+" of the config file (env "+EnvName(name)+")", func(v string) error {
+			given[name] = v
+			return nil
+		})
+	}
+	return given
+}
+
+// Apply sets fields by their JSON names.
+func (c *Config) Apply(values map[string]string) error {
+	fields := c.fields()
+	for name, v := range values {
+		set, ok := fields[name]
+		if !ok {
+			return fmt.Errorf("%s: unknown setting", name)
+		}
+		if err := set(v); err != nil {
+			return fmt.Errorf("-%s: %w", name, err)
+		}
+	}
+	return nil
+}

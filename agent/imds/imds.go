@@ -1,0 +1,76 @@
+// Package imds reads what the agent needs from the instance metadata service
+// (IMDSv2, through the AWS SDK's client).
+package imds
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// Client reads instance metadata.
+type Client struct{ c *imds.Client }
+
+// New returns a client; an empty endpoint means the instance's own service.
+func New(endpoint string) *Client {
+	opts := imds.Options{}
+	if endpoint != "" {
+		opts.Endpoint = endpoint
+	}
+	return &Client{c: imds.New(opts)}
+}
+
+// Identity is who this instance is.
+type Identity struct {
+	InstanceID   string
+	Region       string
+	InstanceType string
+}
+
+// Identity reads the instance identity document.
+func (c *Client) Identity(ctx context.Context) (Identity, error) {
+	doc, err := c.c.GetInstanceIdentityDocument(ctx, &imds.GetInstanceIdentityDocumentInput{})
+	if err != nil {
+		return Identity{}, fmt.Errorf("instance identity from IMDS: %w", err)
+	}
+	return Identity{InstanceID: doc.InstanceID, Region: doc.Region, InstanceType: doc.InstanceType}, nil
+}
+
+// SpotAction is a spot interruption notice.
+type SpotAction struct {
+	Action string    `json:"action"`
+	Time   time.Time `json:"time"`
+}
+
+// Spot returns the pending spot interruption notice, or nil when there is none.
+func (c *Client) Spot(ctx context.Context) (*SpotAction, error) {
+	out, err := c.c.GetMetadata(ctx, &imds.GetMetadataInput{Path: "spot/instance-action"})
+	if err != nil {
+		if notFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("spot notice from IMDS: %w", err)
+	}
+	defer out.Content.Close()
+	raw, err := io.ReadAll(out.Content)
+	if err != nil {
+		return nil, err
+	}
+	var a SpotAction
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, fmt.Errorf("spot notice: %w", err)
+	}
+	return &a, nil
+}
+
+func notFound(err error) bool {
+	var re *smithyhttp.ResponseError
+	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound
+}

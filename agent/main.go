@@ -1,0 +1,124 @@
+// Command agent is the ghrunner instance agent: started by user data on
+// every runner instance, it registers the GitHub runner for the run its
+// record names, cleans up after each run and keeps the instance honest
+// (heartbeat, self-termination). See DESIGN.md §7.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/imds"
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/lifecycle"
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "ghrunner-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("ghrunner-agent", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: ghrunner-agent [-config FILE] [-check] [-SETTING VALUE ...]
+
+The ghrunner instance agent. Reads its configuration from FILE (default %s),
+then GHRUNNER_* environment variables, then the flags below; the instance id
+and region come from the instance metadata service (IMDSv2).
+
+`, config.DefaultPath)
+		fs.PrintDefaults()
+	}
+	path := fs.String("config", config.DefaultPath, "configuration file written by user data")
+	check := fs.Bool("check", false, "validate the configuration and exit")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	overrides := config.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *showVersion {
+		fmt.Println(version)
+		return nil
+	}
+	cfg, err := config.Load(*path, isFlagSet(fs, "config"))
+	if err != nil {
+		return err
+	}
+	if err := cfg.Apply(overrides); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if *check {
+		fmt.Println("configuration is valid")
+		return nil
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level(cfg.LogLevel)})).With("component", "agent", "version", version)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	meta := imds.New(cfg.IMDSEndpoint)
+	id, err := meta.Identity(ctx)
+	if err != nil {
+		return err
+	}
+	region := cfg.Region
+	if region == "" {
+		region = id.Region
+	}
+	aws, err := awsconf.Load(ctx, awsconf.Options{Region: region, Endpoint: cfg.Endpoint, Endpoints: cfg.Endpoints})
+	if err != nil {
+		return err
+	}
+	if err := runner.Install(ctx, cfg.RunnerDir, cfg.RunnerTarballURL, cfg.RunnerTarballSHA256, cfg.RunnerUser); err != nil {
+		return err
+	}
+	agent := &lifecycle.Agent{
+		Config:     cfg,
+		InstanceID: id.InstanceID,
+		Store:      state.New(aws.DynamoDB(), cfg.Table),
+		EC2:        aws.EC2(),
+		Spot:       meta,
+		Runner:     &runner.Runner{Dir: cfg.RunnerDir, WorkDir: cfg.WorkDir, User: cfg.RunnerUser},
+		Log:        log,
+	}
+	log.Info("agent starting", "instanceId", id.InstanceID, "region", region, "table", cfg.Table)
+	err = agent.Run(ctx)
+	if errors.Is(err, lifecycle.ErrTerminated) || errors.Is(err, context.Canceled) {
+		log.Info("agent stopped", "reason", err.Error())
+		return nil
+	}
+	return err
+}
+
+func isFlagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func level(s string) slog.Level {
+	var l slog.Level
+	l.UnmarshalText([]byte(s))
+	return l
+}

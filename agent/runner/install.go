@@ -1,0 +1,143 @@
+package runner
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Install makes sure dir holds the runner software. When config.sh is there
+// already (preinstalled in the AMI) nothing happens; otherwise the tarball at
+// url is downloaded, checked against sha256Hex and unpacked into dir.
+func Install(ctx context.Context, dir, url, sha256Hex, owner string) error {
+	if _, err := os.Stat(filepath.Join(dir, "config.sh")); err == nil {
+		return nil
+	}
+	if url == "" {
+		return fmt.Errorf("runnerDir: %s has no config.sh and no runnerTarballUrl is set", dir)
+	}
+	tmp, err := os.CreateTemp("", "runner-*.tar.gz")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	var sum string
+	for attempt := 1; ; attempt++ {
+		sum, err = download(ctx, url, tmp)
+		if err == nil || attempt == 5 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 2 * time.Second):
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("download runner from %s: %w", url, err)
+	}
+	if sum != strings.ToLower(sha256Hex) {
+		return fmt.Errorf("runner tarball checksum mismatch: want %s, got %s (refusing to install)", sha256Hex, sum)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if err := unpack(tmp, dir); err != nil {
+		return fmt.Errorf("unpack runner: %w", err)
+	}
+	r := &Runner{User: owner}
+	return filepath.WalkDir(dir, func(path string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return r.chown(path)
+	})
+}
+
+func download(ctx context.Context, url string, to *os.File) (string, error) {
+	if err := to.Truncate(0); err != nil {
+		return "", err
+	}
+	if _, err := to.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("HTTP %s", resp.Status)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(to, h), resp.Body); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// unpack extracts a .tar.gz into dir, refusing entries that would land
+// outside it.
+func unpack(r io.Reader, dir string) error {
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(gz)
+	root := filepath.Clean(dir) + string(os.PathSeparator)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dir, h.Name)
+		if !strings.HasPrefix(target+string(os.PathSeparator), root) {
+			return fmt.Errorf("entry %q escapes the runner directory", h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode)&0o777)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, tr)
+			f.Close()
+			if err != nil {
+				return err
+			}
+		case tar.TypeSymlink:
+			resolved := filepath.Join(filepath.Dir(target), h.Linkname)
+			if filepath.IsAbs(h.Linkname) || !strings.HasPrefix(resolved+string(os.PathSeparator), root) {
+				return fmt.Errorf("symlink %q → %q leaves the runner directory", h.Name, h.Linkname)
+			}
+			if err := os.Symlink(h.Linkname, target); err != nil {
+				return err
+			}
+		}
+	}
+}

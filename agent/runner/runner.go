@@ -1,0 +1,264 @@
+// Package runner drives the GitHub Actions runner software through its
+// documented command-line contract: `config.sh` to register and remove,
+// `run.sh` to listen for jobs. Anything honouring that contract (the real
+// runner, or the fake runner of the tests) can stand in.
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Runner is one runner installation.
+type Runner struct {
+	Dir     string // holds config.sh and run.sh
+	WorkDir string // the runner's work folder
+	// User runs config.sh and run.sh; empty: the agent's own user.
+	User string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
+}
+
+// File is what the runner writes to .runner when configured.
+type File struct {
+	AgentID    int64  `json:"agentId"`
+	AgentName  string `json:"agentName"`
+	PoolID     int64  `json:"poolId"`
+	ServerURL  string `json:"serverUrl"`
+	GitHubURL  string `json:"gitHubUrl"`
+	WorkFolder string `json:"workFolder"`
+}
+
+// Registration is what Configure needs.
+type Registration struct {
+	URL    string
+	Token  string
+	Name   string
+	Labels string // comma-separated; ours is the runId alone
+}
+
+// Configured reads .runner; ok is false when the runner is not configured.
+func (r *Runner) Configured() (File, bool, error) {
+	raw, err := os.ReadFile(filepath.Join(r.Dir, ".runner"))
+	if errors.Is(err, os.ErrNotExist) {
+		return File{}, false, nil
+	}
+	if err != nil {
+		return File{}, false, err
+	}
+	// The real runner writes .runner with a UTF-8 byte order mark.
+	raw = bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
+	var f File
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return File{}, false, fmt.Errorf("read .runner: %w", err)
+	}
+	return f, true, nil
+}
+
+// Configure registers the runner and returns its GitHub runner id.
+func (r *Runner) Configure(ctx context.Context, reg Registration) (File, error) {
+	if err := os.MkdirAll(r.WorkDir, 0o755); err != nil {
+		return File{}, err
+	}
+	if err := r.chown(r.WorkDir); err != nil {
+		return File{}, err
+	}
+	out, err := r.run(ctx, "./config.sh", "--unattended", "--url", reg.URL, "--token", reg.Token, "--name", reg.Name,
+		"--labels", reg.Labels, "--no-default-labels", "--work", r.WorkDir, "--replace")
+	if err != nil {
+		return File{}, fmt.Errorf("config.sh: %w: %s", err, tail(out))
+	}
+	f, ok, err := r.Configured()
+	if err != nil || !ok {
+		return File{}, fmt.Errorf("config.sh succeeded but left no readable .runner (%v): %s", err, tail(out))
+	}
+	return f, nil
+}
+
+// Remove deregisters the runner with a remove token.
+func (r *Runner) Remove(ctx context.Context, token string) error {
+	out, err := r.run(ctx, "./config.sh", "remove", "--token", token)
+	if err != nil {
+		return fmt.Errorf("config.sh remove: %w: %s", err, tail(out))
+	}
+	return nil
+}
+
+// Forget deletes the local registration files, for when GitHub cannot be
+// told (no remove token): the server side is left to the control plane.
+func (r *Runner) Forget() error {
+	var errs []error
+	for _, f := range []string{".runner", ".credentials", ".credentials_rsaparams"} {
+		if err := os.Remove(filepath.Join(r.Dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Start launches run.sh. It returns at once; Alive tells whether it still runs.
+func (r *Runner) Start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil && !closed(r.exited) {
+		return errors.New("runner already started")
+	}
+	cmd, err := r.command(context.Background(), "./run.sh")
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	// Its own process group, so a stop reaches the job's processes too.
+	cmd.SysProcAttr.Setpgid = true
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start run.sh: %w", err)
+	}
+	exited := make(chan struct{})
+	r.cmd, r.exited = cmd, exited
+	go func() {
+		err := cmd.Wait()
+		r.mu.Lock()
+		r.err = err
+		r.mu.Unlock()
+		close(exited)
+	}()
+	return nil
+}
+
+// Alive reports whether run.sh is running; when it is not, err is how it ended.
+func (r *Runner) Alive() (alive bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return false, nil
+	}
+	if closed(r.exited) {
+		return false, r.err
+	}
+	return true, nil
+}
+
+// PID is run.sh's process id, 0 when not running.
+func (r *Runner) PID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil || closed(r.exited) {
+		return 0
+	}
+	return r.cmd.Process.Pid
+}
+
+// Stop asks run.sh to stop (SIGINT, as the runner's service does), lets the
+// current job finish within timeout, then kills its process group.
+func (r *Runner) Stop(timeout time.Duration) error {
+	r.mu.Lock()
+	cmd, exited := r.cmd, r.exited
+	r.mu.Unlock()
+	if cmd == nil || closed(exited) {
+		return nil
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(timeout):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		return fmt.Errorf("run.sh did not stop within %s: killed", timeout)
+	}
+}
+
+// Wipe empties the work folder, keeping the folder itself.
+func (r *Runner) Wipe() error {
+	entries, err := os.ReadDir(r.WorkDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		errs = append(errs, os.RemoveAll(filepath.Join(r.WorkDir, e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Runner) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd, err := r.command(ctx, name, args...)
+	if err != nil {
+		return nil, err
+	}
+	cmd.WaitDelay = 5 * time.Second
+	return cmd.CombinedOutput()
+}
+
+func (r *Runner) command(ctx context.Context, name string, args ...string) (*exec.Cmd, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = r.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	cmd.Env = os.Environ()
+	if r.User != "" {
+		uid, gid, home, err := lookup(r.User)
+		if err != nil {
+			return nil, err
+		}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid}
+		cmd.Env = append(cmd.Env, "HOME="+home, "USER="+r.User)
+	}
+	return cmd, nil
+}
+
+func (r *Runner) chown(path string) error {
+	if r.User == "" {
+		return nil
+	}
+	uid, gid, _, err := lookup(r.User)
+	if err != nil {
+		return err
+	}
+	return os.Chown(path, int(uid), int(gid))
+}
+
+func lookup(name string) (uid, gid uint32, home string, err error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, 0, "", fmt.Errorf("runner user %q: %w", name, err)
+	}
+	uid64, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid64, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return uint32(uid64), uint32(gid64), u.HomeDir, nil
+}
+
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// tail keeps the end of a command's output for an error message.
+func tail(out []byte) string {
+	const max = 600
+	out = bytes.TrimSpace(out)
+	if len(out) > max {
+		out = append([]byte("…"), out[len(out)-max:]...)
+	}
+	return string(out)
+}
