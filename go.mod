@@ -14,6 +14,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
 	github.com/aws/smithy-go v1.28.8
 	github.com/robfig/cron/v3 v3.0.1
+	golang.org/x/sync v0.24.0
 )
 
 require (

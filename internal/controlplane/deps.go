@@ -1,0 +1,124 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// GitHub is what the control plane asks of GitHub.
+type GitHub interface {
+	// RegistrationToken and RemoveToken return a token for config.sh of a
+	// runner of owner ("acme" or "acme/api"), valid about an hour.
+	RegistrationToken(ctx context.Context, owner string) (token string, expires time.Time, err error)
+	RemoveToken(ctx context.Context, owner string) (token string, expires time.Time, err error)
+	// RunnerURL is the URL config.sh registers a runner of owner at.
+	RunnerURL(owner string) string
+	// DeleteRunner removes a runner; a runner that is gone already is no error.
+	DeleteRunner(ctx context.Context, owner string, runnerID int64) error
+}
+
+// Deps are the dependencies of every function.
+type Deps struct {
+	Store  *state.Store
+	SQS    pool.SQSAPI
+	GitHub GitHub
+	Log    *slog.Logger
+	// Poll is the interval of signal waits (default 1 s: one consistent read
+	// per waiting instance per second).
+	Poll time.Duration
+
+	mu    sync.Mutex
+	pools map[string]*state.PoolConfig
+}
+
+// Pool reads a pool's configuration once per invocation, with its timings
+// completed from the defaults.
+func (d *Deps) Pool(ctx context.Context, name string) (*state.PoolConfig, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p, ok := d.pools[name]; ok {
+		return p, nil
+	}
+	p, err := d.Store.GetPoolConfig(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	p.Timings = p.Timings.WithDefaults(p.OS)
+	if d.pools == nil {
+		d.pools = map[string]*state.PoolConfig{}
+	}
+	d.pools[name] = p
+	return p, nil
+}
+
+// Queue returns the pool queue of a pool.
+func (d *Deps) Queue(p *state.PoolConfig) *pool.Queue { return pool.New(d.SQS, p.QueueURL) }
+
+func (d *Deps) poll() time.Duration {
+	if d.Poll > 0 {
+		return d.Poll
+	}
+	return time.Second
+}
+
+// RemovalFor returns the remove material the agent needs to deregister a
+// runner of owner.
+func (d *Deps) RemovalFor(ctx context.Context, owner string) (*state.Registration, error) {
+	tok, exp, err := d.GitHub.RemoveToken(ctx, owner)
+	if err != nil {
+		return nil, fmt.Errorf("GitHub remove token for %s: %w", owner, err)
+	}
+	return &state.Registration{Purpose: "remove", URL: d.GitHub.RunnerURL(owner), Token: tok, ExpiresAt: exp.Unix()}, nil
+}
+
+// RegistrationFor returns the registration material for a runner of owner.
+func (d *Deps) RegistrationFor(ctx context.Context, owner string) (*state.Registration, error) {
+	tok, exp, err := d.GitHub.RegistrationToken(ctx, owner)
+	if err != nil {
+		return nil, fmt.Errorf("GitHub registration token for %s: %w", owner, err)
+	}
+	return &state.Registration{Purpose: "register", URL: d.GitHub.RunnerURL(owner), Token: tok, ExpiresAt: exp.Unix()}, nil
+}
+
+// Repool waits until the agent confirms the idle instance is clean for its
+// assignment, then sends the pool message and records it. When the agent
+// fails or does not answer within wait, the instance is expired instead
+// (never pooled) and refresh terminates it. It returns whether it pooled.
+func (d *Deps) Repool(ctx context.Context, idle *state.Instance, p *state.PoolConfig, wait time.Duration) (bool, string) {
+	log := d.Log.With("instanceId", idle.ID, "assignment", idle.Assignment)
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	clean, err := d.Store.WaitSignal(wctx, idle.ID, idle.Assignment, state.SignalRemoveRegOK, state.SignalRemoveRegFailed, d.poll())
+	if err != nil {
+		detail := "agent did not confirm it is clean: " + err.Error()
+		d.expire(ctx, idle.Ref(), detail)
+		log.Warn("instance not pooled", "reason", detail)
+		return false, detail
+	}
+	msg := pool.Message{InstanceID: clean.ID, Pool: clean.Pool, InstanceType: clean.InstanceType, UsageClass: clean.UsageClass, IdleUntil: clean.Threshold}
+	if err := d.Queue(p).Send(ctx, msg); err != nil {
+		// The record is clean and idle without pooledAt: refresh re-sends.
+		log.Warn("pool message not sent; refresh will send it", "err", err)
+		return true, err.Error()
+	}
+	if _, err := d.Store.MarkPooled(ctx, clean.Ref()); err != nil {
+		log.Warn("pooledAt not recorded", "err", err)
+	}
+	return true, ""
+}
+
+// expire sets an instance's lease into the past; refresh terminates it.
+func (d *Deps) expire(ctx context.Context, ref state.Ref, reason string) {
+	if _, err := d.Store.Expire(context.WithoutCancel(ctx), ref, reason); err != nil && state.ClauseOf(err) == "" {
+		d.Log.Error("expire instance", "instanceId", ref.ID, "err", err)
+	}
+}
+
+// Expire is expire for the functions.
+func (d *Deps) Expire(ctx context.Context, ref state.Ref, reason string) { d.expire(ctx, ref, reason) }

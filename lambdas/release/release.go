@@ -1,0 +1,188 @@
+// Package release is the release function (DESIGN.md §6, seed
+// release-process.md): it hands a run's runners back to the pool through the
+// asynchronous handshake with their agents.
+package release
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// Input is the release payload.
+type Input struct {
+	RunID string `json:"runId"`
+}
+
+// Output says what happened to each instance of the run.
+type Output struct {
+	RunID          string   `json:"runId"`
+	Released       []string `json:"released"`
+	Expired        []string `json:"expired"`
+	ElapsedSeconds float64  `json:"elapsedSeconds"`
+	Note           string   `json:"note,omitempty"`
+}
+
+// CleanWait bounds the wait for an agent's UD_REMOVE_REG_OK.
+const CleanWait = 2 * time.Minute
+
+// Handle runs one release.
+func Handle(ctx context.Context, d *controlplane.Deps, payload json.RawMessage) (*Output, error) {
+	start := time.Now()
+	var in Input
+	if err := controlplane.Decode(payload, &in); err != nil {
+		return nil, err
+	}
+	if err := controlplane.CheckRunID(in.RunID); err != nil {
+		return nil, err
+	}
+	out := &Output{RunID: in.RunID, Released: []string{}, Expired: []string{}}
+	log := d.Log.With("runId", in.RunID)
+
+	run, err := d.Store.GetRun(ctx, in.RunID)
+	switch {
+	case state.IsNotFound(err):
+		out.Note = "no run with this runId: nothing to release"
+	case err != nil:
+		return nil, err
+	case run.Status == state.RunReleased:
+		out.Note = "run was released already"
+	default:
+		// Marking the run first stops a provision that is still waiting: it
+		// re-reads the run item before every transition.
+		if _, err := d.Store.SetRunStatus(ctx, in.RunID, state.RunReleased, "released", state.RunProvisioning, state.RunReady, state.RunFailed); err != nil && state.ClauseOf(err) != state.ClauseStatus {
+			return nil, err
+		}
+	}
+
+	ids, err := instancesOf(ctx, d, in.RunID, run)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for _, id := range ids {
+		g.Go(func() error {
+			pooled, err := releaseOne(gctx, d, in.RunID, id)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch pooled {
+			case outcomeReleased:
+				out.Released = append(out.Released, id)
+			case outcomeExpired:
+				out.Expired = append(out.Expired, id)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	sort.Strings(out.Released)
+	sort.Strings(out.Expired)
+	if out.Note == "" && len(ids) == 0 {
+		out.Note = "the run has no instances"
+	} else if out.Note != "" && len(out.Released)+len(out.Expired) > 0 {
+		out.Note += "; leftover instances handled"
+	}
+	out.ElapsedSeconds = time.Since(start).Seconds()
+	log.Info("release finished", "released", out.Released, "expired", out.Expired, "seconds", out.ElapsedSeconds)
+	return out, nil
+}
+
+// instancesOf merges the by-run index (eventually consistent) with the ids
+// the run item recorded, so a just-created instance is not missed.
+func instancesOf(ctx context.Context, d *controlplane.Deps, runID string, run *state.Run) ([]string, error) {
+	seen := map[string]bool{}
+	if run != nil {
+		for _, id := range run.InstanceIDs {
+			seen[id] = true
+		}
+	}
+	indexed, err := d.Store.ByRun(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	for _, inst := range indexed {
+		seen[inst.ID] = true
+	}
+	ids := make([]string, 0, len(seen))
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+type outcome int
+
+const (
+	outcomeNone outcome = iota // not this run's any more
+	outcomeReleased
+	outcomeExpired
+)
+
+// releaseOne reads the record itself (the index may be stale) and acts on
+// its state: running → idle and back to the pool once clean; created or
+// claimed (a provision still under way) → expired.
+func releaseOne(ctx context.Context, d *controlplane.Deps, runID, id string) (outcome, error) {
+	inst, err := d.Store.Get(ctx, id)
+	if state.IsNotFound(err) {
+		return outcomeNone, nil
+	}
+	if err != nil {
+		return outcomeNone, err
+	}
+	if inst.RunID != runID {
+		return outcomeNone, nil
+	}
+	switch inst.State {
+	case state.Created, state.Claimed:
+		d.Expire(ctx, inst.Ref(), "released before it was ready")
+		return outcomeExpired, nil
+	case state.Running:
+	default:
+		return outcomeNone, nil
+	}
+	p, err := d.Pool(ctx, inst.Pool)
+	if err != nil {
+		return outcomeNone, err
+	}
+	removal, err := d.RemovalFor(ctx, inst.Owner)
+	if err != nil {
+		// Without a remove token the agent cannot deregister cleanly: retire
+		// the instance rather than pool a runner still known to GitHub.
+		d.Expire(ctx, inst.Ref(), err.Error())
+		return outcomeExpired, nil
+	}
+	idle, err := d.Store.Release(ctx, inst.Ref(), runID, state.D(p.Timings.IdleTTL), removal)
+	switch state.ClauseOf(err) {
+	case "":
+		if err != nil {
+			return outcomeNone, err
+		}
+	case state.ClauseLease:
+		return outcomeExpired, nil // expired already: refresh terminates it
+	default:
+		return outcomeNone, nil // a concurrent release got it
+	}
+	wait := CleanWait
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-5*time.Second < wait {
+		wait = time.Until(dl) - 5*time.Second
+	}
+	if pooled, _ := d.Repool(ctx, idle, p, wait); pooled {
+		return outcomeReleased, nil
+	}
+	return outcomeExpired, nil
+}
