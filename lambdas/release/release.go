@@ -71,16 +71,16 @@ func Handle(ctx context.Context, d *controlplane.Deps, payload json.RawMessage) 
 	g.SetLimit(16)
 	for _, id := range ids {
 		g.Go(func() error {
-			pooled, err := releaseOne(gctx, d, in.RunID, id)
+			got, err := d.ReleaseInstance(gctx, in.RunID, id, CleanWait)
 			if err != nil {
 				return err
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			switch pooled {
-			case outcomeReleased:
+			switch got {
+			case controlplane.Released:
 				out.Released = append(out.Released, id)
-			case outcomeExpired:
+			case controlplane.Expired:
 				out.Expired = append(out.Expired, id)
 			}
 			return nil
@@ -125,64 +125,3 @@ func instancesOf(ctx context.Context, d *controlplane.Deps, runID string, run *s
 	return ids, nil
 }
 
-type outcome int
-
-const (
-	outcomeNone outcome = iota // not this run's any more
-	outcomeReleased
-	outcomeExpired
-)
-
-// releaseOne reads the record itself (the index may be stale) and acts on
-// its state: running → idle and back to the pool once clean; created or
-// claimed (a provision still under way) → expired.
-func releaseOne(ctx context.Context, d *controlplane.Deps, runID, id string) (outcome, error) {
-	inst, err := d.Store.Get(ctx, id)
-	if state.IsNotFound(err) {
-		return outcomeNone, nil
-	}
-	if err != nil {
-		return outcomeNone, err
-	}
-	if inst.RunID != runID {
-		return outcomeNone, nil
-	}
-	switch inst.State {
-	case state.Created, state.Claimed:
-		d.Expire(ctx, inst.Ref(), "released before it was ready")
-		return outcomeExpired, nil
-	case state.Running:
-	default:
-		return outcomeNone, nil
-	}
-	p, err := d.Pool(ctx, inst.Pool)
-	if err != nil {
-		return outcomeNone, err
-	}
-	removal, err := d.RemovalFor(ctx, inst.Owner)
-	if err != nil {
-		// Without a remove token the agent cannot deregister cleanly: retire
-		// the instance rather than pool a runner still known to GitHub.
-		d.Expire(ctx, inst.Ref(), err.Error())
-		return outcomeExpired, nil
-	}
-	idle, err := d.Store.Release(ctx, inst.Ref(), runID, state.D(p.Timings.IdleTTL), removal)
-	switch state.ClauseOf(err) {
-	case "":
-		if err != nil {
-			return outcomeNone, err
-		}
-	case state.ClauseLease:
-		return outcomeExpired, nil // expired already: refresh terminates it
-	default:
-		return outcomeNone, nil // a concurrent release got it
-	}
-	wait := CleanWait
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-5*time.Second < wait {
-		wait = time.Until(dl) - 5*time.Second
-	}
-	if pooled, _ := d.Repool(ctx, idle, p, wait); pooled {
-		return outcomeReleased, nil
-	}
-	return outcomeExpired, nil
-}

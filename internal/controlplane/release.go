@@ -1,0 +1,71 @@
+package controlplane
+
+import (
+	"context"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// Outcome is what happened to one instance given back by a run.
+type Outcome int
+
+const (
+	Untouched Outcome = iota // not this run's (any more), or gone
+	Released                 // clean and back in the pool
+	Expired                  // retired: refresh terminates it
+)
+
+// ReleaseInstance gives one instance of runID back. It reads the record
+// itself (an index may be stale) and acts on its state: running → idle and
+// into the pool once the agent confirmed it is clean (within cleanWait);
+// created or claimed (a provision still under way) → expired.
+func (d *Deps) ReleaseInstance(ctx context.Context, runID, id string, cleanWait time.Duration) (Outcome, error) {
+	inst, err := d.Store.Get(ctx, id)
+	if state.IsNotFound(err) {
+		return Untouched, nil
+	}
+	if err != nil {
+		return Untouched, err
+	}
+	if inst.RunID != runID {
+		return Untouched, nil
+	}
+	switch inst.State {
+	case state.Created, state.Claimed:
+		d.expire(ctx, inst.Ref(), "released before it was ready")
+		return Expired, nil
+	case state.Running:
+	default:
+		return Untouched, nil
+	}
+	p, err := d.Pool(ctx, inst.Pool)
+	if err != nil {
+		return Untouched, err
+	}
+	removal, err := d.RemovalFor(ctx, inst.Owner)
+	if err != nil {
+		// Without a remove token the agent cannot deregister cleanly: retire
+		// the instance rather than pool a runner still known to GitHub.
+		d.expire(ctx, inst.Ref(), err.Error())
+		return Expired, nil
+	}
+	idle, err := d.Store.Release(ctx, inst.Ref(), runID, state.D(p.Timings.IdleTTL), removal)
+	switch state.ClauseOf(err) {
+	case "":
+		if err != nil {
+			return Untouched, err
+		}
+	case state.ClauseLease:
+		return Expired, nil // its lease ended: refresh terminates it
+	default:
+		return Untouched, nil // a concurrent release got it first
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-5*time.Second < cleanWait {
+		cleanWait = time.Until(dl) - 5*time.Second
+	}
+	if pooled, _ := d.Repool(ctx, idle, p, cleanWait); pooled {
+		return Released, nil
+	}
+	return Expired, nil
+}
