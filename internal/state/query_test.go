@@ -142,3 +142,22 @@ func BenchmarkClaim(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
 }
+
+func TestGetManyReadsEveryBatch(t *testing.T) {
+	s, _ := newStore(t)
+	ids := make([]string, 0, 230)
+	for i := 0; i < 230; i++ {
+		id := fmt.Sprintf("i-many%03d", i)
+		created(t, s, id, "r")
+		ids = append(ids, id)
+	}
+	before := env.Calls("DynamoDB_20120810.BatchGetItem")
+	got, err := s.GetMany(ctx, append(ids, "i-absent"))
+	must(t, err)
+	if len(got) != 230 || got["i-many229"].Signals == nil {
+		t.Fatalf("GetMany returned %d records", len(got))
+	}
+	if calls := env.Calls("DynamoDB_20120810.BatchGetItem") - before; calls != 3 {
+		t.Fatalf("BatchGetItem calls = %d, want 3 for 231 ids", calls)
+	}
+}

@@ -24,6 +24,7 @@ type DynamoDBAPI interface {
 	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 // Store reads and writes one state table.
@@ -199,4 +200,41 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// GetMany reads instance records with consistent reads, 100 per call, and
+// returns those that exist keyed by instance id. Unprocessed keys (throttling)
+// are asked again with a short backoff.
+func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Instance, error) {
+	out := make(map[string]*Instance, len(ids))
+	for start := 0; start < len(ids); start += 100 {
+		batch := ids[start:min(start+100, len(ids))]
+		keys := make([]map[string]types.AttributeValue, len(batch))
+		for i, id := range batch {
+			keys[i] = s.key(InstanceKey(id))
+		}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 0 {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(time.Duration(attempt*attempt) * 50 * time.Millisecond):
+				}
+			}
+			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("batch read %d records: %w", len(batch), err)
+			}
+			var items []Instance
+			if err := attributevalue.UnmarshalListOfMaps(res.Responses[s.table], &items); err != nil {
+				return nil, fmt.Errorf("decode records: %w", err)
+			}
+			for i := range items {
+				out[items[i].ID] = &items[i]
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
 }
