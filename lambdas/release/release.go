@@ -124,4 +124,3 @@ func instancesOf(ctx context.Context, d *controlplane.Deps, runID string, run *s
 	sort.Strings(ids)
 	return ids, nil
 }
-
