@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -31,6 +32,29 @@ type Runner struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error
+}
+
+// PIDFile is where Start notes run.sh's process id, so that an agent that
+// restarts finds the runner still running (a job may be under way) instead of
+// starting a second one.
+const PIDFile = ".ghrunner-run.pid"
+
+// adopted returns the process id of a run.sh started by an earlier agent
+// process that still runs in this runner directory, or 0.
+func (r *Runner) adopted() int {
+	raw, err := os.ReadFile(filepath.Join(r.Dir, PIDFile))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return 0
+	}
+	// Guard against a reused pid: the process must run in this directory.
+	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil || filepath.Clean(cwd) != filepath.Clean(r.Dir) {
+		return 0
+	}
+	return pid
 }
 
 // File is what the runner writes to .runner when configured.
@@ -114,7 +138,7 @@ func (r *Runner) Forget() error {
 func (r *Runner) Start() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cmd != nil && !closed(r.exited) {
+	if r.cmd != nil && !closed(r.exited) || r.cmd == nil && r.adopted() != 0 {
 		return errors.New("runner already started")
 	}
 	cmd, err := r.command(context.Background(), "./run.sh")
@@ -129,6 +153,7 @@ func (r *Runner) Start() error {
 	}
 	exited := make(chan struct{})
 	r.cmd, r.exited = cmd, exited
+	os.WriteFile(filepath.Join(r.Dir, PIDFile), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 	go func() {
 		err := cmd.Wait()
 		r.mu.Lock()
@@ -144,7 +169,7 @@ func (r *Runner) Alive() (alive bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cmd == nil {
-		return false, nil
+		return r.adopted() != 0, nil
 	}
 	if closed(r.exited) {
 		return false, r.err
@@ -156,7 +181,10 @@ func (r *Runner) Alive() (alive bool, err error) {
 func (r *Runner) PID() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cmd == nil || closed(r.exited) {
+	if r.cmd == nil {
+		return r.adopted()
+	}
+	if closed(r.exited) {
 		return 0
 	}
 	return r.cmd.Process.Pid
@@ -168,7 +196,10 @@ func (r *Runner) Stop(timeout time.Duration) error {
 	r.mu.Lock()
 	cmd, exited := r.cmd, r.exited
 	r.mu.Unlock()
-	if cmd == nil || closed(exited) {
+	if cmd == nil {
+		return stopAdopted(r.adopted(), timeout)
+	}
+	if closed(exited) {
 		return nil
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
@@ -180,6 +211,22 @@ func (r *Runner) Stop(timeout time.Duration) error {
 		<-exited
 		return fmt.Errorf("run.sh did not stop within %s: killed", timeout)
 	}
+}
+
+// stopAdopted stops a run.sh this agent process did not start: it cannot
+// wait for it, so it polls.
+func stopAdopted(pid int, timeout time.Duration) error {
+	if pid == 0 {
+		return nil
+	}
+	syscall.Kill(-pid, syscall.SIGINT)
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil {
+			return nil
+		}
+	}
+	syscall.Kill(-pid, syscall.SIGKILL)
+	return fmt.Errorf("run.sh (pid %d) did not stop within %s: killed", pid, timeout)
 }
 
 // Wipe empties the work folder, keeping the folder itself.

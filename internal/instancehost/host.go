@@ -1,0 +1,292 @@
+// Package instancehost plays the EC2 instances of a local deployment: it
+// watches EC2 (moto) for the deployment's instances and runs one real agent
+// process per running instance, each with its own metadata service, folders
+// and runner; it stops the agent when the instance is terminated and, like
+// systemd's Restart=always, restarts an agent that exits while its instance
+// still runs. Tests and the sandbox use it.
+package instancehost
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/imdsstub"
+)
+
+// EC2 is what the host reads of EC2.
+type EC2 interface {
+	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+}
+
+// Options configure a host.
+type Options struct {
+	EC2         EC2
+	Region      string
+	Environment string // the ghr:environment tag of the deployment
+	AgentBinary string
+	Root        string // one folder per instance is made under it
+	// Config returns the agent configuration of an instance; the host sets
+	// the folders and the metadata endpoint.
+	Config func(instanceID string, tags map[string]string) config.Config
+	// PrepareRunner installs the runner software into dir.
+	PrepareRunner func(dir string) error
+	// Env is added to every agent's environment (credentials, endpoints).
+	Env    []string
+	Poll   time.Duration // default 200 ms
+	Output io.Writer     // agents' logs; default discarded
+}
+
+// Agent is one running agent process.
+type Agent struct {
+	InstanceID string
+	Dir        string
+	IMDS       *imdsstub.Server
+	Starts     int // how often the process was started
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	stop   bool
+}
+
+// Host runs the agents.
+type Host struct {
+	opts   Options
+	mu     sync.Mutex
+	agents map[string]*Agent
+	cancel context.CancelFunc
+	done   chan struct{}
+	errs   []error
+}
+
+// Start begins watching EC2.
+func Start(ctx context.Context, opts Options) (*Host, error) {
+	if opts.Poll == 0 {
+		opts.Poll = 200 * time.Millisecond
+	}
+	if opts.Output == nil {
+		opts.Output = io.Discard
+	}
+	if _, err := os.Stat(opts.AgentBinary); err != nil {
+		return nil, fmt.Errorf("agent binary: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	h := &Host{opts: opts, agents: map[string]*Agent{}, cancel: cancel, done: make(chan struct{})}
+	go h.watch(ctx)
+	return h, nil
+}
+
+// Stop stops watching and stops every agent.
+func (h *Host) Stop() {
+	h.cancel()
+	<-h.done
+	h.mu.Lock()
+	agents := make([]*Agent, 0, len(h.agents))
+	for _, a := range h.agents {
+		agents = append(agents, a)
+	}
+	h.mu.Unlock()
+	for _, a := range agents {
+		h.stopAgent(a)
+	}
+}
+
+// Agent returns the agent of an instance, nil if none runs.
+func (h *Host) Agent(instanceID string) *Agent {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.agents[instanceID]
+}
+
+// Kill kills an instance's agent process abruptly (a crash); the host
+// restarts it like systemd would, after a second.
+func (h *Host) Kill(instanceID string) bool {
+	h.mu.Lock()
+	a := h.agents[instanceID]
+	h.mu.Unlock()
+	if a == nil || a.cmd == nil {
+		return false
+	}
+	return syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL) == nil
+}
+
+// Errors returns problems the host met (e.g. an agent it could not start).
+func (h *Host) Errors() []error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]error(nil), h.errs...)
+}
+
+func (h *Host) watch(ctx context.Context) {
+	defer close(h.done)
+	for {
+		running, err := h.running(ctx)
+		if err == nil {
+			h.sync(ctx, running)
+		} else if ctx.Err() == nil {
+			h.note(fmt.Errorf("describe instances: %w", err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(h.opts.Poll):
+		}
+	}
+}
+
+// running lists the deployment's running instances with their tags.
+func (h *Host) running(ctx context.Context) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	pages := ec2.NewDescribeInstancesPaginator(h.opts.EC2, &ec2.DescribeInstancesInput{Filters: []types.Filter{
+		{Name: aws.String("tag:ghr:environment"), Values: []string{h.opts.Environment}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				tags := map[string]string{}
+				for _, t := range i.Tags {
+					tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+				}
+				out[aws.ToString(i.InstanceId)] = tags
+			}
+		}
+	}
+	return out, nil
+}
+
+func (h *Host) sync(ctx context.Context, running map[string]map[string]string) {
+	h.mu.Lock()
+	var stop []*Agent
+	for id, a := range h.agents {
+		if _, ok := running[id]; !ok {
+			stop = append(stop, a)
+			delete(h.agents, id)
+		}
+	}
+	var start []string
+	for id := range running {
+		a, ok := h.agents[id]
+		if !ok {
+			start = append(start, id)
+			continue
+		}
+		if a.exitedLongAgo() {
+			start = append(start, id) // Restart=always
+		}
+	}
+	h.mu.Unlock()
+	for _, a := range stop {
+		h.stopAgent(a)
+	}
+	for _, id := range start {
+		if err := h.startAgent(ctx, id, running[id]); err != nil {
+			h.note(fmt.Errorf("start agent of %s: %w", id, err))
+		}
+	}
+}
+
+func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string) error {
+	h.mu.Lock()
+	a := h.agents[id]
+	h.mu.Unlock()
+	if a == nil {
+		dir := filepath.Join(h.opts.Root, id)
+		a = &Agent{InstanceID: id, Dir: dir, IMDS: imdsstub.Start(id, h.opts.Region, tags["ghr:instance-type"], tags)}
+		for _, sub := range []string{"runner", "work", "state", "etc"} {
+			if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+				return err
+			}
+		}
+		if h.opts.PrepareRunner != nil {
+			if err := h.opts.PrepareRunner(filepath.Join(dir, "runner")); err != nil {
+				return err
+			}
+		}
+		cfg := h.opts.Config(id, tags)
+		cfg.RunnerDir, cfg.WorkDir, cfg.StateDir = filepath.Join(dir, "runner"), filepath.Join(dir, "work"), filepath.Join(dir, "state")
+		cfg.IMDSEndpoint = a.IMDS.URL()
+		raw, _ := json.MarshalIndent(cfg, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, "etc", "agent.json"), raw, 0o600); err != nil {
+			return err
+		}
+	}
+	cmd := exec.CommandContext(ctx, h.opts.AgentBinary, "-config", filepath.Join(a.Dir, "etc", "agent.json"))
+	cmd.Env = append(os.Environ(), h.opts.Env...)
+	cmd.Stdout, cmd.Stderr = h.opts.Output, h.opts.Output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	h.mu.Lock()
+	a.cmd, a.exited, a.Starts = cmd, exited, a.Starts+1
+	h.agents[id] = a
+	h.mu.Unlock()
+	return nil
+}
+
+// stopAgent ends an agent (its instance is gone) and its runner processes.
+func (h *Host) stopAgent(a *Agent) {
+	if a.cmd != nil {
+		syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-a.exited:
+		case <-time.After(5 * time.Second):
+			syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
+			<-a.exited
+		}
+	}
+	// The runner runs in a process group of its own: an instance that is
+	// terminated takes every process with it.
+	killRunnerGroups(a.Dir)
+	a.IMDS.Close()
+}
+
+func (a *Agent) exitedLongAgo() bool {
+	select {
+	case <-a.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+func (h *Host) note(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.errs = append(h.errs, err)
+}
+
+// killRunnerGroups kills the process group of the run.sh noted in the
+// instance's runner folder, with any job it runs.
+func killRunnerGroups(instanceDir string) {
+	raw, err := os.ReadFile(filepath.Join(instanceDir, "runner", runner.PIDFile))
+	if err != nil {
+		return
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil && pid > 0 {
+		syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
