@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -45,7 +47,7 @@ func Decode(payload []byte, v any) error {
 		if _, extra := dec.Token(); !errors.Is(extra, io.EOF) {
 			return &InputError{Rule: "trailing data after the JSON object"}
 		}
-		return nil
+		return exactKeys(payload, v)
 	}
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
@@ -58,12 +60,50 @@ func Decode(payload []byte, v any) error {
 		return &InputError{Field: field, Rule: fmt.Sprintf("want %s, got %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)}
 	case errors.As(err, &syntaxErr):
 		return &InputError{Rule: fmt.Sprintf("not valid JSON at byte %d: %v", syntaxErr.Offset, err)}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &InputError{Rule: "not valid JSON: it ends too early"}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return &InputError{Field: name, Rule: "unknown field"}
 	default:
 		return &InputError{Rule: err.Error()}
 	}
+}
+
+// exactKeys refuses keys that encoding/json accepted only because it matches
+// names without regard to case ("runID" for "runId"): the payload contract is
+// exact, and a near-miss is more likely a typo than intent.
+func exactKeys(payload []byte, v any) error {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(payload, &keys) != nil {
+		return nil // not an object of fields: Decode already judged it
+	}
+	known := map[string]bool{}
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "" {
+			name = t.Field(i).Name
+		}
+		known[name] = true
+	}
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if !known[k] {
+			return &InputError{Field: k, Rule: "unknown field (names are case-sensitive)"}
+		}
+	}
+	return nil
 }
 
 func jsonKind(goKind string) string {
