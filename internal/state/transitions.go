@@ -284,6 +284,11 @@ func (s *Store) Create(ctx context.Context, n NewInstance) (*Instance, error) {
 	if n.RunID != "" {
 		inst.Uses = 1
 	}
+	if n.Registration != nil {
+		material := *n.Registration
+		material.Assignment = n.Assignment // bound to this assignment, whatever the caller set
+		inst.Registration = &material
+	}
 	if n.LaunchedAt.IsZero() {
 		inst.LaunchedAt = now
 	}

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/imdsstub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
+)
+
+var env *awstest.Moto
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m, &env)) }
+
+var ctx = context.Background()
+
+// world is one instance with a real agent process, against moto and the
+// fake GitHub, with the test playing the control plane.
+type world struct {
+	t      *testing.T
+	store  *state.Store
+	ec2    *ec2.Client
+	fake   *fakegithub.Server
+	gh     *github.Client
+	id     string
+	dir    string
+	agent  *exec.Cmd
+	logs   *syncBuffer
+	exited chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string             { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+var (
+	agentOnce sync.Once
+	agentBin  string
+	agentErr  error
+)
+
+func buildAgent(t *testing.T) string {
+	agentOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "agent")
+		if err != nil {
+			agentErr = err
+			return
+		}
+		agentBin = filepath.Join(dir, "ghrunner-agent")
+		if out, err := exec.Command("go", "build", "-o", agentBin, ".").CombinedOutput(); err != nil {
+			agentErr = fmt.Errorf("build agent: %v\n%s", err, out)
+		}
+	})
+	if agentErr != nil {
+		t.Fatal(agentErr)
+	}
+	return agentBin
+}
+
+func newWorld(t *testing.T, preRunner string) *world {
+	w := &world{t: t, store: statetest.NewStore(t, env), ec2: env.Config(t).EC2(), fake: fakegithub.New("acme"), logs: &syncBuffer{}, exited: make(chan error, 1)}
+	t.Cleanup(w.fake.Close)
+	var err error
+	w.gh, err = github.New(github.Config{BaseURL: w.fake.URL(), AppID: w.fake.AppID, PrivateKeyPEM: w.fake.PrivateKeyPEM})
+	must(t, err)
+	images, err := w.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{})
+	must(t, err)
+	run, err := w.ec2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: images.Images[0].ImageId, MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: ec2types.InstanceTypeC7iLarge})
+	must(t, err)
+	w.id = aws.ToString(run.Instances[0].InstanceId)
+	w.dir = t.TempDir()
+	bin, err := fakegithub.BuildRunner()
+	must(t, err)
+	must(t, fakegithub.InstallRunner(filepath.Join(w.dir, "runner"), bin))
+	imds := imdsstub.Start(w.id, awstest.Region, "c7i.large", nil)
+	t.Cleanup(imds.Close)
+
+	cfg := config.Defaults()
+	cfg.Table, cfg.Endpoint, cfg.IMDSEndpoint = w.store.Table(), env.URL, imds.URL()
+	cfg.RunnerDir, cfg.WorkDir, cfg.StateDir = filepath.Join(w.dir, "runner"), filepath.Join(w.dir, "work"), filepath.Join(w.dir, "state")
+	cfg.HeartbeatInterval = config.Duration{Duration: time.Second}
+	cfg.IdlePoll = config.Duration{Duration: 200 * time.Millisecond}
+	cfg.AssignedPoll = config.Duration{Duration: 300 * time.Millisecond}
+	cfg.RecordWait = config.Duration{Duration: 20 * time.Second}
+	cfg.ClockSkew = config.Duration{Duration: time.Second}
+	cfg.StopTimeout = config.Duration{Duration: 10 * time.Second}
+	if preRunner != "" {
+		path := filepath.Join(w.dir, "pre-runner.sh")
+		must(t, os.WriteFile(path, []byte(preRunner), 0o755))
+		cfg.PreRunnerScript = path
+	}
+	raw, _ := json.Marshal(cfg)
+	must(t, os.WriteFile(filepath.Join(w.dir, "agent.json"), raw, 0o600))
+	return w
+}
+
+func (w *world) start() {
+	w.agent = exec.Command(buildAgent(w.t), "-config", filepath.Join(w.dir, "agent.json"))
+	w.agent.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_REGION="+awstest.Region)
+	w.agent.Stdout, w.agent.Stderr = w.logs, w.logs
+	w.agent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	must(w.t, w.agent.Start())
+	go func() { w.exited <- w.agent.Wait() }()
+	w.t.Cleanup(func() {
+		syscall.Kill(-w.agent.Process.Pid, syscall.SIGKILL)
+		if pid := w.runnerPID(); pid > 0 {
+			syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		if w.t.Failed() {
+			w.t.Logf("agent log:\n%s", w.logs.String())
+		}
+	})
+}
+
+func (w *world) registration() *state.Registration {
+	tok, exp, err := w.gh.RegistrationToken(ctx, "acme")
+	must(w.t, err)
+	return &state.Registration{Purpose: "register", URL: w.gh.RunnerURL("acme"), Token: tok, ExpiresAt: exp.Unix()}
+}
+
+func (w *world) removal() *state.Registration {
+	tok, exp, err := w.gh.RemoveToken(ctx, "acme")
+	must(w.t, err)
+	return &state.Registration{Purpose: "remove", URL: w.gh.RunnerURL("acme"), Token: tok, ExpiresAt: exp.Unix()}
+}
+
+func (w *world) wait(inst *state.Instance, ok, failed string) *state.Instance {
+	w.t.Helper()
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	got, err := w.store.WaitSignal(c, inst.ID, inst.Assignment, ok, failed, 100*time.Millisecond)
+	if err != nil {
+		w.t.Fatalf("waiting for %s: %v\nagent log:\n%s", ok, err, w.logs.String())
+	}
+	return got
+}
+
+func (w *world) runnerPID() int {
+	raw, err := os.ReadFile(filepath.Join(w.dir, "runner", runner.PIDFile))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+	return pid
+}
+
+func (w *world) job(label, script string) fakegithub.Job {
+	w.t.Helper()
+	id := w.fake.EnqueueJob(label, script)
+	job, err := w.fake.WaitJob(id, 20*time.Second)
+	if err != nil {
+		w.t.Fatalf("job %q: %v\nagent log:\n%s", script, err, w.logs.String())
+	}
+	return job
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAgentThroughThreeAssignments drives the real agent binary through
+// three runs on one instance, playing the control plane's side.
+func TestAgentThroughThreeAssignments(t *testing.T) {
+	w := newWorld(t, "#!/bin/sh\necho warming caches\n")
+	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: "run-1", Assignment: state.NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute, Registration: w.registration()})
+	must(t, err)
+	w.start()
+	foreign := w.fake.EnqueueJob("run-elsewhere", "echo this must never run here")
+
+	for run := 1; run <= 3; run++ {
+		runID := fmt.Sprintf("run-%d", run)
+		got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
+		if run == 1 {
+			if _, ok := got.SignalFor(state.SignalOK); !ok {
+				t.Fatal("no UD_OK after the pre-runner script")
+			}
+		}
+		if got.GithubRunnerID == 0 || got.RunnerName != fmt.Sprintf("ghr-%d-%s", run, w.id) || got.Registration != nil {
+			t.Fatalf("run %d: runner id %d name %q registration kept=%v", run, got.GithubRunnerID, got.RunnerName, got.Registration != nil)
+		}
+		inst, err = w.store.MarkRunning(ctx, got.Ref(), time.Hour)
+		must(t, err)
+
+		job := w.job(runID, "test ! -e ../../leftover || { echo dirty; exit 3; }; echo from-"+runID+" > ../../leftover; echo ok")
+		if job.ExitCode != 0 || job.Runner != got.RunnerName {
+			t.Fatalf("run %d: job ran on %q with exit %d: %s", run, job.Runner, job.ExitCode, job.Output)
+		}
+		if run == 2 {
+			// A runner that dies while assigned is restarted.
+			old := w.runnerPID()
+			syscall.Kill(-old, syscall.SIGKILL)
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) && (w.runnerPID() == old || w.runnerPID() == 0) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			if w.runnerPID() == old {
+				t.Fatal("killed runner not restarted")
+			}
+			if again := w.job(runID, "echo after restart"); again.ExitCode != 0 {
+				t.Fatalf("job after restart: %+v", again)
+			}
+		}
+
+		idle, err := w.store.Release(ctx, inst.Ref(), runID, 15*time.Minute, w.removal())
+		must(t, err)
+		clean := w.wait(idle, state.SignalRemoveRegOK, state.SignalRemoveRegFailed)
+		if len(w.fake.Runners()) != 0 {
+			t.Fatalf("run %d: runner still on GitHub after UD_REMOVE_REG_OK: %+v", run, w.fake.Runners())
+		}
+		if entries, _ := os.ReadDir(filepath.Join(w.dir, "work")); len(entries) != 0 {
+			t.Fatalf("run %d: work folder not wiped: %v", run, entries)
+		}
+		if clean.GithubRunnerID != 0 {
+			t.Fatalf("runner id kept after deregistration")
+		}
+		if run < 3 {
+			req := state.ClaimRequest{RunID: fmt.Sprintf("run-%d", run+1), Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()}
+			inst, err = w.store.Claim(ctx, idle.ID, req)
+			must(t, err)
+		}
+	}
+	if j, _ := w.fake.Job(foreign); j.State != "queued" {
+		t.Fatalf("a job for another runId ran on this instance: %+v", j)
+	}
+	rec, err := w.store.Get(ctx, w.id)
+	must(t, err)
+	if age := time.Since(time.Unix(rec.HeartbeatAt, 0)); age > 3*time.Second {
+		t.Fatalf("heartbeat is %s old", age)
+	}
+
+	// The lease passes: the agent terminates its own instance.
+	_, err = w.store.Expire(ctx, rec.Ref(), "test")
+	must(t, err)
+	select {
+	case err := <-w.exited:
+		if err != nil {
+			t.Fatalf("agent exit after self-termination: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("agent did not terminate its instance\n%s", w.logs.String())
+	}
+	out, err := w.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{w.id}})
+	must(t, err)
+	if st := out.Reservations[0].Instances[0].State.Name; st != ec2types.InstanceStateNameTerminated && st != ec2types.InstanceStateNameShuttingDown {
+		t.Fatalf("instance state %s after self-termination", st)
+	}
+}
+
+func TestFailingPreRunnerScript(t *testing.T) {
+	w := newWorld(t, "#!/bin/sh\necho 'apt-get: package not found' >&2\nexit 7\n")
+	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: "run-x", Assignment: state.NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute, Registration: w.registration()})
+	must(t, err)
+	w.start()
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = w.store.WaitSignal(c, inst.ID, inst.Assignment, state.SignalOK, state.SignalFailed, 100*time.Millisecond)
+	var failed *state.SignalFailedError
+	if !asSignalFailed(err, &failed) || !strings.Contains(failed.Detail, "package not found") || !strings.Contains(failed.Detail, "exit status 7") {
+		t.Fatalf("pre-runner failure: %v", err)
+	}
+	// The waiting provision learns at once: no registration, UD_REG_FAILED.
+	_, err = w.store.WaitSignal(c, inst.ID, inst.Assignment, state.SignalRegOK, state.SignalRegFailed, 100*time.Millisecond)
+	if !asSignalFailed(err, &failed) || !strings.Contains(failed.Detail, "pre-runner") {
+		t.Fatalf("registration after failed pre-runner: %v", err)
+	}
+	if len(w.fake.Runners()) != 0 {
+		t.Fatal("a runner registered on an instance whose pre-runner script failed")
+	}
+}
+
+func TestAgentWithoutRecordTerminatesItself(t *testing.T) {
+	w := newWorld(t, "")
+	cfgPath := filepath.Join(w.dir, "agent.json")
+	raw, _ := os.ReadFile(cfgPath)
+	var cfg config.Config
+	must(t, json.Unmarshal(raw, &cfg))
+	cfg.RecordWait = config.Duration{Duration: 2 * time.Second}
+	raw, _ = json.Marshal(cfg)
+	must(t, os.WriteFile(cfgPath, raw, 0o600))
+	w.start()
+	select {
+	case err := <-w.exited:
+		if err != nil {
+			t.Fatalf("agent exit: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("agent without a record did not terminate its instance\n%s", w.logs.String())
+	}
+	out, err := w.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{w.id}})
+	must(t, err)
+	if st := out.Reservations[0].Instances[0].State.Name; st != ec2types.InstanceStateNameTerminated {
+		t.Fatalf("state %s", st)
+	}
+	if !strings.Contains(w.logs.String(), "no record appeared") {
+		t.Fatalf("log does not say why:\n%s", w.logs.String())
+	}
+}
+
+func asSignalFailed(err error, target **state.SignalFailedError) bool {
+	sf, ok := err.(*state.SignalFailedError)
+	if ok {
+		*target = sf
+	}
+	return ok
+}
