@@ -106,9 +106,11 @@ func (s *Server) runnerPoll(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rn.lastSeen = s.now()
-		if !rn.busy {
+		session := r.Header.Get("X-Runner-Session")
+		s.abandon(rn, session)
+		if !rn.busy && r.Context().Err() == nil {
 			if job := s.nextJob(rn); job != nil {
-				job.State, job.RunnerID, job.Runner = "running", rn.id, rn.name
+				job.State, job.RunnerID, job.Runner, job.session, job.acked = "running", rn.id, rn.name, session, false
 				rn.busy = true
 				body := map[string]any{"id": job.ID, "script": job.Script, "repo": job.Repo, "label": job.Label}
 				s.mu.Unlock()
@@ -127,6 +129,42 @@ func (s *Server) runnerPoll(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// abandon settles the job of a runner whose run.sh session changed (it was
+// restarted): a job it never acknowledged goes back to the queue, as the
+// broker's message would; a job it started fails, as GitHub reports a runner
+// that lost communication.
+func (s *Server) abandon(rn *runner, session string) {
+	if !rn.busy {
+		return
+	}
+	for _, j := range s.jobs {
+		if j.State != "running" || j.RunnerID != rn.id || j.session == session {
+			continue
+		}
+		if j.acked {
+			j.State, j.ExitCode, j.Output = "failed", -1, "The runner has lost communication with the server."
+			close(j.done)
+		} else {
+			j.State, j.RunnerID, j.Runner = "queued", 0, ""
+			s.wake()
+		}
+		rn.busy = false
+	}
+}
+
+func (s *Server) jobStart(w http.ResponseWriter, r *http.Request) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok || j.State != "running" || j.session != r.Header.Get("X-Runner-Session") {
+		writeJSON(w, http.StatusConflict, map[string]string{"message": "job is not assigned to this session"})
+		return
+	}
+	j.acked = true
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) nextJob(rn *runner) *Job {

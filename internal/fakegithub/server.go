@@ -79,12 +79,14 @@ type Job struct {
 	Label    string
 	Repo     string
 	Script   string
-	State    string // queued, running, completed
+	State    string // queued, running, completed, failed
 	RunnerID int64
 	Runner   string
 	ExitCode int
 	Output   string
 	done     chan struct{}
+	session  string // the run.sh session that took it
+	acked    bool   // the runner confirmed it started the job
 }
 
 // Fault makes the next Count requests whose path contains Path fail.
@@ -307,6 +309,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /_fake/runners/register", s.runnerRegister)
 	mux.HandleFunc("POST /_fake/runners/remove", s.runnerRemove)
 	mux.HandleFunc("POST /_fake/runners/{id}/poll", s.runnerPoll)
+	mux.HandleFunc("POST /_fake/jobs/{id}/start", s.jobStart)
 	mux.HandleFunc("POST /_fake/jobs/{id}/complete", s.jobComplete)
 	// GitHub Enterprise Server serves the same API under /api/v3.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -30,6 +30,10 @@ import (
 	"time"
 )
 
+// session identifies this run.sh process to the fake, which re-queues a job
+// handed to a session that died before it started the job.
+var session string
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: fakerunner config|run [args]")
@@ -166,6 +170,7 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	session = fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	fmt.Printf("√ Connected to GitHub\n\nCurrent runner version: 'fake'\nListening for Jobs\n")
 	for ctx.Err() == nil {
 		var job struct {
@@ -182,6 +187,9 @@ func run() error {
 			continue
 		case status == http.StatusNoContent:
 			continue
+		}
+		if post(rf.ServerURL+fmt.Sprintf("/_fake/jobs/%d/start", job.ID), cred.Data["token"], nil, nil) != nil {
+			continue // not ours any more
 		}
 		// A job runs to its end even when a stop was asked meanwhile.
 		code, output := execute(rf.WorkFolder, job.Repo, job.Script)
@@ -229,6 +237,7 @@ func postStatus(u, token string, body any, out any) (int, error) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	req.Header.Set("X-Runner-Session", session)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
