@@ -5,8 +5,8 @@
 package templates
 
 import (
-	_ "embed"
 	"bytes"
+	_ "embed"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
