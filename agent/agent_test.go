@@ -38,7 +38,7 @@ var ctx = context.Background()
 // world is one instance with a real agent process, against moto and the
 // fake GitHub, with the test playing the control plane.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	store  *state.Store
 	ec2    *ec2.Client
 	fake   *fakegithub.Server
@@ -68,7 +68,7 @@ var (
 	agentErr  error
 )
 
-func buildAgent(t *testing.T) string {
+func buildAgent(t testing.TB) string {
 	agentOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "agent")
 		if err != nil {
@@ -86,7 +86,7 @@ func buildAgent(t *testing.T) string {
 	return agentBin
 }
 
-func newWorld(t *testing.T, preRunner string) *world {
+func newWorld(t testing.TB, preRunner string) *world {
 	w := &world{t: t, store: statetest.NewStore(t, env), ec2: env.Config(t).EC2(), fake: fakegithub.New("acme"), logs: &syncBuffer{}, exited: make(chan error, 1)}
 	t.Cleanup(w.fake.Close)
 	var err error

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
+)
+
+// BenchmarkAgentIdle runs the real agent with its default intervals on an
+// idle pooled instance, then on an assigned one, for 20 s each, and reports
+// its DynamoDB calls per minute, CPU time per minute and resident memory.
+// Run with: go test ./agent -run '^$' -bench AgentIdle -benchtime 1x
+func BenchmarkAgentIdle(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		w := newWorld(b, "")
+		// The intervals of production, not the short ones of the tests.
+		cfgPath := filepath.Join(w.dir, "agent.json")
+		c, err := config.Load(cfgPath, true)
+		must(b, err)
+		def := config.Defaults()
+		c.HeartbeatInterval, c.IdlePoll, c.AssignedPoll = def.HeartbeatInterval, def.IdlePoll, def.AssignedPoll
+		raw, _ := json.Marshal(c)
+		must(b, os.WriteFile(cfgPath, raw, 0o600))
+		statetest.Pooled(b, w.store, statetest.Spec{ID: w.id, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+		w.start()
+		time.Sleep(3 * time.Second) // start-up: pre-runner, first signals
+		for _, phase := range []string{"idle", "assigned"} {
+			if phase == "assigned" {
+				inst, err := w.store.Claim(ctx, w.id, state.ClaimRequest{RunID: "bench", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
+				must(b, err)
+				w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
+				time.Sleep(2 * time.Second)
+			}
+			reads0, writes0 := env.Calls("DynamoDB_20120810.GetItem"), env.Calls("DynamoDB_20120810.UpdateItem")
+			cpu0 := cpuTime(w.agent.Process.Pid)
+			const window = 20 * time.Second
+			time.Sleep(window)
+			perMin := func(n int64) float64 { return float64(n) * float64(time.Minute) / float64(window) }
+			b.ReportMetric(perMin(env.Calls("DynamoDB_20120810.GetItem")-reads0), phase+"-reads/min")
+			b.ReportMetric(perMin(env.Calls("DynamoDB_20120810.UpdateItem")-writes0), phase+"-writes/min")
+			b.ReportMetric(perMin(int64((cpuTime(w.agent.Process.Pid)-cpu0)/time.Millisecond)), phase+"-cpu-ms/min")
+			b.ReportMetric(float64(rssKB(w.agent.Process.Pid)), phase+"-rss-KB")
+		}
+	}
+}
+
+// cpuTime reads utime+stime of a process from /proc (clock ticks of 10 ms).
+func cpuTime(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	ut, _ := strconv.Atoi(fields[11])
+	st, _ := strconv.Atoi(fields[12])
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+func rssKB(pid int) int {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return n
+		}
+	}
+	return 0
+}
