@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
 
 // Services whose endpoint can be overridden one by one. The names match the
@@ -160,6 +161,11 @@ func (c Config) SQS() *sqs.Client {
 // EC2 returns an EC2 client honouring the overrides.
 func (c Config) EC2() *ec2.Client {
 	return ec2.NewFromConfig(c.AWS, func(o *ec2.Options) { o.BaseEndpoint = c.Endpoint("ec2") })
+}
+
+// SSM returns an SSM client honouring the overrides.
+func (c Config) SSM() *ssm.Client {
+	return ssm.NewFromConfig(c.AWS, func(o *ssm.Options) { o.BaseEndpoint = c.Endpoint("ssm") })
 }
 
 func known(service string) bool {

@@ -1,0 +1,221 @@
+// Command bootstrap is ghrunner's Lambda bundle for the provided.al2023
+// runtime: one binary, the handler chosen by GHRUNNER_HANDLER (provision,
+// release or refresh). Configuration comes from the environment and from
+// the pool items in the state table, so pool changes need no redeploy.
+//
+// Environment:
+//
+//	GHRUNNER_HANDLER           provision | release | refresh
+//	GHRUNNER_TABLE             the state table
+//	GHRUNNER_ENVIRONMENT       the deployment's name (the ghr:environment tag)
+//	GHRUNNER_GITHUB_PARAMETER  SSM SecureString holding the GitHub credentials as JSON:
+//	                           {"appId":123,"privateKey":"-----BEGIN…"} or {"token":"…"},
+//	                           optionally with "baseUrl" for GitHub Enterprise Server
+//	GHRUNNER_LOG_LEVEL         debug | info (default) | warn | error
+//	AWS_ENDPOINT_URL[_<SVC>]   endpoint overrides (VPC endpoints, emulators)
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+	_ "time/tzdata" // idle windows name IANA time zones
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
+)
+
+// Handlers lists the handler names GHRUNNER_HANDLER accepts.
+var Handlers = []string{"provision", "release", "refresh"}
+
+func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "-h" || os.Args[1] == "--help") {
+		fmt.Println("bootstrap: ghrunner's Lambda bundle; run by the Lambda runtime with GHRUNNER_HANDLER set to one of", strings.Join(Handlers, ", "))
+		return
+	}
+	b, err := setup(context.Background())
+	if err != nil {
+		// Lambda reports an init error; the message says what to fix.
+		slog.New(slog.NewJSONHandler(os.Stdout, nil)).Error("configuration error", "err", err)
+		os.Exit(1)
+	}
+	lambda.Start(b.handle)
+}
+
+// bundle holds what lives across invocations of one execution environment.
+type bundle struct {
+	handler string
+	aws     awsconf.Config
+	store   *state.Store
+	fleet   *fleet.Fleet
+	log     *slog.Logger
+	ghParam string
+	ghOnce  sync.Mutex
+	gh      *github.Client
+}
+
+func setup(ctx context.Context) (*bundle, error) {
+	b := &bundle{handler: os.Getenv("GHRUNNER_HANDLER"), ghParam: os.Getenv("GHRUNNER_GITHUB_PARAMETER")}
+	valid := false
+	for _, h := range Handlers {
+		valid = valid || h == b.handler
+	}
+	if !valid {
+		return nil, fmt.Errorf("GHRUNNER_HANDLER: %q must be one of %s", b.handler, strings.Join(Handlers, ", "))
+	}
+	table, env := os.Getenv("GHRUNNER_TABLE"), os.Getenv("GHRUNNER_ENVIRONMENT")
+	if table == "" || env == "" {
+		return nil, errors.New("GHRUNNER_TABLE and GHRUNNER_ENVIRONMENT: both are required")
+	}
+	if b.ghParam == "" {
+		return nil, errors.New("GHRUNNER_GITHUB_PARAMETER: required (the SSM SecureString parameter holding the GitHub credentials)")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(envOr("GHRUNNER_LOG_LEVEL", "info"))); err != nil {
+		return nil, fmt.Errorf("GHRUNNER_LOG_LEVEL: %w", err)
+	}
+	b.log = slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level})).With("handler", b.handler, "environment", env)
+	cfg, err := awsconf.Load(ctx, awsconf.FromEnv())
+	if err != nil {
+		return nil, err
+	}
+	b.aws = cfg
+	b.store = state.New(cfg.DynamoDB(), table)
+	b.fleet = fleet.New(cfg.EC2(), env)
+	return b, nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// github reads the credentials once per execution environment; the client
+// then caches tokens across invocations.
+func (b *bundle) github(ctx context.Context) (*github.Client, error) {
+	b.ghOnce.Lock()
+	defer b.ghOnce.Unlock()
+	if b.gh != nil {
+		return b.gh, nil
+	}
+	out, err := b.aws.SSM().GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(b.ghParam), WithDecryption: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("read GitHub credentials from SSM parameter %s: %w", b.ghParam, err)
+	}
+	var creds struct {
+		AppID      int64  `json:"appId"`
+		PrivateKey string `json:"privateKey"`
+		Token      string `json:"token"`
+		BaseURL    string `json:"baseUrl"`
+	}
+	if err := json.Unmarshal([]byte(aws.ToString(out.Parameter.Value)), &creds); err != nil {
+		return nil, fmt.Errorf("SSM parameter %s: not the expected JSON ({\"appId\":…,\"privateKey\":…} or {\"token\":…}): %v", b.ghParam, err)
+	}
+	b.gh, err = github.New(github.Config{BaseURL: creds.BaseURL, AppID: creds.AppID, PrivateKeyPEM: []byte(creds.PrivateKey), Token: creds.Token})
+	if err != nil {
+		return nil, fmt.Errorf("SSM parameter %s: %w", b.ghParam, err)
+	}
+	return b.gh, nil
+}
+
+func (b *bundle) handle(ctx context.Context, payload json.RawMessage) (any, error) {
+	log := b.log
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		log = log.With("requestId", lc.AwsRequestID)
+	}
+	gh, err := b.github(ctx)
+	if err != nil {
+		log.Error("github", "err", err)
+		return nil, err
+	}
+	d := &controlplane.Deps{Store: b.store, SQS: b.aws.SQS(), GitHub: gh, Log: log}
+	start := time.Now()
+	var out any
+	switch b.handler {
+	case "provision":
+		out, err = provision.Handle(ctx, d, launcher{b.fleet}, payload)
+	case "release":
+		out, err = release.Handle(ctx, d, payload)
+	case "refresh":
+		out, err = refresh.Handle(ctx, d, liveEC2{b.fleet}, payload)
+	}
+	if err != nil {
+		log.Error("invocation failed", "err", err, "seconds", time.Since(start).Seconds(), "githubRateRemaining", gh.RateRemaining())
+		return nil, err
+	}
+	log.Info("invocation done", "seconds", time.Since(start).Seconds(), "githubRateRemaining", gh.RateRemaining())
+	return out, nil
+}
+
+// launcher is provision's view of the fleet.
+type launcher struct{ f *fleet.Fleet }
+
+func (l launcher) Launch(ctx context.Context, spec provision.LaunchSpec) ([]provision.Launched, string, error) {
+	res, err := l.f.Launch(ctx, fleet.LaunchRequest{
+		LaunchTemplateID: spec.Pool.LaunchTemplateID, LaunchTemplateVersion: spec.Pool.LaunchTemplateVersion,
+		InstanceTypes: spec.Types, SubnetIDs: spec.Pool.SubnetIDs, Count: spec.Count, UsageClass: spec.UsageClass,
+		OnDemandFallback: spec.Pool.OnDemandFallback, Pool: spec.Pool.Name, Owner: spec.Owner, Assignment: spec.Assignment,
+	})
+	now := time.Now()
+	out := make([]provision.Launched, len(res.Instances))
+	for i, inst := range res.Instances {
+		out[i] = provision.Launched{ID: inst.InstanceID, InstanceType: inst.InstanceType, UsageClass: inst.UsageClass, LaunchedAt: now}
+	}
+	return out, res.Detail(), err
+}
+
+func (l launcher) Running(ctx context.Context, ids []string) (map[string]bool, error) {
+	insts, err := l.f.List(ctx, fleet.Filter{IDs: ids, States: []string{"running"}})
+	if err != nil {
+		return nil, err
+	}
+	running := make(map[string]bool, len(insts))
+	for _, i := range insts {
+		running[i.ID] = true
+	}
+	return running, nil
+}
+
+func (l launcher) Terminate(ctx context.Context, ids []string) error {
+	_, err := l.f.Terminate(ctx, ids)
+	return err
+}
+
+// liveEC2 is refresh's view of the fleet.
+type liveEC2 struct{ f *fleet.Fleet }
+
+func (l liveEC2) Live(ctx context.Context) ([]refresh.LiveInstance, error) {
+	insts, err := l.f.List(ctx, fleet.Filter{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]refresh.LiveInstance, len(insts))
+	for i, inst := range insts {
+		out[i] = refresh.LiveInstance{ID: inst.ID, Pool: inst.Tags[fleet.TagPool], LaunchedAt: inst.LaunchTime}
+	}
+	return out, nil
+}
+
+func (l liveEC2) Terminate(ctx context.Context, ids []string) error {
+	_, err := l.f.Terminate(ctx, ids)
+	return err
+}
