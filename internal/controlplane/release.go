@@ -19,8 +19,9 @@ const (
 // ReleaseInstance gives one instance of runID back. It reads the record
 // itself (an index may be stale) and acts on its state: running → idle and
 // into the pool once the agent confirmed it is clean (within cleanWait);
-// created or claimed (a provision still under way) → expired.
-func (d *Deps) ReleaseInstance(ctx context.Context, runID, id string, cleanWait time.Duration) (Outcome, error) {
+// created or claimed (a provision still under way) → expired. The wait is
+// the pool's releaseWait.
+func (d *Deps) ReleaseInstance(ctx context.Context, runID, id string) (Outcome, error) {
 	inst, err := d.Store.Get(ctx, id)
 	if state.IsNotFound(err) {
 		return Untouched, nil
@@ -61,6 +62,7 @@ func (d *Deps) ReleaseInstance(ctx context.Context, runID, id string, cleanWait 
 	default:
 		return Untouched, nil // a concurrent release got it first
 	}
+	cleanWait := state.D(p.Timings.ReleaseWait)
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-5*time.Second < cleanWait {
 		cleanWait = time.Until(dl) - 5*time.Second
 	}

@@ -61,7 +61,7 @@ type Agent struct {
 
 	cmd    *exec.Cmd
 	exited chan struct{}
-	stop   bool
+	frozen bool
 }
 
 // Host runs the agents.
@@ -123,6 +123,23 @@ func (h *Host) Kill(instanceID string) bool {
 		return false
 	}
 	return syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL) == nil
+}
+
+// Freeze kills an instance's agent and keeps it from restarting, as if the
+// instance hung: the instance stays running but nothing answers.
+func (h *Host) Freeze(instanceID string) bool {
+	h.mu.Lock()
+	a := h.agents[instanceID]
+	if a != nil {
+		a.frozen = true
+	}
+	h.mu.Unlock()
+	if a == nil || a.cmd == nil {
+		return false
+	}
+	syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
+	killRunnerGroups(a.Dir)
+	return true
 }
 
 // Errors returns problems the host met (e.g. an agent it could not start).
@@ -190,7 +207,7 @@ func (h *Host) sync(ctx context.Context, running map[string]map[string]string) {
 			start = append(start, id)
 			continue
 		}
-		if a.exitedLongAgo() {
+		if a.exitedLongAgo() && !a.frozen {
 			start = append(start, id) // Restart=always
 		}
 	}

@@ -33,6 +33,8 @@ type Timings struct {
 	StaleAfter        int64 `dynamodbav:"staleAfter" json:"staleAfter,omitempty"`
 	MaxAge            int64 `dynamodbav:"maxAge" json:"maxAge,omitempty"`
 	MaxUses           int   `dynamodbav:"maxUses" json:"maxUses,omitempty"`
+	// ReleaseWait bounds release's wait for an agent's UD_REMOVE_REG_OK.
+	ReleaseWait int64 `dynamodbav:"releaseWait" json:"releaseWait,omitempty"`
 }
 
 // DefaultTimings returns the defaults for an operating system ("linux" or
@@ -40,7 +42,7 @@ type Timings struct {
 func DefaultTimings(os string) Timings {
 	t := Timings{
 		CreatedTTL: 600, ClaimTTL: 300, MaxRuntime: 3600, IdleTTL: 900, BootTime: 300,
-		MinRunningTime: 300, HeartbeatInterval: 15, StaleAfter: 60, MaxAge: 86400, MaxUses: 50,
+		MinRunningTime: 300, HeartbeatInterval: 15, StaleAfter: 60, MaxAge: 86400, MaxUses: 50, ReleaseWait: 120,
 	}
 	if os == "windows" {
 		t.MinRunningTime = 900
@@ -65,6 +67,7 @@ func (t Timings) WithDefaults(os string) Timings {
 	fill(&t.HeartbeatInterval, d.HeartbeatInterval)
 	fill(&t.StaleAfter, d.StaleAfter)
 	fill(&t.MaxAge, d.MaxAge)
+	fill(&t.ReleaseWait, d.ReleaseWait)
 	if t.MaxUses == 0 {
 		t.MaxUses = d.MaxUses
 	}
@@ -156,7 +159,7 @@ func (t Timings) validate() error {
 	}{
 		{"createdTTL", t.CreatedTTL}, {"claimTTL", t.ClaimTTL}, {"maxRuntime", t.MaxRuntime}, {"idleTTL", t.IdleTTL},
 		{"bootTime", t.BootTime}, {"minRunningTime", t.MinRunningTime}, {"heartbeatInterval", t.HeartbeatInterval},
-		{"staleAfter", t.StaleAfter}, {"maxAge", t.MaxAge}, {"maxUses", int64(t.MaxUses)},
+		{"staleAfter", t.StaleAfter}, {"maxAge", t.MaxAge}, {"maxUses", int64(t.MaxUses)}, {"releaseWait", t.ReleaseWait},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("timings.%s: must be 0 (default) or positive, got %d", f.name, f.v)

@@ -500,7 +500,7 @@ func (p *provisioner) giveUp(ctx context.Context, m *member) {
 	case cur.State == state.Created && cur.Assignment == m.inst.Assignment:
 		p.terminate(ctx, cur, "did not become ready")
 	case cur.State == state.Running && cur.RunID == p.req.RunID:
-		p.d.ReleaseInstance(ctx, p.req.RunID, cur.ID, 30*time.Second)
+		p.d.ReleaseInstance(ctx, p.req.RunID, cur.ID)
 	}
 }
 

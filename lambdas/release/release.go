@@ -30,9 +30,6 @@ type Output struct {
 	Note           string   `json:"note,omitempty"`
 }
 
-// CleanWait bounds the wait for an agent's UD_REMOVE_REG_OK.
-const CleanWait = 2 * time.Minute
-
 // Handle runs one release.
 func Handle(ctx context.Context, d *controlplane.Deps, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
@@ -71,7 +68,7 @@ func Handle(ctx context.Context, d *controlplane.Deps, payload json.RawMessage) 
 	g.SetLimit(16)
 	for _, id := range ids {
 		g.Go(func() error {
-			got, err := d.ReleaseInstance(gctx, in.RunID, id, CleanWait)
+			got, err := d.ReleaseInstance(gctx, in.RunID, id)
 			if err != nil {
 				return err
 			}
