@@ -56,7 +56,18 @@ func main() {
 		slog.New(slog.NewJSONHandler(os.Stdout, nil)).Error("configuration error", "err", err)
 		os.Exit(1)
 	}
-	lambda.Start(b.handle)
+	lambda.Start(b)
+}
+
+// Invoke makes the bundle a lambda.Handler: the payload arrives as raw bytes,
+// so even an empty or malformed payload reaches our decoder and its clear
+// message, rather than a bare "EOF" from the runtime library.
+func (b *bundle) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	out, err := b.handle(ctx, payload)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
 }
 
 // bundle holds what lives across invocations of one execution environment.

@@ -252,6 +252,10 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 	cmd.Stdout, cmd.Stderr = h.opts.Output, h.opts.Output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// The runner the agent starts shares its output pipe and outlives it on
+	// purpose (a job goes on through an agent restart): do not wait for the
+	// pipe to close once the agent itself has exited.
+	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -266,6 +270,9 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 
 // stopAgent ends an agent (its instance is gone) and its runner processes.
 func (h *Host) stopAgent(a *Agent) {
+	// The runner runs in a process group of its own: an instance that is
+	// terminated takes every process with it.
+	defer killRunnerGroups(a.Dir)
 	if a.cmd != nil {
 		syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
 		select {
@@ -275,9 +282,6 @@ func (h *Host) stopAgent(a *Agent) {
 			<-a.exited
 		}
 	}
-	// The runner runs in a process group of its own: an instance that is
-	// terminated takes every process with it.
-	killRunnerGroups(a.Dir)
 	a.IMDS.Close()
 }
 

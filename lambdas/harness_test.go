@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/instancehost"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/lambdart"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+var env *awstest.Moto
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m, &env)) }
+
+var ctx = context.Background()
+
+// deployment is one ghrunner deployment on moto: table, queue, network and
+// launch template, a pool, the fake GitHub with the App credentials in SSM,
+// the bundle run through the Lambda runtime API for each handler, and an
+// instance host running a real agent per EC2 instance.
+type deployment struct {
+	t     *testing.T
+	name  string
+	aws   awsconf.Config
+	store *state.Store
+	fleet *fleet.Fleet
+	fake  *fakegithub.Server
+	pool  state.PoolConfig
+	fns   map[string]*lambdart.Host
+	host  *instancehost.Host
+	logs  *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+var builds struct {
+	once                     sync.Once
+	bootstrap, agent, runner string
+	err                      error
+}
+
+func build(t *testing.T) {
+	builds.once.Do(func() {
+		dir, err := os.MkdirTemp("", "ghr-e2e")
+		if err != nil {
+			builds.err = err
+			return
+		}
+		builds.bootstrap, builds.agent = filepath.Join(dir, "bootstrap"), filepath.Join(dir, "ghrunner-agent")
+		for out, pkg := range map[string]string{builds.bootstrap: ".", builds.agent: "../agent"} {
+			cmd := exec.Command("go", "build", "-o", out, pkg)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if msg, err := cmd.CombinedOutput(); err != nil {
+				builds.err = fmt.Errorf("build %s: %v\n%s", pkg, err, msg)
+				return
+			}
+		}
+		builds.runner, builds.err = fakegithub.BuildRunner()
+	})
+	if builds.err != nil {
+		t.Fatal(builds.err)
+	}
+}
+
+func deploy(t *testing.T, tune func(*state.PoolConfig)) *deployment {
+	build(t)
+	d := &deployment{t: t, name: awstest.Name(t, "ghr"), aws: env.Config(t), fake: fakegithub.New("acme"), fns: map[string]*lambdart.Host{}, logs: &syncBuffer{}}
+	t.Cleanup(d.fake.Close)
+	db := d.aws.DynamoDB()
+	must(t, state.CreateTable(ctx, db, d.name, state.TableOptions{}))
+	d.store = state.New(db, d.name)
+	q, err := d.aws.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(d.name)})
+	must(t, err)
+
+	ec := d.aws.EC2()
+	d.fleet = fleet.New(ec, d.name)
+	vpc, err := ec.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.1.0.0/16")})
+	must(t, err)
+	sn, err := ec.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String("10.1.1.0/24"), AvailabilityZone: aws.String("us-east-1a")})
+	must(t, err)
+	images, err := ec.DescribeImages(ctx, &ec2.DescribeImagesInput{})
+	must(t, err)
+	lt, err := ec.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(d.name),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: images.Images[0].ImageId}})
+	must(t, err)
+
+	d.pool = state.PoolConfig{
+		Name: "linux", Owner: "acme", QueueURL: aws.ToString(q.QueueUrl), LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId),
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large", "m7i.large"}, SubnetIDs: []string{aws.ToString(sn.Subnet.SubnetId)},
+		UsageClass: "on-demand", MaxInstances: 20, OS: "linux",
+		Timings: state.Timings{CreatedTTL: 60, ClaimTTL: 30, MaxRuntime: 600, IdleTTL: 300, BootTime: 30, HeartbeatInterval: 1, StaleAfter: 10, ReleaseWait: 20},
+	}
+	if tune != nil {
+		tune(&d.pool)
+	}
+	must(t, d.store.PutPoolConfig(ctx, d.pool))
+
+	creds, _ := json.Marshal(map[string]any{"appId": d.fake.AppID, "privateKey": string(d.fake.PrivateKeyPEM), "baseUrl": d.fake.URL()})
+	param := "/" + d.name + "/github"
+	_, err = d.aws.SSM().PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Type: ssmtypes.ParameterTypeSecureString, Value: aws.String(string(creds))})
+	must(t, err)
+
+	awsEnv := []string{"AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_REGION=" + awstest.Region, "AWS_ENDPOINT_URL=" + env.URL}
+	for _, h := range Handlers {
+		fnEnv := map[string]string{"GHRUNNER_HANDLER": h, "GHRUNNER_TABLE": d.name, "GHRUNNER_ENVIRONMENT": d.name, "GHRUNNER_GITHUB_PARAMETER": param}
+		for _, kv := range awsEnv {
+			k, v, _ := strings.Cut(kv, "=")
+			fnEnv[k] = v
+		}
+		host, err := lambdart.New(lambdart.Function{Name: d.name + "-" + h, Bootstrap: builds.bootstrap, Env: fnEnv, Timeout: 120 * time.Second, Region: awstest.Region, Output: d.logs})
+		must(t, err)
+		t.Cleanup(host.Close)
+		d.fns[h] = host
+	}
+
+	d.host, err = instancehost.Start(ctx, instancehost.Options{
+		EC2: ec, Region: awstest.Region, Environment: d.name, AgentBinary: builds.agent, Root: t.TempDir(), Output: d.logs, Env: awsEnv,
+		Config: func(string, map[string]string) config.Config {
+			c := config.Defaults()
+			c.Table, c.Endpoint = d.name, env.URL
+			c.HeartbeatInterval = config.Duration{Duration: time.Second}
+			c.IdlePoll = config.Duration{Duration: 200 * time.Millisecond}
+			c.AssignedPoll = config.Duration{Duration: 300 * time.Millisecond}
+			c.RecordWait = config.Duration{Duration: 5 * time.Minute}
+			c.StopTimeout = config.Duration{Duration: 10 * time.Second}
+			return c
+		},
+		PrepareRunner: func(dir string) error { return fakegithub.InstallRunner(dir, builds.runner) },
+	})
+	must(t, err)
+	t.Cleanup(func() {
+		d.host.Stop()
+		if t.Failed() {
+			t.Logf("logs:\n%s", d.logs.String())
+		}
+	})
+	return d
+}
+
+// invoke runs a handler with a payload, as `aws lambda invoke` would.
+func (d *deployment) invoke(handler string, payload any) lambdart.Result {
+	d.t.Helper()
+	raw, ok := payload.([]byte)
+	if !ok {
+		raw, _ = json.Marshal(payload)
+	}
+	res, err := d.fns[handler].Invoke(ctx, raw)
+	must(d.t, err)
+	return res
+}
+
+// call invokes and decodes a successful result into out.
+func (d *deployment) call(handler string, payload any, out any) {
+	d.t.Helper()
+	res := d.invoke(handler, payload)
+	if res.FunctionError != "" {
+		d.t.Fatalf("%s failed: %s", handler, res.Payload)
+	}
+	if err := json.Unmarshal(res.Payload, out); err != nil {
+		d.t.Fatalf("%s output %s: %v", handler, res.Payload, err)
+	}
+}
+
+func (d *deployment) job(label, script string) fakegithub.Job {
+	d.t.Helper()
+	id := d.fake.EnqueueJob(label, script)
+	job, err := d.fake.WaitJob(id, 30*time.Second)
+	if err != nil {
+		d.t.Fatalf("job for %s: %v", label, err)
+	}
+	return job
+}
+
+// live lists the deployment's EC2 instances that are not terminated.
+func (d *deployment) live() []fleet.Instance {
+	d.t.Helper()
+	insts, err := d.fleet.List(ctx, fleet.Filter{})
+	must(d.t, err)
+	return insts
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type provisionOut struct {
+	RunID     string `json:"runId"`
+	Status    string `json:"status"`
+	Instances []struct {
+		InstanceID   string  `json:"instanceId"`
+		InstanceType string  `json:"instanceType"`
+		Source       string  `json:"source"`
+		ReadySeconds float64 `json:"readySeconds"`
+	} `json:"instances"`
+	Reused         int     `json:"reused"`
+	Created        int     `json:"created"`
+	ElapsedSeconds float64 `json:"elapsedSeconds"`
+}
+
+type releaseOut struct {
+	Released []string `json:"released"`
+	Expired  []string `json:"expired"`
+	Note     string   `json:"note"`
+}
+
+func launchRequest(d *deployment) fleet.LaunchRequest {
+	return fleet.LaunchRequest{LaunchTemplateID: d.pool.LaunchTemplateID, LaunchTemplateVersion: d.pool.LaunchTemplateVersion,
+		InstanceTypes: d.pool.InstanceTypes, SubnetIDs: d.pool.SubnetIDs, Count: 1, UsageClass: "on-demand",
+		Pool: d.pool.Name, Owner: d.pool.Owner, Assignment: state.NewAssignment()}
+}
