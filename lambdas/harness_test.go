@@ -41,7 +41,7 @@ var ctx = context.Background()
 // the bundle run through the Lambda runtime API for each handler, and an
 // instance host running a real agent per EC2 instance.
 type deployment struct {
-	t     *testing.T
+	t     testing.TB
 	name  string
 	aws   awsconf.Config
 	store *state.Store
@@ -71,7 +71,7 @@ var builds struct {
 	err                      error
 }
 
-func build(t *testing.T) {
+func build(t testing.TB) {
 	builds.once.Do(func() {
 		dir, err := os.MkdirTemp("", "ghr-e2e")
 		if err != nil {
@@ -94,7 +94,12 @@ func build(t *testing.T) {
 	}
 }
 
-func deploy(t *testing.T, tune func(*state.PoolConfig)) *deployment {
+func deploy(t *testing.T, tune func(*state.PoolConfig)) *deployment { return deployTB(t, tune) }
+
+// deployB is deploy for benchmarks.
+func deployB(b *testing.B) *deployment { return deployTB(b, nil) }
+
+func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 	build(t)
 	d := &deployment{t: t, name: awstest.Name(t, "ghr"), aws: env.Config(t), fake: fakegithub.New("acme"), fns: map[string]*lambdart.Host{}, logs: &syncBuffer{}}
 	t.Cleanup(d.fake.Close)
@@ -242,4 +247,18 @@ func launchRequest(d *deployment) fleet.LaunchRequest {
 	return fleet.LaunchRequest{LaunchTemplateID: d.pool.LaunchTemplateID, LaunchTemplateVersion: d.pool.LaunchTemplateVersion,
 		InstanceTypes: d.pool.InstanceTypes, SubnetIDs: d.pool.SubnetIDs, Count: 1, UsageClass: "on-demand",
 		Pool: d.pool.Name, Owner: d.pool.Owner, Assignment: state.NewAssignment()}
+}
+
+// drain retires every pooled instance (expire, then refresh terminates).
+func (d *deployment) drain() {
+	idle, err := d.store.ByPoolState(ctx, d.pool.Name, state.Idle, time.Time{})
+	must(d.t, err)
+	for _, inst := range idle {
+		rec, err := d.store.Get(ctx, inst.ID)
+		must(d.t, err)
+		_, err = d.store.Expire(ctx, rec.Ref(), "drain")
+		must(d.t, err)
+	}
+	var ref struct{}
+	d.call("refresh", nil, &ref)
 }

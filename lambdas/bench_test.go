@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+)
+
+// BenchmarkProvision measures, through the whole harness (bundle via the
+// runtime API, moto, fake GitHub, real agents), provision of 1 and 10
+// instances when they are created and when they are reused from the pool,
+// and release of 10; it reports the median over b.N rounds and the AWS calls
+// of one provision. Run: go test ./lambdas -run '^$' -bench Provision -benchtime 3x
+func BenchmarkProvision(b *testing.B) {
+	d := deployB(b)
+	samples := map[string][]float64{}
+	calls := map[string]int64{}
+	for i := 0; i < b.N; i++ {
+		for _, n := range []int{1, 10} {
+			for _, phase := range []string{"created", "reused"} {
+				run := fmt.Sprintf("bench-%d-%d-%s", i, n, phase)
+				before := snapshot()
+				start := time.Now()
+				var out provisionOut
+				d.call("provision", map[string]any{"runId": run, "pool": "linux", "instanceCount": n}, &out)
+				samples[fmt.Sprintf("provision-%d-%s-s", n, phase)] = append(samples[fmt.Sprintf("provision-%d-%s-s", n, phase)], time.Since(start).Seconds())
+				if i == 0 {
+					for op, c := range diff(before, snapshot()) {
+						calls[fmt.Sprintf("%d-%s-%s", n, phase, op)] = c
+					}
+				}
+				if (phase == "reused") != (out.Reused == n) {
+					b.Fatalf("%s: reused %d of %d", run, out.Reused, n)
+				}
+				start = time.Now()
+				var rel releaseOut
+				d.call("release", map[string]any{"runId": run}, &rel)
+				if n == 10 {
+					samples["release-10-s"] = append(samples["release-10-s"], time.Since(start).Seconds())
+				}
+				if phase == "reused" {
+					// Retire the pool so the next round creates again.
+					d.drain()
+				}
+			}
+		}
+	}
+	for name, s := range samples {
+		sort.Float64s(s)
+		b.ReportMetric(s[len(s)/2], "p50-"+name)
+	}
+	for name, c := range calls {
+		b.ReportMetric(float64(c), "calls-"+name)
+	}
+}
+
+var watched = map[string]string{
+	"ddb-read":  "DynamoDB_20120810.GetItem",
+	"ddb-write": "DynamoDB_20120810.UpdateItem",
+	"ddb-put":   "DynamoDB_20120810.PutItem",
+	"ddb-query": "DynamoDB_20120810.Query",
+	"sqs-recv":  "AmazonSQS.ReceiveMessage",
+	"ec2-fleet": "CreateFleet",
+	"ec2-desc":  "DescribeInstances",
+}
+
+func snapshot() map[string]int64 {
+	m := map[string]int64{}
+	for k, op := range watched {
+		m[k] = env.Calls(op)
+	}
+	return m
+}
+
+func diff(a, b map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k := range a {
+		out[k] = b[k] - a[k]
+	}
+	return out
+}
