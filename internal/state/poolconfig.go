@@ -290,3 +290,30 @@ func setOf(names []string) map[string]struct{} {
 	}
 	return m
 }
+
+// Active reports whether the window's cron matches the minute of now in its
+// time zone. Matching the whole minute, not the moment the schedule fires,
+// avoids the peer's bug of a window honoured only within seconds of its cron.
+func (w IdleWindow) Active(now time.Time) bool {
+	sched, err := cronParser.Parse(w.Cron)
+	if err != nil {
+		return false
+	}
+	loc, err := time.LoadLocation(w.TimeZone)
+	if err != nil {
+		return false
+	}
+	minute := now.In(loc).Truncate(time.Minute)
+	return sched.Next(minute.Add(-time.Second)).Equal(minute)
+}
+
+// ActiveWindow returns the first window active at now; none active means an
+// idle count of 0.
+func (p PoolConfig) ActiveWindow(now time.Time) (IdleWindow, bool) {
+	for _, w := range p.IdleWindows {
+		if w.Active(now) {
+			return w, true
+		}
+	}
+	return IdleWindow{}, false
+}

@@ -140,3 +140,44 @@ func TestPoolConfigItems(t *testing.T) {
 		t.Fatalf("deleted pool still readable: %v", err)
 	}
 }
+
+func TestIdleWindows(t *testing.T) {
+	berlin := IdleWindow{Cron: "* 8-17 * * 1-5", TimeZone: "Europe/Berlin", IdleCount: 3, EvictionStrategy: "oldest_first"}
+	night := IdleWindow{Cron: "* 22-23,0-5 * * *", TimeZone: "America/New_York", IdleCount: 1, EvictionStrategy: "newest_first"}
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	cases := []struct {
+		w    IdleWindow
+		now  string
+		want bool
+	}{
+		{berlin, "2026-11-23T07:00:00Z", true},  // Monday 08:00 in Berlin (UTC+1)
+		{berlin, "2026-11-23T06:59:59Z", false}, // 07:59:59 in Berlin
+		{berlin, "2026-11-23T16:59:30Z", true},  // 17:59:30: still the 17 hour
+		{berlin, "2026-11-23T17:00:00Z", false}, // 18:00
+		{berlin, "2026-11-22T10:00:00Z", false}, // Sunday
+		{berlin, "2026-07-06T06:30:00Z", true},  // summer time: 08:30 CEST
+		{night, "2026-11-23T04:59:00Z", true},   // 23:59 in New York, Sunday
+		{night, "2026-11-23T05:00:00Z", true},   // midnight
+		{night, "2026-11-23T10:59:59Z", true},   // 05:59:59
+		{night, "2026-11-23T11:00:00Z", false},  // 06:00
+		{night, "2026-11-23T02:30:00Z", false},  // 21:30 in New York
+	}
+	for _, c := range cases {
+		if got := c.w.Active(at(c.now)); got != c.want {
+			t.Errorf("%s %s at %s: active=%v, want %v", c.w.Cron, c.w.TimeZone, c.now, got, c.want)
+		}
+	}
+	p := PoolConfig{IdleWindows: []IdleWindow{berlin, night}}
+	if w, ok := p.ActiveWindow(at("2026-11-23T08:00:00Z")); !ok || w.IdleCount != 3 {
+		t.Fatalf("first active window = %+v %v", w, ok)
+	}
+	if _, ok := p.ActiveWindow(at("2026-11-22T15:00:00Z")); ok {
+		t.Fatal("a window active on Sunday afternoon")
+	}
+}
