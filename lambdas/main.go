@@ -1,11 +1,11 @@
 // Command bootstrap is ghrunner's Lambda bundle for the provided.al2023
 // runtime: one binary, the handler chosen by GHRUNNER_HANDLER (provision,
-// release or refresh). Configuration comes from the environment and from
+// release, refresh or scale-down). Configuration comes from the environment and from
 // the pool items in the state table, so pool changes need no redeploy.
 //
 // Environment:
 //
-//	GHRUNNER_HANDLER           provision | release | refresh
+//	GHRUNNER_HANDLER           provision | release | refresh | scale-down
 //	GHRUNNER_TABLE             the state table
 //	GHRUNNER_ENVIRONMENT       the deployment's name (the ghr:environment tag)
 //	GHRUNNER_GITHUB_PARAMETER  SSM SecureString holding the GitHub credentials as JSON:
@@ -40,10 +40,11 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/scaledown"
 )
 
 // Handlers lists the handler names GHRUNNER_HANDLER accepts.
-var Handlers = []string{"provision", "release", "refresh"}
+var Handlers = []string{"provision", "release", "refresh", "scale-down"}
 
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "-h" || os.Args[1] == "--help") {
@@ -168,6 +169,8 @@ func (b *bundle) handle(ctx context.Context, payload json.RawMessage) (any, erro
 		out, err = release.Handle(ctx, d, payload)
 	case "refresh":
 		out, err = refresh.Handle(ctx, d, liveEC2{b.fleet}, payload)
+	case "scale-down":
+		out, err = scaledown.Handle(ctx, d, b.fleet, gh, payload)
 	}
 	if err != nil {
 		log.Error("invocation failed", "err", err, "seconds", time.Since(start).Seconds(), "githubRateRemaining", gh.RateRemaining())

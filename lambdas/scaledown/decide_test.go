@@ -1,0 +1,150 @@
+package scaledown
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+var now = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC) // Monday 11:00 in Berlin
+
+func pools() map[string]state.PoolConfig {
+	p := state.PoolConfig{Name: "linux", Owner: "acme", OS: "linux", IdleWindows: []state.IdleWindow{
+		{Cron: "* 8-17 * * 1-5", TimeZone: "Europe/Berlin", IdleCount: 1, EvictionStrategy: "oldest_first"},
+	}}
+	p.Timings = p.Timings.WithDefaults("linux")
+	return map[string]state.PoolConfig{"linux": p}
+}
+
+// row builds one instance in a given situation.
+type row struct {
+	name     string
+	age      time.Duration
+	tags     map[string]string
+	platform string
+	rec      *state.Instance // nil: no record
+	runners  []github.Runner // the owner's listing
+	lookup   func(int64) (github.Runner, bool, error)
+	want     Action
+	reason   string
+}
+
+func rec(st state.State, mut ...func(*state.Instance)) *state.Instance {
+	r := &state.Instance{ID: "i-1", Pool: "linux", Owner: "acme", State: st, Assignment: "a1", Threshold: now.Add(10 * time.Minute).Unix(), Signals: map[string]state.Signal{}}
+	if st == state.Running || st == state.Claimed {
+		r.RunID = "run-1"
+	}
+	for _, m := range mut {
+		m(r)
+	}
+	return r
+}
+
+func clean(r *state.Instance) { r.Signals[state.SignalRemoveRegOK] = state.Signal{Assignment: r.Assignment} }
+func expired(r *state.Instance) { r.Threshold = now.Add(-time.Minute).Unix() }
+func withRunner(id int64) func(*state.Instance) {
+	return func(r *state.Instance) { r.GithubRunnerID = id }
+}
+
+func orphanTag(a string, runnerID string) map[string]string {
+	t := map[string]string{fleet.TagPool: "linux", fleet.TagOwner: "acme", fleet.TagOrphan: a}
+	if runnerID != "" {
+		t[fleet.TagGithubRunnerID] = runnerID
+	}
+	return t
+}
+
+var plain = map[string]string{fleet.TagPool: "linux", fleet.TagOwner: "acme", fleet.TagAssignment: "a1"}
+
+func TestDecisionTable(t *testing.T) {
+	gone := func(int64) (github.Runner, bool, error) { return github.Runner{}, false, nil }
+	ghost := func(id int64) (github.Runner, bool, error) {
+		return github.Runner{ID: id, Status: "offline", Busy: true}, true, nil
+	}
+	healthy := func(id int64) (github.Runner, bool, error) { return github.Runner{ID: id, Status: "online"}, true, nil }
+	broken := func(int64) (github.Runner, bool, error) { return github.Runner{}, false, errors.New("502") }
+	rows := []row{
+		// The seed's decision table, row by row.
+		{name: "seed: orphan with runner id, offline and busy", age: time.Hour, tags: orphanTag("a1", "7"), rec: rec(state.Running, expired), lookup: ghost, want: Terminate},
+		{name: "seed: orphan with runner id, exists and healthy", age: time.Hour, tags: orphanTag("a1", "7"), rec: rec(state.Running, expired), lookup: healthy, want: Untag},
+		{name: "seed: orphan without runner id", age: time.Hour, tags: orphanTag("a1", ""), want: Terminate},
+		{name: "seed: active runner, younger than the minimum running time", age: 2 * time.Minute, tags: plain, rec: rec(state.Idle, clean), want: Keep, reason: "younger than the minimum running time"},
+		{name: "seed: active runner, idle quota available", age: time.Hour, tags: plain, rec: rec(state.Idle, clean), want: Renew},
+		{name: "seed: active runner, quota full and idle (assigned: kept, lease holds)", age: time.Hour, tags: plain, rec: rec(state.Running), runners: []github.Runner{{ID: 7, Name: "ghr-1-i-1"}}, want: Keep},
+		{name: "seed: active runner, quota full and busy", age: time.Hour, tags: plain, rec: rec(state.Running), runners: []github.Runner{{ID: 7, Name: "ghr-1-i-1", Busy: true}}, want: Keep},
+		{name: "seed: active runner missing, boot time exceeded", age: 10 * time.Minute, tags: plain, want: Orphan},
+		{name: "seed: active runner missing, still booting", age: time.Minute, tags: plain, want: Keep, reason: "still booting; its record may not be written yet"},
+		// Pooling and the improvements of DESIGN.md.
+		{name: "orphan whose record holds a live lease for the tagged assignment", age: time.Hour, tags: orphanTag("a1", ""), rec: rec(state.Running), want: Untag},
+		{name: "orphan whose record moved to another assignment", age: time.Hour, tags: orphanTag("a0", ""), rec: rec(state.Idle, clean), want: Untag},
+		{name: "orphan whose runner is gone from GitHub", age: time.Hour, tags: orphanTag("a1", "7"), rec: rec(state.Running, expired), lookup: gone, want: Terminate},
+		{name: "orphan check with GitHub failing", age: time.Hour, tags: orphanTag("a1", "7"), lookup: broken, want: Keep},
+		{name: "assigned and idle in GitHub, lease holds", age: time.Hour, tags: plain, rec: rec(state.Claimed), want: Keep},
+		{name: "assigned, lease expired", age: time.Hour, tags: plain, rec: rec(state.Running, expired), want: Keep, reason: "running, lease expired: refresh terminates it"},
+		{name: "pooled idle still deregistering", age: time.Hour, tags: plain, rec: rec(state.Idle), want: Keep, reason: "idle but still deregistering"},
+		{name: "pooled idle but its runner busy on GitHub", age: time.Hour, tags: plain, rec: rec(state.Idle, clean, withRunner(7)), runners: []github.Runner{{ID: 7, Name: "x", Busy: true}}, want: Terminate},
+		{name: "bypass tag", age: time.Hour, tags: map[string]string{fleet.TagPool: "linux", fleet.TagBypassRemoval: "true", fleet.TagOrphan: "a1"}, want: Keep},
+		{name: "unknown pool", age: time.Hour, tags: map[string]string{fleet.TagPool: "gpu"}, want: Keep},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			inst := fleet.Instance{ID: "i-1", LaunchTime: now.Add(-r.age), Tags: r.tags, Platform: r.platform}
+			in := Input{Now: now, Pools: pools(), Instances: []fleet.Instance{inst}, Records: map[string]*state.Instance{}, Runners: map[string][]github.Runner{"acme": r.runners}, Runner: func(_ string, id int64) (github.Runner, bool, error) {
+				if r.lookup == nil {
+					t.Fatal("GitHub looked up without need")
+				}
+				return r.lookup(id)
+			}}
+			if r.rec != nil {
+				in.Records["i-1"] = r.rec
+			}
+			got := Decide(in)
+			if len(got) != 1 || got[0].Action != r.want || (r.reason != "" && got[0].Reason != r.reason) {
+				t.Fatalf("decision = %+v, want %s %q", got, r.want, r.reason)
+			}
+		})
+	}
+}
+
+// TestIdleQuotaPerPoolAndEviction: three clean idle instances, quota 1 in
+// the active window; oldest_first keeps the newest.
+func TestIdleQuotaPerPoolAndEviction(t *testing.T) {
+	in := Input{Now: now, Pools: pools(), Records: map[string]*state.Instance{}, Runners: map[string][]github.Runner{}}
+	other := state.PoolConfig{Name: "windows", Owner: "acme", OS: "windows", IdleWindows: []state.IdleWindow{{Cron: "* * * * *", TimeZone: "UTC", IdleCount: 1, EvictionStrategy: "newest_first"}}}
+	other.Timings = other.Timings.WithDefaults("windows")
+	in.Pools["windows"] = other
+	for i, pool := range []string{"linux", "linux", "linux", "windows", "windows"} {
+		id := "i-" + string(rune('a'+i))
+		in.Instances = append(in.Instances, fleet.Instance{ID: id, LaunchTime: now.Add(-time.Duration(i+1) * time.Hour), Tags: map[string]string{fleet.TagPool: pool, fleet.TagOwner: "acme"}})
+		r := rec(state.Idle, clean)
+		r.ID, r.Pool = id, pool
+		in.Records[id] = r
+	}
+	got := map[string]Action{}
+	for _, d := range Decide(in) {
+		got[d.InstanceID] = d.Action
+	}
+	want := map[string]Action{"i-a": Renew, "i-b": Terminate, "i-c": Terminate, "i-d": Terminate, "i-e": Renew}
+	for id, a := range want {
+		if got[id] != a {
+			t.Errorf("%s: %s, want %s (all: %v)", id, got[id], a, got)
+		}
+	}
+	// Outside the Berlin window (Sunday) the linux quota is 0.
+	in.Now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for i := range in.Instances {
+		in.Instances[i].LaunchTime = in.Instances[i].LaunchTime.Add(-24 * time.Hour)
+	}
+	for _, r := range in.Records {
+		r.Threshold = in.Now.Add(10 * time.Minute).Unix()
+	}
+	for _, d := range Decide(in) {
+		if d.Pool == "linux" && d.Action != Terminate {
+			t.Errorf("outside the window %s: %s", d.InstanceID, d.Action)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+type scaleDownOut struct {
+	Kept       []struct{ InstanceID, Pool, Reason string } `json:"kept"`
+	Terminated []struct{ InstanceID, Pool, Reason string } `json:"terminated"`
+	Orphaned   []struct{ InstanceID, Pool, Reason string } `json:"orphaned"`
+	Untagged   []struct{ InstanceID, Pool, Reason string } `json:"untagged"`
+	Errors     []string                                    `json:"errors"`
+}
+
+// TestScaleDownAtScale: instances of five owners in two pools, idle, busy
+// and unrecorded, decided by scale-down through the bundle. It checks the
+// decisions, one GitHub listing per owner and one batched termination.
+func TestScaleDownAtScale(t *testing.T) {
+	t.Parallel()
+	d := deploy(t, func(p *state.PoolConfig) {
+		p.MaxInstances = 500
+		p.Timings.MinRunningTime, p.Timings.BootTime = 1, 1
+		p.IdleWindows = []state.IdleWindow{{Cron: "* * * * *", TimeZone: "UTC", IdleCount: 5, EvictionStrategy: "oldest_first"}}
+	})
+	d.host.Stop() // no agents: the test writes the records
+	second := d.pool
+	second.Name = "linux-large"
+	second.IdleWindows = []state.IdleWindow{{Cron: "* * * * *", TimeZone: "Asia/Tokyo", IdleCount: 3, EvictionStrategy: "newest_first"}}
+	must(t, d.store.PutPoolConfig(ctx, second))
+
+	owners := []string{"acme", "acme/api", "acme/web", "acme/ops", "acme/data"}
+	want := map[string]string{}
+	var idle []string
+	n := 0
+	for _, pool := range []string{"linux", "linux-large"} {
+		for i := 0; i < 24; i++ {
+			owner := owners[n%len(owners)]
+			n++
+			req := launchRequest(d)
+			req.Pool, req.Owner = pool, owner
+			res, err := d.fleet.Launch(ctx, req)
+			must(t, err)
+			id := res.Instances[0].InstanceID
+			switch i % 3 {
+			case 0: // clean idle in the pool
+				inst, err := d.store.Create(ctx, state.NewInstance{ID: id, Pool: pool, Owner: owner, RunID: "seed", Assignment: req.Assignment, InstanceType: "c7i.large", UsageClass: "on-demand", TTL: time.Hour})
+				must(t, err)
+				must(t, d.store.PutSignal(ctx, id, inst.Assignment, state.SignalRegOK, ""))
+				inst, err = d.store.MarkRunning(ctx, inst.Ref(), time.Hour)
+				must(t, err)
+				inst, err = d.store.Release(ctx, inst.Ref(), "seed", time.Hour, nil)
+				must(t, err)
+				must(t, d.store.PutSignal(ctx, id, inst.Assignment, state.SignalRemoveRegOK, ""))
+				idle = append(idle, id)
+				want[id] = "idle"
+			case 1: // running for a run, registered and busy
+				inst, err := d.store.Create(ctx, state.NewInstance{ID: id, Pool: pool, Owner: owner, RunID: "busy-run", Assignment: req.Assignment, InstanceType: "c7i.large", UsageClass: "on-demand", TTL: time.Hour})
+				must(t, err)
+				must(t, d.store.PutSignal(ctx, id, inst.Assignment, state.SignalRegOK, ""))
+				_, err = d.store.MarkRunning(ctx, inst.Ref(), time.Hour)
+				must(t, err)
+				d.fake.AddRunner(owner, fmt.Sprintf("ghr-1-%s", id), true, "busy-run")
+				want[id] = "kept"
+			case 2: // launched, never recorded
+				want[id] = "orphaned"
+			}
+		}
+	}
+	time.Sleep(1100 * time.Millisecond) // past the minimum running and boot times of 1 s
+	termBefore := env.Calls("TerminateInstances")
+	var out scaleDownOut
+	d.call("scale-down", map[string]any{}, &out)
+	if len(out.Errors) != 0 {
+		t.Fatalf("errors: %v", out.Errors)
+	}
+	got := map[string]string{}
+	for _, k := range out.Kept {
+		got[k.InstanceID] = "kept"
+	}
+	for _, k := range out.Terminated {
+		got[k.InstanceID] = "terminated"
+	}
+	for _, k := range out.Orphaned {
+		got[k.InstanceID] = "orphaned"
+	}
+	kept := map[string]int{}
+	for _, id := range idle {
+		kept[got[id]]++
+	}
+	// 16 idle: the linux pool keeps 5, linux-large keeps 3.
+	if kept["kept"] != 8 || kept["terminated"] != 8 {
+		t.Fatalf("idle instances: %v; kept: %+v", kept, out.Kept)
+	}
+	for id, w := range want {
+		if w != "idle" && got[id] != w {
+			t.Errorf("%s: %s, want %s", id, got[id], w)
+		}
+	}
+	if org, repo := d.fake.Count("GET /orgs/{org}/actions/runners"), d.fake.Count("GET /repos/{org}/{repo}/actions/runners"); org != 1 || repo != 4 {
+		t.Fatalf("runner listings: %d org + %d repo, want one per owner (1 + 4)", org, repo)
+	}
+	if term := env.Calls("TerminateInstances") - termBefore; term != 1 {
+		t.Fatalf("%d TerminateInstances calls, want 1 batch", term)
+	}
+
+	// The next run terminates the orphans it tagged (no record, no runner id).
+	var next scaleDownOut
+	d.call("scale-down", nil, &next)
+	orphans := 0
+	for _, k := range next.Terminated {
+		if want[k.InstanceID] == "orphaned" {
+			orphans++
+		}
+	}
+	if orphans != 16 {
+		t.Fatalf("second run terminated %d orphans, want 16: %+v", orphans, next)
+	}
+	live, err := d.fleet.List(ctx, fleet.Filter{})
+	must(t, err)
+	if len(live) != 8+16 {
+		t.Fatalf("%d live instances, want 8 idle + 16 running", len(live))
+	}
+}
