@@ -5,6 +5,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
 // BenchmarkProvision measures, through the whole harness (bundle via the
@@ -79,4 +81,37 @@ func diff(a, b map[string]int64) map[string]int64 {
 		out[k] = b[k] - a[k]
 	}
 	return out
+}
+
+// BenchmarkScaleDown1000 times one scale-down over 1,000 recorded instances
+// of five owners and counts its calls. Run:
+// go test ./lambdas -run '^$' -bench ScaleDown1000 -benchtime 1x
+func BenchmarkScaleDown1000(b *testing.B) {
+	d := deployB(b)
+	d.host.Stop()
+	owners := []string{"acme", "acme/api", "acme/web", "acme/ops", "acme/data"}
+	for o, owner := range owners {
+		req := launchRequest(d)
+		req.Owner, req.Count = owner, 200
+		res, err := d.fleet.Launch(ctx, req)
+		must(b, err)
+		for i, inst := range res.Instances {
+			_, err := d.store.Create(ctx, state.NewInstance{ID: inst.InstanceID, Pool: d.pool.Name, Owner: owner, RunID: fmt.Sprintf("r-%d-%d", o, i), Assignment: req.Assignment,
+				InstanceType: inst.InstanceType, UsageClass: "on-demand", TTL: time.Hour})
+			must(b, err)
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		before := snapshot()
+		gh := d.fake.Count("GET /orgs/{org}/actions/runners") + d.fake.Count("GET /repos/{org}/{repo}/actions/runners")
+		batch := env.Calls("DynamoDB_20120810.BatchGetItem")
+		start := time.Now()
+		var out scaleDownOut
+		d.call("scale-down", nil, &out)
+		b.ReportMetric(time.Since(start).Seconds(), "run-s")
+		b.ReportMetric(float64(len(out.Kept)+len(out.Terminated)+len(out.Orphaned)), "instances")
+		b.ReportMetric(float64(d.fake.Count("GET /orgs/{org}/actions/runners")+d.fake.Count("GET /repos/{org}/{repo}/actions/runners")-gh), "github-list-calls")
+		b.ReportMetric(float64(env.Calls("DynamoDB_20120810.BatchGetItem")-batch), "ddb-batchget-calls")
+		b.ReportMetric(float64(diff(before, snapshot())["ec2-desc"]), "ec2-describe-calls")
+	}
 }

@@ -44,7 +44,9 @@ func rec(st state.State, mut ...func(*state.Instance)) *state.Instance {
 	return r
 }
 
-func clean(r *state.Instance) { r.Signals[state.SignalRemoveRegOK] = state.Signal{Assignment: r.Assignment} }
+func clean(r *state.Instance) {
+	r.Signals[state.SignalRemoveRegOK] = state.Signal{Assignment: r.Assignment}
+}
 func expired(r *state.Instance) { r.Threshold = now.Add(-time.Minute).Unix() }
 func withRunner(id int64) func(*state.Instance) {
 	return func(r *state.Instance) { r.GithubRunnerID = id }
