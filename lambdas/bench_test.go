@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -89,14 +93,24 @@ func diff(a, b map[string]int64) map[string]int64 {
 func BenchmarkScaleDown1000(b *testing.B) {
 	d := deployB(b)
 	d.host.Stop()
+	// A /22 subnet: 1,000 instances do not fit the /24 of the harness.
+	vpcs, err := d.aws.EC2().DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: d.pool.SubnetIDs})
+	must(b, err)
+	big, err := d.aws.EC2().CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpcs.Subnets[0].VpcId, CidrBlock: aws.String("10.1.4.0/22"), AvailabilityZone: aws.String("us-east-1a")})
+	must(b, err)
+	d.pool.SubnetIDs = []string{aws.ToString(big.Subnet.SubnetId)}
 	owners := []string{"acme", "acme/api", "acme/web", "acme/ops", "acme/data"}
 	for o, owner := range owners {
-		req := launchRequest(d)
-		req.Owner, req.Count = owner, 200
-		res, err := d.fleet.Launch(ctx, req)
-		must(b, err)
-		for i, inst := range res.Instances {
-			_, err := d.store.Create(ctx, state.NewInstance{ID: inst.InstanceID, Pool: d.pool.Name, Owner: owner, RunID: fmt.Sprintf("r-%d-%d", o, i), Assignment: req.Assignment,
+		var launched []fleet.Launched
+		for len(launched) < 200 {
+			req := launchRequest(d)
+			req.Owner, req.Count = owner, 50
+			res, err := d.fleet.Launch(ctx, req)
+			must(b, err)
+			launched = append(launched, res.Instances...)
+		}
+		for i, inst := range launched {
+			_, err := d.store.Create(ctx, state.NewInstance{ID: inst.InstanceID, Pool: d.pool.Name, Owner: owner, RunID: fmt.Sprintf("r-%d-%d", o, i), Assignment: state.NewAssignment(),
 				InstanceType: inst.InstanceType, UsageClass: "on-demand", TTL: time.Hour})
 			must(b, err)
 		}
