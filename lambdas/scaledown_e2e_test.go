@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func TestScaleDownAtScale(t *testing.T) {
 	var idle []string
 	n := 0
 	for _, pool := range []string{"linux", "linux-large"} {
-		for i := 0; i < 24; i++ {
+		for i := 0; i < 100; i++ {
 			owner := owners[n%len(owners)]
 			n++
 			req := launchRequest(d)
@@ -71,7 +72,26 @@ func TestScaleDownAtScale(t *testing.T) {
 			}
 		}
 	}
+	// One more idle instance beyond the quota whose runner is still
+	// registered and, when re-read, running a job: its deregistration
+	// fails, so it is kept for the next run.
+	req := launchRequest(d)
+	res, err := d.fleet.Launch(ctx, req)
+	must(t, err)
+	stuck := res.Instances[0].InstanceID
+	inst, err := d.store.Create(ctx, state.NewInstance{ID: stuck, Pool: "linux", Owner: "acme", RunID: "seed", Assignment: req.Assignment, InstanceType: "c7i.large", UsageClass: "on-demand", TTL: time.Hour, LaunchedAt: time.Now().Add(-48 * time.Hour)})
+	must(t, err)
+	must(t, d.store.PutSignal(ctx, stuck, inst.Assignment, state.SignalRegOK, ""))
+	inst, err = d.store.MarkRunning(ctx, inst.Ref(), time.Hour)
+	must(t, err)
+	inst, err = d.store.Release(ctx, inst.Ref(), "seed", time.Hour, nil)
+	must(t, err)
+	must(t, d.store.PutSignal(ctx, stuck, inst.Assignment, state.SignalRemoveRegOK, ""))
+	runnerID := d.fake.AddRunner("acme", "ghr-1-"+stuck, false, "seed")
+	d.fake.SetBusy(runnerID, false)
+
 	time.Sleep(1100 * time.Millisecond) // past the minimum running and boot times of 1 s
+	d.fake.SetBusy(runnerID, true)      // busy by the time scale-down re-reads it
 	termBefore := env.Calls("TerminateInstances")
 	var out scaleDownOut
 	d.call("scale-down", map[string]any{}, &out)
@@ -92,14 +112,23 @@ func TestScaleDownAtScale(t *testing.T) {
 	for _, id := range idle {
 		kept[got[id]]++
 	}
-	// 16 idle: the linux pool keeps 5, linux-large keeps 3.
-	if kept["kept"] != 8 || kept["terminated"] != 8 {
+	// The linux pool keeps 5 idle, linux-large 3; the rest go.
+	if kept["kept"] != 8 || kept["terminated"] != len(idle)-8 {
 		t.Fatalf("idle instances: %v; kept: %+v", kept, out.Kept)
 	}
 	for id, w := range want {
 		if w != "idle" && got[id] != w {
 			t.Errorf("%s: %s, want %s", id, got[id], w)
 		}
+	}
+	var stuckReason string
+	for _, k := range out.Kept {
+		if k.InstanceID == stuck {
+			stuckReason = k.Reason
+		}
+	}
+	if !strings.Contains(stuckReason, "kept: its runner is running a job right now") {
+		t.Fatalf("instance whose deregistration failed: %q", stuckReason)
 	}
 	if org, repo := d.fake.Count("GET /orgs/{org}/actions/runners"), d.fake.Count("GET /repos/{org}/{repo}/actions/runners"); org != 1 || repo != 4 {
 		t.Fatalf("runner listings: %d org + %d repo, want one per owner (1 + 4)", org, repo)
@@ -117,12 +146,12 @@ func TestScaleDownAtScale(t *testing.T) {
 			orphans++
 		}
 	}
-	if orphans != 16 {
-		t.Fatalf("second run terminated %d orphans, want 16: %+v", orphans, next)
+	if orphans != 66 {
+		t.Fatalf("second run terminated %d orphans, want 66", orphans)
 	}
 	live, err := d.fleet.List(ctx, fleet.Filter{})
 	must(t, err)
-	if len(live) != 8+16 {
-		t.Fatalf("%d live instances, want 8 idle + 16 running", len(live))
+	if len(live) != 8+66+1 {
+		t.Fatalf("%d live instances, want 8 idle + 66 running + the stuck one", len(live))
 	}
 }
