@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +25,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/imdsstub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testbin"
 )
 
 var env *awstest.Moto
@@ -46,48 +45,20 @@ type world struct {
 	id     string
 	dir    string
 	agent  *exec.Cmd
-	logs   *syncBuffer
+	logs   *testbin.Buffer
 	exited chan error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-var (
-	agentOnce sync.Once
-	agentBin  string
-	agentErr  error
-)
-
 func buildAgent(t testing.TB) string {
-	agentOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agent")
-		if err != nil {
-			agentErr = err
-			return
-		}
-		agentBin = filepath.Join(dir, "ghrunner-agent")
-		if out, err := exec.Command("go", "build", "-o", agentBin, ".").CombinedOutput(); err != nil {
-			agentErr = fmt.Errorf("build agent: %v\n%s", err, out)
-		}
-	})
-	if agentErr != nil {
-		t.Fatal(agentErr)
+	bin, err := testbin.Build(testbin.Module + "/agent")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return agentBin
+	return bin
 }
 
 func newWorld(t testing.TB, preRunner string) *world {
-	w := &world{t: t, store: statetest.NewStore(t, env), ec2: env.Config(t).EC2(), fake: fakegithub.New("acme"), logs: &syncBuffer{}, exited: make(chan error, 1)}
+	w := &world{t: t, store: statetest.NewStore(t, env), ec2: env.Config(t).EC2(), fake: fakegithub.New("acme"), logs: &testbin.Buffer{}, exited: make(chan error, 1)}
 	t.Cleanup(w.fake.Close)
 	var err error
 	w.gh, err = github.New(github.Config{BaseURL: w.fake.URL(), AppID: w.fake.AppID, PrivateKeyPEM: w.fake.PrivateKeyPEM})

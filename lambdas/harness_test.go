@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +23,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/instancehost"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/lambdart"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testbin"
 )
 
 var env *awstest.Moto
@@ -50,47 +46,21 @@ type deployment struct {
 	pool  state.PoolConfig
 	fns   map[string]*lambdart.Host
 	host  *instancehost.Host
-	logs  *syncBuffer
+	logs  *testbin.Buffer
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-var builds struct {
-	once                     sync.Once
-	bootstrap, agent, runner string
-	err                      error
-}
+var builds struct{ bootstrap, agent, runner string }
 
 func build(t testing.TB) {
-	builds.once.Do(func() {
-		dir, err := os.MkdirTemp("", "ghr-e2e")
-		if err != nil {
-			builds.err = err
-			return
-		}
-		builds.bootstrap, builds.agent = filepath.Join(dir, "bootstrap"), filepath.Join(dir, "ghrunner-agent")
-		for out, pkg := range map[string]string{builds.bootstrap: ".", builds.agent: "../agent"} {
-			cmd := exec.Command("go", "build", "-o", out, pkg)
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if msg, err := cmd.CombinedOutput(); err != nil {
-				builds.err = fmt.Errorf("build %s: %v\n%s", pkg, err, msg)
-				return
-			}
-		}
-		builds.runner, builds.err = fakegithub.BuildRunner()
-	})
-	if builds.err != nil {
-		t.Fatal(builds.err)
+	var err error
+	if builds.bootstrap, err = testbin.Build(testbin.Module + "/lambdas"); err != nil {
+		t.Fatal(err)
+	}
+	if builds.agent, err = testbin.Build(testbin.Module + "/agent"); err != nil {
+		t.Fatal(err)
+	}
+	if builds.runner, err = fakegithub.BuildRunner(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -101,7 +71,7 @@ func deployB(b *testing.B) *deployment { return deployTB(b, nil) }
 
 func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 	build(t)
-	d := &deployment{t: t, name: awstest.Name(t, "ghr"), aws: env.Config(t), fake: fakegithub.New("acme"), fns: map[string]*lambdart.Host{}, logs: &syncBuffer{}}
+	d := &deployment{t: t, name: awstest.Name(t, "ghr"), aws: env.Config(t), fake: fakegithub.New("acme"), fns: map[string]*lambdart.Host{}, logs: &testbin.Buffer{}}
 	t.Cleanup(d.fake.Close)
 	db := d.aws.DynamoDB()
 	must(t, state.CreateTable(ctx, db, d.name, state.TableOptions{}))

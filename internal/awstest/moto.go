@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testbin"
 )
 
 // InstallHint is printed when moto_server is missing.
@@ -45,7 +46,7 @@ type Moto struct {
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when moto_server has exited
 	proxy    *http.Server
-	log      *lockedWriter
+	log      *testbin.Buffer
 	requests atomic.Int64
 	byTarget sync.Map // X-Amz-Target or Action -> *atomic.Int64
 }
@@ -73,7 +74,7 @@ func Start() (*Moto, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Moto{MotoURL: fmt.Sprintf("http://127.0.0.1:%d", port), log: &lockedWriter{}, exited: make(chan struct{})}
+	e := &Moto{MotoURL: fmt.Sprintf("http://127.0.0.1:%d", port), log: &testbin.Buffer{}, exited: make(chan struct{})}
 	e.cmd = exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	// Die with the test binary, even when it is killed.
@@ -236,22 +237,4 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// lockedWriter collects moto's output for error messages.
-type lockedWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -1,37 +1,15 @@
 package fakegithub
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sync"
-)
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testbin"
 )
 
 // BuildRunner compiles the fake runner once per process and returns its path.
 func BuildRunner() (string, error) {
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "fakerunner")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildPath = filepath.Join(dir, "fakerunner")
-		_, self, _, _ := runtime.Caller(0)
-		cmd := exec.Command("go", "build", "-o", buildPath, ".")
-		cmd.Dir = filepath.Join(filepath.Dir(self), "fakerunner")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build fake runner: %v\n%s", err, out)
-		}
-	})
-	return buildPath, buildErr
+	return testbin.Build(testbin.Module + "/internal/fakegithub/fakerunner")
 }
 
 // InstallRunner lays out a runner directory as the runner tarball would:

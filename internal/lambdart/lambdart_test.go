@@ -3,42 +3,21 @@ package lambdart
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testbin"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildErr  error
-)
-
 // build compiles the echo function once for the package.
 func build(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "lambdart")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildBin = filepath.Join(dir, "bootstrap")
-		cmd := exec.Command("go", "build", "-o", buildBin, "./echofn")
-		cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build test function: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	bin, err := testbin.Build(testbin.Module + "/internal/lambdart/echofn")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return buildBin
+	return bin
 }
 
 type echo struct {
