@@ -21,8 +21,10 @@ type scaleDownOut struct {
 // TestScaleDownAtScale: instances of five owners in two pools, idle, busy
 // and unrecorded, decided by scale-down through the bundle. It checks the
 // decisions, one GitHub listing per owner and one batched termination.
+//
+// Not parallel: it counts TerminateInstances calls, which the emulator's
+// proxy counts for the whole package; the parallel tests wait for it.
 func TestScaleDownAtScale(t *testing.T) {
-	t.Parallel()
 	d := deploy(t, func(p *state.PoolConfig) {
 		p.MaxInstances = 500
 		p.Timings.MinRunningTime, p.Timings.BootTime = 1, 1
