@@ -101,7 +101,7 @@ func (r *Runner) Configure(ctx context.Context, reg Registration) (File, error) 
 	if err := r.chown(r.WorkDir); err != nil {
 		return File{}, err
 	}
-	out, err := r.run(ctx, "./config.sh", "--unattended", "--url", reg.URL, "--token", reg.Token, "--name", reg.Name,
+	out, err := r.run(ctx, reg.Token, "./config.sh", "--unattended", "--url", reg.URL, "--name", reg.Name,
 		"--labels", reg.Labels, "--no-default-labels", "--work", r.WorkDir, "--replace")
 	if err != nil {
 		return File{}, fmt.Errorf("config.sh: %w: %s", err, tail(out))
@@ -115,7 +115,7 @@ func (r *Runner) Configure(ctx context.Context, reg Registration) (File, error) 
 
 // Remove deregisters the runner with a remove token.
 func (r *Runner) Remove(ctx context.Context, token string) error {
-	out, err := r.run(ctx, "./config.sh", "remove", "--token", token)
+	out, err := r.run(ctx, token, "./config.sh", "remove")
 	if err != nil {
 		return fmt.Errorf("config.sh remove: %w: %s", err, tail(out))
 	}
@@ -245,11 +245,15 @@ func (r *Runner) Wipe() error {
 	return errors.Join(errs...)
 }
 
-func (r *Runner) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+// run runs a runner command. The token goes in ACTIONS_RUNNER_INPUT_TOKEN,
+// which config.sh reads like --token: a command line is visible to every
+// user of the machine in ps, a process's environment only to its own user.
+func (r *Runner) run(ctx context.Context, token, name string, args ...string) ([]byte, error) {
 	cmd, err := r.command(ctx, name, args...)
 	if err != nil {
 		return nil, err
 	}
+	cmd.Env = append(cmd.Env, "ACTIONS_RUNNER_INPUT_TOKEN="+token)
 	cmd.WaitDelay = 5 * time.Second
 	return cmd.CombinedOutput()
 }
