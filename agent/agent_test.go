@@ -47,6 +47,7 @@ type world struct {
 	agent  *exec.Cmd
 	logs   *testbin.Buffer
 	exited chan error
+	imds   *imdsstub.Server
 }
 
 func buildAgent(t testing.TB) string {
@@ -74,6 +75,7 @@ func newWorld(t testing.TB, preRunner string) *world {
 	must(t, fakegithub.InstallRunner(filepath.Join(w.dir, "runner"), bin))
 	imds := imdsstub.Start(w.id, awstest.Region, "c7i.large", nil)
 	t.Cleanup(imds.Close)
+	w.imds = imds
 
 	cfg := config.Defaults()
 	cfg.Table, cfg.Endpoint, cfg.IMDSEndpoint = w.store.Table(), env.URL, imds.URL()
@@ -307,4 +309,29 @@ func asSignalFailed(err error, target **state.SignalFailedError) bool {
 		*target = sf
 	}
 	return ok
+}
+
+// TestSpotInterruption: on a spot notice the agent says UD_INTERRUPTED for
+// the current assignment and stops its runner.
+func TestSpotInterruption(t *testing.T) {
+	w := newWorld(t, "")
+	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: "run-spot", Assignment: state.NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "spot", TTL: 10 * time.Minute, Registration: w.registration()})
+	must(t, err)
+	w.start()
+	w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
+	pid := w.runnerPID()
+	w.imds.InterruptSpot("terminate", time.Now().Add(2*time.Minute))
+	w.wait(inst, state.SignalInterrupted, "")
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) && syscall.Kill(pid, 0) == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Fatal("runner still running after the spot notice")
+	}
+	time.Sleep(2 * time.Second)
+	if now := w.runnerPID(); now != pid && now != 0 && syscall.Kill(now, 0) == nil {
+		t.Fatalf("runner restarted (pid %d) on an interrupted instance", now)
+	}
 }

@@ -75,6 +75,9 @@ type Agent struct {
 	preRunner  outcome
 	terminated chan struct{}
 	termOnce   sync.Once
+	// interrupted is set by a spot notice: the instance is going away, so
+	// the runner is neither restarted nor registered again.
+	interrupted atomic.Bool
 }
 
 // registration is the agent's note of what its runner is registered for,
@@ -176,6 +179,8 @@ func (a *Agent) reconcile(ctx context.Context, rec *state.Instance) {
 	switch {
 	case a.local.registered() && (!assigned || rec.Assignment != a.local.Assignment):
 		a.deregister(ctx, rec)
+	case a.interrupted.Load():
+		return
 	case a.local.registered():
 		a.supervise()
 		// A restart between registering and signalling must not leave the
@@ -404,6 +409,7 @@ func (a *Agent) spotLoop(ctx context.Context) {
 			continue
 		}
 		a.Log.Warn("spot interruption notice", "action", notice.Action, "at", notice.Time)
+		a.interrupted.Store(true)
 		if rec := a.record.Load(); rec != nil {
 			a.signal(ctx, rec, state.SignalInterrupted, notice.Action+" at "+notice.Time.Format(time.RFC3339))
 		}

@@ -101,6 +101,11 @@ func (d *Deps) Repool(ctx context.Context, idle *state.Instance, p *state.PoolCo
 		log.Warn("instance not pooled", "reason", detail)
 		return false, detail
 	}
+	if _, interrupted := clean.Signals[state.SignalInterrupted]; interrupted {
+		// EC2 is taking a spot instance back: never pool it.
+		d.expire(ctx, clean.Ref(), "spot interruption notice")
+		return false, "spot interruption notice"
+	}
 	msg := pool.Message{InstanceID: clean.ID, Pool: clean.Pool, InstanceType: clean.InstanceType, UsageClass: clean.UsageClass, IdleUntil: clean.Threshold}
 	if err := d.Queue(p).Send(ctx, msg); err != nil {
 		// The record is clean and idle without pooledAt: refresh re-sends.
