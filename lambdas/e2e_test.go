@@ -244,3 +244,34 @@ func TestBadPayloads(t *testing.T) {
 		t.Fatalf("a bad payload left a run item: %v", err)
 	}
 }
+
+// TestSilentAgentIsRetired: an instance whose agent stops sending
+// heartbeats is expired by refresh, then terminated by the next refresh.
+func TestSilentAgentIsRetired(t *testing.T) {
+	t.Parallel()
+	d := deploy(t, func(p *state.PoolConfig) { p.Timings.StaleAfter = 3 })
+	var out provisionOut
+	d.call("provision", map[string]any{"runId": "quiet", "pool": "linux"}, &out)
+	id := out.Instances[0].InstanceID
+	var ref struct {
+		Terminated []struct{ InstanceID, Reason string } `json:"terminated"`
+		Expired    []struct{ InstanceID, Reason string } `json:"expired"`
+	}
+	d.call("refresh", nil, &ref)
+	if len(ref.Expired)+len(ref.Terminated) != 0 {
+		t.Fatalf("refresh retired a healthy instance: %+v", ref)
+	}
+	d.host.Freeze(id)
+	time.Sleep(4 * time.Second)
+	d.call("refresh", nil, &ref)
+	if len(ref.Expired) != 1 || ref.Expired[0].InstanceID != id || ref.Expired[0].Reason != "heartbeat stale" {
+		t.Fatalf("refresh after silence = %+v", ref)
+	}
+	d.call("refresh", nil, &ref)
+	if len(ref.Terminated) != 1 || ref.Terminated[0].InstanceID != id {
+		t.Fatalf("next refresh = %+v", ref)
+	}
+	if n := len(d.live()); n != 0 {
+		t.Fatalf("%d live instances", n)
+	}
+}
