@@ -1,0 +1,8 @@
+provider "ghrunner" {
+  region      = "eu-west-1"
+  environment = "prod" # scopes and tags (ghr:environment) everything the provider creates
+
+  default_tags = {
+    cost-center = "ci"
+  }
+}

@@ -1,0 +1,147 @@
+// Package provider is the ghrunner Terraform provider on
+// terraform-plugin-framework (protocol 6).
+package provider
+
+import (
+	"context"
+	"regexp"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+)
+
+// New returns the provider factory for providerserver.
+func New(version string) func() provider.Provider {
+	return func() provider.Provider { return &ghrunnerProvider{version: version} }
+}
+
+type ghrunnerProvider struct{ version string }
+
+type providerModel struct {
+	Region      types.String    `tfsdk:"region"`
+	Profile     types.String    `tfsdk:"profile"`
+	Environment types.String    `tfsdk:"environment"`
+	DefaultTags types.Map       `tfsdk:"default_tags"`
+	Endpoints   []endpointModel `tfsdk:"endpoints"`
+}
+
+type endpointModel struct {
+	DynamoDB  types.String `tfsdk:"dynamodb"`
+	EC2       types.String `tfsdk:"ec2"`
+	IAM       types.String `tfsdk:"iam"`
+	Lambda    types.String `tfsdk:"lambda"`
+	Logs      types.String `tfsdk:"logs"`
+	S3        types.String `tfsdk:"s3"`
+	Scheduler types.String `tfsdk:"scheduler"`
+	SQS       types.String `tfsdk:"sqs"`
+	SSM       types.String `tfsdk:"ssm"`
+	STS       types.String `tfsdk:"sts"`
+}
+
+func (e endpointModel) byService() map[string]types.String {
+	return map[string]types.String{"dynamodb": e.DynamoDB, "ec2": e.EC2, "iam": e.IAM, "lambda": e.Lambda, "logs": e.Logs,
+		"s3": e.S3, "scheduler": e.Scheduler, "sqs": e.SQS, "ssm": e.SSM, "sts": e.STS}
+}
+
+// clients is what Configure hands to the resources.
+type clients struct {
+	aws         awsconf.Config
+	environment string
+	defaultTags map[string]string
+}
+
+// tags returns the tags every object of the deployment carries, merged with
+// the resource's own (which win).
+func (c *clients) tags(own map[string]string) map[string]string {
+	out := map[string]string{"ghr:environment": c.environment}
+	for k, v := range c.defaultTags {
+		out[k] = v
+	}
+	for k, v := range own {
+		out[k] = v
+	}
+	return out
+}
+
+var environmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
+
+func (p *ghrunnerProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "ghrunner"
+	resp.Version = p.version
+}
+
+func (p *ghrunnerProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	endpoints := map[string]schema.Attribute{}
+	for _, svc := range awsconf.Services {
+		endpoints[svc] = schema.StringAttribute{Optional: true, Description: "Endpoint URL for " + svc + " (an emulator, the sandbox or a VPC endpoint)."}
+	}
+	resp.Schema = schema.Schema{
+		Description: "Provisions, pools and reuses self-hosted EC2 runners for GitHub Actions.",
+		Attributes: map[string]schema.Attribute{
+			"region":  schema.StringAttribute{Optional: true, Description: "AWS region; defaults to the environment (AWS_REGION) or profile."},
+			"profile": schema.StringAttribute{Optional: true, Description: "Shared config profile to take credentials from."},
+			"environment": schema.StringAttribute{Required: true,
+				Description: "Name of the deployment: it scopes and tags (ghr:environment) everything the provider creates.",
+				Validators:  []validator.String{stringvalidator.RegexMatches(environmentRE, "must be 1-31 lowercase letters, digits and '-', starting with a letter or digit")}},
+			"default_tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags added to every object the provider creates."},
+		},
+		Blocks: map[string]schema.Block{
+			"endpoints": schema.ListNestedBlock{
+				Description:  "Per-service endpoint overrides.",
+				NestedObject: schema.NestedBlockObject{Attributes: endpoints},
+			},
+		},
+	}
+}
+
+func (p *ghrunnerProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var cfg providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if len(cfg.Endpoints) > 1 {
+		resp.Diagnostics.AddAttributeError(path.Root("endpoints"), "Too many endpoints blocks", "Give at most one endpoints block.")
+		return
+	}
+	opts := awsconf.FromEnv()
+	if v := cfg.Region.ValueString(); v != "" {
+		opts.Region = v
+	}
+	opts.Profile = cfg.Profile.ValueString()
+	if len(cfg.Endpoints) == 1 {
+		for svc, v := range cfg.Endpoints[0].byService() {
+			if v.ValueString() != "" {
+				if opts.Endpoints == nil {
+					opts.Endpoints = map[string]string{}
+				}
+				opts.Endpoints[svc] = v.ValueString()
+			}
+		}
+	}
+	aws, err := awsconf.Load(ctx, opts)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid AWS configuration", err.Error()+". Set region (or AWS_REGION) and check the endpoints block.")
+		return
+	}
+	c := &clients{aws: aws, environment: cfg.Environment.ValueString(), defaultTags: map[string]string{}}
+	resp.Diagnostics.Append(cfg.DefaultTags.ElementsAs(ctx, &c.defaultTags, false)...)
+	resp.ResourceData = c
+	resp.DataSourceData = c
+}
+
+func (p *ghrunnerProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{newTableResource}
+}
+
+func (p *ghrunnerProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return nil
+}

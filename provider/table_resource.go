@@ -1,0 +1,212 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// ghrunner_table: the DynamoDB state table of a deployment (DESIGN.md §3).
+
+type tableResource struct{ c *clients }
+
+type tableModel struct {
+	ID                  types.String `tfsdk:"id"`
+	Name                types.String `tfsdk:"name"`
+	PointInTimeRecovery types.Bool   `tfsdk:"point_in_time_recovery"`
+	KMSKeyARN           types.String `tfsdk:"kms_key_arn"`
+	Tags                types.Map    `tfsdk:"tags"`
+	ARN                 types.String `tfsdk:"arn"`
+}
+
+func newTableResource() resource.Resource { return &tableResource{} }
+
+var tableNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
+
+func (r *tableResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_table"
+}
+
+func (r *tableResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "The DynamoDB state table of a ghrunner deployment: key pk, the by-run and by-pool-state indexes, TTL on expiresAt, encryption at rest.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, Description: "The table name.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"name": schema.StringAttribute{Required: true, Description: "Table name.",
+				Validators:    []validator.String{stringvalidator.RegexMatches(tableNameRE, "must be 3-255 characters of A-Z a-z 0-9 _ . -")},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+			"point_in_time_recovery": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				Description: "Keep continuous backups (point-in-time recovery)."},
+			"kms_key_arn": schema.StringAttribute{Optional: true, Description: "Customer managed KMS key for encryption at rest; the AWS owned key when unset.",
+				Validators:    []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^arn:aws[a-z-]*:kms:`), "must be a KMS key ARN (arn:aws:kms:…)")},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags, added to the provider's default_tags and ghr:environment."},
+			"arn":  schema.StringAttribute{Computed: true, Description: "Table ARN.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+		},
+	}
+}
+
+func (r *tableResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	if req.ProviderData == nil {
+		return
+	}
+	c, ok := req.ProviderData.(*clients)
+	if !ok {
+		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T", req.ProviderData))
+		return
+	}
+	r.c = c
+}
+
+func (r *tableResource) tags(ctx context.Context, m tableModel) (map[string]string, error) {
+	own := map[string]string{}
+	if diags := m.Tags.ElementsAs(ctx, &own, false); diags.HasError() {
+		return nil, errors.New("tags: must be a map of strings")
+	}
+	return r.c.tags(own), nil
+}
+
+func (r *tableResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan tableModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	tags, err := r.tags(ctx, plan)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("tags"), "Invalid tags", err.Error())
+		return
+	}
+	db := r.c.aws.DynamoDB()
+	opts := state.TableOptions{PointInTimeRecovery: plan.PointInTimeRecovery.ValueBool(), KMSKeyARN: plan.KMSKeyARN.ValueString(), Tags: tags}
+	if err := state.CreateTable(ctx, db, plan.Name.ValueString(), opts); err != nil {
+		resp.Diagnostics.AddError("Creating the state table failed", err.Error())
+		return
+	}
+	found, err := r.read(ctx, plan.Name.ValueString(), &plan)
+	if err != nil || !found {
+		resp.Diagnostics.AddError("Reading the new state table failed", fmt.Sprint(err))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// read fills m from AWS; found is false when the table is gone.
+func (r *tableResource) read(ctx context.Context, name string, m *tableModel) (bool, error) {
+	db := r.c.aws.DynamoDB()
+	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	var nf *ddbtypes.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	m.ID, m.Name, m.ARN = types.StringValue(name), types.StringValue(name), types.StringValue(aws.ToString(out.Table.TableArn))
+	backups, err := db.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(name)})
+	if err != nil {
+		return false, err
+	}
+	pitr := backups.ContinuousBackupsDescription != nil && backups.ContinuousBackupsDescription.PointInTimeRecoveryDescription != nil &&
+		backups.ContinuousBackupsDescription.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus == ddbtypes.PointInTimeRecoveryStatusEnabled
+	m.PointInTimeRecovery = types.BoolValue(pitr)
+	return true, nil
+}
+
+func (r *tableResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var st tableModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &st)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	found, err := r.read(ctx, st.ID.ValueString(), &st)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading the state table failed", err.Error())
+		return
+	}
+	if !found {
+		resp.State.RemoveResource(ctx) // deleted outside Terraform: plan recreates it
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+}
+
+func (r *tableResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, st tableModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &st)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	db := r.c.aws.DynamoDB()
+	name := st.ID.ValueString()
+	if !plan.PointInTimeRecovery.Equal(st.PointInTimeRecovery) {
+		_, err := db.UpdateContinuousBackups(ctx, &dynamodb.UpdateContinuousBackupsInput{TableName: aws.String(name),
+			PointInTimeRecoverySpecification: &ddbtypes.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: aws.Bool(plan.PointInTimeRecovery.ValueBool())}})
+		if err != nil {
+			resp.Diagnostics.AddError("Updating point-in-time recovery failed", err.Error())
+			return
+		}
+	}
+	if !plan.Tags.Equal(st.Tags) {
+		tags, err := r.tags(ctx, plan)
+		if err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("tags"), "Invalid tags", err.Error())
+			return
+		}
+		var list []ddbtypes.Tag
+		for k, v := range tags {
+			list = append(list, ddbtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
+		}
+		if _, err := db.TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: aws.String(st.ARN.ValueString()), Tags: list}); err != nil {
+			resp.Diagnostics.AddError("Updating tags failed", err.Error())
+			return
+		}
+	}
+	if _, err := r.read(ctx, name, &plan); err != nil {
+		resp.Diagnostics.AddError("Reading the state table failed", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *tableResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var st tableModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &st)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	db := r.c.aws.DynamoDB()
+	_, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(st.ID.ValueString())})
+	var nf *ddbtypes.ResourceNotFoundException
+	if err != nil && !errors.As(err, &nf) {
+		resp.Diagnostics.AddError("Deleting the state table failed", err.Error())
+		return
+	}
+	waiter := dynamodb.NewTableNotExistsWaiter(db)
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(st.ID.ValueString())}, 5*time.Minute); err != nil {
+		resp.Diagnostics.AddError("Waiting for the state table to go failed", err.Error())
+	}
+}
+
+func (r *tableResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+}
