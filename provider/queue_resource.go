@@ -1,0 +1,191 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+// ghrunner_queue: the SQS queue of one pool (DESIGN.md §5).
+
+type queueResource struct{ c *clients }
+
+type queueModel struct {
+	ID                types.String `tfsdk:"id"`
+	Name              types.String `tfsdk:"name"`
+	VisibilityTimeout types.Int64  `tfsdk:"visibility_timeout_seconds"`
+	MessageRetention  types.Int64  `tfsdk:"message_retention_seconds"`
+	Tags              types.Map    `tfsdk:"tags"`
+	URL               types.String `tfsdk:"url"`
+	ARN               types.String `tfsdk:"arn"`
+}
+
+func newQueueResource() resource.Resource { return &queueResource{} }
+
+var queueNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+
+func (r *queueResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_queue"
+}
+
+func (r *queueResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
+	resp.Schema = schema.Schema{
+		Description: "The SQS queue of a pool: released, clean instances wait in it for the next provision. Encrypted with SQS-managed keys.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, Description: "The queue URL.", PlanModifiers: keep},
+			"name": schema.StringAttribute{Required: true, Description: "Queue name.",
+				Validators:    []validator.String{stringvalidator.RegexMatches(queueNameRE, "must be 1-80 characters of A-Z a-z 0-9 _ - (standard queues only)")},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+			"visibility_timeout_seconds": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(30),
+				Description: "How long a received pool message stays hidden while a provision decides (0-43200).",
+				Validators:  []validator.Int64{int64validator.Between(0, 43200)}},
+			"message_retention_seconds": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(86400),
+				Description: "How long a pool message is kept (60-1209600); keep it above the pools' idle TTL.",
+				Validators:  []validator.Int64{int64validator.Between(60, 1209600)}},
+			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags, added to the provider's default_tags and ghr:environment."},
+			"url":  schema.StringAttribute{Computed: true, Description: "Queue URL.", PlanModifiers: keep},
+			"arn":  schema.StringAttribute{Computed: true, Description: "Queue ARN.", PlanModifiers: keep},
+		},
+	}
+}
+
+func (r *queueResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	if c, ok := req.ProviderData.(*clients); ok {
+		r.c = c
+	}
+}
+
+func (r *queueResource) attributes(m queueModel) map[string]string {
+	return map[string]string{
+		"VisibilityTimeout":             strconv.FormatInt(m.VisibilityTimeout.ValueInt64(), 10),
+		"MessageRetentionPeriod":        strconv.FormatInt(m.MessageRetention.ValueInt64(), 10),
+		"SqsManagedSseEnabled":          "true",
+		"ReceiveMessageWaitTimeSeconds": "1",
+	}
+}
+
+func (r *queueResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan queueModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	own := map[string]string{}
+	resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &own, false)...)
+	out, err := r.c.aws.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(plan.Name.ValueString()), Attributes: r.attributes(plan), Tags: r.c.tags(own)})
+	if err != nil {
+		resp.Diagnostics.AddError("Creating the pool queue failed", err.Error())
+		return
+	}
+	if found, err := r.read(ctx, aws.ToString(out.QueueUrl), &plan); err != nil || !found {
+		resp.Diagnostics.AddError("Reading the new pool queue failed", fmt.Sprint(err))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *queueResource) read(ctx context.Context, url string, m *queueModel) (bool, error) {
+	out, err := r.c.aws.SQS().GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
+	var gone *sqstypes.QueueDoesNotExist
+	if errors.As(err, &gone) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	a := out.Attributes
+	vis, _ := strconv.ParseInt(a["VisibilityTimeout"], 10, 64)
+	ret, _ := strconv.ParseInt(a["MessageRetentionPeriod"], 10, 64)
+	arn := a["QueueArn"]
+	name := arn[regexp.MustCompile(`[^:]*$`).FindStringIndex(arn)[0]:]
+	m.ID, m.URL, m.ARN, m.Name = types.StringValue(url), types.StringValue(url), types.StringValue(arn), types.StringValue(name)
+	m.VisibilityTimeout, m.MessageRetention = types.Int64Value(vis), types.Int64Value(ret)
+	return true, nil
+}
+
+func (r *queueResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var st queueModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &st)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	found, err := r.read(ctx, st.ID.ValueString(), &st)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading the pool queue failed", err.Error())
+		return
+	}
+	if !found {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+}
+
+func (r *queueResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, st queueModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &st)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	url := st.ID.ValueString()
+	if _, err := r.c.aws.SQS().SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: r.attributes(plan)}); err != nil {
+		resp.Diagnostics.AddError("Updating the pool queue failed", err.Error())
+		return
+	}
+	own := map[string]string{}
+	resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &own, false)...)
+	if _, err := r.c.aws.SQS().TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(url), Tags: r.c.tags(own)}); err != nil {
+		resp.Diagnostics.AddError("Tagging the pool queue failed", err.Error())
+		return
+	}
+	if _, err := r.read(ctx, url, &plan); err != nil {
+		resp.Diagnostics.AddError("Reading the pool queue failed", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *queueResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var st queueModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &st)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	_, err := r.c.aws.SQS().DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(st.ID.ValueString())})
+	var gone *sqstypes.QueueDoesNotExist
+	if err != nil && !errors.As(err, &gone) {
+		resp.Diagnostics.AddError("Deleting the pool queue failed", err.Error())
+	}
+}
+
+// ImportState takes the queue name (or URL).
+func (r *queueResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	url := req.ID
+	if !regexp.MustCompile(`^https?://`).MatchString(url) {
+		out, err := r.c.aws.SQS().GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(req.ID)})
+		if err != nil {
+			resp.Diagnostics.AddError("Importing the pool queue failed", "no queue named "+req.ID+": "+err.Error())
+			return
+		}
+		url = aws.ToString(out.QueueUrl)
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), url)...)
+}
