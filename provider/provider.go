@@ -143,5 +143,5 @@ func (p *ghrunnerProvider) Resources(context.Context) []func() resource.Resource
 }
 
 func (p *ghrunnerProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return nil
+	return []func() datasource.DataSource{newUserDataSource}
 }
