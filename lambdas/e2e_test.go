@@ -71,10 +71,7 @@ func TestLifecycleWalkthrough(t *testing.T) {
 func TestConcurrentProvisionsShareNothing(t *testing.T) {
 	t.Parallel()
 	d := deploy(t, nil)
-	var seed provisionOut
-	d.call("provision", map[string]any{"runId": "seed", "pool": "linux"}, &seed)
-	var rel releaseOut
-	d.call("release", map[string]any{"runId": "seed"}, &rel)
+	d.seedPool(1)
 
 	outs := make([]provisionOut, 2)
 	var wg sync.WaitGroup
@@ -103,10 +100,8 @@ func TestConcurrentProvisionsShareNothing(t *testing.T) {
 func TestMoreThanThePool(t *testing.T) {
 	t.Parallel()
 	d := deploy(t, nil)
-	var seed provisionOut
-	d.call("provision", map[string]any{"runId": "seed", "pool": "linux"}, &seed)
+	d.seedPool(1)
 	var rel releaseOut
-	d.call("release", map[string]any{"runId": "seed"}, &rel)
 	var out provisionOut
 	d.call("provision", map[string]any{"runId": "big", "pool": "linux", "instanceCount": 3}, &out)
 	if out.Reused != 1 || out.Created != 2 || len(out.Instances) != 3 {

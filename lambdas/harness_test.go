@@ -232,3 +232,16 @@ func (d *deployment) drain() {
 	var ref struct{}
 	d.call("refresh", nil, &ref)
 }
+
+// seedPool puts n clean idle instances into the pool: a provision and its
+// release, as a first workflow would.
+func (d *deployment) seedPool(n int) {
+	d.t.Helper()
+	var out provisionOut
+	d.call("provision", map[string]any{"runId": "seed", "pool": "linux", "instanceCount": n}, &out)
+	var rel releaseOut
+	d.call("release", map[string]any{"runId": "seed"}, &rel)
+	if len(rel.Released) != n {
+		d.t.Fatalf("seeding the pool: %+v", rel)
+	}
+}

@@ -126,14 +126,21 @@ func (s *Server) runnerJSON(rn *runner) map[string]any {
 	return map[string]any{"id": rn.id, "name": rn.name, "os": rn.os, "status": status, "busy": rn.busy, "labels": labels}
 }
 
-func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) (int, any) {
-	perPage, page := 30, 1
+// pageParams reads GitHub's pagination parameters: per_page (default 30,
+// at most 100) and page (from 1).
+func pageParams(r *http.Request) (perPage, page int) {
+	perPage, page = 30, 1
 	if v, err := strconv.Atoi(r.URL.Query().Get("per_page")); err == nil && v > 0 {
 		perPage = min(v, 100)
 	}
 	if v, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && v > 0 {
 		page = v
 	}
+	return perPage, page
+}
+
+func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) (int, any) {
+	perPage, page := pageParams(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	owner := ownerOf(r)
@@ -211,13 +218,7 @@ func (s *Server) deleteRunner(w http.ResponseWriter, r *http.Request) (int, any)
 }
 
 func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) (int, any) {
-	perPage, page := 30, 1
-	if v, err := strconv.Atoi(r.URL.Query().Get("per_page")); err == nil && v > 0 {
-		perPage = min(v, 100)
-	}
-	if v, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && v > 0 {
-		page = v
-	}
+	perPage, page := pageParams(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	names := s.groups[r.PathValue("org")]
