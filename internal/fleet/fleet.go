@@ -1,31 +1,39 @@
-// Package fleet is the EC2 layer: one CreateFleet `instant` request per
-// launch (instance types × subnets as overrides, spot with on-demand
-// fallback), tag-filtered listing, batched termination and orphan tags.
-// EC2 is reached through a narrow interface holding only the calls used.
+// Package fleet is the EC2 layer of ghrunner: one CreateFleet `instant`
+// request per launch (instance types × subnets as overrides, spot with an
+// on-demand fallback for the missing count), tag-filtered listing, batched
+// termination and the scale-down tags.
+//
+// EC2 is reached through EC2API, which holds only the calls made here, so
+// tests can put a fault-injecting wrapper around a real client.
 package fleet
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/smithy-go"
 )
 
-// Tag keys of DESIGN.md §9.
+// EC2 tag keys (DESIGN.md §9). Every instance of a deployment carries
+// TagEnvironment; that tag is what List filters on, so one account can hold
+// several deployments.
 const (
 	TagEnvironment    = "ghr:environment"
 	TagPool           = "ghr:pool"
 	TagOwner          = "ghr:owner"
 	TagAssignment     = "ghr:assignment"
-	TagOrphan         = "ghr:orphan"
+	TagOrphan         = "ghr:orphan" // value: the assignment when tagged
 	TagGithubRunnerID = "ghr:github_runner_id"
 	TagBypassRemoval  = "ghr:bypass-removal"
 )
 
-// EC2API holds the EC2 calls the fleet makes.
+// Usage classes of an instance.
+const (
+	Spot     = "spot"
+	OnDemand = "on-demand"
+)
+
+// EC2API is the part of *ec2.Client the fleet uses.
 type EC2API interface {
 	CreateFleet(context.Context, *ec2.CreateFleetInput, ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
@@ -34,67 +42,59 @@ type EC2API interface {
 	DeleteTags(context.Context, *ec2.DeleteTagsInput, ...func(*ec2.Options)) (*ec2.DeleteTagsOutput, error)
 }
 
-// Fleet launches and manages one deployment's instances.
+// Defaults of the tunables.
+const (
+	DefaultPageSize         = 1000 // EC2's largest MaxResults: fewest calls
+	DefaultTerminateBatch   = 100
+	DefaultDescribeAttempts = 5
+	DefaultDescribeBackoff  = 200 * time.Millisecond
+)
+
+// Fleet launches and manages the instances of one deployment. Change the
+// exported fields before first use only; a Fleet is then safe for concurrent use.
 type Fleet struct {
 	ec2         EC2API
 	environment string
-	// PageSize is DescribeInstances' MaxResults (5-1000; 0: EC2's default).
+
+	// PageSize is DescribeInstances' MaxResults. EC2 accepts 5 to 1000;
+	// values outside are clamped.
 	PageSize int32
-	// TerminateBatch is the ids per TerminateInstances call.
+	// TerminateBatch is how many ids go into one TerminateInstances call.
 	TerminateBatch int
-	// DescribeRetry is how long tagging waits for new instances to become
-	// visible to DescribeInstances (eventual consistency).
-	DescribeRetry time.Duration
+	// DescribeAttempts bounds the DescribeInstances calls made to find the
+	// volumes of new instances: right after a launch EC2 may not know the
+	// ids yet (eventual consistency) and answers InvalidInstanceID.NotFound.
+	DescribeAttempts int
+	// DescribeBackoff is the wait after the first NotFound; it doubles after each.
+	DescribeBackoff time.Duration
+	// Sleep waits between those attempts; tests replace it to run without delay.
+	Sleep func(context.Context, time.Duration) error
 }
 
-// New returns the fleet of a deployment (its ghr:environment tag value).
+// New returns the fleet of a deployment; environment is the value of its
+// ghr:environment tag.
 func New(client EC2API, environment string) *Fleet {
-	return &Fleet{ec2: client, environment: environment, TerminateBatch: 100, DescribeRetry: 10 * time.Second}
+	return &Fleet{
+		ec2:              client,
+		environment:      environment,
+		PageSize:         DefaultPageSize,
+		TerminateBatch:   DefaultTerminateBatch,
+		DescribeAttempts: DefaultDescribeAttempts,
+		DescribeBackoff:  DefaultDescribeBackoff,
+		Sleep:            sleep,
+	}
 }
 
-// Environment is the deployment's tag value.
+// Environment is the deployment's ghr:environment tag value.
 func (f *Fleet) Environment() string { return f.environment }
 
-// IsNotFound reports an instance (or other resource) EC2 does not know.
-func IsNotFound(err error) bool {
-	var ae smithy.APIError
-	return errors.As(err, &ae) && strings.HasSuffix(ae.ErrorCode(), ".NotFound")
-}
-
-// IsThrottling reports EC2 refusing a call for its rate.
-func IsThrottling(err error) bool {
-	var ae smithy.APIError
-	if !errors.As(err, &ae) {
-		return false
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
-	switch ae.ErrorCode() {
-	case "RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException", "RequestThrottled":
-		return true
-	}
-	return false
 }
-
-// IsCapacity reports an error that says EC2 has no capacity for the request
-// (an API error or a CreateFleet per-override error code).
-func IsCapacity(err error) bool {
-	var ae smithy.APIError
-	return errors.As(err, &ae) && IsCapacityCode(ae.ErrorCode())
-}
-
-// capacityCodes are the EC2 error codes that mean "no capacity here now",
-// after which another capacity type may succeed.
-var capacityCodes = map[string]bool{
-	"InsufficientInstanceCapacity":         true,
-	"InsufficientCapacity":                 true,
-	"InsufficientHostCapacity":             true,
-	"InsufficientReservedInstanceCapacity": true,
-	"UnfulfillableCapacity":                true,
-	"MaxSpotInstanceCountExceeded":         true,
-	"SpotMaxPriceTooLow":                   true,
-	"InsufficientFreeAddressesInSubnet":    true,
-	"capacity-not-available":               true,
-	"price-too-low":                        true,
-}
-
-// IsCapacityCode reports a capacity error code.
-func IsCapacityCode(code string) bool { return capacityCodes[code] }

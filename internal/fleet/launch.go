@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"time"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -13,19 +13,26 @@ import (
 
 // LaunchRequest is one launch of Count instances from a launch template.
 type LaunchRequest struct {
+	// The launch template, by id or by name (exactly one of the two), and
+	// its version: a number, "$Latest" or "$Default".
 	LaunchTemplateID      string
+	LaunchTemplateName    string
 	LaunchTemplateVersion string
-	InstanceTypes         []string
-	SubnetIDs             []string
-	Count                 int
-	UsageClass            string // "spot" or "on-demand"
-	// OnDemandFallback launches the missing count on demand when spot
-	// capacity ran out.
+	// Every type is offered in every subnet; EC2 picks among the pairs.
+	InstanceTypes []string
+	SubnetIDs     []string
+	Count         int
+	UsageClass    string // Spot or OnDemand
+	// OnDemandFallback launches the missing count on demand when a spot
+	// launch came back short because EC2 lacked spot capacity.
 	OnDemandFallback bool
-	Pool             string
-	Owner            string
-	Assignment       string
-	Tags             map[string]string // more tags for instances and volumes
+	// Pool, Owner and Assignment become the instances' ghr: tags, so that
+	// refresh can reconcile an instance whose state record was never written.
+	Pool       string
+	Owner      string
+	Assignment string
+	// Tags are added to the instances and their volumes.
+	Tags map[string]string
 }
 
 // Launched is one instance EC2 started.
@@ -33,27 +40,34 @@ type Launched struct {
 	InstanceID   string
 	InstanceType string
 	SubnetID     string
-	AZ           string
+	AZ           string // empty when neither CreateFleet nor DescribeInstances said
+	UsageClass   string // what EC2 delivered: Spot or OnDemand
+}
+
+// LaunchError is one error CreateFleet reported for an override.
+type LaunchError struct {
+	Code         string
+	Message      string
+	InstanceType string
+	SubnetID     string
 	UsageClass   string
 }
 
-// LaunchError is one error EC2 reported for an override.
-type LaunchError struct {
-	Code, Message, InstanceType, SubnetID, UsageClass string
-}
-
-// LaunchResult is what a launch got.
+// LaunchResult is what a launch got. Fewer instances than asked for is not
+// an error: Errors says why.
 type LaunchResult struct {
 	Instances []Launched
 	Errors    []LaunchError
-	// Warnings are problems that did not stop the launch (volume tags).
+	// Warnings are problems that did not stop the launch, such as volumes
+	// left untagged.
 	Warnings []string
 }
 
 // Missing is how many of count the launch did not get.
 func (r LaunchResult) Missing(count int) int { return max(count-len(r.Instances), 0) }
 
-// Detail summarises the EC2 errors for a message.
+// Detail summarises Errors in one line for a message: each distinct
+// code/type/subnet/class once, sorted.
 func (r LaunchResult) Detail() string {
 	seen := map[string]bool{}
 	var parts []string
@@ -65,60 +79,19 @@ func (r LaunchResult) Detail() string {
 		}
 	}
 	sort.Strings(parts)
-	return fmt.Sprint(parts)
+	return strings.Join(parts, "; ")
 }
 
-// Validate reports the first invalid field.
-func (r LaunchRequest) Validate() error {
-	switch {
-	case r.LaunchTemplateID == "":
-		return fmt.Errorf("launchTemplateId: required")
-	case r.LaunchTemplateVersion == "":
-		return fmt.Errorf("launchTemplateVersion: required")
-	case len(r.InstanceTypes) == 0:
-		return fmt.Errorf("instanceTypes: at least one is required")
-	case len(r.SubnetIDs) == 0:
-		return fmt.Errorf("subnetIds: at least one is required")
-	case r.Count < 1:
-		return fmt.Errorf("count: must be at least 1, got %d", r.Count)
-	case r.UsageClass != "spot" && r.UsageClass != "on-demand":
-		return fmt.Errorf("usageClass: %q must be spot or on-demand", r.UsageClass)
-	case r.Pool == "" || r.Owner == "" || r.Assignment == "":
-		return fmt.Errorf("pool, owner and assignment tags are required")
+func (r LaunchResult) ids() []string {
+	ids := make([]string, len(r.Instances))
+	for i, inst := range r.Instances {
+		ids[i] = inst.InstanceID
 	}
-	return nil
+	return ids
 }
 
-// Launch starts the instances with one CreateFleet instant request (a
-// second, on-demand one for the missing count after a spot capacity error),
-// tagged so that refresh can reconcile an instance whose record was never
-// written. It returns what it got; fewer instances than asked is not an error.
-func (f *Fleet) Launch(ctx context.Context, req LaunchRequest) (LaunchResult, error) {
-	if err := req.Validate(); err != nil {
-		return LaunchResult{}, err
-	}
-	res, err := f.createFleet(ctx, req, req.UsageClass, req.Count)
-	if err != nil {
-		return res, err
-	}
-	if missing := res.Missing(req.Count); missing > 0 && req.UsageClass == "spot" && req.OnDemandFallback && capacityShort(res.Errors) {
-		more, err := f.createFleet(ctx, req, "on-demand", missing)
-		res.Instances = append(res.Instances, more.Instances...)
-		res.Errors = append(res.Errors, more.Errors...)
-		if err != nil {
-			res.Warnings = append(res.Warnings, "on-demand fallback: "+err.Error())
-		}
-	}
-	if len(res.Instances) > 0 {
-		if err := f.tagVolumes(ctx, res.Instances, req.tags(f.environment)); err != nil {
-			res.Warnings = append(res.Warnings, "volume tags: "+err.Error())
-		}
-	}
-	return res, nil
-}
-
-func capacityShort(errs []LaunchError) bool {
-	for _, e := range errs {
+func (r LaunchResult) capacityShort() bool {
+	for _, e := range r.Errors {
 		if IsCapacityCode(e.Code) {
 			return true
 		}
@@ -126,114 +99,213 @@ func capacityShort(errs []LaunchError) bool {
 	return false
 }
 
-func (r LaunchRequest) tags(environment string) map[string]string {
-	t := map[string]string{TagEnvironment: environment, TagPool: r.Pool, TagOwner: r.Owner, TagAssignment: r.Assignment}
-	for k, v := range r.Tags {
-		if _, ours := t[k]; !ours {
-			t[k] = v
+// Launch starts req.Count instances with one CreateFleet `instant` request
+// and, for a spot launch that came back short for lack of capacity, a second
+// on-demand one for the missing count only. The instances are tagged at
+// launch; their EBS volumes are tagged afterwards, since an instant fleet
+// cannot tag volumes.
+//
+// When a CreateFleet call fails, the error is returned together with the
+// instances already started: the caller must record them, or they leak.
+func (f *Fleet) Launch(ctx context.Context, req LaunchRequest) (LaunchResult, error) {
+	if f.environment == "" {
+		return LaunchResult{}, &ValidationError{Field: "environment", Problem: "the fleet has no environment"}
+	}
+	if err := req.Validate(); err != nil {
+		return LaunchResult{}, err
+	}
+	tags := req.instanceTags(f.environment)
+	res, err := f.createFleet(ctx, req, req.UsageClass, req.Count, tags)
+	if err == nil && req.UsageClass == Spot && req.OnDemandFallback && res.Missing(req.Count) > 0 && res.capacityShort() {
+		missing := res.Missing(req.Count)
+		var more LaunchResult
+		more, err = f.createFleet(ctx, req, OnDemand, missing, tags)
+		res.Instances = append(res.Instances, more.Instances...)
+		res.Errors = append(res.Errors, more.Errors...)
+		if err != nil {
+			err = fmt.Errorf("on-demand fallback for %d instances: %w", missing, err)
 		}
 	}
-	return t
+	if len(res.Instances) > 0 {
+		f.inspectLaunched(ctx, &res, tags)
+	}
+	return res, err
 }
 
-func (f *Fleet) createFleet(ctx context.Context, req LaunchRequest, usage string, count int) (LaunchResult, error) {
-	var overrides []types.FleetLaunchTemplateOverridesRequest
-	for _, subnet := range req.SubnetIDs {
-		for _, it := range req.InstanceTypes {
-			overrides = append(overrides, types.FleetLaunchTemplateOverridesRequest{InstanceType: types.InstanceType(it), SubnetId: aws.String(subnet)})
-		}
+// instanceTags are the tags of every instance and volume of the launch.
+// Validate has made sure the caller's tags cannot replace ours.
+func (r LaunchRequest) instanceTags(environment string) map[string]string {
+	tags := make(map[string]string, len(r.Tags)+4)
+	for k, v := range r.Tags {
+		tags[k] = v
 	}
-	in := &ec2.CreateFleetInput{
-		Type: types.FleetTypeInstant,
-		LaunchTemplateConfigs: []types.FleetLaunchTemplateConfigRequest{{
-			LaunchTemplateSpecification: &types.FleetLaunchTemplateSpecificationRequest{
-				LaunchTemplateId: aws.String(req.LaunchTemplateID),
-				Version:          aws.String(req.LaunchTemplateVersion),
-			},
-			Overrides: overrides,
-		}},
-		TargetCapacitySpecification: &types.TargetCapacitySpecificationRequest{
-			TotalTargetCapacity: aws.Int32(int32(count)),
-		},
-		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: ec2Tags(req.tags(f.environment))}},
-	}
-	if usage == "spot" {
-		in.TargetCapacitySpecification.DefaultTargetCapacityType = types.DefaultTargetCapacityTypeSpot
-		in.TargetCapacitySpecification.SpotTargetCapacity = aws.Int32(int32(count))
-		in.SpotOptions = &types.SpotOptionsRequest{AllocationStrategy: types.SpotAllocationStrategyPriceCapacityOptimized}
-	} else {
-		in.TargetCapacitySpecification.DefaultTargetCapacityType = types.DefaultTargetCapacityTypeOnDemand
-		in.TargetCapacitySpecification.OnDemandTargetCapacity = aws.Int32(int32(count))
-		in.OnDemandOptions = &types.OnDemandOptionsRequest{AllocationStrategy: types.FleetOnDemandAllocationStrategyLowestPrice}
-	}
-	out, err := f.ec2.CreateFleet(ctx, in)
+	tags[TagEnvironment] = environment
+	tags[TagPool] = r.Pool
+	tags[TagOwner] = r.Owner
+	tags[TagAssignment] = r.Assignment
+	return tags
+}
+
+func (f *Fleet) createFleet(ctx context.Context, req LaunchRequest, class string, count int, tags map[string]string) (LaunchResult, error) {
+	out, err := f.ec2.CreateFleet(ctx, fleetInput(req, class, count, tags))
 	if err != nil {
-		return LaunchResult{}, fmt.Errorf("CreateFleet (%s, %d): %w", usage, count, err)
+		return LaunchResult{}, fmt.Errorf("CreateFleet (%d %s): %w", count, class, err)
 	}
 	var res LaunchResult
 	for _, group := range out.Instances {
-		var subnet, az string
-		if o := group.LaunchTemplateAndOverrides; o != nil && o.Overrides != nil {
-			subnet, az = aws.ToString(o.Overrides.SubnetId), aws.ToString(o.Overrides.AvailabilityZone)
-		}
-		class := usage
-		if group.Lifecycle != "" {
-			class = map[types.InstanceLifecycle]string{types.InstanceLifecycleSpot: "spot", types.InstanceLifecycleOnDemand: "on-demand"}[group.Lifecycle]
+		got := Launched{InstanceType: string(group.InstanceType), UsageClass: usageClass(string(group.Lifecycle), class)}
+		if o := overridesOf(group.LaunchTemplateAndOverrides); o != nil {
+			got.SubnetID, got.AZ = aws.ToString(o.SubnetId), aws.ToString(o.AvailabilityZone)
 		}
 		for _, id := range group.InstanceIds {
-			res.Instances = append(res.Instances, Launched{InstanceID: id, InstanceType: string(group.InstanceType), SubnetID: subnet, AZ: az, UsageClass: class})
+			got.InstanceID = id
+			res.Instances = append(res.Instances, got)
 		}
 	}
 	for _, e := range out.Errors {
-		le := LaunchError{Code: aws.ToString(e.ErrorCode), Message: aws.ToString(e.ErrorMessage), UsageClass: usage}
-		if o := e.LaunchTemplateAndOverrides; o != nil && o.Overrides != nil {
-			le.InstanceType, le.SubnetID = string(o.Overrides.InstanceType), aws.ToString(o.Overrides.SubnetId)
+		le := LaunchError{Code: aws.ToString(e.ErrorCode), Message: aws.ToString(e.ErrorMessage), UsageClass: usageClass(string(e.Lifecycle), class)}
+		if o := overridesOf(e.LaunchTemplateAndOverrides); o != nil {
+			le.InstanceType, le.SubnetID = string(o.InstanceType), aws.ToString(o.SubnetId)
 		}
 		res.Errors = append(res.Errors, le)
 	}
 	return res, nil
 }
 
-// tagVolumes tags the EBS volumes of new instances: an instant fleet can tag
-// only the fleet and its instances, not their volumes.
-func (f *Fleet) tagVolumes(ctx context.Context, insts []Launched, tags map[string]string) error {
-	ids := make([]string, len(insts))
-	for i, inst := range insts {
-		ids[i] = inst.InstanceID
+// fleetInput is the CreateFleet request: every instance type in every
+// subnet, the whole count in one usage class. ClientToken stays empty: the
+// SDK fills it once per call, so its own retries of a timed-out CreateFleet
+// cannot launch twice.
+func fleetInput(req LaunchRequest, class string, count int, tags map[string]string) *ec2.CreateFleetInput {
+	var overrides []types.FleetLaunchTemplateOverridesRequest
+	for _, it := range req.InstanceTypes {
+		for _, subnet := range req.SubnetIDs {
+			overrides = append(overrides, types.FleetLaunchTemplateOverridesRequest{InstanceType: types.InstanceType(it), SubnetId: aws.String(subnet)})
+		}
+	}
+	template := &types.FleetLaunchTemplateSpecificationRequest{Version: aws.String(req.LaunchTemplateVersion)}
+	if req.LaunchTemplateID != "" {
+		template.LaunchTemplateId = aws.String(req.LaunchTemplateID)
+	} else {
+		template.LaunchTemplateName = aws.String(req.LaunchTemplateName)
+	}
+	in := &ec2.CreateFleetInput{
+		Type:                  types.FleetTypeInstant,
+		LaunchTemplateConfigs: []types.FleetLaunchTemplateConfigRequest{{LaunchTemplateSpecification: template, Overrides: overrides}},
+		TargetCapacitySpecification: &types.TargetCapacitySpecificationRequest{
+			TotalTargetCapacity: aws.Int32(int32(count)),
+		},
+		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: ec2Tags(tags)}},
+	}
+	capacity := in.TargetCapacitySpecification
+	if class == Spot {
+		capacity.DefaultTargetCapacityType = types.DefaultTargetCapacityTypeSpot
+		capacity.SpotTargetCapacity = aws.Int32(int32(count))
+		// Cheap pools that are also deep: fewer interruptions than lowest-price.
+		in.SpotOptions = &types.SpotOptionsRequest{AllocationStrategy: types.SpotAllocationStrategyPriceCapacityOptimized}
+	} else {
+		capacity.DefaultTargetCapacityType = types.DefaultTargetCapacityTypeOnDemand
+		capacity.OnDemandTargetCapacity = aws.Int32(int32(count))
+		in.OnDemandOptions = &types.OnDemandOptionsRequest{AllocationStrategy: types.FleetOnDemandAllocationStrategyLowestPrice}
+	}
+	return in
+}
+
+func overridesOf(lt *types.LaunchTemplateAndOverridesResponse) *types.FleetLaunchTemplateOverrides {
+	if lt == nil {
+		return nil
+	}
+	return lt.Overrides
+}
+
+// usageClass maps EC2's lifecycle ("spot", "on-demand", or empty when EC2
+// does not say) to ours; requested stands in when EC2 is silent.
+func usageClass(lifecycle, requested string) string {
+	switch lifecycle {
+	case "":
+		return requested
+	case Spot:
+		return Spot
+	default: // on-demand, and the reserved-capacity flavours of it
+		return OnDemand
+	}
+}
+
+// inspectLaunched completes what CreateFleet left out (the AZ, and the subnet
+// when no override named one) and tags the instances' EBS volumes. Failures
+// only warn: the instances run, and volume tags are bookkeeping.
+func (f *Fleet) inspectLaunched(ctx context.Context, res *LaunchResult, tags map[string]string) {
+	described, err := f.describeNew(ctx, res.ids())
+	if err != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("volume tags: describe the new instances: %v", err))
+		return
+	}
+	byID := make(map[string]types.Instance, len(described))
+	for _, inst := range described {
+		byID[aws.ToString(inst.InstanceId)] = inst
 	}
 	var volumes []string
-	deadline := time.Now().Add(f.DescribeRetry)
-	for attempt := 1; ; attempt++ {
-		out, err := f.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
-		if err == nil {
-			volumes = volumes[:0]
-			for _, r := range out.Reservations {
-				for _, i := range r.Instances {
-					for _, bd := range i.BlockDeviceMappings {
-						if bd.Ebs != nil && bd.Ebs.VolumeId != nil {
-							volumes = append(volumes, *bd.Ebs.VolumeId)
-						}
-					}
-				}
+	for i := range res.Instances {
+		got := &res.Instances[i]
+		inst, ok := byID[got.InstanceID]
+		if !ok {
+			continue
+		}
+		if got.SubnetID == "" {
+			got.SubnetID = aws.ToString(inst.SubnetId)
+		}
+		if got.AZ == "" && inst.Placement != nil {
+			got.AZ = aws.ToString(inst.Placement.AvailabilityZone)
+		}
+		for _, bd := range inst.BlockDeviceMappings {
+			if bd.Ebs != nil && aws.ToString(bd.Ebs.VolumeId) != "" {
+				volumes = append(volumes, aws.ToString(bd.Ebs.VolumeId))
 			}
-			break
-		}
-		if !IsNotFound(err) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
 		}
 	}
 	if len(volumes) == 0 {
-		return nil
+		return // instance-store only, or EC2 has not attached them yet: nothing to tag
 	}
-	_, err := f.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: volumes, Tags: ec2Tags(tags)})
-	return err
+	if _, err := f.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: volumes, Tags: ec2Tags(tags)}); err != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("volume tags on %d volumes: %v", len(volumes), err))
+	}
 }
 
+// describeNew describes instances launched a moment ago. EC2 is eventually
+// consistent: it may answer InvalidInstanceID.NotFound for ids it has just
+// returned, so NotFound is retried a bounded number of times, with a
+// doubling wait.
+func (f *Fleet) describeNew(ctx context.Context, ids []string) ([]types.Instance, error) {
+	attempts, wait := max(f.DescribeAttempts, 1), f.DescribeBackoff
+	for attempt := 1; ; attempt++ {
+		insts, err := f.describeByID(ctx, ids)
+		if err == nil || !IsNotFound(err) || attempt == attempts {
+			return insts, err
+		}
+		if err := f.Sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+		wait *= 2
+	}
+}
+
+func (f *Fleet) describeByID(ctx context.Context, ids []string) ([]types.Instance, error) {
+	var insts []types.Instance
+	// No MaxResults: EC2 refuses it together with InstanceIds.
+	pages := ec2.NewDescribeInstancesPaginator(f.ec2, &ec2.DescribeInstancesInput{InstanceIds: ids})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("DescribeInstances: %w", err)
+		}
+		for _, r := range page.Reservations {
+			insts = append(insts, r.Instances...)
+		}
+	}
+	return insts, nil
+}
+
+// ec2Tags turns a map into EC2 tags, sorted by key so requests are stable.
 func ec2Tags(m map[string]string) []types.Tag {
 	keys := make([]string, 0, len(m))
 	for k := range m {

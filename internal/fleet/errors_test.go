@@ -1,0 +1,51 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestErrorClassifiers(t *testing.T) {
+	wrapped := func(code string) error { return fmt.Errorf("launch: %w", apiError(code)) }
+	cases := []struct {
+		err                         error
+		notFound, capacity, throttl bool
+	}{
+		{wrapped("InvalidInstanceID.NotFound"), true, false, false},
+		{wrapped("InvalidLaunchTemplateId.NotFound"), true, false, false},
+		{wrapped("InvalidLaunchTemplateName.NotFoundException"), true, false, false},
+		{wrapped("InvalidInstanceID.Malformed"), false, false, false},
+		{wrapped("InsufficientInstanceCapacity"), false, true, false},
+		{wrapped("UnfulfillableCapacity"), false, true, false},
+		{wrapped("MaxSpotInstanceCountExceeded"), false, true, false},
+		{wrapped("SpotMaxPriceTooLow"), false, true, false},
+		{wrapped("InsufficientFreeAddressesInSubnet"), false, false, false},
+		{wrapped("VcpuLimitExceeded"), false, false, false},
+		{wrapped("RequestLimitExceeded"), false, false, true},
+		{wrapped("Throttling"), false, false, true},
+		{wrapped("ThrottlingException"), false, false, true},
+		{wrapped("EC2ThrottledException"), false, false, true},
+		{errors.Join(errors.New("other"), wrapped("RequestLimitExceeded")), false, false, true},
+		{errors.New("InsufficientInstanceCapacity"), false, false, false}, // not an API error
+		{nil, false, false, false},
+	}
+	for _, c := range cases {
+		if IsNotFound(c.err) != c.notFound || IsCapacity(c.err) != c.capacity || IsThrottling(c.err) != c.throttl {
+			t.Errorf("%v: IsNotFound %v, IsCapacity %v, IsThrottling %v; want %v, %v, %v",
+				c.err, IsNotFound(c.err), IsCapacity(c.err), IsThrottling(c.err), c.notFound, c.capacity, c.throttl)
+		}
+	}
+	for _, code := range []string{"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
+		"InsufficientReservedInstanceCapacity", "UnfulfillableCapacity", "MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow"} {
+		if !IsCapacityCode(code) {
+			t.Errorf("IsCapacityCode(%s) = false", code)
+		}
+	}
+	if IsCapacityCode("") || IsCapacityCode("insufficientinstancecapacity") {
+		t.Error("IsCapacityCode accepts a code EC2 does not send")
+	}
+	if ErrorCode(wrapped("X")) != "X" || ErrorCode(errors.New("x")) != "" {
+		t.Error("ErrorCode")
+	}
+}
