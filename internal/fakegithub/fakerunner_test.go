@@ -1,11 +1,16 @@
 package fakegithub_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,101 +19,473 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 )
 
-func TestFakeRunnerContract(t *testing.T) {
-	fake := fakegithub.New("acme")
-	defer fake.Close()
-	gh, err := github.New(github.Config{BaseURL: fake.URL(), AppID: fake.AppID, PrivateKeyPEM: fake.PrivateKeyPEM})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := fakegithub.BuildRunner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	runnerDir, work := filepath.Join(dir, "runner"), filepath.Join(dir, "work")
-	if err := fakegithub.InstallRunner(runnerDir, bin); err != nil {
-		t.Fatal(err)
-	}
-	sh := func(args ...string) (string, error) {
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Dir = runnerDir
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+// rig is a fake GitHub, a client of it, and a runner directory.
+type rig struct {
+	t    *testing.T
+	fake *fakegithub.Server
+	gh   *github.Client
+	dir  string // the runner directory (config.sh, run.sh)
+	work string
+	cwd  string        // where commands are started from: not the runner directory
+	skew time.Duration // the fake's clock runs this far ahead of the real one
+	mu   sync.Mutex
+}
 
-	// A bad token is refused with a non-zero exit and leaves nothing behind.
-	if out, err := sh("./config.sh", "--unattended", "--url", gh.RunnerURL("acme"), "--token", "nope", "--name", "r1", "--labels", "run-1", "--no-default-labels", "--work", work, "--replace"); err == nil || !strings.Contains(out, "invalid") {
-		t.Fatalf("bad token: %v %s", err, out)
+func newRig(t *testing.T) *rig {
+	r := &rig{t: t}
+	r.fake = fakegithub.NewServer(fakegithub.Options{Orgs: []string{"acme"}, Now: r.clock})
+	t.Cleanup(r.fake.Close)
+	var err error
+	r.gh, err = github.New(github.Config{BaseURL: r.fake.URL(), AppID: r.fake.AppID, PrivateKeyPEM: r.fake.PrivateKeyPEM})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(runnerDir, ".runner")); err == nil {
+	r.dir = fakegithub.NewRunnerDir(t)
+	r.work = filepath.Join(t.TempDir(), "work")
+	r.cwd = t.TempDir()
+	return r
+}
+
+func (r *rig) clock() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Now().Add(r.skew)
+}
+
+func (r *rig) advance(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.skew += d
+}
+
+func (r *rig) regToken() string {
+	tok, _, err := r.gh.RegistrationToken(context.Background(), "acme")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return tok
+}
+
+func (r *rig) removeToken() string {
+	tok, _, err := r.gh.RemoveToken(context.Background(), "acme")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return tok
+}
+
+// sh runs a runner script from another directory; env adds variables.
+func (r *rig) sh(env []string, script string, args ...string) (string, int) {
+	r.t.Helper()
+	cmd := exec.Command(filepath.Join(r.dir, script), args...)
+	cmd.Dir = r.cwd
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatal(err)
+	}
+	return string(out), code
+}
+
+func (r *rig) configure(name string, extra ...string) (string, int) {
+	args := append([]string{"--unattended", "--url", r.gh.RunnerURL("acme"), "--name", name, "--work", r.work}, extra...)
+	return r.sh([]string{"ACTIONS_RUNNER_INPUT_TOKEN=" + r.regToken()}, "config.sh", args...)
+}
+
+// runSh starts run.sh in its own process group, as the agent does.
+type runSh struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (r *rig) start() *runSh {
+	r.t.Helper()
+	p := &runSh{cmd: exec.Command(filepath.Join(r.dir, "run.sh")), out: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Dir = r.cwd
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	r.t.Cleanup(func() {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	})
+	return p
+}
+
+func (p *runSh) wait(t *testing.T, within time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(within):
+		t.Fatalf("run.sh still running after %v:\n%s", within, p.out.String())
+		return nil
+	}
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: not within %v", what, within)
+}
+
+func (r *rig) only() fakegithub.RunnerInfo {
+	r.t.Helper()
+	rs := r.fake.Runners()
+	if len(rs) != 1 {
+		r.t.Fatalf("runners = %+v, want one", rs)
+	}
+	return rs[0]
+}
+
+func TestFakeRunnerContract(t *testing.T) {
+	r := newRig(t)
+	url := r.gh.RunnerURL("acme")
+
+	// A bad token: GitHub's 404 from the token exchange, exit 1, nothing written.
+	out, code := r.sh(nil, "config.sh", "--unattended", "--url", url, "--token", "nope", "--name", "r1", "--labels", "run-1", "--no-default-labels", "--work", r.work)
+	if code != 1 || !strings.Contains(out, "Http response code: NotFound from 'POST "+r.fake.URL()+"/api/v3/actions/runner-registration'") || !strings.Contains(out, "Response status code does not indicate success: 404 (Not Found).") {
+		t.Fatalf("bad token: exit %d\n%s", code, out)
+	}
+	// An expired one, likewise.
+	old := r.regToken()
+	r.advance(61 * time.Minute)
+	out, code = r.sh(nil, "config.sh", "--unattended", "--url", url, "--token", old, "--name", "r1", "--labels", "run-1", "--work", r.work)
+	if code != 1 || !strings.Contains(out, "NotFound") {
+		t.Fatalf("expired token: exit %d\n%s", code, out)
+	}
+	r.advance(-61 * time.Minute)
+	if _, err := os.Stat(filepath.Join(r.dir, ".runner")); err == nil {
 		t.Fatal(".runner written after a refused registration")
 	}
-
-	tok, _, err := gh.RegistrationToken(context.Background(), "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := sh("./config.sh", "--unattended", "--url", gh.RunnerURL("acme"), "--token", tok, "--name", "ghr-1-i-1", "--labels", "run-1", "--no-default-labels", "--work", work, "--replace"); err != nil {
-		t.Fatalf("config: %v %s", err, out)
-	}
-	raw, _ := os.ReadFile(filepath.Join(runnerDir, ".runner"))
-	if !strings.Contains(string(raw), `"agentId"`) || !strings.Contains(string(raw), work) {
-		t.Fatalf(".runner = %s", raw)
-	}
-	runners := fake.Runners()
-	if len(runners) != 1 || runners[0].Name != "ghr-1-i-1" || len(runners[0].Labels) != 1 || runners[0].Labels[0] != "run-1" || runners[0].Online {
-		t.Fatalf("runners after config = %+v", runners)
+	if n := r.fake.Count("POST /actions/runner-registration"); n != 2 {
+		t.Fatalf("%d token exchanges, want 2 (a 404 is not retried)", n)
 	}
 
-	other := fake.EnqueueJob("run-2", "echo wrong runner")
-	job := fake.EnqueueJob("run-1", "sleep 0.5; pwd; echo data > file.txt")
-	run := exec.Command("./run.sh")
-	run.Dir = runnerDir
-	if err := run.Start(); err != nil {
+	// Registration, the token in ACTIONS_RUNNER_INPUT_TOKEN as the agent passes it.
+	out, code = r.configure("ghr-1-i-1", "--labels", "run-1", "--no-default-labels", "--replace")
+	if code != 0 || !strings.Contains(out, "Runner successfully added") || !strings.Contains(out, "Settings Saved.") {
+		t.Fatalf("config: exit %d\n%s", code, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(r.dir, ".runner"))
+	if err != nil || !bytes.HasPrefix(raw, []byte("\xef\xbb\xbf")) {
+		t.Fatalf(".runner without a byte order mark: %q %v", raw, err)
+	}
+	var settings struct {
+		AgentID    int64  `json:"agentId"`
+		AgentName  string `json:"agentName"`
+		PoolID     int64  `json:"poolId"`
+		ServerURL  string `json:"serverUrl"`
+		GitHubURL  string `json:"gitHubUrl"`
+		WorkFolder string `json:"workFolder"`
+	}
+	if err := json.Unmarshal(raw[3:], &settings); err != nil {
 		t.Fatal(err)
 	}
-	// Busy while the job runs.
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if rs := fake.Runners(); len(rs) == 1 && rs[0].Busy && rs[0].Online {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	reg := r.only()
+	if settings.AgentID != reg.ID || settings.AgentName != "ghr-1-i-1" || settings.PoolID != 1 || settings.ServerURL == "" || settings.GitHubURL != url || settings.WorkFolder != r.work {
+		t.Fatalf(".runner = %+v, runner %+v", settings, reg)
 	}
-	if rs := fake.Runners(); !rs[0].Busy || !rs[0].Online {
-		t.Fatalf("runner not online and busy during its job: %+v", rs[0])
+	if info, err := os.Stat(filepath.Join(r.dir, ".credentials_rsaparams")); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf(".credentials_rsaparams: %v %v", info, err)
 	}
-	// A stop during the job lets the job finish first.
-	run.Process.Signal(syscall.SIGTERM)
-	done, err := fake.WaitJob(job, 5*time.Second)
-	if err != nil || done.ExitCode != 0 || done.Runner != "ghr-1-i-1" || !strings.Contains(done.Output, filepath.Join(work, "repo", "repo")) {
+	if _, err := os.Stat(filepath.Join(r.dir, ".credentials")); err != nil {
+		t.Fatal(err)
+	}
+	if reg.Name != "ghr-1-i-1" || !slices.Equal(reg.Labels, []string{"run-1"}) || reg.Online || reg.Busy || reg.Owner != "acme" {
+		t.Fatalf("runner after config = %+v", reg)
+	}
+	if out, code := r.configure("ghr-1-i-1", "--labels", "run-1"); code != 1 || !strings.Contains(out, "already configured") {
+		t.Fatalf("configuring twice: exit %d\n%s", code, out)
+	}
+
+	// run.sh: online, takes only its label's jobs, busy during one, runs
+	// it in <work>/repo/repo; a SIGTERM lets the job finish, then it exits 0.
+	foreign := r.fake.EnqueueJob("run-2", "echo wrong runner")
+	job := r.fake.EnqueueJob("run-1", "sleep 1; pwd; echo data > file.txt; echo ws=$GITHUB_WORKSPACE; env | grep -c ACTIONS_RUNNER_INPUT_ || true")
+	p := r.start()
+	eventually(t, 5*time.Second, "online and busy", func() bool { rs := r.only(); return rs.Online && rs.Busy })
+	if j, _ := r.fake.Job(job); j.State != fakegithub.JobRunning || j.Runner != "ghr-1-i-1" {
+		t.Fatalf("job while running: %+v", j)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM) // run.sh itself, not its group
+	done, err := r.fake.WaitJob(job, 5*time.Second)
+	jobDir := filepath.Join(r.work, "repo", "repo")
+	if err != nil || done.State != fakegithub.JobCompleted || done.ExitCode != 0 || done.Result != "succeeded" || done.Runner != "ghr-1-i-1" || !strings.Contains(done.Output, jobDir+"\n") || !strings.Contains(done.Output, "ws="+jobDir) || !strings.HasSuffix(done.Output, "0\n") {
 		t.Fatalf("job = %+v %v", done, err)
 	}
-	if err := run.Wait(); err != nil {
-		t.Fatalf("run.sh after SIGTERM: %v", err)
+	if err := p.wait(t, 5*time.Second); err != nil {
+		t.Fatalf("run.sh after SIGTERM: %v\n%s", err, p.out.String())
 	}
-	if _, err := os.Stat(filepath.Join(work, "repo", "repo", "file.txt")); err != nil {
-		t.Fatal("the job did not run in the work folder")
+	for _, want := range []string{"Connected to GitHub", "Listening for Jobs", "Running job:", "completed with result: Succeeded", "Exiting runner..."} {
+		if !strings.Contains(p.out.String(), want) {
+			t.Fatalf("run.sh output lacks %q:\n%s", want, p.out.String())
+		}
 	}
-	if j, _ := fake.Job(other); j.State != "queued" {
-		t.Fatalf("a job of another label ran: %+v", j)
+	if rs := r.only(); rs.Online || rs.Busy {
+		t.Fatalf("runner after run.sh stopped: %+v, want offline and idle", rs)
+	}
+	if data, err := os.ReadFile(filepath.Join(jobDir, "file.txt")); err != nil || string(data) != "data\n" {
+		t.Fatalf("the job did not run in the work folder: %q %v", data, err)
+	}
+	if j, _ := r.fake.Job(foreign); j.State != fakegithub.JobQueued || j.Runner != "" {
+		t.Fatalf("a job of another label was taken: %+v", j)
 	}
 
-	rm, _, err := gh.RemoveToken(context.Background(), "acme")
-	if err != nil {
-		t.Fatal(err)
+	// Removal: a registration token is the wrong kind; a remove token works.
+	if out, code := r.sh(nil, "config.sh", "remove", "--token", r.regToken()); code != 1 || !strings.Contains(out, "NotFound") {
+		t.Fatalf("remove with a registration token: exit %d\n%s", code, out)
 	}
-	if out, err := sh("./config.sh", "remove", "--token", rm); err != nil {
-		t.Fatalf("remove: %v %s", err, out)
+	out, code = r.sh([]string{"ACTIONS_RUNNER_INPUT_TOKEN=" + r.removeToken()}, "config.sh", "remove")
+	if code != 0 || !strings.Contains(out, "Runner removed successfully") || !strings.Contains(out, "Removed .runner") {
+		t.Fatalf("remove: exit %d\n%s", code, out)
 	}
-	if len(fake.Runners()) != 0 {
+	if len(r.fake.Runners()) != 0 {
 		t.Fatal("runner still registered after remove")
 	}
-	if _, err := os.Stat(filepath.Join(runnerDir, ".runner")); err == nil {
-		t.Fatal(".runner left after remove")
+	for _, f := range []string{".runner", ".credentials", ".credentials_rsaparams"} {
+		if _, err := os.Stat(filepath.Join(r.dir, f)); err == nil {
+			t.Fatalf("%s left after remove", f)
+		}
 	}
-	if out, err := sh("./run.sh"); err == nil || !strings.Contains(out, "Not configured") {
-		t.Fatalf("run.sh unconfigured: %v %s", err, out)
+	// Unconfigured: run.sh says so and, like the real one, exits 0.
+	if out, code := r.sh(nil, "run.sh"); code != 0 || !strings.Contains(out, "Not configured. Run config.(sh/cmd) to configure the runner.") || !strings.Contains(out, "Runner listener exit with terminated error") {
+		t.Fatalf("run.sh unconfigured: exit %d\n%s", code, out)
+	}
+	if out, code := r.sh(nil, "config.sh", "remove", "--token", "x"); code != 0 || !strings.Contains(out, "config files are missing") {
+		t.Fatalf("remove when not configured: exit %d\n%s", code, out)
+	}
+	if j, _ := r.fake.Job(foreign); j.State != fakegithub.JobQueued {
+		t.Fatalf("the foreign job: %+v", j)
+	}
+}
+
+func TestFakeRunnerRunsItsJobsOneAtATimeAndStaysOnline(t *testing.T) {
+	r := newRig(t)
+	r.fake.SetOfflineAfter(400 * time.Millisecond)
+	if out, code := r.configure("r1", "--labels", "run-1,extra", "--no-default-labels"); code != 0 {
+		t.Fatalf("config: %d\n%s", code, out)
+	}
+	log := filepath.Join(t.TempDir(), "log")
+	script := "echo start >> " + log + "; sleep 0.4; echo end >> " + log
+	jobs := []int64{r.fake.EnqueueJob("run-1", script), r.fake.EnqueueJob("RUN-1", script), r.fake.EnqueueJob("extra", "sleep 1.5")}
+	unknown := r.fake.EnqueueJob("nobody-has-this", "true")
+	p := r.start()
+	for _, id := range jobs[:2] {
+		if j, err := r.fake.WaitJob(id, 10*time.Second); err != nil || j.ExitCode != 0 {
+			t.Fatalf("job %d: %+v %v", id, j, err)
+		}
+	}
+	// The long job outlives OfflineAfter several times: the runner's
+	// heartbeats keep it online while it is busy.
+	eventually(t, 5*time.Second, "busy with the long job", func() bool { return r.only().Busy })
+	time.Sleep(time.Second)
+	if rs := r.only(); !rs.Online || !rs.Busy {
+		t.Fatalf("during a long job: %+v, want online and busy", rs)
+	}
+	if j, err := r.fake.WaitJob(jobs[2], 10*time.Second); err != nil || j.ExitCode != 0 {
+		t.Fatalf("long job: %+v %v", j, err)
+	}
+	data, _ := os.ReadFile(log)
+	if string(data) != "start\nend\nstart\nend\n" {
+		t.Fatalf("jobs overlapped: %q", data)
+	}
+	if j, _ := r.fake.Job(unknown); j.State != fakegithub.JobQueued {
+		t.Fatalf("a job for a label no runner has: %+v, want queued", j)
+	}
+	if rs := r.only(); !rs.Online || rs.Busy {
+		t.Fatalf("idle runner: %+v", rs)
+	}
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if err := p.wait(t, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := r.fake.Job(unknown); j.State != fakegithub.JobQueued {
+		t.Fatalf("unknown-label job after the runner left: %+v", j)
+	}
+	// A failing job reports its exit code.
+	p = r.start()
+	if j, err := r.fake.WaitJob(r.fake.EnqueueJob("run-1", "echo oops; exit 3"), 5*time.Second); err != nil || j.ExitCode != 3 || j.Result != "failed" || j.Output != "oops\n" {
+		t.Fatalf("failing job: %+v %v", j, err)
+	}
+	// A SIGINT to run.sh's whole process group, as the agent stops it,
+	// reaches the listener but not the job, which finishes first.
+	last := r.fake.EnqueueJob("run-1", "sleep 0.5; echo finished")
+	eventually(t, 5*time.Second, "last job running", func() bool { return r.only().Busy })
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT)
+	if j, err := r.fake.WaitJob(last, 5*time.Second); err != nil || j.ExitCode != 0 || j.Output != "finished\n" {
+		t.Fatalf("job during a group SIGINT: %+v %v", j, err)
+	}
+	if err := p.wait(t, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestShutdownCanCancelTheJobLikeTheRealRunner(t *testing.T) {
+	r := newRig(t)
+	r.fake.SetShutdownCancelsJob(true)
+	if out, code := r.configure("r1", "--labels", "run-1", "--no-default-labels"); code != 0 {
+		t.Fatalf("config: %d\n%s", code, out)
+	}
+	job := r.fake.EnqueueJob("run-1", "echo started; sleep 30")
+	p := r.start()
+	eventually(t, 5*time.Second, "job running", func() bool { j, _ := r.fake.Job(job); return strings.Contains(j.State, "running") && r.only().Busy })
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT)
+	if err := p.wait(t, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	j, err := r.fake.WaitJob(job, time.Second)
+	if err != nil || j.Result != "cancelled" || !strings.Contains(j.Output, "The runner has received a shutdown signal") || time.Since(start) > 8*time.Second {
+		t.Fatalf("cancelled job: %+v %v after %v", j, err, time.Since(start))
+	}
+}
+
+func TestRunShEndsWhenTheRegistrationIsDeleted(t *testing.T) {
+	r := newRig(t)
+	if out, code := r.configure("r1", "--labels", "run-1", "--no-default-labels"); code != 0 {
+		t.Fatalf("config: %d\n%s", code, out)
+	}
+	p := r.start()
+	eventually(t, 5*time.Second, "online", func() bool { return r.only().Online })
+	if err := r.gh.DeleteRunner(context.Background(), "acme", r.only().ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t, 5*time.Second); err != nil {
+		t.Fatalf("run.sh: %v", err)
+	}
+	if !strings.Contains(p.out.String(), "registration has been deleted from the server") {
+		t.Fatalf("run.sh output:\n%s", p.out.String())
+	}
+	// Started again, it cannot create a session either.
+	out, code := r.sh(nil, "run.sh")
+	if code != 0 || !strings.Contains(out, "Failed to create a session. The runner registration has been deleted") {
+		t.Fatalf("run.sh of a deleted runner: exit %d\n%s", code, out)
+	}
+}
+
+func TestRestartedListenerSettlesItsJob(t *testing.T) {
+	r := newRig(t)
+	if out, code := r.configure("r1", "--labels", "run-1", "--no-default-labels"); code != 0 {
+		t.Fatalf("config: %d\n%s", code, out)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	job := r.fake.EnqueueJob("run-1", "echo $$ > "+pidFile+"; sleep 30")
+	p := r.start()
+	eventually(t, 5*time.Second, "job started", func() bool { _, err := os.Stat(pidFile); return err == nil })
+	p.cmd.Process.Kill() // the listener dies; its job's shell lives on
+	p.wait(t, 5*time.Second)
+	t.Cleanup(func() {
+		if raw, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	if rs := r.only(); !rs.Busy {
+		t.Fatalf("runner right after its listener died: %+v, want still busy", rs)
+	}
+	r.start()
+	j, err := r.fake.WaitJob(job, 5*time.Second)
+	if err != nil || j.State != fakegithub.JobFailed || !strings.Contains(j.Output, "lost communication") {
+		t.Fatalf("job of the dead listener: %+v %v", j, err)
+	}
+	eventually(t, 5*time.Second, "idle again", func() bool { rs := r.only(); return rs.Online && !rs.Busy })
+	if j, err := r.fake.WaitJob(r.fake.EnqueueJob("run-1", "true"), 5*time.Second); err != nil || j.ExitCode != 0 {
+		t.Fatalf("next job: %+v %v", j, err)
+	}
+}
+
+func TestConfigureOptions(t *testing.T) {
+	r := newRig(t)
+	r.fake.AddRunnerGroup("acme", "ci")
+	if out, code := r.configure("r1", "--no-default-labels"); code != 1 || !strings.Contains(out, "--no-default-labels without specifying --labels is not supported") {
+		t.Fatalf("no labels at all: exit %d\n%s", code, out)
+	}
+	if out, code := r.configure("r1", "--runnergroup", "nope"); code != 1 || !strings.Contains(out, `Could not find any self-hosted runner group named "nope".`) {
+		t.Fatalf("unknown group: exit %d\n%s", code, out)
+	}
+	out, code := r.configure("r1", "--labels", "a,b,A", "--runnergroup", "ci", "--bogus")
+	if code != 0 || !strings.Contains(out, "Unrecognized command-line input arguments for command configure: 'bogus'") {
+		t.Fatalf("default labels: exit %d\n%s", code, out)
+	}
+	first := r.only()
+	if !slices.Equal(first.Labels, []string{"self-hosted", "Linux", first.Labels[2], "a", "b"}) || first.Group != "ci" {
+		t.Fatalf("runner %+v", first)
+	}
+	// The local files go (as the agent's Forget does); the name stays taken.
+	for _, f := range []string{".runner", ".credentials", ".credentials_rsaparams"} {
+		os.Remove(filepath.Join(r.dir, f))
+	}
+	if out, code := r.configure("r1", "--labels", "c"); code != 1 || !strings.Contains(out, "A runner exists with the same name r1.") {
+		t.Fatalf("same name without --replace: exit %d\n%s", code, out)
+	}
+	out, code = r.configure("R1", "--labels", "c", "--no-default-labels", "--replace")
+	if code != 0 || !strings.Contains(out, "Successfully replaced the runner") {
+		t.Fatalf("--replace: exit %d\n%s", code, out)
+	}
+	if again := r.only(); again.ID != first.ID || !slices.Equal(again.Labels, []string{"c"}) {
+		t.Fatalf("replaced runner %+v, want id %d with labels [c]", again, first.ID)
+	}
+	// Missing values end an unattended configuration.
+	os.Remove(filepath.Join(r.dir, ".runner"))
+	if out, code := r.sh(nil, "config.sh", "--unattended", "--url", r.gh.RunnerURL("acme")); code != 1 || !strings.Contains(out, "Invalid configuration provided for token. Terminating unattended configuration.") {
+		t.Fatalf("no token: exit %d\n%s", code, out)
+	}
+}
+
+func TestFakeRunnerRidesOutProtocolFaults(t *testing.T) {
+	r := newRig(t)
+	if out, code := r.configure("r1", "--labels", "run-1", "--no-default-labels"); code != 0 {
+		t.Fatalf("config: %d\n%s", code, out)
+	}
+	// The token exchange is retried on a 5xx, as the real config.sh does.
+	os.Remove(filepath.Join(r.dir, ".runner"))
+	r.fake.Inject(fakegithub.Fault{Path: "/actions/runner-registration", Count: 1, Status: 502})
+	if out, code := r.configure("r2", "--labels", "run-2", "--no-default-labels"); code != 0 || !strings.Contains(out, "BadGateway") {
+		t.Fatalf("config after a 502: exit %d\n%s", code, out)
+	}
+	// Polls, job acknowledgements and results that fail are retried.
+	r.fake.Inject(fakegithub.Fault{Path: "/_fake/runners/", Count: 1, Status: 500})
+	r.fake.Inject(fakegithub.Fault{Path: "/_fake/jobs/", Count: 3, Status: 503})
+	p := r.start()
+	j, err := r.fake.WaitJob(r.fake.EnqueueJob("run-2", "echo ok"), 10*time.Second)
+	if err != nil || j.State != fakegithub.JobCompleted || j.Output != "ok\n" {
+		t.Fatalf("job through faults: %+v %v", j, err)
+	}
+	if n := r.fake.Count("POST /_fake/jobs/{id}/start") + r.fake.Count("POST /_fake/jobs/{id}/complete"); n != 5 {
+		t.Fatalf("%d start/complete requests, want 5 (3 failed)", n)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t, 5*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -8,108 +8,93 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/golang-jwt/jwt/v4"
 )
 
-// checkJWT verifies an App JWT as GitHub does: RS256 signed by the App's
-// key, issuer = App id, issued in the past, expiring within 10 minutes.
-func (s *Server) checkJWT(r *http.Request) string {
-	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return "A JSON web token could not be decoded"
-	}
-	claims := &jwt.RegisteredClaims{}
-	_, err := jwt.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
-		if _, ok := t.Method.(*jwt.SigningMethodRSA); !ok {
-			return nil, fmt.Errorf("unexpected signing method %v", t.Header["alg"])
-		}
-		return s.appKey, nil
-	})
-	if err != nil {
-		return "A JSON web token could not be decoded: " + err.Error()
-	}
-	s.mu.Lock()
-	now := s.now()
-	s.mu.Unlock()
-	if claims.Issuer != strconv.FormatInt(s.AppID, 10) {
-		return "Integration not found"
-	}
-	if claims.ExpiresAt == nil || claims.IssuedAt == nil || claims.ExpiresAt.Sub(claims.IssuedAt.Time) > 10*time.Minute+time.Second {
-		return "'Expiration time' claim ('exp') is too far in the future"
-	}
-	if claims.ExpiresAt.Before(now) {
-		return "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires"
-	}
-	return ""
+// tokenTTL: registration, remove and installation tokens all live an hour.
+const tokenTTL = time.Hour
+
+func (s *Server) getApp(w http.ResponseWriter, r *http.Request) (int, any) {
+	return http.StatusOK, map[string]any{"id": s.AppID, "slug": "ghrunner-fake", "name": "ghrunner fake"}
 }
 
-// checkToken accepts an unexpired installation token of the owner's
-// organization, or a personal access token.
-func (s *Server) checkToken(r *http.Request) string {
-	auth := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok {
-		tok, ok = strings.CutPrefix(auth, "token ")
-	}
-	if !ok || tok == "" {
-		return "Requires authentication"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pats[tok] {
-		return ""
-	}
-	info, ok := s.instTokens[tok]
-	if !ok || info.expires.Before(s.now()) {
-		return "Bad credentials"
-	}
-	if org := r.PathValue("org"); org != "" && org != info.owner {
-		return "Resource not accessible by integration"
-	}
-	return ""
-}
-
+// findInstallation: GET /orgs/{org}/installation and
+// GET /repos/{owner}/{repo}/installation.
 func (s *Server) findInstallation(w http.ResponseWriter, r *http.Request) (int, any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id, ok := s.installations[r.PathValue("org")]
-	if !ok {
+	owner := ownerOf(r)
+	var found *installation
+	for _, in := range s.installations {
+		if r.PathValue("repo") == "" && sameOwner(in.account, owner) || r.PathValue("repo") != "" && in.covers(owner) {
+			found = in
+			break
+		}
+	}
+	if found == nil {
 		return notFound()
 	}
-	return http.StatusOK, map[string]any{"id": id, "app_id": s.AppID, "account": map[string]any{"login": r.PathValue("org")}}
+	selection := "all"
+	if found.repos != nil {
+		selection = "selected"
+	}
+	return http.StatusOK, map[string]any{
+		"id":                   found.id,
+		"app_id":               s.AppID,
+		"account":              map[string]any{"login": found.account, "type": "Organization"},
+		"repository_selection": selection,
+		"target_type":          "Organization",
+	}
 }
 
+// accessToken: POST /app/installations/{id}/access_tokens.
 func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) (int, any) {
-	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	id := idParam(r, "id")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for org, inst := range s.installations {
-		if inst == id {
-			tok := randomToken("ghs")
-			exp := s.now().Add(time.Hour)
-			s.instTokens[tok] = tokenInfo{owner: org, install: id, expires: exp}
-			return http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.UTC().Format(time.RFC3339)}
+	for _, in := range s.installations {
+		if in.id != id {
+			continue
+		}
+		tok := randomToken("ghs_")
+		exp := s.now().Add(tokenTTL)
+		s.instTokens[tok] = tokenInfo{owner: in.account, purpose: "installation", install: in, expires: exp}
+		selection := "all"
+		if in.repos != nil {
+			selection = "selected"
+		}
+		return http.StatusCreated, map[string]any{
+			"token":                tok,
+			"expires_at":           exp.UTC().Format(time.RFC3339),
+			"permissions":          map[string]string{"organization_self_hosted_runners": "write", "administration": "write"},
+			"repository_selection": selection,
 		}
 	}
 	return notFound()
 }
 
-func (s *Server) createToken(registration bool) handler {
+// knownOwner: the organization exists (repositories of an existing
+// organization are taken to exist).
+func (s *Server) knownOwner(owner string) bool {
+	org, _, _ := strings.Cut(owner, "/")
+	return s.orgs[strings.ToLower(org)]
+}
+
+// createRunnerToken: POST .../actions/runners/registration-token and
+// .../remove-token → 201 {token, expires_at}.
+func (s *Server) createRunnerToken(purpose string) handler {
 	return func(w http.ResponseWriter, r *http.Request) (int, any) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		owner := ownerOf(r)
-		if _, ok := s.installations[orgOf(owner)]; !ok && len(s.pats) == 0 {
+		if !s.knownOwner(owner) {
 			return notFound()
 		}
-		tok := randomToken("A")
-		exp := s.now().Add(time.Hour)
-		if registration {
-			s.regTokens[tok] = tokenInfo{owner: owner, expires: exp}
-		} else {
-			s.removeTokens[tok] = tokenInfo{owner: owner, expires: exp}
+		if !s.authorized(r, owner) {
+			return forbidden()
 		}
+		tok := randomToken("A")[:29]
+		exp := s.now().Add(tokenTTL)
+		s.runnerTokens[tok] = tokenInfo{owner: owner, purpose: purpose, expires: exp}
 		return http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.UTC().Format(time.RFC3339)}
 	}
 }
@@ -117,13 +102,17 @@ func (s *Server) createToken(registration bool) handler {
 func (s *Server) runnerJSON(rn *runner) map[string]any {
 	labels := make([]map[string]any, len(rn.labels))
 	for i, l := range rn.labels {
-		labels[i] = map[string]any{"id": i + 1, "name": l, "type": "custom"}
+		kind := "custom"
+		if l == "self-hosted" || l == "Linux" || l == "X64" {
+			kind = "read-only"
+		}
+		labels[i] = map[string]any{"id": i + 1, "name": l, "type": kind}
 	}
 	status := "offline"
 	if s.online(rn) {
 		status = "online"
 	}
-	return map[string]any{"id": rn.id, "name": rn.name, "os": rn.os, "status": status, "busy": rn.busy, "labels": labels}
+	return map[string]any{"id": rn.id, "name": rn.name, "os": rn.os, "status": status, "busy": rn.busy, "labels": labels, "runner_group_id": 1}
 }
 
 // pageParams reads GitHub's pagination parameters: per_page (default 30,
@@ -139,60 +128,81 @@ func pageParams(r *http.Request) (perPage, page int) {
 	return perPage, page
 }
 
-func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) (int, any) {
+// paginate returns the page's slice bounds and writes the Link header.
+func paginate(w http.ResponseWriter, r *http.Request, total int) (start, end int) {
 	perPage, page := pageParams(r)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	owner := ownerOf(r)
-	var mine []*runner
-	for _, rn := range s.runners {
-		if rn.owner == owner {
-			mine = append(mine, rn)
-		}
-	}
-	sort.Slice(mine, func(i, j int) bool { return mine[i].id < mine[j].id })
-	start := min((page-1)*perPage, len(mine))
-	end := min(start+perPage, len(mine))
-	list := make([]map[string]any, 0, end-start)
-	for _, rn := range mine[start:end] {
-		list = append(list, s.runnerJSON(rn))
-	}
-	last := max((len(mine)+perPage-1)/perPage, 1)
-	setLinks(w, r, page, last, perPage)
-	return http.StatusOK, map[string]any{"total_count": len(mine), "runners": list}
-}
-
-// setLinks writes GitHub's pagination Link header.
-func setLinks(w http.ResponseWriter, r *http.Request, page, last, perPage int) {
+	start = min((page-1)*perPage, total)
+	end = min(start+perPage, total)
+	last := max((total+perPage-1)/perPage, 1)
+	prefix, _ := r.Context().Value(prefixKey{}).(string)
 	link := func(p int, rel string) string {
-		u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path}
-		u.RawQuery = url.Values{"page": {strconv.Itoa(p)}, "per_page": {strconv.Itoa(perPage)}}.Encode()
+		q := r.URL.Query()
+		q.Set("page", strconv.Itoa(p))
+		q.Set("per_page", strconv.Itoa(perPage))
+		u := url.URL{Scheme: "http", Host: r.Host, Path: prefix + r.URL.Path, RawQuery: q.Encode()}
 		return fmt.Sprintf("<%s>; rel=%q", u.String(), rel)
 	}
 	var parts []string
+	if page > 1 {
+		parts = append(parts, link(page-1, "prev"))
+	}
 	if page < last {
 		parts = append(parts, link(page+1, "next"), link(last, "last"))
 	}
 	if page > 1 {
-		parts = append(parts, link(page-1, "prev"), link(1, "first"))
+		parts = append(parts, link(1, "first"))
 	}
 	if len(parts) > 0 {
 		w.Header().Set("Link", strings.Join(parts, ", "))
 	}
+	return start, end
+}
+
+// listRunners: GET .../actions/runners?name=&per_page=&page=.
+func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) (int, any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	owner := ownerOf(r)
+	if !s.knownOwner(owner) {
+		return notFound()
+	}
+	if !s.authorized(r, owner) {
+		return forbidden()
+	}
+	name := r.URL.Query().Get("name")
+	var mine []*runner
+	for _, rn := range s.runners {
+		if sameOwner(rn.owner, owner) && (name == "" || rn.name == name) {
+			mine = append(mine, rn)
+		}
+	}
+	sort.Slice(mine, func(i, j int) bool { return mine[i].id < mine[j].id })
+	start, end := paginate(w, r, len(mine))
+	list := make([]map[string]any, 0, end-start)
+	for _, rn := range mine[start:end] {
+		list = append(list, s.runnerJSON(rn))
+	}
+	return http.StatusOK, map[string]any{"total_count": len(mine), "runners": list}
 }
 
 func (s *Server) findRunner(r *http.Request) *runner {
-	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	rn, ok := s.runners[id]
-	if !ok || rn.owner != ownerOf(r) {
+	rn, ok := s.runners[idParam(r, "id")]
+	if !ok || !sameOwner(rn.owner, ownerOf(r)) {
 		return nil
 	}
 	return rn
 }
 
+// getRunner: GET .../actions/runners/{id}.
 func (s *Server) getRunner(w http.ResponseWriter, r *http.Request) (int, any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.knownOwner(ownerOf(r)) {
+		return notFound()
+	}
+	if !s.authorized(r, ownerOf(r)) {
+		return forbidden()
+	}
 	rn := s.findRunner(r)
 	if rn == nil {
 		return notFound()
@@ -200,34 +210,49 @@ func (s *Server) getRunner(w http.ResponseWriter, r *http.Request) (int, any) {
 	return http.StatusOK, s.runnerJSON(rn)
 }
 
+// deleteRunner: DELETE .../actions/runners/{id} → 204; 404 unknown; 422
+// while the runner runs a job, with GitHub's message (quote included).
 func (s *Server) deleteRunner(w http.ResponseWriter, r *http.Request) (int, any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.knownOwner(ownerOf(r)) {
+		return notFound()
+	}
+	if !s.authorized(r, ownerOf(r)) {
+		return forbidden()
+	}
 	rn := s.findRunner(r)
 	if rn == nil {
 		return notFound()
 	}
 	if rn.busy {
 		return http.StatusUnprocessableEntity, map[string]any{
-			"message":           fmt.Sprintf("Bad request - Runner \"%s\" is still running a job\"", rn.name),
+			"message":           fmt.Sprintf("Bad request - Runner %q is still running a job\"", rn.name),
 			"documentation_url": "https://docs.github.com/rest/actions/self-hosted-runners#delete-a-self-hosted-runner-from-an-organization",
+			"status":            "422",
 		}
 	}
 	delete(s.runners, rn.id)
+	s.wake() // a listener long-polling for this runner learns at once
 	return http.StatusNoContent, nil
 }
 
+// listGroups: GET /orgs/{org}/actions/runner-groups.
 func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) (int, any) {
-	perPage, page := pageParams(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := s.groups[r.PathValue("org")]
-	start := min((page-1)*perPage, len(names))
-	end := min(start+perPage, len(names))
+	org := r.PathValue("org")
+	if !s.knownOwner(org) {
+		return notFound()
+	}
+	if !s.authorized(r, org) {
+		return forbidden()
+	}
+	names := s.groups[strings.ToLower(org)]
+	start, end := paginate(w, r, len(names))
 	list := []map[string]any{}
 	for i := start; i < end; i++ {
-		list = append(list, map[string]any{"id": i + 1, "name": names[i], "visibility": "all", "default": i == 0})
+		list = append(list, map[string]any{"id": i + 1, "name": names[i], "visibility": "all", "default": i == 0, "inherited": false, "allows_public_repositories": false})
 	}
-	setLinks(w, r, page, max((len(names)+perPage-1)/perPage, 1), perPage)
 	return http.StatusOK, map[string]any{"total_count": len(names), "runner_groups": list}
 }

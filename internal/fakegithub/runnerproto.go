@@ -1,27 +1,33 @@
 package fakegithub
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
 
-// The private protocol of the fake runner. The real runner talks to
-// GitHub's broker with a protocol of its own; our agent never sees it, only
-// the config.sh/run.sh contract, so this one is simple.
+// The runner side. config.sh first exchanges its registration (or remove)
+// token at POST /actions/runner-registration, as the real runner does
+// ("Authorization: RemoteAuth <token>", body {url, runner_event}); GitHub
+// answers 404 for a token that is invalid, expired or for another owner.
+// What follows is private to the fake (the real runner talks to GitHub's
+// Actions service with a protocol of its own, which our agent never sees):
+//
+//	POST   /_fake/runners               register (tenant token): {name, labels, replace, group}
+//	DELETE /_fake/runners/{id}          deregister (tenant token of a remove)
+//	POST   /_fake/runners/{id}/session  run.sh starts listening: online
+//	DELETE /_fake/runners/{id}/session  run.sh stops: offline at once
+//	POST   /_fake/runners/{id}/heartbeat
+//	POST   /_fake/runners/{id}/poll     long poll for the next job of the runner's labels
+//	POST   /_fake/jobs/{id}/start       the runner acknowledges a job it was handed
+//	POST   /_fake/jobs/{id}/complete    {exitCode, result, output}
+//
+// The listener authenticates with "Bearer <secret>" (the secret config.sh
+// got at registration) and names its session in X-Runner-Session.
 
-type registerRequest struct {
-	URL     string   `json:"url"`
-	Token   string   `json:"token"`
-	Name    string   `json:"name"`
-	Labels  []string `json:"labels"`
-	Replace bool     `json:"replace"`
-	Group   string   `json:"group"`
-}
+const sessionHeader = "X-Runner-Session"
 
 // ownerFromURL reads "acme" or "acme/api" from https://github.com/acme/api.
 func ownerFromURL(raw string) string {
@@ -32,90 +38,198 @@ func ownerFromURL(raw string) string {
 	return strings.Trim(u.Path, "/")
 }
 
-func (s *Server) runnerRegister(w http.ResponseWriter, r *http.Request) {
-	var req registerRequest
-	if json.NewDecoder(r.Body).Decode(&req) != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "bad request"})
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	owner := ownerFromURL(req.URL)
-	tok, ok := s.regTokens[req.Token]
-	switch {
-	case !ok:
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Http response code: NotFound from 'POST /actions/runner-registration' (the registration token is invalid)"})
-		return
-	case tok.expires.Before(s.now()):
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "the registration token has expired"})
-		return
-	case tok.owner != owner:
-		writeJSON(w, http.StatusForbidden, map[string]string{"message": "the registration token is for " + tok.owner + ", not " + owner})
-		return
-	}
-	for id, rn := range s.runners {
-		if rn.owner == owner && rn.name == req.Name {
-			if !req.Replace {
-				writeJSON(w, http.StatusConflict, map[string]string{"message": "A runner exists with the same name " + req.Name})
-				return
-			}
-			delete(s.runners, id)
-		}
-	}
-	s.nextID++
-	rn := &runner{id: s.nextID, owner: owner, name: req.Name, os: "Linux", labels: req.Labels, lastSeen: time.Time{}, credential: randomToken("cred"), group: req.Group}
-	s.runners[rn.id] = rn
-	writeJSON(w, http.StatusOK, map[string]any{"id": rn.id, "credential": rn.credential, "poolId": 1})
-}
-
-func (s *Server) runnerRemove(w http.ResponseWriter, r *http.Request) {
+func (s *Server) runnerRegistration(w http.ResponseWriter, r *http.Request) (int, any) {
 	var req struct {
 		URL   string `json:"url"`
-		Token string `json:"token"`
-		ID    int64  `json:"id"`
+		Event string `json:"runner_event"`
 	}
-	if json.NewDecoder(r.Body).Decode(&req) != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "bad request"})
-		return
+	if err := decode(r, &req); err != nil {
+		return http.StatusBadRequest, apiError(http.StatusBadRequest, err.Error())
+	}
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "RemoteAuth ")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info, ok := s.runnerTokens[tok]
+	owner := ownerFromURL(req.URL)
+	if !ok || !info.expires.After(s.now()) || info.purpose != req.Event || !sameOwner(info.owner, owner) {
+		return notFound()
+	}
+	tenant := randomToken("tenant_")
+	s.tenantTokens[tenant] = tokenInfo{owner: info.owner, purpose: info.purpose, expires: s.now().Add(tokenTTL)}
+	return http.StatusOK, map[string]any{"url": "http://" + r.Host + "/_fake/", "token": tenant, "token_schema": "OAuthAccessToken"}
+}
+
+// tenant returns the unexpired tenant token of the request, for purpose.
+func (s *Server) tenant(r *http.Request, purpose string) (tokenInfo, bool) {
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	info, ok := s.tenantTokens[tok]
+	return info, ok && info.purpose == purpose && info.expires.After(s.now())
+}
+
+func (s *Server) runnerAdd(w http.ResponseWriter, r *http.Request) (int, any) {
+	var req struct {
+		Name    string   `json:"name"`
+		Labels  []string `json:"labels"`
+		Replace bool     `json:"replace"`
+		Group   string   `json:"group"`
+		OS      string   `json:"os"`
+	}
+	if err := decode(r, &req); err != nil {
+		return http.StatusBadRequest, apiError(http.StatusBadRequest, err.Error())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tok, ok := s.removeTokens[req.Token]
-	owner := ownerFromURL(req.URL)
-	if !ok || tok.expires.Before(s.now()) || tok.owner != owner {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "the remove token is invalid, expired or for another owner"})
-		return
+	info, ok := s.tenant(r, "register")
+	if !ok {
+		return http.StatusUnauthorized, apiError(http.StatusUnauthorized, "Bad credentials")
 	}
-	if rn, ok := s.runners[req.ID]; ok && rn.owner == owner {
-		delete(s.runners, req.ID)
+	group := "Default"
+	if !strings.Contains(info.owner, "/") && req.Group != "" {
+		if !slices.Contains(s.groups[strings.ToLower(info.owner)], req.Group) {
+			return http.StatusNotFound, apiError(http.StatusNotFound, `Could not find any self-hosted runner group named "`+req.Group+`".`)
+		}
+		group = req.Group
 	}
-	w.WriteHeader(http.StatusNoContent)
+	if req.OS == "" {
+		req.OS = "Linux"
+	}
+	for _, rn := range s.runners {
+		if !sameOwner(rn.owner, info.owner) || !strings.EqualFold(rn.name, req.Name) {
+			continue
+		}
+		if !req.Replace {
+			return http.StatusConflict, apiError(http.StatusConflict, "A runner exists with the same name "+req.Name+".")
+		}
+		// --replace updates the existing runner: same id, new labels and
+		// key; a listener holding the old key is cut off.
+		s.abandon(rn, "")
+		rn.labels, rn.group, rn.os, rn.busy, rn.session, rn.lastSeen, rn.permanent = req.Labels, group, req.OS, false, "", time.Time{}, false
+		rn.secret = randomToken("secret_")
+		return http.StatusOK, map[string]any{"id": rn.id, "name": rn.name, "secret": rn.secret, "poolId": 1, "poolName": group, "replaced": true}
+	}
+	s.nextID++
+	rn := &runner{id: s.nextID, owner: info.owner, name: req.Name, os: req.OS, labels: req.Labels, group: group, secret: randomToken("secret_")}
+	s.runners[rn.id] = rn
+	return http.StatusOK, map[string]any{"id": rn.id, "name": rn.name, "secret": rn.secret, "poolId": 1, "poolName": group}
 }
 
-// runnerPoll marks the runner online and hands it the oldest queued job of
-// one of its labels, waiting up to a second for one.
-func (s *Server) runnerPoll(w http.ResponseWriter, r *http.Request) {
-	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	deadline := time.Now().Add(time.Second)
+func (s *Server) runnerDelete(w http.ResponseWriter, r *http.Request) (int, any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info, ok := s.tenant(r, "remove")
+	if !ok {
+		return http.StatusUnauthorized, apiError(http.StatusUnauthorized, "Bad credentials")
+	}
+	rn, ok := s.runners[idParam(r, "id")]
+	if !ok || !sameOwner(rn.owner, info.owner) {
+		return notFound()
+	}
+	s.abandon(rn, "")
+	delete(s.runners, rn.id)
+	s.wake() // a listener long-polling for this runner learns at once
+	return http.StatusNoContent, nil
+}
+
+// listener authenticates the runner's listener. A runner that is gone
+// answers 404, a key replaced by a later registration 401; the fake runner
+// takes both as "the registration has been deleted".
+func (s *Server) listener(r *http.Request) (*runner, int, any) {
+	rn, ok := s.runners[idParam(r, "id")]
+	if !ok {
+		return nil, http.StatusNotFound, apiError(http.StatusNotFound, "The runner registration has been deleted from the server.")
+	}
+	if r.Header.Get("Authorization") != "Bearer "+rn.secret {
+		return nil, http.StatusUnauthorized, apiError(http.StatusUnauthorized, "invalid_client")
+	}
+	return rn, 0, nil
+}
+
+// sessionConflict: another run.sh took over the runner.
+func sessionConflict() (int, any) {
+	return http.StatusConflict, apiError(http.StatusConflict, "A session for this runner already exists.")
+}
+
+// pollWait is how long a poll waits for a job: short enough that the
+// runner's polls keep it online.
+func (s *Server) pollWait() time.Duration { return min(time.Second, s.offlineAfter/2) }
+
+func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (int, any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rn, status, body := s.listener(r)
+	if rn == nil {
+		return status, body
+	}
+	session := randomToken("session_")
+	// A new listener for the same runner (run.sh restarted): the job the
+	// old one was handed is settled first.
+	s.abandon(rn, session)
+	rn.session, rn.lastSeen = session, s.now()
+	return http.StatusOK, map[string]any{
+		"sessionId":        session,
+		"heartbeatMillis":  max(s.offlineAfter/3, 50*time.Millisecond).Milliseconds(),
+		"cancelOnShutdown": s.cancelOnShutdown,
+	}
+}
+
+func (s *Server) sessionDelete(w http.ResponseWriter, r *http.Request) (int, any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rn, status, body := s.listener(r)
+	if rn == nil {
+		return status, body
+	}
+	if rn.session == r.Header.Get(sessionHeader) {
+		s.abandon(rn, "")
+		rn.session = ""
+	}
+	return http.StatusNoContent, nil
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) (int, any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rn, status, body := s.listener(r)
+	if rn == nil {
+		return status, body
+	}
+	if rn.session != r.Header.Get(sessionHeader) {
+		return sessionConflict()
+	}
+	rn.lastSeen = s.now()
+	return http.StatusNoContent, nil
+}
+
+// poll hands the runner the oldest queued job of one of its labels,
+// waiting a little for one; it also keeps the runner online.
+func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
+	s.mu.Lock()
+	deadline := time.Now().Add(s.pollWait())
+	s.mu.Unlock()
 	for {
 		s.mu.Lock()
-		rn, ok := s.runners[id]
-		if !ok || r.Header.Get("Authorization") != "Bearer "+rn.credential {
+		rn, status, body := s.listener(r)
+		if rn == nil {
 			s.mu.Unlock()
-			writeJSON(w, http.StatusNotFound, map[string]string{"message": "runner registration has been deleted from the server"})
-			return
+			return status, body
+		}
+		session := r.Header.Get(sessionHeader)
+		if rn.session != session {
+			s.mu.Unlock()
+			return sessionConflict()
 		}
 		rn.lastSeen = s.now()
-		session := r.Header.Get("X-Runner-Session")
-		s.abandon(rn, session)
-		if !rn.busy && r.Context().Err() == nil {
+		if rn.busy {
+			// A listener polls only between jobs: whatever it holds, it
+			// never got (the answer was lost) or could not report.
+			s.abandon(rn, "")
+		}
+		if r.Context().Err() == nil {
 			if job := s.nextJob(rn); job != nil {
-				job.State, job.RunnerID, job.Runner, job.session, job.acked = "running", rn.id, rn.name, session, false
+				job.State, job.RunnerID, job.Runner, job.session, job.acked = JobRunning, rn.id, rn.name, session, false
 				rn.busy = true
-				body := map[string]any{"id": job.ID, "script": job.Script, "repo": job.Repo, "label": job.Label}
 				s.mu.Unlock()
-				writeJSON(w, http.StatusOK, body)
-				return
+				return http.StatusOK, map[string]any{"id": job.ID, "script": job.Script, "repo": job.Repo, "label": job.Label}
 			}
 		}
 		wake := s.jobWake
@@ -123,79 +237,98 @@ func (s *Server) runnerPoll(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-wake:
 		case <-time.After(time.Until(deadline)):
-			w.WriteHeader(http.StatusNoContent)
-			return
+			return http.StatusNoContent, nil
 		case <-r.Context().Done():
-			return
+			return http.StatusNoContent, nil
 		}
 	}
 }
 
-// abandon settles the job of a runner whose run.sh session changed (it was
-// restarted): a job it never acknowledged goes back to the queue, as the
-// broker's message would; a job it started fails, as GitHub reports a runner
-// that lost communication.
-func (s *Server) abandon(rn *runner, session string) {
-	if !rn.busy {
-		return
-	}
-	for _, j := range s.jobs {
-		if j.State != "running" || j.RunnerID != rn.id || j.session == session {
-			continue
-		}
-		if j.acked {
-			j.State, j.ExitCode, j.Output = "failed", -1, "The runner has lost communication with the server."
-			close(j.done)
-		} else {
-			j.State, j.RunnerID, j.Runner = "queued", 0, ""
-			s.wake()
-		}
-		rn.busy = false
-	}
-}
-
-func (s *Server) jobStart(w http.ResponseWriter, r *http.Request) {
-	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j, ok := s.jobs[id]
-	if !ok || j.State != "running" || j.session != r.Header.Get("X-Runner-Session") {
-		writeJSON(w, http.StatusConflict, map[string]string{"message": "job is not assigned to this session"})
-		return
-	}
-	j.acked = true
-	w.WriteHeader(http.StatusNoContent)
-}
-
+// nextJob: the oldest queued job whose label the runner has (GitHub
+// compares labels without regard to case).
 func (s *Server) nextJob(rn *runner) *Job {
 	var best *Job
 	for _, j := range s.jobs {
-		if j.State == "queued" && slices.Contains(rn.labels, j.Label) && (best == nil || j.ID < best.ID) {
+		if j.State != JobQueued || best != nil && j.ID > best.ID {
+			continue
+		}
+		if slices.ContainsFunc(rn.labels, func(l string) bool { return strings.EqualFold(l, j.Label) }) {
 			best = j
 		}
 	}
 	return best
 }
 
-func (s *Server) jobComplete(w http.ResponseWriter, r *http.Request) {
-	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	var req struct {
-		ExitCode int    `json:"exitCode"`
-		Output   string `json:"output"`
+// abandon settles the job a runner holds for a session other than keep: a
+// job never acknowledged goes back to the queue (as an undelivered message
+// would); a started one fails, as GitHub reports a runner that lost
+// communication.
+func (s *Server) abandon(rn *runner, keep string) {
+	for _, j := range s.jobs {
+		if j.State != JobRunning || j.RunnerID != rn.id || keep != "" && j.session == keep {
+			continue
+		}
+		if j.acked {
+			j.State, j.ExitCode, j.Result, j.Output = JobFailed, -1, "failed", j.Output+"The runner has lost communication with the server."
+			close(j.done)
+		} else {
+			j.State, j.RunnerID, j.Runner, j.session = JobQueued, 0, "", ""
+			s.wake()
+		}
+		rn.busy = false
 	}
-	json.NewDecoder(r.Body).Decode(&req)
+}
+
+// job returns the job of the request if the request's runner session holds it.
+func (s *Server) heldJob(r *http.Request) (*Job, *runner, bool) {
+	j, ok := s.jobs[idParam(r, "id")]
+	if !ok || j.State != JobRunning || j.session != r.Header.Get(sessionHeader) {
+		return nil, nil, false
+	}
+	rn, ok := s.runners[j.RunnerID]
+	if !ok || r.Header.Get("Authorization") != "Bearer "+rn.secret {
+		return nil, nil, false
+	}
+	return j, rn, true
+}
+
+func (s *Server) jobStart(w http.ResponseWriter, r *http.Request) (int, any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j, ok := s.jobs[id]
-	if !ok || j.State != "running" {
-		writeJSON(w, http.StatusConflict, map[string]string{"message": "job is not running"})
-		return
+	j, rn, ok := s.heldJob(r)
+	if !ok {
+		return http.StatusConflict, apiError(http.StatusConflict, "The job is not assigned to this session.")
 	}
-	j.State, j.ExitCode, j.Output = "completed", req.ExitCode, req.Output
-	if rn, ok := s.runners[j.RunnerID]; ok {
-		rn.busy = false
-		rn.lastSeen = s.now()
+	j.acked = true
+	rn.lastSeen = s.now()
+	return http.StatusNoContent, nil
+}
+
+func (s *Server) jobComplete(w http.ResponseWriter, r *http.Request) (int, any) {
+	var req struct {
+		ExitCode int    `json:"exitCode"`
+		Result   string `json:"result"`
+		Output   string `json:"output"`
 	}
+	if err := decode(r, &req); err != nil {
+		return http.StatusBadRequest, apiError(http.StatusBadRequest, err.Error())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, rn, ok := s.heldJob(r)
+	if !ok {
+		return http.StatusConflict, apiError(http.StatusConflict, "The job is not assigned to this session.")
+	}
+	if req.Result == "" {
+		req.Result = "succeeded"
+		if req.ExitCode != 0 {
+			req.Result = "failed"
+		}
+	}
+	j.State, j.ExitCode, j.Result, j.Output = JobCompleted, req.ExitCode, req.Result, req.Output
+	rn.busy = false
+	rn.lastSeen = s.now()
 	close(j.done)
-	w.WriteHeader(http.StatusNoContent)
+	s.wake()
+	return http.StatusNoContent, nil
 }

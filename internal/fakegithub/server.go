@@ -1,77 +1,137 @@
 // Package fakegithub is a stateful fake of the parts of GitHub ghrunner
 // uses, faithful to GitHub's documented REST behaviour: App JWTs verified
-// with the App's public key, installation tokens with expiry, runner
-// registration and remove tokens (1 h), runners with status, busy flag and
-// labels, pagination with Link headers, 404 and 422 answers, rate-limit
-// headers, and injectable faults. Nothing public emulates GitHub's runner
-// API, so tests use this; a fake runner (fakerunner) speaks to it through a
-// private protocol under /_fake/, and tests queue jobs per label.
+// with the App's public key, installations per organization or repository,
+// installation tokens with expiry, runner registration and remove tokens
+// (1 h), runners with status, busy flag and labels, pagination with Link
+// headers, 404 and 422 answers with GitHub's messages, rate-limit headers
+// with a decrementing budget, and injectable faults. Nothing public emulates
+// GitHub's runner API, so tests use this.
+//
+// A fake runner (package fakerunner, installed with InstallRunner) speaks
+// to it: config.sh exchanges its token at /actions/runner-registration as
+// the real runner does, then uses a private protocol under /_fake/ to
+// register, hold a session, take jobs and report them. Tests queue jobs per
+// label with EnqueueJob and wait for them with WaitJob.
 package fakegithub
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"net/http"
+	mathrand "math/rand/v2"
 	"net/http/httptest"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
-// Server is one fake GitHub.
+// Options configure a fake GitHub.
+type Options struct {
+	// Orgs the App is installed on (all their repositories).
+	Orgs []string
+	// Repos ("acme/api") the App is installed on one by one.
+	Repos []string
+	// AppID defaults to 4242.
+	AppID int64
+	// PrivateKey is the App's key; nil: a fresh 2048-bit key.
+	PrivateKey *rsa.PrivateKey
+	// Now is the server's clock (JWT and token expiry, runner status,
+	// rate-limit resets); nil: time.Now. SetClock changes it later.
+	Now func() time.Time
+	// OfflineAfter is how long a runner stays online without hearing from
+	// its listener (default 5 s).
+	OfflineAfter time.Duration
+	// RateLimit is the hourly request budget (default 5000).
+	RateLimit int
+	// Seed makes Fault.Fraction reproducible.
+	Seed uint64
+}
+
+// Server is one fake GitHub. It is safe for concurrent use.
 type Server struct {
 	srv *httptest.Server
 
-	// AppID identifies the App whose key PrivateKeyPEM is.
+	// AppID identifies the App whose key PrivateKeyPEM (PKCS#1) is.
 	AppID         int64
 	PrivateKeyPEM []byte
 	appKey        *rsa.PublicKey
 
-	mu            sync.Mutex
-	now           func() time.Time
-	nextID        int64
-	installations map[string]int64 // organization → installation id
-	instTokens    map[string]tokenInfo
-	pats          map[string]bool
-	regTokens     map[string]tokenInfo
-	removeTokens  map[string]tokenInfo
-	runners       map[int64]*runner
-	groups        map[string][]string // organization → runner group names
-	jobs          map[int64]*Job
-	jobWake       chan struct{}
-	faults        []*Fault
-	counts        map[string]int
-	rateLimit     int
-	rateUsed      int
-	rateReset     time.Time
-	// OfflineAfter is how long a runner stays online without polling.
-	OfflineAfter time.Duration
+	mu               sync.Mutex
+	now              func() time.Time
+	rng              *mathrand.Rand
+	nextID           int64
+	orgs             map[string]bool // organizations that exist
+	installations    []*installation
+	instTokens       map[string]tokenInfo
+	pats             map[string]bool
+	runnerTokens     map[string]tokenInfo // registration and remove tokens
+	tenantTokens     map[string]tokenInfo // what /actions/runner-registration hands a runner
+	runners          map[int64]*runner
+	groups           map[string][]string // organization → runner group names
+	jobs             map[int64]*Job
+	jobWake          chan struct{}
+	faults           []*Fault
+	counts           map[string]int
+	rateLimit        int
+	rateUsed         int
+	rateReset        time.Time
+	offlineAfter     time.Duration
+	cancelOnShutdown bool
+}
+
+type installation struct {
+	id      int64
+	account string
+	repos   []string // nil: every repository of the account
+}
+
+// covers says whether an installation token may act on owner ("org" or
+// "org/repo").
+func (in *installation) covers(owner string) bool {
+	org, repo, isRepo := strings.Cut(owner, "/")
+	if !strings.EqualFold(org, in.account) {
+		return false
+	}
+	if in.repos == nil {
+		return true
+	}
+	return isRepo && slices.ContainsFunc(in.repos, func(r string) bool { return strings.EqualFold(r, repo) })
 }
 
 type tokenInfo struct {
 	owner   string // organization, or organization/repository
-	install int64
+	purpose string // installation, register, remove
+	install *installation
 	expires time.Time
 }
 
 type runner struct {
-	id         int64
-	owner      string
-	name       string
-	os         string
-	labels     []string
-	busy       bool
-	lastSeen   time.Time
-	credential string
-	group      string
+	id        int64
+	owner     string
+	name      string
+	os        string
+	labels    []string
+	group     string
+	busy      bool
+	secret    string // what the runner's listener authenticates with
+	session   string // the listener's current session, "" when none
+	lastSeen  time.Time
+	permanent bool // added by AddRunner: no listener, status as tests set it
 }
+
+// Job states.
+const (
+	JobQueued    = "queued"
+	JobRunning   = "running"
+	JobCompleted = "completed" // the runner reported a result
+	JobFailed    = "failed"    // the runner was lost during the job
+)
 
 // Job is a queued unit of work for runners with its label.
 type Job struct {
@@ -79,75 +139,152 @@ type Job struct {
 	Label    string
 	Repo     string
 	Script   string
-	State    string // queued, running, completed, failed
+	State    string // JobQueued, JobRunning, JobCompleted, JobFailed
 	RunnerID int64
-	Runner   string
+	Runner   string // the name of the runner that took it
 	ExitCode int
+	Result   string // succeeded, failed or cancelled, once completed
 	Output   string
 	done     chan struct{}
-	session  string // the run.sh session that took it
+	session  string // the listener session that took it
 	acked    bool   // the runner confirmed it started the job
 }
 
-// Fault makes the next Count requests whose path contains Path fail.
+// Fault makes matching requests fail or slow down. It applies to the REST
+// API (and to the runner protocol only when Path names /_fake/).
 type Fault struct {
-	Path       string
-	Count      int
-	Status     int           // 500-599, or 403/429 for rate limits
-	Primary    bool          // 403 with x-ratelimit-remaining 0
-	RetryAfter int           // seconds, for secondary limits
-	Latency    time.Duration // added before answering (with or without a failure)
+	Method string // "" any
+	Path   string // a substring of the request path ("" any)
+	// Count is how many requests it hits; 0: no bound (until ClearFaults).
+	Count int
+	// Fraction, when set, is the probability that a matching request is
+	// hit; 0: every one.
+	Fraction float64
+
+	Status     int           // 500-599; 403 or 429 for rate limits; 0: latency only
+	Primary    bool          // rate limit: the hourly budget (x-ratelimit-remaining 0)
+	Secondary  bool          // rate limit: a secondary limit
+	RetryAfter int           // seconds, sent as Retry-After (implies Secondary)
+	Latency    time.Duration // added before answering
 }
 
-// New starts a fake GitHub with one App installed on the given
+// New starts a fake GitHub whose App is installed on the given
 // organizations.
-func New(orgs ...string) *Server {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		panic(err)
+func New(orgs ...string) *Server { return NewServer(Options{Orgs: orgs}) }
+
+// NewServer starts a fake GitHub.
+func NewServer(o Options) *Server {
+	key := o.PrivateKey
+	if key == nil {
+		var err error
+		if key, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
+			panic(err)
+		}
+	}
+	if o.AppID == 0 {
+		o.AppID = 4242
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.OfflineAfter <= 0 {
+		o.OfflineAfter = 5 * time.Second
+	}
+	if o.RateLimit <= 0 {
+		o.RateLimit = 5000
 	}
 	s := &Server{
-		AppID:         4242,
+		AppID:         o.AppID,
 		PrivateKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
 		appKey:        &key.PublicKey,
-		now:           time.Now,
+		now:           o.Now,
+		rng:           mathrand.New(mathrand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
 		nextID:        100,
-		installations: map[string]int64{},
+		orgs:          map[string]bool{},
 		instTokens:    map[string]tokenInfo{},
 		pats:          map[string]bool{},
-		regTokens:     map[string]tokenInfo{},
-		removeTokens:  map[string]tokenInfo{},
+		runnerTokens:  map[string]tokenInfo{},
+		tenantTokens:  map[string]tokenInfo{},
 		runners:       map[int64]*runner{},
 		groups:        map[string][]string{},
 		jobs:          map[int64]*Job{},
 		jobWake:       make(chan struct{}),
 		counts:        map[string]int{},
-		rateLimit:     5000,
-		OfflineAfter:  5 * time.Second,
+		rateLimit:     o.RateLimit,
+		offlineAfter:  o.OfflineAfter,
 	}
-	for i, org := range orgs {
-		s.installations[org] = int64(1000 + i)
-		s.groups[org] = []string{"Default"}
+	for _, org := range o.Orgs {
+		s.install(org, nil)
+	}
+	for _, repo := range o.Repos {
+		org, name, _ := strings.Cut(repo, "/")
+		s.install(org, []string{name})
 	}
 	s.rateReset = s.now().Add(time.Hour)
 	s.srv = httptest.NewServer(s.routes())
 	return s
 }
 
-// URL is the server's root; as a GHES base URL use URL()+"/api/v3/".
+func (s *Server) install(account string, repos []string) int64 {
+	s.orgs[strings.ToLower(account)] = true
+	if _, ok := s.groups[strings.ToLower(account)]; !ok {
+		s.groups[strings.ToLower(account)] = []string{"Default"}
+	}
+	in := &installation{id: int64(1000 + len(s.installations)), account: account, repos: repos}
+	s.installations = append(s.installations, in)
+	return in.id
+}
+
+// AddInstallation installs the App on an organization ("acme") or on one
+// repository ("acme/api") and returns the installation id.
+func (s *Server) AddInstallation(owner string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	org, repo, isRepo := strings.Cut(owner, "/")
+	if isRepo {
+		return s.install(org, []string{repo})
+	}
+	return s.install(org, nil)
+}
+
+// URL is the server's root, usable as a github.com-like base URL (the
+// GitHub layer adds /api/v3/ for such hosts, which the fake serves too).
 func (s *Server) URL() string { return s.srv.URL }
+
+// APIURL is the GitHub Enterprise Server style API root, URL()+"/api/v3/".
+func (s *Server) APIURL() string { return s.srv.URL + "/api/v3/" }
 
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }
 
-// SetClock replaces the server's clock (token expiry, online status).
+// SetClock replaces the server's clock.
 func (s *Server) SetClock(now func() time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.now = now
 }
 
-// AddToken makes a personal access token valid for every organization.
+// SetOfflineAfter sets how long a runner stays online without hearing from
+// its listener.
+func (s *Server) SetOfflineAfter(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.offlineAfter = d
+}
+
+// SetShutdownCancelsJob chooses what a fake runner does with its job when
+// run.sh is asked to stop (SIGINT/SIGTERM): by default it finishes the job,
+// then exits; with true it cancels the job, as the real runner does
+// ("The runner has received a shutdown signal…"). Applies to listener
+// sessions started afterwards.
+func (s *Server) SetShutdownCancelsJob(cancel bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cancelOnShutdown = cancel
+}
+
+// AddToken makes a personal access token valid for every organization of
+// the fake.
 func (s *Server) AddToken(token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -158,7 +295,11 @@ func (s *Server) AddToken(token string) {
 func (s *Server) AddRunnerGroup(org, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.groups[org] = append(s.groups[org], name)
+	key := strings.ToLower(org)
+	if _, ok := s.groups[key]; !ok {
+		s.groups[key] = []string{"Default"}
+	}
+	s.groups[key] = append(s.groups[key], name)
 }
 
 // Inject adds a fault.
@@ -175,7 +316,8 @@ func (s *Server) ClearFaults() {
 	s.faults = nil
 }
 
-// SetRateBudget sets the primary rate limit's remaining requests.
+// SetRateBudget sets the primary rate limit's remaining requests and its
+// reset time.
 func (s *Server) SetRateBudget(remaining int, reset time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -183,12 +325,33 @@ func (s *Server) SetRateBudget(remaining int, reset time.Time) {
 	s.rateReset = reset
 }
 
+// RateRemaining is what the next answer's x-ratelimit-remaining will be
+// before it is counted.
+func (s *Server) RateRemaining() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rollRateWindow()
+	return max(s.rateLimit-s.rateUsed, 0)
+}
+
 // Count returns how many requests matched a route pattern, e.g.
-// "GET /orgs/{org}/actions/runners".
+// "GET /orgs/{org}/actions/runners" (GHES-prefixed requests count under the
+// same pattern).
 func (s *Server) Count(pattern string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.counts[pattern]
+}
+
+// Counts returns a copy of every route's count.
+func (s *Server) Counts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.counts))
+	for k, v := range s.counts {
+		out[k] = v
+	}
+	return out
 }
 
 // RunnerInfo is a runner as tests see it.
@@ -197,6 +360,7 @@ type RunnerInfo struct {
 	Owner  string
 	Name   string
 	Labels []string
+	Group  string
 	Online bool
 	Busy   bool
 }
@@ -205,21 +369,32 @@ type RunnerInfo struct {
 func (s *Server) Runners() []RunnerInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []RunnerInfo
+	out := make([]RunnerInfo, 0, len(s.runners))
 	for _, r := range s.runners {
-		out = append(out, RunnerInfo{ID: r.id, Owner: r.owner, Name: r.name, Labels: append([]string(nil), r.labels...), Online: s.online(r), Busy: r.busy})
+		out = append(out, RunnerInfo{ID: r.id, Owner: r.owner, Name: r.name, Labels: slices.Clone(r.labels), Group: r.group, Online: s.online(r), Busy: r.busy})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-// AddRunner registers a runner directly (no fake runner process), for tests
-// of the REST side; it polls never, so it shows offline after OfflineAfter.
+// Runner returns one runner.
+func (s *Server) Runner(id int64) (RunnerInfo, bool) {
+	for _, r := range s.Runners() {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return RunnerInfo{}, false
+}
+
+// AddRunner registers a runner directly, with no listener behind it, for
+// tests of the REST side. It is online until OfflineAfter passes (or as
+// SetOnline says).
 func (s *Server) AddRunner(owner, name string, busy bool, labels ...string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextID++
-	s.runners[s.nextID] = &runner{id: s.nextID, owner: owner, name: name, os: "Linux", labels: labels, busy: busy, lastSeen: s.now(), credential: randomToken("cred")}
+	s.runners[s.nextID] = &runner{id: s.nextID, owner: owner, name: name, os: "Linux", labels: labels, group: "Default", busy: busy, lastSeen: s.now(), secret: randomToken("cred"), permanent: true}
 	return s.nextID
 }
 
@@ -232,12 +407,26 @@ func (s *Server) SetBusy(id int64, busy bool) {
 	}
 }
 
-// EnqueueJob queues a job for runners with label; script runs under bash.
+// SetOnline marks a runner as just heard from (true) or silent (false).
+func (s *Server) SetOnline(id int64, online bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.runners[id]; ok {
+		r.lastSeen = time.Time{}
+		if online {
+			r.lastSeen = s.now()
+		}
+	}
+}
+
+// EnqueueJob queues a job for runners with label (compared without regard
+// to case, as GitHub does); script runs under bash -c in the runner's
+// <work>/repo/repo folder.
 func (s *Server) EnqueueJob(label, script string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextID++
-	s.jobs[s.nextID] = &Job{ID: s.nextID, Label: label, Repo: "repo", Script: script, State: "queued", done: make(chan struct{})}
+	s.jobs[s.nextID] = &Job{ID: s.nextID, Label: label, Repo: "repo", Script: script, State: JobQueued, done: make(chan struct{})}
 	s.wake()
 	return s.nextID
 }
@@ -253,8 +442,15 @@ func (s *Server) Job(id int64) (Job, bool) {
 	return *j, true
 }
 
-// WaitJob waits until a job completed and returns it.
+// WaitJob waits until a job completed (or failed) and returns it.
 func (s *Server) WaitJob(id int64, timeout time.Duration) (Job, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.WaitJobContext(ctx, id)
+}
+
+// WaitJobContext waits until a job completed (or failed), or ctx ends.
+func (s *Server) WaitJobContext(ctx context.Context, id int64) (Job, error) {
 	s.mu.Lock()
 	j, ok := s.jobs[id]
 	s.mu.Unlock()
@@ -265,9 +461,9 @@ func (s *Server) WaitJob(id int64, timeout time.Duration) (Job, error) {
 	case <-j.done:
 		got, _ := s.Job(id)
 		return got, nil
-	case <-time.After(timeout):
+	case <-ctx.Done():
 		got, _ := s.Job(id)
-		return got, fmt.Errorf("job %d still %s after %s", id, got.State, timeout)
+		return got, fmt.Errorf("job %d still %s: %w", id, got.State, ctx.Err())
 	}
 }
 
@@ -276,146 +472,17 @@ func (s *Server) wake() {
 	s.jobWake = make(chan struct{})
 }
 
-func (s *Server) online(r *runner) bool { return s.now().Sub(r.lastSeen) < s.OfflineAfter }
+// online: a listener was heard from recently (or, for an AddRunner runner,
+// the test said so).
+func (s *Server) online(r *runner) bool {
+	if !r.permanent && r.session == "" {
+		return false
+	}
+	return !r.lastSeen.IsZero() && s.now().Sub(r.lastSeen) < s.offlineAfter
+}
 
 func randomToken(prefix string) string {
 	var b [16]byte
 	rand.Read(b[:])
-	return prefix + "_" + strings.ToUpper(hex.EncodeToString(b[:]))
-}
-
-// --- HTTP plumbing -------------------------------------------------------
-
-type handler func(w http.ResponseWriter, r *http.Request) (int, any)
-
-func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
-	api := func(pattern string, auth string, h handler) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			s.serve(pattern, auth, h, w, r)
-		})
-	}
-	api("GET /orgs/{org}/installation", "jwt", s.findInstallation)
-	api("GET /repos/{org}/{repo}/installation", "jwt", s.findInstallation)
-	api("POST /app/installations/{id}/access_tokens", "jwt", s.accessToken)
-	for _, scope := range []string{"/orgs/{org}", "/repos/{org}/{repo}"} {
-		api("POST "+scope+"/actions/runners/registration-token", "token", s.createToken(true))
-		api("POST "+scope+"/actions/runners/remove-token", "token", s.createToken(false))
-		api("GET "+scope+"/actions/runners", "token", s.listRunners)
-		api("GET "+scope+"/actions/runners/{id}", "token", s.getRunner)
-		api("DELETE "+scope+"/actions/runners/{id}", "token", s.deleteRunner)
-	}
-	api("GET /orgs/{org}/actions/runner-groups", "token", s.listGroups)
-	mux.HandleFunc("POST /_fake/runners/register", s.runnerRegister)
-	mux.HandleFunc("POST /_fake/runners/remove", s.runnerRemove)
-	mux.HandleFunc("POST /_fake/runners/{id}/poll", s.runnerPoll)
-	mux.HandleFunc("POST /_fake/jobs/{id}/start", s.jobStart)
-	mux.HandleFunc("POST /_fake/jobs/{id}/complete", s.jobComplete)
-	// GitHub Enterprise Server serves the same API under /api/v3.
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rest, ok := strings.CutPrefix(r.URL.Path, "/api/v3"); ok {
-			r.URL.Path = rest
-		}
-		mux.ServeHTTP(w, r)
-	})
-}
-
-func (s *Server) serve(pattern, auth string, h handler, w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.counts[pattern]++
-	fault := s.takeFault(r.URL.Path)
-	s.mu.Unlock()
-	if fault != nil && fault.Latency > 0 {
-		time.Sleep(fault.Latency)
-	}
-	s.mu.Lock()
-	if fault != nil && fault.Status != 0 {
-		s.rateHeaders(w, fault.Primary)
-		if fault.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(fault.RetryAfter))
-		}
-		s.mu.Unlock()
-		msg := "Server Error"
-		if fault.Primary {
-			msg = "API rate limit exceeded"
-		} else if fault.RetryAfter > 0 {
-			msg = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
-		}
-		writeJSON(w, fault.Status, map[string]string{"message": msg, "documentation_url": "https://docs.github.com/rest"})
-		return
-	}
-	s.rateUsed++
-	exhausted := s.rateUsed > s.rateLimit
-	s.rateHeaders(w, false)
-	s.mu.Unlock()
-	if exhausted {
-		writeJSON(w, http.StatusForbidden, map[string]string{"message": "API rate limit exceeded"})
-		return
-	}
-	var authErr string
-	switch auth {
-	case "jwt":
-		authErr = s.checkJWT(r)
-	case "token":
-		authErr = s.checkToken(r)
-	}
-	if authErr != "" {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": authErr, "documentation_url": "https://docs.github.com/rest"})
-		return
-	}
-	status, body := h(w, r)
-	if status == http.StatusNoContent {
-		w.WriteHeader(status)
-		return
-	}
-	writeJSON(w, status, body)
-}
-
-func (s *Server) takeFault(path string) *Fault {
-	for i, f := range s.faults {
-		if f.Count > 0 && strings.Contains(path, f.Path) {
-			f.Count--
-			if f.Count == 0 {
-				s.faults = append(s.faults[:i], s.faults[i+1:]...)
-			}
-			return f
-		}
-	}
-	return nil
-}
-
-func (s *Server) rateHeaders(w http.ResponseWriter, exhausted bool) {
-	remaining := max(s.rateLimit-s.rateUsed, 0)
-	if exhausted {
-		remaining = 0
-	}
-	h := w.Header()
-	h.Set("X-Ratelimit-Limit", strconv.Itoa(s.rateLimit))
-	h.Set("X-Ratelimit-Remaining", strconv.Itoa(remaining))
-	h.Set("X-Ratelimit-Used", strconv.Itoa(s.rateLimit-remaining))
-	h.Set("X-Ratelimit-Reset", strconv.FormatInt(s.rateReset.Unix(), 10))
-	h.Set("X-Ratelimit-Resource", "core")
-}
-
-func writeJSON(w http.ResponseWriter, status int, body any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
-}
-
-func notFound() (int, any) {
-	return http.StatusNotFound, map[string]string{"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}
-}
-
-// ownerOf is the owner a request's path is about: "org" or "org/repo".
-func ownerOf(r *http.Request) string {
-	if repo := r.PathValue("repo"); repo != "" {
-		return r.PathValue("org") + "/" + repo
-	}
-	return r.PathValue("org")
-}
-
-func orgOf(owner string) string {
-	org, _, _ := strings.Cut(owner, "/")
-	return org
+	return prefix + strings.ToUpper(hex.EncodeToString(b[:]))
 }

@@ -1,7 +1,8 @@
 // Package github is ghrunner's GitHub layer on go-github: App or token auth,
 // GitHub Enterprise Server, owners that are organizations or repositories,
 // runner registration and remove tokens (cached), runner listing, lookup and
-// deletion, runner groups, and rate-limit handling.
+// deletion, runner groups, and rate-limit and fault handling in the HTTP
+// transport under go-github.
 package github
 
 import (
@@ -11,83 +12,65 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	gh "github.com/google/go-github/v62/github"
+	"golang.org/x/sync/singleflight"
 )
 
 // Config says how to reach GitHub.
 type Config struct {
 	// BaseURL is the REST API root: empty for github.com, or a GitHub
-	// Enterprise Server's "https://ghe.example.com/api/v3/".
+	// Enterprise Server's "https://ghe.example.com/api/v3/" ("/api/v3/" is
+	// added when missing, as go-github does for Enterprise URLs).
 	BaseURL string
-	// A GitHub App (AppID and PrivateKeyPEM) or a Token.
+	// Either a GitHub App (AppID and PrivateKeyPEM) or a Token.
 	AppID         int64
 	PrivateKeyPEM []byte
 	Token         string
-	// MaxWait is the longest rate-limit wait taken before failing (default 60 s).
+
+	// MaxWait is the longest rate-limit wait taken before failing with a
+	// *RateLimitError (default 60 s; an App JWT lives 90 s after signing, so
+	// much longer waits would retry with an expired JWT).
 	MaxWait time.Duration
-	// MaxAttempts bounds retries of one request (default 4).
+	// MaxAttempts bounds the attempts of one request (default 4).
 	MaxAttempts int
-	// Transport and Sleep are for tests.
+	// Timeout bounds one attempt (default 30 s).
+	Timeout time.Duration
+
+	// For tests: the HTTP transport, the sleep between attempts, the clock
+	// (token cache, rate-limit resets) and the backoff jitter (a uniform
+	// pick in [0, n)).
 	Transport http.RoundTripper
-	Sleep     func(time.Duration)
+	Sleep     func(ctx context.Context, d time.Duration) error
+	Now       func() time.Time
+	Jitter    func(n int64) int64
 }
 
-// Client talks to one GitHub (github.com or one GHES).
+// Client talks to one GitHub (github.com, or one GHES). It is safe for
+// concurrent use.
 type Client struct {
-	cfg   Config
-	base  *url.URL
-	web   string
-	rt    *retrying
-	app   *gh.Client // authenticated as the App (JWT), nil with a token
-	plain *gh.Client // authenticated with the token
+	cfg    Config
+	api    *url.URL
+	web    string
+	rt     *retrying
+	app    *gh.Client         // authenticated as the App (JWT); nil with a token
+	pat    *gh.Client         // authenticated with the token; nil with an App
+	flight singleflight.Group // one installation lookup, one token request at a time per key
 
-	mu       sync.Mutex
-	installs map[string]*gh.Client // per organization (or owner of a repo)
-	tokens   map[string]cachedToken
+	mu         sync.Mutex
+	installIDs map[string]int64       // owner → App installation id
+	installs   map[int64]*gh.Client   // installation id → its client
+	tokens     map[string]cachedToken // kind + owner → token
 }
 
 type cachedToken struct {
 	token   string
 	expires time.Time
-}
-
-// Runner is a self-hosted runner as GitHub reports it.
-type Runner struct {
-	ID     int64
-	Name   string
-	OS     string
-	Status string // "online" or "offline"
-	Busy   bool
-	Labels []string
-}
-
-// Owner is an organization ("acme") or a repository ("acme/api").
-type Owner struct {
-	Org  string
-	Repo string
-}
-
-func (o Owner) String() string {
-	if o.Repo == "" {
-		return o.Org
-	}
-	return o.Org + "/" + o.Repo
-}
-
-var ownerRE = regexp.MustCompile(`^([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))(?:/([A-Za-z0-9._-]{1,100}))?$`)
-
-// ParseOwner validates an owner.
-func ParseOwner(s string) (Owner, error) {
-	m := ownerRE.FindStringSubmatch(s)
-	if m == nil {
-		return Owner{}, fmt.Errorf("owner: %q must be an organization (acme) or a repository (acme/api)", s)
-	}
-	return Owner{Org: m[1], Repo: m[2]}, nil
 }
 
 // New returns a client. It makes no request.
@@ -98,110 +81,196 @@ func New(cfg Config) (*Client, error) {
 	if cfg.AppID != 0 && len(cfg.PrivateKeyPEM) == 0 {
 		return nil, errors.New("github: privateKey: required with appId")
 	}
-	if cfg.MaxWait == 0 {
+	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = time.Minute
 	}
-	if cfg.MaxAttempts == 0 {
+	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 4
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
 	}
 	if cfg.Transport == nil {
 		cfg.Transport = http.DefaultTransport
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = time.Sleep
+		cfg.Sleep = sleepContext
 	}
-	base := "https://api.github.com/"
-	if cfg.BaseURL != "" {
-		base = strings.TrimSuffix(cfg.BaseURL, "/") + "/"
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("github: baseUrl: %q is not an http(s) URL", cfg.BaseURL)
+	if cfg.Jitter == nil {
+		cfg.Jitter = defaultJitter
 	}
-	c := &Client{cfg: cfg, base: u, installs: map[string]*gh.Client{}, tokens: map[string]cachedToken{}}
-	c.web = webURL(u)
-	c.rt = &retrying{next: cfg.Transport, maxAttempts: cfg.MaxAttempts, maxWait: cfg.MaxWait, sleep: cfg.Sleep, now: time.Now}
+	api, web, err := endpoints(cfg.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, api: api, web: web, installIDs: map[string]int64{}, installs: map[int64]*gh.Client{}, tokens: map[string]cachedToken{}}
+	c.rt = &retrying{next: cfg.Transport, maxAttempts: cfg.MaxAttempts, maxWait: cfg.MaxWait, timeout: cfg.Timeout, sleep: cfg.Sleep, now: cfg.Now, jitter: cfg.Jitter}
 	c.rt.remaining.Store(-1)
 	if cfg.Token != "" {
-		c.plain = c.newClient(&bearer{token: cfg.Token, next: c.rt})
+		c.pat = c.newClient(&bearer{token: cfg.Token, next: c.rt})
 		return c, nil
 	}
-	atr, err := ghinstallation.NewAppsTransport(c.rt, cfg.AppID, cfg.PrivateKeyPEM)
+	atr, err := c.appsTransport()
 	if err != nil {
-		return nil, fmt.Errorf("github: privateKey: %w", err)
+		return nil, err
 	}
-	atr.BaseURL = strings.TrimSuffix(u.String(), "/")
 	c.app = c.newClient(atr)
 	return c, nil
 }
 
-// webURL derives the web address runners register at from the API root:
-// api.github.com → github.com, https://ghe/api/v3/ → https://ghe.
-func webURL(api *url.URL) string {
-	if api.Host == "api.github.com" {
-		return "https://github.com"
+// endpoints derives the API root and the web root runners register at:
+// api.github.com → github.com; api.<tenant>.ghe.com → <tenant>.ghe.com;
+// https://ghe.example.com/api/v3/ → https://ghe.example.com.
+func endpoints(base string) (*url.URL, string, error) {
+	if base == "" {
+		base = "https://api.github.com/"
 	}
-	u := *api
-	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/api/v3")
-	return strings.TrimSuffix(u.String(), "/")
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" {
+		return nil, "", fmt.Errorf("github: baseUrl: %q is not an http(s) URL of a GitHub API", base)
+	}
+	web := *u
+	if host, ok := strings.CutPrefix(u.Host, "api."); ok {
+		u.Path = "/"
+		web.Host, web.Path = host, ""
+		return u, strings.TrimSuffix(web.String(), "/"), nil
+	}
+	path := strings.TrimSuffix(u.Path, "/")
+	path = strings.TrimSuffix(path, "/api/v3")
+	u.Path = path + "/api/v3/"
+	web.Path = path
+	return u, strings.TrimSuffix(web.String(), "/"), nil
+}
+
+func (c *Client) appsTransport() (*ghinstallation.AppsTransport, error) {
+	atr, err := ghinstallation.NewAppsTransport(c.rt, c.cfg.AppID, c.cfg.PrivateKeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("github: privateKey: %w", err)
+	}
+	atr.BaseURL = strings.TrimSuffix(c.api.String(), "/")
+	return atr, nil
 }
 
 func (c *Client) newClient(rt http.RoundTripper) *gh.Client {
-	cl := gh.NewClient(&http.Client{Transport: rt, Timeout: 30 * time.Second})
-	if c.base.Host != "api.github.com" {
-		cl.BaseURL = c.base
-		cl.UploadURL = c.base
-	}
+	cl := gh.NewClient(&http.Client{Transport: rt})
+	cl.BaseURL = c.api
+	cl.UploadURL = c.api
 	return cl
 }
 
-// RunnerURL is the URL `config.sh --url` takes for a runner of owner.
-func (c *Client) RunnerURL(owner string) string { return c.web + "/" + owner }
+// APIURL is the REST API root the client talks to.
+func (c *Client) APIURL() string { return c.api.String() }
 
-// RateRemaining is the last x-ratelimit-remaining GitHub sent (-1: none yet).
+// RunnerURL is the URL `config.sh --url` takes for a runner of owner:
+// https://github.com/acme, https://github.com/acme/api, or the GHES web
+// address in their place.
+func (c *Client) RunnerURL(owner string) string { return c.web + "/" + strings.Trim(owner, "/") }
+
+// RateRemaining is the last x-ratelimit-remaining GitHub sent (-1: none
+// yet), for metrics.
 func (c *Client) RateRemaining() int64 { return c.rt.remaining.Load() }
 
-// forOwner returns a client authenticated for owner: the token client, or
-// the App's installation on the organization (or repository).
+// Owner is an organization ("acme") or a repository ("acme/api").
+type Owner struct {
+	Org  string
+	Repo string // empty for an organization
+}
+
+func (o Owner) String() string {
+	if o.Repo == "" {
+		return o.Org
+	}
+	return o.Org + "/" + o.Repo
+}
+
+// IsRepo says whether the owner is a single repository.
+func (o Owner) IsRepo() bool { return o.Repo != "" }
+
+var (
+	// GitHub logins: alphanumerics and single inner hyphens, at most 39.
+	loginRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9]|-[A-Za-z0-9]){0,38}$`)
+	repoRE  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+)
+
+// ParseOwner validates an owner: an organization (acme) or a repository
+// (acme/api).
+func ParseOwner(s string) (Owner, error) {
+	org, repo, isRepo := strings.Cut(s, "/")
+	if !loginRE.MatchString(org) || len(org) > 39 || isRepo && (!repoRE.MatchString(repo) || repo == "." || repo == "..") {
+		return Owner{}, fmt.Errorf("owner: %q must be an organization (acme) or a repository (acme/api)", s)
+	}
+	return Owner{Org: org, Repo: repo}, nil
+}
+
+// forOwner returns a go-github client authenticated for owner: the token
+// client, or the client of the App's installation on the organization (or
+// repository). Installations are looked up once per owner and shared by the
+// owners they cover; concurrent first calls make one lookup.
 func (c *Client) forOwner(ctx context.Context, o Owner) (*gh.Client, error) {
-	if c.plain != nil {
-		return c.plain, nil
+	if c.pat != nil {
+		return c.pat, nil
 	}
 	c.mu.Lock()
-	cl, ok := c.installs[o.String()]
+	id, ok := c.installIDs[o.String()]
+	cl := c.installs[id]
 	c.mu.Unlock()
 	if ok {
 		return cl, nil
 	}
-	var inst *gh.Installation
-	var err error
-	if o.Repo == "" {
-		inst, _, err = c.app.Apps.FindOrganizationInstallation(ctx, o.Org)
-	} else {
-		inst, _, err = c.app.Apps.FindRepositoryInstallation(ctx, o.Org, o.Repo)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("find the GitHub App installation for %s: %w", o, err)
-	}
-	atr, err := ghinstallation.NewAppsTransport(c.rt, c.cfg.AppID, c.cfg.PrivateKeyPEM)
+	v, err, _ := c.flight.Do("installation "+o.String(), func() (any, error) {
+		var inst *gh.Installation
+		var err error
+		if o.IsRepo() {
+			inst, _, err = c.app.Apps.FindRepositoryInstallation(ctx, o.Org, o.Repo)
+		} else {
+			inst, _, err = c.app.Apps.FindOrganizationInstallation(ctx, o.Org)
+		}
+		if err != nil {
+			err = classify(err)
+			if IsNotFound(err) {
+				return nil, fmt.Errorf("GitHub App %d is not installed on %s: %w (%v)", c.cfg.AppID, o, ErrNotInstalled, err)
+			}
+			return nil, fmt.Errorf("find the GitHub App installation for %s: %w", o, err)
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		cl, ok := c.installs[inst.GetID()]
+		if !ok {
+			atr, err := c.appsTransport()
+			if err != nil {
+				return nil, err
+			}
+			cl = c.newClient(ghinstallation.NewFromAppsTransport(atr, inst.GetID()))
+			c.installs[inst.GetID()] = cl
+		}
+		c.installIDs[o.String()] = inst.GetID()
+		return cl, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	atr.BaseURL = strings.TrimSuffix(c.base.String(), "/")
-	itr := ghinstallation.NewFromAppsTransport(atr, inst.GetID())
-	cl = c.newClient(itr)
-	c.mu.Lock()
-	c.installs[o.String()] = cl
-	c.mu.Unlock()
-	return cl, nil
+	return v.(*gh.Client), nil
+}
+
+// owner parses an owner and returns its client.
+func (c *Client) owner(ctx context.Context, owner string) (Owner, *gh.Client, error) {
+	o, err := ParseOwner(owner)
+	if err != nil {
+		return Owner{}, nil, err
+	}
+	cl, err := c.forOwner(ctx, o)
+	return o, cl, err
 }
 
 // tokenMargin: a cached token is replaced this long before it expires, so
 // an instance that boots for minutes still gets a valid one.
 const tokenMargin = 5 * time.Minute
 
-// RegistrationToken returns a runner registration token for owner, cached
-// until tokenMargin before it expires.
+// RegistrationToken returns a runner registration token for owner (1 h
+// validity), cached until 5 minutes before it expires.
 func (c *Client) RegistrationToken(ctx context.Context, owner string) (string, time.Time, error) {
 	return c.token(ctx, owner, "registration")
 }
@@ -217,48 +286,81 @@ func (c *Client) token(ctx context.Context, owner, kind string) (string, time.Ti
 		return "", time.Time{}, err
 	}
 	key := kind + " " + o.String()
-	c.mu.Lock()
-	if t, ok := c.tokens[key]; ok && time.Until(t.expires) > tokenMargin {
-		c.mu.Unlock()
+	if t, ok := c.cachedToken(key); ok {
 		return t.token, t.expires, nil
 	}
-	c.mu.Unlock()
-	cl, err := c.forOwner(ctx, o)
+	v, err, _ := c.flight.Do(key, func() (any, error) {
+		if t, ok := c.cachedToken(key); ok { // filled while we queued
+			return t, nil
+		}
+		cl, err := c.forOwner(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		var t *gh.RegistrationToken
+		switch {
+		case kind == "registration" && o.IsRepo():
+			t, _, err = cl.Actions.CreateRegistrationToken(ctx, o.Org, o.Repo)
+		case kind == "registration":
+			t, _, err = cl.Actions.CreateOrganizationRegistrationToken(ctx, o.Org)
+		case o.IsRepo():
+			var rt *gh.RemoveToken
+			rt, _, err = cl.Actions.CreateRemoveToken(ctx, o.Org, o.Repo)
+			t = removeAsRegistration(rt)
+		default:
+			var rt *gh.RemoveToken
+			rt, _, err = cl.Actions.CreateOrganizationRemoveToken(ctx, o.Org)
+			t = removeAsRegistration(rt)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create a runner %s token for %s: %w", kind, o, classify(err))
+		}
+		ct := cachedToken{token: t.GetToken(), expires: t.GetExpiresAt().Time}
+		if ct.token == "" {
+			return nil, fmt.Errorf("create a runner %s token for %s: GitHub answered without a token", kind, o)
+		}
+		c.mu.Lock()
+		c.tokens[key] = ct
+		c.mu.Unlock()
+		return ct, nil
+	})
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	var tok string
-	var exp gh.Timestamp
-	switch {
-	case kind == "registration" && o.Repo == "":
-		t, _, e := cl.Actions.CreateOrganizationRegistrationToken(ctx, o.Org)
-		tok, exp, err = t.GetToken(), t.GetExpiresAt(), e
-	case kind == "registration":
-		t, _, e := cl.Actions.CreateRegistrationToken(ctx, o.Org, o.Repo)
-		tok, exp, err = t.GetToken(), t.GetExpiresAt(), e
-	case o.Repo == "":
-		t, _, e := cl.Actions.CreateOrganizationRemoveToken(ctx, o.Org)
-		tok, exp, err = t.GetToken(), t.GetExpiresAt(), e
-	default:
-		t, _, e := cl.Actions.CreateRemoveToken(ctx, o.Org, o.Repo)
-		tok, exp, err = t.GetToken(), t.GetExpiresAt(), e
-	}
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("create %s token for %s: %w", kind, o, classify(err))
-	}
-	c.mu.Lock()
-	c.tokens[key] = cachedToken{token: tok, expires: exp.Time}
-	c.mu.Unlock()
-	return tok, exp.Time, nil
+	ct := v.(cachedToken)
+	return ct.token, ct.expires, nil
 }
+
+func removeAsRegistration(t *gh.RemoveToken) *gh.RegistrationToken {
+	if t == nil {
+		return nil
+	}
+	return &gh.RegistrationToken{Token: t.Token, ExpiresAt: t.ExpiresAt}
+}
+
+func (c *Client) cachedToken(key string) (cachedToken, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.tokens[key]
+	return t, ok && t.expires.Sub(c.cfg.Now()) > tokenMargin
+}
+
+// Runner is a self-hosted runner as GitHub reports it.
+type Runner struct {
+	ID     int64
+	Name   string
+	OS     string
+	Status string // "online" or "offline"
+	Busy   bool
+	Labels []string
+}
+
+// Online says whether GitHub sees the runner's listener.
+func (r Runner) Online() bool { return r.Status == "online" }
 
 // ListRunners returns every runner of owner (all pages, 100 per page).
 func (c *Client) ListRunners(ctx context.Context, owner string) ([]Runner, error) {
-	o, err := ParseOwner(owner)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := c.forOwner(ctx, o)
+	o, cl, err := c.owner(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
@@ -267,13 +369,13 @@ func (c *Client) ListRunners(ctx context.Context, owner string) ([]Runner, error
 	for {
 		var page *gh.Runners
 		var resp *gh.Response
-		if o.Repo == "" {
-			page, resp, err = cl.Actions.ListOrganizationRunners(ctx, o.Org, opts)
-		} else {
+		if o.IsRepo() {
 			page, resp, err = cl.Actions.ListRunners(ctx, o.Org, o.Repo, opts)
+		} else {
+			page, resp, err = cl.Actions.ListOrganizationRunners(ctx, o.Org, opts)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("list runners of %s: %w", o, classify(err))
+			return nil, fmt.Errorf("list the runners of %s: %w", o, classify(err))
 		}
 		for _, r := range page.Runners {
 			all = append(all, fromGitHub(r))
@@ -287,19 +389,15 @@ func (c *Client) ListRunners(ctx context.Context, owner string) ([]Runner, error
 
 // GetRunner returns one runner; IsNotFound tells a runner that is gone.
 func (c *Client) GetRunner(ctx context.Context, owner string, id int64) (Runner, error) {
-	o, err := ParseOwner(owner)
-	if err != nil {
-		return Runner{}, err
-	}
-	cl, err := c.forOwner(ctx, o)
+	o, cl, err := c.owner(ctx, owner)
 	if err != nil {
 		return Runner{}, err
 	}
 	var r *gh.Runner
-	if o.Repo == "" {
-		r, _, err = cl.Actions.GetOrganizationRunner(ctx, o.Org, id)
-	} else {
+	if o.IsRepo() {
 		r, _, err = cl.Actions.GetRunner(ctx, o.Org, o.Repo, id)
+	} else {
+		r, _, err = cl.Actions.GetOrganizationRunner(ctx, o.Org, id)
 	}
 	if err != nil {
 		return Runner{}, fmt.Errorf("get runner %d of %s: %w", id, o, classify(err))
@@ -307,43 +405,45 @@ func (c *Client) GetRunner(ctx context.Context, owner string, id int64) (Runner,
 	return fromGitHub(r), nil
 }
 
-// DeleteRunner removes a runner. A runner that is gone is no error; one that
-// runs a job gives an error IsBusy recognises (GitHub answers 422).
+// DeleteRunner removes a runner. A runner that is gone already is no error
+// (the callers want it gone; GitHub answers 404); one that runs a job gives
+// an error IsBusy recognises (GitHub answers 422 "still running a job").
 func (c *Client) DeleteRunner(ctx context.Context, owner string, id int64) error {
-	o, err := ParseOwner(owner)
+	o, cl, err := c.owner(ctx, owner)
 	if err != nil {
 		return err
 	}
-	cl, err := c.forOwner(ctx, o)
-	if err != nil {
-		return err
-	}
-	if o.Repo == "" {
-		_, err = cl.Actions.RemoveOrganizationRunner(ctx, o.Org, id)
-	} else {
+	if o.IsRepo() {
 		_, err = cl.Actions.RemoveRunner(ctx, o.Org, o.Repo, id)
+	} else {
+		_, err = cl.Actions.RemoveOrganizationRunner(ctx, o.Org, id)
 	}
 	err = classify(err)
-	if IsNotFound(err) {
+	if err == nil || IsNotFound(err) {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("delete runner %d of %s: %w", id, o, err)
-	}
-	return nil
+	return fmt.Errorf("delete runner %d of %s: %w", id, o, err)
 }
 
-// RunnerGroupID returns the id of an organization's runner group by name.
+// RunnerGroupID returns the id of an organization's runner group by name
+// (runner groups belong to organizations, not repositories).
 func (c *Client) RunnerGroupID(ctx context.Context, org, name string) (int64, error) {
-	cl, err := c.forOwner(ctx, Owner{Org: org})
+	o, err := ParseOwner(org)
+	if err != nil {
+		return 0, err
+	}
+	if o.IsRepo() {
+		return 0, fmt.Errorf("runner group %q: %s is a repository; runner groups belong to organizations", name, o)
+	}
+	cl, err := c.forOwner(ctx, o)
 	if err != nil {
 		return 0, err
 	}
 	opts := &gh.ListOrgRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: 100}}
 	for {
-		page, resp, err := cl.Actions.ListOrganizationRunnerGroups(ctx, org, opts)
+		page, resp, err := cl.Actions.ListOrganizationRunnerGroups(ctx, o.Org, opts)
 		if err != nil {
-			return 0, fmt.Errorf("list runner groups of %s: %w", org, classify(err))
+			return 0, fmt.Errorf("list the runner groups of %s: %w", o, classify(err))
 		}
 		for _, g := range page.RunnerGroups {
 			if g.GetName() == name {
@@ -351,7 +451,7 @@ func (c *Client) RunnerGroupID(ctx context.Context, org, name string) (int64, er
 			}
 		}
 		if resp.NextPage == 0 {
-			return 0, fmt.Errorf("runner group %q of %s: %w", name, org, ErrNotFound)
+			return 0, fmt.Errorf("runner group %q of %s: %w", name, o, ErrNotFound)
 		}
 		opts.Page = resp.NextPage
 	}
@@ -365,57 +465,45 @@ func fromGitHub(r *gh.Runner) Runner {
 	return out
 }
 
-// RunnerName is the name of the runner of an instance at its nth use; it ends
-// with the instance id, so a runner can be matched to its instance by name.
+// RunnerName is the name of an instance's runner at its nth use:
+// ghr-<uses>-<instanceId>. It ends with the instance id, so a runner can be
+// matched to its instance by name.
 func RunnerName(uses int, instanceID string) string {
-	return fmt.Sprintf("ghr-%d-%s", uses, instanceID)
+	return "ghr-" + strconv.Itoa(uses) + "-" + instanceID
 }
 
-// InstanceOf returns the instance id a runner name ends with, if it is one of ours.
+var runnerNameRE = regexp.MustCompile(`^ghr-[0-9]+-(i-[0-9A-Za-z]+)$`)
+
+// InstanceOf returns the instance id a runner name of ours ends with.
 func InstanceOf(runnerName string) (string, bool) {
-	if !strings.HasPrefix(runnerName, "ghr-") {
+	m := runnerNameRE.FindStringSubmatch(runnerName)
+	if m == nil {
 		return "", false
 	}
-	i := strings.LastIndex(runnerName, "-i-")
-	if i < 0 {
-		return "", false
-	}
-	return runnerName[i+1:], true
+	return m[1], true
 }
 
-// Errors.
-var (
-	ErrNotFound = errors.New("not found on GitHub")
-	ErrBusy     = errors.New("runner is running a job")
-)
+// NameMatchesInstance says whether a runner name is one of ours for the
+// instance (any use).
+func NameMatchesInstance(runnerName, instanceID string) bool {
+	id, ok := InstanceOf(runnerName)
+	return ok && id == instanceID
+}
 
-// IsNotFound reports a 404.
-func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
-
-// IsBusy reports GitHub refusing to delete a runner that runs a job (422).
-func IsBusy(err error) bool { return errors.Is(err, ErrBusy) }
-
-// classify maps go-github errors to ours, keeping the original text.
-func classify(err error) error {
-	if err == nil {
-		return nil
-	}
-	var er *gh.ErrorResponse
-	if errors.As(err, &er) && er.Response != nil {
-		switch er.Response.StatusCode {
-		case http.StatusNotFound:
-			return fmt.Errorf("%w: %v", ErrNotFound, err)
-		case http.StatusUnprocessableEntity:
-			return fmt.Errorf("%w: %v", ErrBusy, err)
+// FindRunner finds an instance's runner in a listing: by the runner id the
+// instance recorded (when not 0) first, by name suffix second.
+func FindRunner(runners []Runner, runnerID int64, instanceID string) (Runner, bool) {
+	if runnerID != 0 {
+		for _, r := range runners {
+			if r.ID == runnerID {
+				return r, true
+			}
 		}
 	}
-	var rl *gh.RateLimitError
-	if errors.As(err, &rl) {
-		return &RateLimitError{ResetAt: rl.Rate.Reset.Time}
+	for _, r := range runners {
+		if NameMatchesInstance(r.Name, instanceID) {
+			return r, true
+		}
 	}
-	var ab *gh.AbuseRateLimitError
-	if errors.As(err, &ab) {
-		return &RateLimitError{ResetAt: time.Now().Add(ab.GetRetryAfter()), Secondary: true}
-	}
-	return err
+	return Runner{}, false
 }

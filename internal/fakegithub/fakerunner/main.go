@@ -1,14 +1,26 @@
-// Command fakerunner stands in for the GitHub Actions runner in tests. It
-// honours the command-line contract ghrunner's agent relies on:
+// Command fakerunner stands in for the GitHub Actions runner in tests,
+// behind the config.sh and run.sh wrappers fakegithub.InstallRunner writes
+// (both change to the runner directory first, as the real config.sh does).
+// It honours the command-line contract of the real runner that ghrunner's
+// agent relies on:
 //
-//	config.sh --unattended --url URL --token TOKEN --name NAME --labels L1,L2
-//	          --no-default-labels --work DIR --replace [--runnergroup G]
-//	config.sh remove --token TOKEN
+//	config.sh [--unattended] --url URL --token TOKEN --name NAME --labels L1,L2
+//	          [--no-default-labels] [--work DIR] [--replace] [--runnergroup G]
+//	config.sh remove --token TOKEN [--local]
 //	run.sh
 //
-// configure writes .runner and .credentials like the real runner; run comes
-// online, takes jobs for its labels one at a time, runs each with bash in
-// <work>/<repo>/<repo>, and stops after the current job on SIGINT or SIGTERM.
+// Arguments may also come from ACTIONS_RUNNER_INPUT_<NAME> variables (the
+// command line wins), and are parsed as the real runner parses them.
+// config.sh exchanges the token at <api>/actions/runner-registration like
+// the real one, and fails (exit 1) with the real runner's message when
+// GitHub answers 404; on success it writes .runner, .credentials and
+// .credentials_rsaparams (with a UTF-8 byte order mark, as .NET writes them).
+// run.sh behaves as run.sh, run-helper.sh and Runner.Listener together: it
+// comes online, takes jobs for its labels one at a time, runs each with
+// bash -c in <work>/<repo>/<repo>, and on SIGINT or SIGTERM stops (after
+// the current job, or cancelling it, as the fake GitHub says). Like the real
+// run.sh it exits 0 when the listener ends, also when it is not configured
+// or its registration was deleted; it says why on its output.
 package main
 
 import (
@@ -16,7 +28,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,246 +36,733 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
-// session identifies this run.sh process to the fake, which re-queues a job
-// handed to a session that died before it started the job.
-var session string
+// The real listener's return codes (src/Runner.Common/Constants.cs).
+const (
+	codeSuccess         = 0
+	codeTerminatedError = 1
+	codeSessionConflict = 5
+)
 
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: fakerunner config|run [args]")
 		os.Exit(2)
 	}
-	var err error
+	args := os.Args[2:]
 	switch os.Args[1] {
 	case "config":
-		err = configure(os.Args[2:])
+		if len(args) > 0 && strings.EqualFold(args[0], "remove") {
+			os.Exit(remove(parse("remove", args[1:])))
+		}
+		os.Exit(configure(parse("configure", args)))
 	case "run":
-		err = run()
+		os.Exit(runScript(parse("run", args)))
 	default:
-		err = fmt.Errorf("unknown command %q", os.Args[1])
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		fmt.Fprintf(os.Stderr, "unknown command %q\n", os.Args[1])
+		os.Exit(2)
 	}
 }
 
-// runnerFile is .runner, as the real runner writes it.
-type runnerFile struct {
+// --- command line ---------------------------------------------------------
+
+var knownOptions = map[string][]string{
+	"configure": {"unattended", "replace", "no-default-labels", "ephemeral", "disableupdate", "runasservice", "generateserviceconfig",
+		"url", "token", "pat", "name", "labels", "runnergroup", "work", "auth", "monitorsocketaddress", "username", "windowslogonaccount", "windowslogonpassword"},
+	"remove": {"token", "pat", "local"},
+	"run":    {"once", "startuptype", "jitconfig"},
+}
+
+// command is a parsed command line: "--name value" is an argument, a
+// "--name" followed by another "--name" (or nothing) a flag, names compared
+// without regard to case, the first value winning; values starting with "-"
+// are ignored — all as the runner's CommandLineParser does.
+type command struct {
+	name  string
+	args  map[string]string
+	flags map[string]bool
+	env   map[string]string // ACTIONS_RUNNER_INPUT_<NAME>
+}
+
+func parse(name string, argv []string) command {
+	c := command{name: name, args: map[string]string{}, flags: map[string]bool{}, env: map[string]string{}}
+	scope := ""
+	for _, a := range argv {
+		switch {
+		case strings.HasPrefix(a, "--") && len(a) > 2:
+			if scope != "" {
+				c.flags[scope] = true
+			}
+			scope = strings.ToLower(a[2:])
+		case !strings.HasPrefix(a, "-"):
+			if scope != "" {
+				if _, dup := c.args[scope]; !dup {
+					c.args[scope] = a
+				}
+				scope = ""
+			}
+		}
+	}
+	if scope != "" {
+		c.flags[scope] = true
+	}
+	var unknown []string
+	for n := range c.args {
+		if !known(name, n) {
+			unknown = append(unknown, n)
+		}
+	}
+	for n := range c.flags {
+		if !known(name, n) {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		fmt.Fprintf(os.Stderr, "Unrecognized command-line input arguments for command %s: '%s'. For usage refer to: .\\config.cmd --help or ./config.sh --help\n", name, strings.Join(unknown, ", "))
+	}
+	// Arguments passed in the environment, which is then cleared of them
+	// (so that nothing the runner starts inherits a token).
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if rest, ok := cutPrefixFold(k, "ACTIONS_RUNNER_INPUT_"); ok {
+			if v = strings.TrimSpace(v); v != "" {
+				c.env[strings.ToLower(rest)] = v
+			}
+			os.Unsetenv(k)
+		}
+	}
+	return c
+}
+
+func known(cmd, name string) bool {
+	for _, n := range knownOptions[cmd] {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+func (c command) arg(name string) string {
+	if v := c.args[name]; v != "" {
+		return v
+	}
+	return c.env[name]
+}
+
+func (c command) flag(name string) bool {
+	return c.flags[name] || strings.EqualFold(c.env[name], "true")
+}
+
+// required mirrors the runner's unattended prompt: a missing value ends
+// the configuration.
+func (c command) required(name string) (string, error) {
+	if v := c.arg(name); v != "" {
+		return v, nil
+	}
+	return "", fmt.Errorf("Invalid configuration provided for %s. Terminating unattended configuration.", name)
+}
+
+// --- files -----------------------------------------------------------------
+
+// settings is .runner (RunnerSettings, camelCase as the runner writes it).
+type settings struct {
 	AgentID    int64  `json:"agentId"`
 	AgentName  string `json:"agentName"`
 	PoolID     int64  `json:"poolId"`
+	PoolName   string `json:"poolName,omitempty"`
 	ServerURL  string `json:"serverUrl"`
 	GitHubURL  string `json:"gitHubUrl"`
 	WorkFolder string `json:"workFolder"`
 }
 
+// credentials is .credentials (CredentialData).
 type credentials struct {
 	Scheme string            `json:"scheme"`
 	Data   map[string]string `json:"data"`
 }
 
-// server returns the fake's root from a runner URL (scheme and host).
-func server(runnerURL string) (string, error) {
-	u, err := url.Parse(runnerURL)
-	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("invalid --url %q", runnerURL)
-	}
-	return u.Scheme + "://" + u.Host, nil
+// keyFile is .credentials_rsaparams: the real runner keeps its RSA key
+// there; the fake keeps the secret it authenticates with.
+type keyFile struct {
+	Secret string `json:"fakeSecret"`
 }
 
-func configure(args []string) error {
-	if len(args) > 0 && args[0] == "remove" {
-		return remove(args[1:])
-	}
-	fs := flag.NewFlagSet("config.sh", flag.ContinueOnError)
-	unattended := fs.Bool("unattended", false, "")
-	rawURL := fs.String("url", "", "")
-	token := fs.String("token", os.Getenv("ACTIONS_RUNNER_INPUT_TOKEN"), "")
-	name := fs.String("name", "", "")
-	labels := fs.String("labels", "", "")
-	noDefault := fs.Bool("no-default-labels", false, "")
-	work := fs.String("work", "_work", "")
-	replace := fs.Bool("replace", false, "")
-	group := fs.String("runnergroup", "", "")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if !*unattended {
-		return errors.New("only --unattended configuration is supported")
-	}
-	if _, err := os.Stat(".runner"); err == nil {
-		return errors.New("Cannot configure the runner because it is already configured. To reconfigure the runner, run 'config.cmd remove' or './config.sh remove' first.")
-	}
-	if *rawURL == "" || *token == "" || *name == "" {
-		return errors.New("--url, --token and --name are required in unattended mode")
-	}
-	var ls []string
-	if !*noDefault {
-		ls = append(ls, "self-hosted", "Linux", "X64")
-	}
-	for _, l := range strings.Split(*labels, ",") {
-		if l = strings.TrimSpace(l); l != "" {
-			ls = append(ls, l)
-		}
-	}
-	root, err := server(*rawURL)
+const (
+	runnerFile = ".runner"
+	credFile   = ".credentials"
+	keyFileN   = ".credentials_rsaparams"
+)
+
+var bom = []byte("\xef\xbb\xbf")
+
+func writeFile(path string, v any, mode os.FileMode) error {
+	raw, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	var out struct {
-		ID         int64  `json:"id"`
-		Credential string `json:"credential"`
-		PoolID     int64  `json:"poolId"`
-	}
-	if err := post(root+"/_fake/runners/register", "", map[string]any{"url": *rawURL, "token": *token, "name": *name, "labels": ls, "replace": *replace, "group": *group}, &out); err != nil {
-		return fmt.Errorf("Failed to register the runner: %w", err)
-	}
-	wf := *work
-	if !filepath.IsAbs(wf) {
-		cwd, _ := os.Getwd()
-		wf = filepath.Join(cwd, wf)
-	}
-	if err := writeJSON(".runner", runnerFile{AgentID: out.ID, AgentName: *name, PoolID: out.PoolID, ServerURL: root, GitHubURL: *rawURL, WorkFolder: wf}); err != nil {
-		return err
-	}
-	if err := writeJSON(".credentials", credentials{Scheme: "OAuth", Data: map[string]string{"token": out.Credential}}); err != nil {
-		return err
-	}
-	fmt.Printf("√ Runner successfully added\n√ Settings Saved.\n")
-	return nil
+	return os.WriteFile(path, append(append([]byte(nil), bom...), raw...), mode)
 }
 
-func remove(args []string) error {
-	fs := flag.NewFlagSet("config.sh remove", flag.ContinueOnError)
-	token := fs.String("token", os.Getenv("ACTIONS_RUNNER_INPUT_TOKEN"), "")
-	if err := fs.Parse(args); err != nil {
+func readFile(path string, v any) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
 		return err
 	}
-	var rf runnerFile
-	if err := readJSON(".runner", &rf); err != nil {
-		return errors.New("the runner is not configured")
-	}
-	if *token == "" {
-		return errors.New("--token is required to remove the runner")
-	}
-	if err := post(rf.ServerURL+"/_fake/runners/remove", "", map[string]any{"url": rf.GitHubURL, "token": *token, "id": rf.AgentID}, nil); err != nil {
-		return fmt.Errorf("Failed to remove the runner: %w", err)
-	}
-	os.Remove(".runner")
-	os.Remove(".credentials")
-	fmt.Println("√ Runner removed successfully")
-	return nil
+	return json.Unmarshal(bytes.TrimPrefix(raw, bom), v)
 }
 
-func run() error {
-	var rf runnerFile
-	var cred credentials
-	if readJSON(".runner", &rf) != nil || readJSON(".credentials", &cred) != nil {
-		return errors.New("Not configured. Run config.(sh/cmd) to configure the runner.")
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// --- config.sh -------------------------------------------------------------
+
+func success(msg string) { fmt.Println("√ " + msg) }
+
+func fail(err error) int {
+	fmt.Fprintln(os.Stderr, err)
+	return codeTerminatedError
+}
+
+func configure(c command) int {
+	if exists(runnerFile) {
+		return fail(errors.New("Cannot configure the runner because it is already configured. To reconfigure the runner, run 'config.cmd remove' or './config.sh remove' first."))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	fmt.Print("\n# Authentication\n\n")
+	runnerURL, err := c.required("url")
+	if err != nil {
+		return fail(err)
+	}
+	token, err := c.required("token")
+	if err != nil {
+		return fail(err)
+	}
+	tenant, err := exchange(runnerURL, token, "register")
+	if err != nil {
+		return fail(err)
+	}
+	success("Connected to GitHub")
+
+	fmt.Print("\n# Runner Registration\n\n")
+	name := c.arg("name")
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	labels := splitLabels(c.arg("labels"))
+	if c.flag("no-default-labels") {
+		if len(labels) == 0 {
+			return fail(errors.New("Disabling default labels via --no-default-labels without specifying --labels is not supported"))
+		}
+	} else {
+		labels = append([]string{"self-hosted", "Linux", arch()}, labels...)
+	}
+	var added struct {
+		ID       int64  `json:"id"`
+		Secret   string `json:"secret"`
+		PoolID   int64  `json:"poolId"`
+		PoolName string `json:"poolName"`
+		Replaced bool   `json:"replaced"`
+	}
+	status, msg, err := call(context.Background(), http.MethodPost, tenant.URL+"runners", "Bearer "+tenant.Token, "", map[string]any{
+		"name": name, "labels": labels, "replace": c.flag("replace"), "group": c.arg("runnergroup"), "os": "Linux",
+	}, &added)
+	switch {
+	case err != nil:
+		return fail(err)
+	case status == http.StatusConflict:
+		return fail(errors.New(msg))
+	case status >= 300:
+		return fail(fmt.Errorf("%s (HTTP %d)", msg, status))
+	}
+	if added.Replaced {
+		fmt.Println("A runner exists with the same name")
+		success("Successfully replaced the runner")
+	} else {
+		success("Runner successfully added")
+	}
+	success("Runner connection is good")
+
+	fmt.Print("\n# Runner settings\n\n")
+	work := c.arg("work")
+	if work == "" {
+		work = "_work"
+	}
+	err = errors.Join(
+		writeFile(credFile, credentials{Scheme: "OAuth", Data: map[string]string{
+			"clientId": fmt.Sprintf("fake-%d", added.ID), "authorizationUrl": tenant.URL + "oauth2/token", "requireFipsCryptography": "False",
+		}}, 0o644),
+		writeFile(keyFileN, keyFile{Secret: added.Secret}, 0o600),
+		writeFile(runnerFile, settings{AgentID: added.ID, AgentName: name, PoolID: added.PoolID, PoolName: added.PoolName, ServerURL: tenant.URL, GitHubURL: runnerURL, WorkFolder: work}, 0o644),
+	)
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Println()
+	success("Settings Saved.")
+	fmt.Println()
+	return codeSuccess
+}
+
+func splitLabels(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, ",") {
+		l = strings.TrimSpace(l)
+		dup := false
+		for _, o := range out {
+			dup = dup || strings.EqualFold(o, l)
+		}
+		if l != "" && !dup {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func arch() string {
+	switch runtime.GOARCH {
+	case "arm64":
+		return "ARM64"
+	case "arm":
+		return "ARM"
+	}
+	return "X64"
+}
+
+type tenantAuth struct {
+	URL   string `json:"url"`
+	Token string `json:"token"`
+}
+
+// exchange trades a registration or remove token for the credentials of the
+// runner service, as the runner does: POST https://api.github.com/actions/
+// runner-registration for github.com, <host>/api/v3/... otherwise, with
+// "RemoteAuth <token>"; retried (3 attempts) unless GitHub says 404.
+func exchange(runnerURL, token, event string) (tenantAuth, error) {
+	u, err := url.Parse(runnerURL)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return tenantAuth{}, fmt.Errorf("Invalid configuration provided for url. Terminating unattended configuration.")
+	}
+	api := u.Scheme + "://" + u.Host + "/api/v3/actions/runner-registration"
+	if strings.EqualFold(u.Host, "github.com") || strings.HasSuffix(strings.ToLower(u.Host), ".ghe.com") {
+		api = u.Scheme + "://api." + u.Host + "/actions/runner-registration"
+	}
+	var out tenantAuth
+	for attempt := 1; ; attempt++ {
+		status, body, reqID, err := callRaw(context.Background(), http.MethodPost, api, "RemoteAuth "+token, map[string]string{"url": runnerURL, "runner_event": event})
+		if err == nil && status < 300 {
+			if err := json.Unmarshal(body, &out); err != nil || out.URL == "" || out.Token == "" {
+				return tenantAuth{}, fmt.Errorf("unexpected answer from 'POST %s': %s", api, body)
+			}
+			return out, nil
+		}
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "Http response code: %s from 'POST %s' (Request Id: %s)\n%s\n", statusName(status), api, reqID, bytes.TrimSpace(body))
+			err = fmt.Errorf("Response status code does not indicate success: %d (%s).", status, http.StatusText(status))
+		}
+		if attempt >= 3 || status == http.StatusNotFound {
+			return tenantAuth{}, err
+		}
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	}
+}
+
+// statusName spells a status as .NET's HttpStatusCode does (NotFound).
+func statusName(status int) string {
+	return strings.NewReplacer(" ", "", "-", "").Replace(http.StatusText(status))
+}
+
+func remove(c command) int {
+	fmt.Print("\n# Runner removal\n\n")
+	var rs settings
+	var key keyFile
+	if readFile(runnerFile, &rs) != nil || readFile(keyFileN, &key) != nil || !exists(credFile) {
+		fmt.Println("Cannot connect to server, because config files are missing. Skipping removing runner from the server.")
+		deleteLocal()
+		return codeSuccess
+	}
+	if c.flag("local") {
+		deleteLocal()
+		return codeSuccess
+	}
+	token := c.arg("token")
+	if token == "" {
+		return fail(errors.New("Invalid configuration provided for token. Terminating unattended configuration."))
+	}
+	tenant, err := exchange(rs.GitHubURL, token, "remove")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "Failed: Removing runner from the server")
+		return fail(err)
+	}
+	status, msg, err := call(context.Background(), http.MethodDelete, fmt.Sprintf("%srunners/%d", tenant.URL, rs.AgentID), "Bearer "+tenant.Token, "", nil, nil)
+	switch {
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "Failed: Removing runner from the server")
+		return fail(err)
+	case status == http.StatusNotFound:
+		fmt.Println("Does not exist. Skipping Removing runner from the server")
+	case status >= 300:
+		fmt.Fprintln(os.Stderr, "Failed: Removing runner from the server")
+		return fail(fmt.Errorf("%s (HTTP %d)", msg, status))
+	}
+	fmt.Println()
+	success("Runner removed successfully")
+	deleteLocal()
+	return codeSuccess
+}
+
+func deleteLocal() {
+	if exists(credFile) {
+		os.Remove(credFile)
+		os.Remove(keyFileN)
+		success("Removed .credentials")
+	} else {
+		fmt.Println("Does not exist. Skipping Removing .credentials")
+	}
+	if exists(runnerFile) {
+		os.Remove(runnerFile)
+		success("Removed .runner")
+	} else {
+		fmt.Println("Does not exist. Skipping Removing .runner")
+	}
+}
+
+// --- run.sh ----------------------------------------------------------------
+
+// runScript is run.sh and run-helper.sh: the listener's return code is
+// reported, and run.sh exits 0 (it would restart the listener on 2, which
+// the fake never returns).
+func runScript(command) int {
+	code := listen()
+	switch code {
+	case codeSuccess:
+		fmt.Println("Runner listener exit with 0 return code, stop the service, no retry needed.")
+	case codeTerminatedError:
+		fmt.Println("Runner listener exit with terminated error, stop the service, no retry needed.")
+	case codeSessionConflict:
+		fmt.Println("Runner listener exit with Session Conflict error, stop the service, no retry needed.")
+	default:
+		fmt.Printf("Exiting with unknown error code: %d\n", code)
+	}
+	fmt.Println("Exiting runner...")
+	return 0
+}
+
+type listener struct {
+	settings settings
+	secret   string
+	session  string
+	root     string
+}
+
+type sessionInfo struct {
+	SessionID        string `json:"sessionId"`
+	HeartbeatMillis  int64  `json:"heartbeatMillis"`
+	CancelOnShutdown bool   `json:"cancelOnShutdown"`
+}
+
+const deletedMessage = "Failed to create a session. The runner registration has been deleted from the server, please re-configure. Runner registrations are automatically deleted for runners that have not connected to the service recently."
+
+func stamp() string { return time.Now().UTC().Format("2006-01-02 15:04:05Z") }
+
+// listen is Runner.Listener run; it returns the listener's code.
+func listen() int {
+	l := &listener{}
+	var key keyFile
+	if readFile(runnerFile, &l.settings) != nil || !exists(credFile) || readFile(keyFileN, &key) != nil {
+		fmt.Fprintln(os.Stderr, "An error occurred: Not configured. Run config.(sh/cmd) to configure the runner.")
+		return codeTerminatedError
+	}
+	l.secret = key.Secret
+	l.root, _ = os.Getwd()
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	session = fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
-	fmt.Printf("√ Connected to GitHub\n\nCurrent runner version: 'fake'\nListening for Jobs\n")
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-signals
+		fmt.Println("Exiting...")
+		stop()
+	}()
+
+	var sess sessionInfo
+	for {
+		status, _, err := call(ctx, http.MethodPost, l.url("runners/%d/session"), l.auth(), "", nil, &sess)
+		if err == nil && (status == http.StatusNotFound || status == http.StatusUnauthorized) {
+			fmt.Fprintln(os.Stderr, deletedMessage)
+			return codeTerminatedError
+		}
+		if err == nil && status < 300 {
+			break
+		}
+		if ctx.Err() != nil {
+			return codeSuccess
+		}
+		fmt.Fprintf(os.Stderr, "%s: Failed to create a session (%v, HTTP %d). Retrying until reconnected.\n", stamp(), err, status)
+		sleep(ctx, time.Second)
+	}
+	l.session = sess.SessionID
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		call(dctx, http.MethodDelete, l.url("runners/%d/session"), l.auth(), l.session, nil, nil)
+	}()
+	success("Connected to GitHub")
+	fmt.Printf("\nCurrent runner version: '2.999.0-fake'\n%s: Listening for Jobs\n", stamp())
+
 	for ctx.Err() == nil {
 		var job struct {
 			ID     int64  `json:"id"`
 			Script string `json:"script"`
 			Repo   string `json:"repo"`
+			Label  string `json:"label"`
 		}
-		status, err := postStatus(rf.ServerURL+fmt.Sprintf("/_fake/runners/%d/poll", rf.AgentID), cred.Data["token"], nil, &job)
+		status, _, err := call(ctx, http.MethodPost, l.url("runners/%d/poll"), l.auth(), l.session, nil, &job)
 		switch {
-		case status == http.StatusNotFound:
-			return errors.New("Runner registration has been deleted from the server, please re-configure.")
-		case err != nil:
-			time.Sleep(500 * time.Millisecond)
-			continue
-		case status == http.StatusNoContent:
-			continue
+		case ctx.Err() != nil:
+		case err != nil || status >= 500:
+			sleep(ctx, 500*time.Millisecond)
+		case status == http.StatusNotFound || status == http.StatusUnauthorized:
+			fmt.Fprintln(os.Stderr, "Runner registration has been deleted from the server, please re-configure.")
+			return codeTerminatedError
+		case status == http.StatusConflict:
+			fmt.Fprintln(os.Stderr, "A session for this runner already exists.")
+			return codeSessionConflict
+		case status == http.StatusOK && job.ID != 0:
+			l.take(ctx, sess, job.ID, job.Repo, job.Label, job.Script)
 		}
-		if post(rf.ServerURL+fmt.Sprintf("/_fake/jobs/%d/start", job.ID), cred.Data["token"], nil, nil) != nil {
-			continue // not ours any more
-		}
-		// A job runs to its end even when a stop was asked meanwhile.
-		code, output := execute(rf.WorkFolder, job.Repo, job.Script)
-		post(rf.ServerURL+fmt.Sprintf("/_fake/jobs/%d/complete", job.ID), cred.Data["token"], map[string]any{"exitCode": code, "output": output}, nil)
-		fmt.Printf("Job %d completed with result: %d\n", job.ID, code)
 	}
-	fmt.Println("Exiting...")
-	return nil
+	return codeSuccess
 }
 
-func execute(work, repo, script string) (int, string) {
+func (l *listener) url(format string) string {
+	return l.settings.ServerURL + fmt.Sprintf(format, l.settings.AgentID)
+}
+
+func (l *listener) auth() string { return "Bearer " + l.secret }
+
+// take runs one job: acknowledges it, runs it while heartbeating, reports
+// the result. A stop asked meanwhile lets the job finish, or cancels it.
+func (l *listener) take(ctx context.Context, sess sessionInfo, id int64, repo, label, script string) {
+	jobURL := fmt.Sprintf("%sjobs/%d/", l.settings.ServerURL, id)
+	if status := l.report(jobURL+"start", nil); status >= 300 {
+		return // not ours (any more); the server settles it at the next poll
+	}
+	name := fmt.Sprintf("job %d (%s)", id, label)
+	fmt.Printf("%s: Running job: %s\n", stamp(), name)
+
+	hbCtx, stopHB := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Duration(max(sess.HeartbeatMillis, 50)) * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-tick.C:
+				call(hbCtx, http.MethodPost, l.url("runners/%d/heartbeat"), l.auth(), l.session, nil, nil)
+			}
+		}
+	}()
+	code, result, output := l.execute(ctx, sess.CancelOnShutdown, repo, script)
+	stopHB()
+	wg.Wait()
+
+	l.report(jobURL+"complete", map[string]any{"exitCode": code, "result": result, "output": output})
+	fmt.Printf("%s: Job %s completed with result: %s\n", stamp(), name, map[string]string{"succeeded": "Succeeded", "failed": "Failed", "cancelled": "Canceled"}[result])
+}
+
+// report posts a job's start or result, retrying network and server errors
+// a few times; it returns the last status (0: no answer).
+func (l *listener) report(u string, body any) int {
+	status := 0
+	for attempt := 1; attempt <= 5; attempt++ {
+		var err error
+		status, _, err = call(context.Background(), http.MethodPost, u, l.auth(), l.session, body, nil)
+		if err == nil && status < 500 {
+			return status
+		}
+		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+	}
+	if status == 0 {
+		status = http.StatusServiceUnavailable
+	}
+	return status
+}
+
+const shutdownMessage = "The runner has received a shutdown signal. This can happen when the runner service is stopped, or a manually started runner is canceled."
+
+// execute runs the script with bash -c in <work>/<repo>/<repo>.
+//
+// The agent stops run.sh with a SIGINT to its whole process group, and
+// kills the group if that takes too long. So that the listener, not that
+// signal, decides the job's fate: a job that may finish runs in run.sh's
+// group with SIGINT and SIGTERM ignored (a SIGKILL of the group still ends
+// it); a job to be cancelled on shutdown runs in a group of its own, which
+// the listener interrupts itself.
+func (l *listener) execute(ctx context.Context, cancelOnShutdown bool, repo, script string) (int, string, string) {
+	work := l.settings.WorkFolder
+	if !filepath.IsAbs(work) {
+		work = filepath.Join(l.root, work)
+	}
 	dir := filepath.Join(work, repo, repo)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 1, err.Error()
+	temp := filepath.Join(work, "_temp")
+	var out limitedBuffer
+	for _, d := range []string{dir, temp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return 1, "failed", err.Error()
+		}
 	}
 	cmd := exec.Command("bash", "-c", script)
+	if !cancelOnShutdown {
+		// Signals ignored when a shell starts stay ignored in it and its children.
+		cmd = exec.Command("bash", "-c", `trap '' INT TERM; exec bash -c "$1"`, "job", script)
+	}
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GITHUB_WORKSPACE="+dir, "RUNNER_WORKSPACE="+filepath.Join(work, repo))
-	var out bytes.Buffer
+	cmd.Env = append(os.Environ(),
+		"CI=true", "GITHUB_ACTIONS=true", "RUNNER_OS=Linux", "RUNNER_NAME="+l.settings.AgentName,
+		"GITHUB_WORKSPACE="+dir, "RUNNER_WORKSPACE="+filepath.Join(work, repo), "RUNNER_TEMP="+temp)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: cancelOnShutdown}
+	cmd.WaitDelay = 5 * time.Second // a background process holding the output open
+	if err := cmd.Start(); err != nil {
+		return 1, "failed", err.Error()
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	cancelled := false
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		if !cancelOnShutdown {
+			err = <-done
+			break
+		}
+		cancelled = true
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case err = <-done:
+		case <-time.After(5 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			err = <-done
+		}
+	}
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
 		code = 1
-		out.WriteString(err.Error())
+		fmt.Fprintln(&out, err)
 	}
-	return code, out.String()
+	switch {
+	case cancelled:
+		fmt.Fprintln(&out, "##[error]"+shutdownMessage)
+		return code, "cancelled", out.String()
+	case code != 0:
+		return code, "failed", out.String()
+	}
+	return 0, "succeeded", out.String()
 }
 
-func post(u, token string, body any, out any) error {
-	status, err := postStatus(u, token, body, out)
-	if err == nil && status >= 300 {
-		err = fmt.Errorf("HTTP %d", status)
-	}
-	return err
+// limitedBuffer keeps the first MiB of a job's output.
+type limitedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
-func postStatus(u, token string, body any, out any) (int, error) {
-	raw, _ := json.Marshal(body)
-	req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(raw))
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+func (w *limitedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := 1<<20 - w.b.Len(); room > 0 {
+		w.b.Write(p[:min(len(p), room)])
 	}
-	req.Header.Set("X-Runner-Session", session)
-	resp, err := http.DefaultClient.Do(req)
+	return len(p), nil
+}
+
+func (w *limitedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// --- HTTP ------------------------------------------------------------------
+
+var client = &http.Client{Timeout: 30 * time.Second}
+
+// call sends a JSON request and decodes a JSON answer into out; it returns
+// the status and, for an error status, GitHub's message.
+func call(ctx context.Context, method, u, auth, session string, body, out any) (int, string, error) {
+	raw, err := json.Marshal(body)
 	if err != nil {
-		return 0, err
+		return 0, "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(raw))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", auth)
+	if session != "" {
+		req.Header.Set("X-Runner-Session", session)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
 	}
 	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode >= 300 {
 		var msg struct{ Message string }
 		json.Unmarshal(data, &msg)
-		return resp.StatusCode, fmt.Errorf("%s (HTTP %d)", msg.Message, resp.StatusCode)
+		return resp.StatusCode, msg.Message, nil
 	}
-	if out != nil && len(data) > 0 {
-		json.Unmarshal(data, out)
+	if out != nil && len(bytes.TrimSpace(data)) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, "", err
+		}
 	}
-	return resp.StatusCode, nil
+	return resp.StatusCode, "", nil
 }
 
-func writeJSON(path string, v any) error {
-	raw, _ := json.MarshalIndent(v, "", "  ")
-	// The real runner writes its settings files with a UTF-8 byte order mark.
-	return os.WriteFile(path, append([]byte("\xef\xbb\xbf"), raw...), 0o600)
-}
-
-func readJSON(path string, v any) error {
-	raw, err := os.ReadFile(path)
+func callRaw(ctx context.Context, method, u, auth string, body any) (int, []byte, string, error) {
+	raw, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(raw))
 	if err != nil {
-		return err
+		return 0, nil, "", err
 	}
-	return json.Unmarshal(bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf")), v)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", auth)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, data, resp.Header.Get("X-GitHub-Request-Id"), nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
 }
