@@ -114,6 +114,16 @@ func (w *world) start() {
 	})
 }
 
+// create writes the created record of the instance for runID, with its
+// registration material, as provision does right after launch.
+func (w *world) create(runID, usageClass string) *state.Instance {
+	w.t.Helper()
+	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: runID, Assignment: state.NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: usageClass, TTL: 10 * time.Minute, Registration: w.registration()})
+	must(w.t, err)
+	return inst
+}
+
 func (w *world) registration() *state.Registration {
 	tok, exp, err := w.gh.RegistrationToken(ctx, "acme")
 	must(w.t, err)
@@ -167,9 +177,8 @@ func must(t testing.TB, err error) {
 // three runs on one instance, playing the control plane's side.
 func TestAgentThroughThreeAssignments(t *testing.T) {
 	w := newWorld(t, "#!/bin/sh\necho warming caches\n")
-	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: "run-1", Assignment: state.NewAssignment(),
-		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute, Registration: w.registration()})
-	must(t, err)
+	inst := w.create("run-1", "on-demand")
+	var err error
 	w.start()
 	foreign := w.fake.EnqueueJob("run-elsewhere", "echo this must never run here")
 
@@ -254,13 +263,11 @@ func TestAgentThroughThreeAssignments(t *testing.T) {
 
 func TestFailingPreRunnerScript(t *testing.T) {
 	w := newWorld(t, "#!/bin/sh\necho 'apt-get: package not found' >&2\nexit 7\n")
-	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: "run-x", Assignment: state.NewAssignment(),
-		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute, Registration: w.registration()})
-	must(t, err)
+	inst := w.create("run-x", "on-demand")
 	w.start()
 	c, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	_, err = w.store.WaitSignal(c, inst.ID, inst.Assignment, state.SignalOK, state.SignalFailed, 100*time.Millisecond)
+	_, err := w.store.WaitSignal(c, inst.ID, inst.Assignment, state.SignalOK, state.SignalFailed, 100*time.Millisecond)
 	var failed *state.SignalFailedError
 	if !asSignalFailed(err, &failed) || !strings.Contains(failed.Detail, "package not found") || !strings.Contains(failed.Detail, "exit status 7") {
 		t.Fatalf("pre-runner failure: %v", err)
@@ -315,9 +322,7 @@ func asSignalFailed(err error, target **state.SignalFailedError) bool {
 // the current assignment and stops its runner.
 func TestSpotInterruption(t *testing.T) {
 	w := newWorld(t, "")
-	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: "run-spot", Assignment: state.NewAssignment(),
-		InstanceType: "c7i.large", UsageClass: "spot", TTL: 10 * time.Minute, Registration: w.registration()})
-	must(t, err)
+	inst := w.create("run-spot", "spot")
 	w.start()
 	w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
 	pid := w.runnerPID()

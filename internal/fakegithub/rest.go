@@ -193,19 +193,32 @@ func (s *Server) findRunner(r *http.Request) *runner {
 	return rn
 }
 
+// runnerOf finds the runner a request names, or the answer GitHub gives
+// when it cannot: 404 for an unknown owner or runner, 403 for a token of
+// another installation. The caller holds s.mu.
+func (s *Server) runnerOf(r *http.Request) (*runner, int, any) {
+	if !s.knownOwner(ownerOf(r)) {
+		status, body := notFound()
+		return nil, status, body
+	}
+	if !s.authorized(r, ownerOf(r)) {
+		status, body := forbidden()
+		return nil, status, body
+	}
+	if rn := s.findRunner(r); rn != nil {
+		return rn, 0, nil
+	}
+	status, body := notFound()
+	return nil, status, body
+}
+
 // getRunner: GET .../actions/runners/{id}.
 func (s *Server) getRunner(w http.ResponseWriter, r *http.Request) (int, any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.knownOwner(ownerOf(r)) {
-		return notFound()
-	}
-	if !s.authorized(r, ownerOf(r)) {
-		return forbidden()
-	}
-	rn := s.findRunner(r)
+	rn, status, body := s.runnerOf(r)
 	if rn == nil {
-		return notFound()
+		return status, body
 	}
 	return http.StatusOK, s.runnerJSON(rn)
 }
@@ -215,15 +228,9 @@ func (s *Server) getRunner(w http.ResponseWriter, r *http.Request) (int, any) {
 func (s *Server) deleteRunner(w http.ResponseWriter, r *http.Request) (int, any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.knownOwner(ownerOf(r)) {
-		return notFound()
-	}
-	if !s.authorized(r, ownerOf(r)) {
-		return forbidden()
-	}
-	rn := s.findRunner(r)
+	rn, status, body := s.runnerOf(r)
 	if rn == nil {
-		return notFound()
+		return status, body
 	}
 	if rn.busy {
 		return http.StatusUnprocessableEntity, map[string]any{
