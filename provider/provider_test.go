@@ -42,9 +42,16 @@ provider "ghrunner" {
   environment = "acc"
   default_tags = { team = "ci" }
   endpoints {
-    dynamodb = %[1]q
-    sqs      = %[1]q
-    ec2      = %[1]q
+    dynamodb  = %[1]q
+    ec2       = %[1]q
+    iam       = %[1]q
+    lambda    = %[1]q
+    logs      = %[1]q
+    s3        = %[1]q
+    scheduler = %[1]q
+    sqs       = %[1]q
+    ssm       = %[1]q
+    sts       = %[1]q
   }
 }
 `, env.URL)
