@@ -1,0 +1,51 @@
+// Package bundle names the artifacts the provider embeds (the Lambda bundle
+// and the agent, per architecture) and builds their deterministic zips.
+package bundle
+
+import (
+	"archive/zip"
+	"bytes"
+	"fmt"
+	"time"
+)
+
+// Architectures the provider ships artifacts for, in Lambda's spelling
+// (GOARCH is the same word).
+var Architectures = []string{"arm64", "amd64"}
+
+// LambdaArchitecture is Lambda's name for a GOARCH.
+func LambdaArchitecture(goarch string) string {
+	if goarch == "amd64" {
+		return "x86_64"
+	}
+	return goarch
+}
+
+// FunctionZip is the file name of the Lambda bundle for an architecture.
+func FunctionZip(arch string) string { return "bootstrap-linux-" + arch + ".zip" }
+
+// Agent is the file name of the agent binary for an architecture.
+func Agent(arch string) string { return "ghrunner-agent-linux-" + arch }
+
+// epoch is the modification time of every zip entry: the zip's bytes, and so
+// Lambda's CodeSha256, change only when the code does.
+var epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Zip returns a zip holding one executable file named name.
+func Zip(name string, data []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	w := zip.NewWriter(&buf)
+	h := &zip.FileHeader{Name: name, Method: zip.Deflate, Modified: epoch}
+	h.SetMode(0o755)
+	f, err := w.CreateHeader(h)
+	if err != nil {
+		return nil, fmt.Errorf("zip %s: %w", name, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return nil, fmt.Errorf("zip %s: %w", name, err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("zip %s: %w", name, err)
+	}
+	return buf.Bytes(), nil
+}

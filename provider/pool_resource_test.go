@@ -1,0 +1,323 @@
+package provider
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/templates"
+)
+
+// network finds what moto offers every account: a Linux x86_64 AMI, a
+// default subnet and the default security group.
+func network(t *testing.T) (ami, subnet, sg string) {
+	t.Helper()
+	ctx, c := context.Background(), env.Config(t).EC2()
+	images, err := c.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{"x86_64"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range images.Images {
+		if img.Platform == "" && aws.ToString(img.RootDeviceName) != "" && regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`).MatchString(aws.ToString(img.ImageId)) {
+			ami = aws.ToString(img.ImageId)
+			break
+		}
+	}
+	subnets, err := c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
+	if err != nil || len(subnets.Subnets) == 0 {
+		t.Fatalf("no subnet in moto: %v", err)
+	}
+	groups, err := c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupNames: []string{"default"}})
+	if err != nil || len(groups.SecurityGroups) == 0 {
+		t.Fatalf("no default security group in moto: %v", err)
+	}
+	if ami == "" {
+		t.Fatal("moto offers no Linux x86_64 AMI")
+	}
+	return ami, aws.ToString(subnets.Subnets[0].SubnetId), aws.ToString(groups.SecurityGroups[0].GroupId)
+}
+
+type poolFixture struct {
+	table, queue, ami, subnet, sg string
+}
+
+func newPoolFixture(t *testing.T) poolFixture {
+	ami, subnet, sg := network(t)
+	return poolFixture{table: awstest.Name(t, "tbl"), queue: awstest.Name(t, "q"), ami: ami, subnet: subnet, sg: sg}
+}
+
+// config renders a pool with extra attributes spliced in.
+func (f poolFixture) config(extra string) string {
+	return providerConfig() + fmt.Sprintf(`
+resource "ghrunner_table" "state" {
+  name = %q
+}
+resource "ghrunner_queue" "linux" {
+  name = %q
+}
+resource "ghrunner_pool" "linux" {
+  name               = "linux"
+  table              = ghrunner_table.state.name
+  queue_url          = ghrunner_queue.linux.url
+  owner              = "acme"
+  image_id           = %q
+  instance_types     = ["c7i.large", "m7i.large"]
+  subnet_ids         = [%q]
+  security_group_ids = [%q]
+%s
+}
+`, f.table, f.queue, f.ami, f.subnet, f.sg, extra)
+}
+
+func (f poolFixture) poolConfig() (*state.PoolConfig, error) {
+	return state.New(env.Config(&testing.T{}).DynamoDB(), f.table).GetPoolConfig(context.Background(), "linux")
+}
+
+// checkPool asserts the pool config item, the launch template's security
+// settings, the user data, the uploaded agent and the role's policy.
+func (f poolFixture) checkPool(maxInstances int, preRunner string, version string) resource.TestCheckFunc {
+	return func(s *terraform.State) error {
+		ctx := context.Background()
+		attrs := s.RootModule().Resources["ghrunner_pool.linux"].Primary.Attributes
+		cfg, err := f.poolConfig()
+		if err != nil || cfg == nil {
+			return fmt.Errorf("pool config item: %v (found %v)", err, cfg != nil)
+		}
+		if cfg.MaxInstances != maxInstances || cfg.LaunchTemplateID != attrs["launch_template_id"] || cfg.LaunchTemplateVersion != version ||
+			cfg.UsageClass != "spot" || !cfg.OnDemandFallback || strings.Join(cfg.InstanceTypes, ",") != "c7i.large,m7i.large" ||
+			cfg.Timings.HeartbeatInterval != 15 || len(cfg.IdleWindows) != 1 || cfg.IdleWindows[0].TimeZone != "Europe/Berlin" {
+			return fmt.Errorf("pool config item %+v (want maxInstances %d, template version %s)", cfg, maxInstances, version)
+		}
+		c := env.Config(&testing.T{})
+		lt, err := c.EC2().DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: aws.String(cfg.LaunchTemplateID), Versions: []string{"$Default"}})
+		if err != nil || len(lt.LaunchTemplateVersions) != 1 {
+			return fmt.Errorf("launch template: %v", err)
+		}
+		data := lt.LaunchTemplateVersions[0].LaunchTemplateData
+		md := data.MetadataOptions
+		if md == nil || md.HttpTokens != "required" || aws.ToInt32(md.HttpPutResponseHopLimit) != 1 || md.InstanceMetadataTags != "enabled" {
+			return fmt.Errorf("metadata options %+v: want IMDSv2 required, hop limit 1, tags enabled", md)
+		}
+		if ebs := data.BlockDeviceMappings[0].Ebs; !aws.ToBool(ebs.Encrypted) || aws.ToInt32(ebs.VolumeSize) != 30 {
+			return fmt.Errorf("root volume %+v: want encrypted 30 GiB", ebs)
+		}
+		raw, _ := base64.StdEncoding.DecodeString(aws.ToString(data.UserData))
+		u, err := templates.Parse(raw)
+		if err != nil {
+			return err
+		}
+		if u.PreRunnerScript != preRunner || u.Agent.Table != f.table || u.AgentSHA256 != attrs["agent_sha256"] {
+			return fmt.Errorf("user data carries script %q, table %q, sum %q", u.PreRunnerScript, u.Agent.Table, u.AgentSHA256)
+		}
+		obj, err := c.S3().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(attrs["agent_bucket"]), Key: aws.String("agent/" + u.AgentSHA256 + "/ghrunner-agent")})
+		if err != nil {
+			return fmt.Errorf("agent object: %v", err)
+		}
+		want, _ := agentAsset("amd64")
+		if aws.ToInt64(obj.ContentLength) != int64(len(want.data)) {
+			return fmt.Errorf("agent object has %d bytes, want %d", aws.ToInt64(obj.ContentLength), len(want.data))
+		}
+		pol, err := c.IAM().GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(attrs["role_name"]), PolicyName: aws.String("ghrunner-agent")})
+		if err != nil {
+			return fmt.Errorf("role policy: %v", err)
+		}
+		// IAM answers with the document URL-encoded, on AWS as in moto.
+		if doc, _ := url.QueryUnescape(aws.ToString(pol.PolicyDocument)); !strings.Contains(doc, `"aws:ResourceTag/ghr:pool":"linux"`) {
+			return fmt.Errorf("role policy %s", doc)
+		}
+		return nil
+	}
+}
+
+const poolExtra = `
+  pre_runner_script = "#!/bin/bash\necho warm\n"
+  max_instances     = %d
+  idle_windows = [{
+    cron       = "* 8-18 * * 1-5"
+    time_zone  = "Europe/Berlin"
+    idle_count = 2
+  }]
+`
+
+func TestAccPool_basic_update_import(t *testing.T) {
+	f := newPoolFixture(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             f.checkDestroyed,
+		Steps: []resource.TestStep{
+			{
+				Config: f.config(fmt.Sprintf(poolExtra, 5)),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					f.checkPool(5, "#!/bin/bash\necho warm\n", "1"),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "architecture", "amd64"),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "role_name", "ghr-acc-linux"),
+					resource.TestMatchResourceAttr("ghrunner_pool.linux", "agent_sha256", regexp.MustCompile(`^[0-9a-f]{64}$`)),
+				),
+			},
+			// Only the config item changes: same template version.
+			{Config: f.config(fmt.Sprintf(poolExtra, 8)), Check: f.checkPool(8, "#!/bin/bash\necho warm\n", "1")},
+			// The script is in the user data: a new template version.
+			{
+				Config: f.config(strings.Replace(fmt.Sprintf(poolExtra, 8), "echo warm", "echo hot", 1)),
+				Check:  f.checkPool(8, "#!/bin/bash\necho hot\n", "2"),
+			},
+			{ResourceName: "ghrunner_pool.linux", ImportState: true, ImportStateIdFunc: func(*terraform.State) (string, error) { return f.table + ":linux", nil },
+				ImportStateVerify: true},
+		},
+	})
+}
+
+// checkDestroyed: destroy leaves nothing — no config item, template,
+// bucket, role or instance of the pool.
+func (f poolFixture) checkDestroyed(s *terraform.State) error {
+	ctx := context.Background()
+	c := env.Config(&testing.T{})
+	lts, err := c.EC2().DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{"ghr-acc-linux"}})
+	if err == nil && len(lts.LaunchTemplates) > 0 {
+		return fmt.Errorf("launch template ghr-acc-linux left behind")
+	}
+	if _, err := c.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("ghr-acc-linux")}); err == nil {
+		return fmt.Errorf("role ghr-acc-linux left behind")
+	}
+	if _, err := c.IAM().GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("ghr-acc-linux")}); err == nil {
+		return fmt.Errorf("instance profile ghr-acc-linux left behind")
+	}
+	buckets, err := c.S3().ListBuckets(ctx, &s3.ListBucketsInput{})
+	if err != nil {
+		return err
+	}
+	for _, b := range buckets.Buckets {
+		if strings.HasPrefix(aws.ToString(b.Name), "ghr-acc-agent-") {
+			return fmt.Errorf("bucket %s left behind", aws.ToString(b.Name))
+		}
+	}
+	live, err := c.EC2().DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:ghr:pool"), Values: []string{"linux"}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}})
+	if err != nil {
+		return err
+	}
+	for _, r := range live.Reservations {
+		for _, in := range r.Instances {
+			return fmt.Errorf("instance %s of the pool still %s", aws.ToString(in.InstanceId), in.State.Name)
+		}
+	}
+	return nil
+}
+
+// launchInPool starts an instance as provision would, so destroy must
+// terminate it.
+func (f poolFixture) launchInPool(*terraform.State) error {
+	_, err := env.Config(&testing.T{}).EC2().RunInstances(context.Background(), &ec2.RunInstancesInput{
+		ImageId: aws.String(f.ami), MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: ec2types.InstanceTypeC7iLarge,
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
+			{Key: aws.String("ghr:environment"), Value: aws.String("acc")}, {Key: aws.String("ghr:pool"), Value: aws.String("linux")}}}},
+	})
+	return err
+}
+
+func TestAccPool_destroyTerminatesInstances(t *testing.T) {
+	f := newPoolFixture(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             f.checkDestroyed,
+		Steps:                    []resource.TestStep{{Config: f.config(""), Check: f.launchInPool}},
+	})
+}
+
+func TestAccPool_disappears(t *testing.T) {
+	f := newPoolFixture(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{
+			Config: f.config(""),
+			Check: func(s *terraform.State) error {
+				id := s.RootModule().Resources["ghrunner_pool.linux"].Primary.Attributes["launch_template_id"]
+				_, err := env.Config(&testing.T{}).EC2().DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(id)})
+				return err
+			},
+			ExpectNonEmptyPlan: true,
+		}},
+	})
+}
+
+// Drift: a changed config item shows in the plan.
+func TestAccPool_drift(t *testing.T) {
+	f := newPoolFixture(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{
+			Config: f.config(""),
+			Check: func(*terraform.State) error {
+				cfg, err := f.poolConfig()
+				if err != nil {
+					return err
+				}
+				cfg.MaxInstances = 99
+				return state.New(env.Config(&testing.T{}).DynamoDB(), f.table).PutPoolConfig(context.Background(), *cfg)
+			},
+			ExpectNonEmptyPlan: true,
+		}},
+	})
+}
+
+func TestAccPool_validation(t *testing.T) {
+	f := newPoolFixture(t)
+	big, _ := json.Marshal("#!/bin/bash\n" + strings.Repeat("echo 0123456789abcdef\n", 700))
+	for _, c := range []struct{ extra, want string }{
+		{`owner = "acme/api/x"`, `must be an organization`},
+		{`usage_class = "reserved"`, `value must be one of`},
+		{`heartbeat_interval_seconds = 30` + "\n" + `stale_after_seconds = 40`, `at least twice heartbeat_interval_seconds`},
+		{`idle_windows = [{ cron = "every minute", idle_count = 1 }]`, `not a 5-field cron`},
+		{`idle_windows = [{ cron = "* * * * *", time_zone = "Mars/Olympus", idle_count = 1 }]`, `not an IANA time zone`},
+		{`pre_runner_script = "echo no interpreter"`, `must start with an interpreter line`},
+		{`pre_runner_script = ` + string(big), `over EC2's limit of 16384`},
+		{`runner_tarball_url = "https://example.com/r.tgz"`, `set runner_tarball_url and runner_tarball_sha256 together`},
+		{`agent_path = "relative/agent"`, `must be an absolute path`},
+		{`max_instances = 0`, `between 1 and 10000`},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			cfg := strings.Replace(f.config(c.extra), `owner              = "acme"`, "", strings.Count(c.extra, "owner"))
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: factories,
+				Steps:                    []resource.TestStep{{Config: cfg, PlanOnly: true, ExpectError: regexp.MustCompile(regexp.QuoteMeta(c.want))}},
+			})
+		})
+	}
+	t.Run("bad image", func(t *testing.T) {
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: factories,
+			Steps: []resource.TestStep{{Config: strings.Replace(f.config(""), f.ami, "ami-00000000000000000", 1),
+				ExpectError: regexp.MustCompile(`image_id "ami-00000000000000000": not found`)}},
+		})
+	})
+}
+
+// A provider built without `make build` says so at plan time.
+func TestAccPool_withoutBundle(t *testing.T) {
+	f := newPoolFixture(t)
+	saved := assets
+	assets = fstest.MapFS{}
+	defer func() { assets = saved }()
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps:                    []resource.TestStep{{Config: f.config(""), PlanOnly: true, ExpectError: regexp.MustCompile(`built without bundle: run make build`)}},
+	})
+}
