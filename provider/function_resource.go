@@ -1,0 +1,533 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	logstypes "github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+)
+
+// ghrunner_function: one handler of the Lambda bundle the provider embeds,
+// with its own role, least-privilege policy and log group.
+
+type functionResource struct{ c *clients }
+
+type functionModel struct {
+	ID                  types.String `tfsdk:"id"`
+	Name                types.String `tfsdk:"name"`
+	Handler             types.String `tfsdk:"handler"`
+	Table               types.String `tfsdk:"table"`
+	GitHubParameter     types.String `tfsdk:"github_parameter"`
+	QueueARNs           types.List   `tfsdk:"queue_arns"`
+	Architecture        types.String `tfsdk:"architecture"`
+	Timeout             types.Int64  `tfsdk:"timeout"`
+	MemorySize          types.Int64  `tfsdk:"memory_size"`
+	ReservedConcurrency types.Int64  `tfsdk:"reserved_concurrency"`
+	LogRetentionDays    types.Int64  `tfsdk:"log_retention_days"`
+	LogLevel            types.String `tfsdk:"log_level"`
+	Tags                types.Map    `tfsdk:"tags"`
+	ARN                 types.String `tfsdk:"arn"`
+	RoleName            types.String `tfsdk:"role_name"`
+	LogGroup            types.String `tfsdk:"log_group"`
+	CodeSHA256          types.String `tfsdk:"code_sha256"`
+}
+
+func newFunctionResource() resource.Resource { return &functionResource{} }
+
+var (
+	functionNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	ssmParameterRE = regexp.MustCompile(`^/?[A-Za-z0-9_./-]+$`)
+	handlers       = []string{"provision", "release", "refresh", "scale-down"}
+	logRetentions  = []int64{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
+)
+
+// Scheduled handlers must never overlap: one at a time.
+func scheduled(handler string) bool { return handler == "refresh" || handler == "scale-down" }
+
+func (r *functionResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_function"
+}
+
+func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
+	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
+	resp.Schema = schema.Schema{
+		Description: "One control-plane function (provision, release, refresh or scale-down): the Lambda bundle embedded in this provider, " +
+			"with its own role and least-privilege policy and its log group. A provider release with a new bundle shows as an in-place update of `code_sha256`. " +
+			"Asynchronous invocations (schedules) are never retried; refresh and scale-down run one at a time (reserved concurrency 1).",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, Description: "The function name.", PlanModifiers: keep},
+			"name": schema.StringAttribute{Required: true, Description: "Function name, e.g. `ci-provision`.", PlanModifiers: replace,
+				Validators: []validator.String{stringvalidator.RegexMatches(functionNameRE, "must be 1-64 letters, digits, '-' or '_'")}},
+			"handler": schema.StringAttribute{Required: true, Description: "`provision`, `release`, `refresh` or `scale-down`.", PlanModifiers: replace,
+				Validators: []validator.String{stringvalidator.OneOf(handlers...)}},
+			"table": schema.StringAttribute{Required: true, Description: "Name of the state table (`ghrunner_table.name`).",
+				Validators: []validator.String{stringvalidator.LengthBetween(3, 255)}},
+			"github_parameter": schema.StringAttribute{Required: true,
+				Description: "Name of the SSM SecureString parameter holding the GitHub credentials as JSON (`{\"appId\",\"privateKey\"}` or `{\"token\"}`, optional `baseUrl`). Only its name reaches the function's environment.",
+				Validators: []validator.String{stringvalidator.LengthAtMost(1011),
+					stringvalidator.RegexMatches(ssmParameterRE, "must be an SSM parameter name such as /ghrunner/github (letters, digits, _ . - /)")}},
+			"queue_arns": schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: "ARNs of the pool queues the function may use (every `ghrunner_queue.arn`).",
+				Validators: []validator.List{listvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^arn:[a-z-]+:sqs:`), "must be an SQS queue ARN"))}},
+			"architecture": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("arm64"), PlanModifiers: replace,
+				Description: "`arm64` (default, cheaper) or `amd64`. Changing it replaces the function.", Validators: []validator.String{stringvalidator.OneOf(bundle.Architectures...)}},
+			"timeout": schema.Int64Attribute{Optional: true, Computed: true,
+				Description: "Seconds (1-900). Default 900 for provision (it waits for runners to register), 300 otherwise.", Validators: []validator.Int64{int64validator.Between(1, 900)}},
+			"memory_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(512),
+				Description: "MB (128-10240). Default 512.", Validators: []validator.Int64{int64validator.Between(128, 10240)}},
+			"reserved_concurrency": schema.Int64Attribute{Optional: true, Computed: true,
+				Description: "Reserved concurrency; -1 for none. Default 1 for refresh and scale-down (runs never overlap), -1 otherwise.",
+				Validators:  []validator.Int64{int64validator.AtLeast(-1)}},
+			"log_retention_days": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(30),
+				Description: "Retention of the log group /aws/lambda/<name>. Default 30.", Validators: []validator.Int64{int64validator.OneOf(logRetentions...)}},
+			"log_level": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("info"),
+				Description: "`debug`, `info`, `warn` or `error`. Default info.", Validators: []validator.String{stringvalidator.OneOf("debug", "info", "warn", "error")}},
+			"tags":        schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags of the function, role and log group."},
+			"arn":         schema.StringAttribute{Computed: true, Description: "Function ARN.", PlanModifiers: keep},
+			"role_name":   schema.StringAttribute{Computed: true, Description: "Execution role name.", PlanModifiers: keep},
+			"log_group":   schema.StringAttribute{Computed: true, Description: "Log group name.", PlanModifiers: keep},
+			"code_sha256": schema.StringAttribute{Computed: true, Description: "Lambda's CodeSha256 of the deployed bundle."},
+		},
+	}
+}
+
+func (r *functionResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	if c, ok := req.ProviderData.(*clients); ok {
+		r.c = c
+	}
+}
+
+// ModifyPlan fills the handler-dependent defaults and shows the embedded
+// bundle's hash, so a new provider version plans an update; a provider built
+// without its bundle fails here, before anything is created.
+func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan functionModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || plan.Handler.IsUnknown() || plan.Architecture.IsUnknown() {
+		return
+	}
+	if plan.Timeout.IsUnknown() {
+		plan.Timeout = types.Int64Value(300)
+		if plan.Handler.ValueString() == "provision" {
+			plan.Timeout = types.Int64Value(900)
+		}
+	}
+	if plan.ReservedConcurrency.IsUnknown() {
+		plan.ReservedConcurrency = types.Int64Value(-1)
+		if scheduled(plan.Handler.ValueString()) {
+			plan.ReservedConcurrency = types.Int64Value(1)
+		}
+	}
+	code, err := functionAsset(plan.Architecture.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("architecture"), "The provider has no Lambda bundle", err.Error())
+		return
+	}
+	plan.CodeSHA256 = types.StringValue(code.sha256B64)
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+func (r *functionResource) roleName(name string) string {
+	n := "ghr-" + r.c.environment + "-fn-" + name
+	if len(n) > 64 {
+		n = n[:64]
+	}
+	return n
+}
+
+func (r *functionResource) environment(m functionModel) map[string]string {
+	return map[string]string{
+		"GHRUNNER_HANDLER": m.Handler.ValueString(), "GHRUNNER_TABLE": m.Table.ValueString(), "GHRUNNER_ENVIRONMENT": r.c.environment,
+		"GHRUNNER_GITHUB_PARAMETER": m.GitHubParameter.ValueString(), "GHRUNNER_LOG_LEVEL": m.LogLevel.ValueString(),
+	}
+}
+
+func (r *functionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan functionModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := plan.Name.ValueString()
+	code, err := functionAsset(plan.Architecture.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddError("The provider has no Lambda bundle", err.Error())
+		return
+	}
+	tags := r.tags(ctx, plan, &resp.Diagnostics)
+	roleARN, d := r.ensureRole(ctx, plan, tags)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	plan.RoleName = types.StringValue(r.roleName(name))
+	// The log group first: with retention set before the function's first
+	// log line, Lambda never creates one that keeps logs forever.
+	plan.LogGroup = types.StringValue("/aws/lambda/" + name)
+	if err := r.ensureLogGroup(ctx, plan, tags); err != nil {
+		resp.Diagnostics.AddError("Creating the log group failed", err.Error())
+		return
+	}
+	in := &lambda.CreateFunctionInput{
+		FunctionName: aws.String(name), Role: aws.String(roleARN), Runtime: lambdatypes.RuntimeProvidedal2023, Handler: aws.String("bootstrap"),
+		Code: &lambdatypes.FunctionCode{ZipFile: code.data}, Architectures: []lambdatypes.Architecture{lambdatypes.Architecture(bundle.LambdaArchitecture(plan.Architecture.ValueString()))},
+		Timeout: aws.Int32(int32(plan.Timeout.ValueInt64())), MemorySize: aws.Int32(int32(plan.MemorySize.ValueInt64())),
+		Environment: &lambdatypes.Environment{Variables: r.environment(plan)}, Tags: tags,
+		Description: aws.String("ghrunner " + plan.Handler.ValueString()),
+	}
+	// A new role takes a few seconds to become assumable on AWS.
+	var out *lambda.CreateFunctionOutput
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		out, err = r.c.aws.Lambda().CreateFunction(ctx, in)
+		if err == nil || !strings.Contains(err.Error(), "cannot be assumed") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Second)
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Creating the function failed", err.Error())
+		return
+	}
+	plan.ID, plan.ARN, plan.CodeSHA256 = types.StringValue(name), types.StringValue(aws.ToString(out.FunctionArn)), types.StringValue(aws.ToString(out.CodeSha256))
+	// From here on the function exists: keep it in state even if a later step fails.
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	if err := r.waitReady(ctx, name); err != nil {
+		resp.Diagnostics.AddError("Waiting for the function failed", err.Error())
+		return
+	}
+	if err := r.applySettings(ctx, plan); err != nil {
+		resp.Diagnostics.AddError("Configuring the function failed", err.Error())
+	}
+}
+
+// applySettings sets what CreateFunction cannot: concurrency and the
+// no-retry rule for asynchronous invocations.
+func (r *functionResource) applySettings(ctx context.Context, m functionModel) error {
+	name := aws.String(m.Name.ValueString())
+	client := r.c.aws.Lambda()
+	if c := m.ReservedConcurrency.ValueInt64(); c >= 0 {
+		if _, err := client.PutFunctionConcurrency(ctx, &lambda.PutFunctionConcurrencyInput{FunctionName: name, ReservedConcurrentExecutions: aws.Int32(int32(c))}); err != nil {
+			return fmt.Errorf("reserved concurrency: %w", err)
+		}
+	} else if _, err := client.DeleteFunctionConcurrency(ctx, &lambda.DeleteFunctionConcurrencyInput{FunctionName: name}); err != nil && !isLambdaNotFound(err) {
+		return fmt.Errorf("reserved concurrency: %w", err)
+	}
+	_, err := client.PutFunctionEventInvokeConfig(ctx, &lambda.PutFunctionEventInvokeConfigInput{FunctionName: name, MaximumRetryAttempts: aws.Int32(0)})
+	if err != nil {
+		return fmt.Errorf("asynchronous invocation config: %w", err)
+	}
+	return nil
+}
+
+func (r *functionResource) waitReady(ctx context.Context, name string) error {
+	w := lambda.NewFunctionUpdatedV2Waiter(r.c.aws.Lambda(), func(o *lambda.FunctionUpdatedV2WaiterOptions) { o.MinDelay, o.MaxDelay = time.Second, 5*time.Second })
+	return w.Wait(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)}, 5*time.Minute)
+}
+
+func (r *functionResource) tags(ctx context.Context, m functionModel, diags *diag.Diagnostics) map[string]string {
+	own := map[string]string{}
+	diags.Append(m.Tags.ElementsAs(ctx, &own, false)...)
+	return r.c.tags(own)
+}
+
+func (r *functionResource) ensureLogGroup(ctx context.Context, m functionModel, tags map[string]string) error {
+	logs := r.c.aws.Logs()
+	_, err := logs.CreateLogGroup(ctx, &cloudwatchlogs.CreateLogGroupInput{LogGroupName: aws.String(m.LogGroup.ValueString()), Tags: tags})
+	var exists *logstypes.ResourceAlreadyExistsException
+	if err != nil && !errors.As(err, &exists) {
+		return err
+	}
+	_, err = logs.PutRetentionPolicy(ctx, &cloudwatchlogs.PutRetentionPolicyInput{LogGroupName: aws.String(m.LogGroup.ValueString()), RetentionInDays: aws.Int32(int32(m.LogRetentionDays.ValueInt64()))})
+	return err
+}
+
+func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags map[string]string) (string, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	desc, err := r.c.aws.DynamoDB().DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(m.Table.ValueString())})
+	if err != nil {
+		diags.AddAttributeError(path.Root("table"), "State table not found", fmt.Sprintf("table %q: %v (create it with ghrunner_table)", m.Table.ValueString(), err))
+		return "", diags
+	}
+	var queues []string
+	diags.Append(m.QueueARNs.ElementsAs(ctx, &queues, false)...)
+	policy, err := functionPolicy(m.Handler.ValueString(), aws.ToString(desc.Table.TableArn), queues, m.GitHubParameter.ValueString(), m.Name.ValueString(), r.c.environment)
+	if err != nil {
+		diags.AddError("Building the function policy failed", err.Error())
+		return "", diags
+	}
+	client, name := r.c.aws.IAM(), r.roleName(m.Name.ValueString())
+	var iamTags []iamtypes.Tag
+	for k, v := range tags {
+		iamTags = append(iamTags, iamtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
+	}
+	out, err := client.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(trustPolicy("lambda.amazonaws.com")), Tags: iamTags,
+		Description: aws.String("ghrunner function " + m.Name.ValueString())})
+	var exists *iamtypes.EntityAlreadyExistsException
+	arn := ""
+	switch {
+	case errors.As(err, &exists):
+		got, err := client.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
+		if err != nil {
+			diags.AddError("Reading the function role failed", err.Error())
+			return "", diags
+		}
+		arn = aws.ToString(got.Role.Arn)
+	case err != nil:
+		diags.AddError("Creating the function role failed", err.Error())
+		return "", diags
+	default:
+		arn = aws.ToString(out.Role.Arn)
+	}
+	if _, err := client.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String(name), PolicyName: aws.String("ghrunner-function"), PolicyDocument: aws.String(policy)}); err != nil {
+		diags.AddError("Attaching the function policy failed", err.Error())
+	}
+	return arn, diags
+}
+
+func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var st functionModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &st)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	found, err := r.read(ctx, st.ID.ValueString(), &st)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading the function failed", err.Error())
+		return
+	}
+	if !found {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+}
+
+func isLambdaNotFound(err error) bool {
+	var nf *lambdatypes.ResourceNotFoundException
+	return errors.As(err, &nf)
+}
+
+func (r *functionResource) read(ctx context.Context, name string, m *functionModel) (bool, error) {
+	client := r.c.aws.Lambda()
+	out, err := client.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
+	if isLambdaNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	cfg := out.Configuration
+	m.ID, m.Name, m.ARN = types.StringValue(name), types.StringValue(aws.ToString(cfg.FunctionName)), types.StringValue(aws.ToString(cfg.FunctionArn))
+	m.CodeSHA256 = types.StringValue(aws.ToString(cfg.CodeSha256))
+	m.Timeout, m.MemorySize = types.Int64Value(int64(aws.ToInt32(cfg.Timeout))), types.Int64Value(int64(aws.ToInt32(cfg.MemorySize)))
+	if len(cfg.Architectures) == 1 {
+		m.Architecture = types.StringValue(map[lambdatypes.Architecture]string{lambdatypes.ArchitectureArm64: "arm64", lambdatypes.ArchitectureX8664: "amd64"}[cfg.Architectures[0]])
+	}
+	if cfg.Environment != nil {
+		v := cfg.Environment.Variables
+		m.Handler, m.Table, m.GitHubParameter = types.StringValue(v["GHRUNNER_HANDLER"]), types.StringValue(v["GHRUNNER_TABLE"]), types.StringValue(v["GHRUNNER_GITHUB_PARAMETER"])
+		m.LogLevel = types.StringValue(v["GHRUNNER_LOG_LEVEL"])
+	}
+	role := aws.ToString(cfg.Role)
+	m.RoleName = types.StringValue(role[strings.LastIndex(role, "/")+1:])
+	conc, err := client.GetFunctionConcurrency(ctx, &lambda.GetFunctionConcurrencyInput{FunctionName: aws.String(name)})
+	if err != nil {
+		return false, err
+	}
+	m.ReservedConcurrency = types.Int64Value(-1)
+	if conc.ReservedConcurrentExecutions != nil {
+		m.ReservedConcurrency = types.Int64Value(int64(*conc.ReservedConcurrentExecutions))
+	}
+	m.LogGroup = types.StringValue("/aws/lambda/" + name)
+	groups, err := r.c.aws.Logs().DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(m.LogGroup.ValueString())})
+	if err != nil {
+		return false, err
+	}
+	for _, g := range groups.LogGroups {
+		if aws.ToString(g.LogGroupName) == m.LogGroup.ValueString() {
+			m.LogRetentionDays = types.Int64Value(int64(aws.ToInt32(g.RetentionInDays)))
+		}
+	}
+	return true, nil
+}
+
+func (r *functionResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, prior functionModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := plan.Name.ValueString()
+	tags := r.tags(ctx, plan, &resp.Diagnostics)
+	if _, d := r.ensureRole(ctx, plan, tags); d.HasError() {
+		resp.Diagnostics.Append(d...)
+		return
+	}
+	client := r.c.aws.Lambda()
+	if !plan.CodeSHA256.Equal(prior.CodeSHA256) {
+		code, err := functionAsset(plan.Architecture.ValueString())
+		if err != nil {
+			resp.Diagnostics.AddError("The provider has no Lambda bundle", err.Error())
+			return
+		}
+		if _, err := client.UpdateFunctionCode(ctx, &lambda.UpdateFunctionCodeInput{FunctionName: aws.String(name), ZipFile: code.data}); err != nil {
+			resp.Diagnostics.AddError("Updating the function code failed", err.Error())
+			return
+		}
+		if err := r.waitReady(ctx, name); err != nil {
+			resp.Diagnostics.AddError("Waiting for the function failed", err.Error())
+			return
+		}
+	}
+	if _, err := client.UpdateFunctionConfiguration(ctx, &lambda.UpdateFunctionConfigurationInput{FunctionName: aws.String(name),
+		Timeout: aws.Int32(int32(plan.Timeout.ValueInt64())), MemorySize: aws.Int32(int32(plan.MemorySize.ValueInt64())),
+		Environment: &lambdatypes.Environment{Variables: r.environment(plan)}}); err != nil {
+		resp.Diagnostics.AddError("Updating the function configuration failed", err.Error())
+		return
+	}
+	if err := r.waitReady(ctx, name); err != nil {
+		resp.Diagnostics.AddError("Waiting for the function failed", err.Error())
+		return
+	}
+	if _, err := client.TagResource(ctx, &lambda.TagResourceInput{Resource: aws.String(prior.ARN.ValueString()), Tags: tags}); err != nil {
+		resp.Diagnostics.AddError("Tagging the function failed", err.Error())
+		return
+	}
+	if err := r.ensureLogGroup(ctx, plan, tags); err != nil {
+		resp.Diagnostics.AddError("Updating the log group failed", err.Error())
+		return
+	}
+	if err := r.applySettings(ctx, plan); err != nil {
+		resp.Diagnostics.AddError("Configuring the function failed", err.Error())
+		return
+	}
+	if _, err := r.read(ctx, name, &plan); err != nil {
+		resp.Diagnostics.AddError("Reading the function failed", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *functionResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var st functionModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &st)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if _, err := r.c.aws.Lambda().DeleteFunction(ctx, &lambda.DeleteFunctionInput{FunctionName: aws.String(st.ID.ValueString())}); err != nil && !isLambdaNotFound(err) {
+		resp.Diagnostics.AddError("Deleting the function failed", err.Error())
+		return
+	}
+	var gone *logstypes.ResourceNotFoundException
+	if _, err := r.c.aws.Logs().DeleteLogGroup(ctx, &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: aws.String("/aws/lambda/" + st.ID.ValueString())}); err != nil && !errors.As(err, &gone) {
+		resp.Diagnostics.AddError("Deleting the log group failed", err.Error())
+		return
+	}
+	client, role := r.c.aws.IAM(), r.roleName(st.ID.ValueString())
+	var nf *iamtypes.NoSuchEntityException
+	if _, err := client.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String("ghrunner-function")}); err != nil && !errors.As(err, &nf) {
+		resp.Diagnostics.AddError("Deleting the function policy failed", err.Error())
+		return
+	}
+	if _, err := client.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: aws.String(role)}); err != nil && !errors.As(err, &nf) {
+		resp.Diagnostics.AddError("Deleting the function role failed", err.Error())
+	}
+}
+
+// ImportState takes the function name.
+func (r *functionResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if !functionNameRE.MatchString(req.ID) {
+		resp.Diagnostics.AddError("Invalid import id", fmt.Sprintf("%q: use the function name, e.g. ci-provision", req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+}
+
+// functionPolicy grants one handler what its code calls and nothing else:
+// the table and its indexes, the pool queues, EC2 only on instances tagged
+// with this environment (launches only through the deployment's templates
+// and roles), the GitHub parameter, and its own log group.
+func functionPolicy(handler, tableARN string, queueARNs []string, parameter, functionName, environment string) (string, error) {
+	a, err := parseARN(tableARN)
+	if err != nil {
+		return "", fmt.Errorf("table arn: %w", err)
+	}
+	arn := func(service, resource string) string {
+		return fmt.Sprintf("arn:%s:%s:%s:%s:%s", a.partition, service, a.region, a.account, resource)
+	}
+	ours := map[string]map[string]any{"StringEquals": {"aws:ResourceTag/ghr:environment": environment}}
+	st := []policyStatement{
+		{Sid: "StateTable", Effect: "Allow", Resource: []string{tableARN, tableARN + "/index/*"},
+			Action: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:TransactWriteItems"}},
+		{Sid: "GitHubCredentials", Effect: "Allow", Action: []string{"ssm:GetParameter"},
+			Resource: []string{arn("ssm", "parameter/"+strings.TrimPrefix(parameter, "/"))}},
+		{Sid: "DecryptGitHubCredentials", Effect: "Allow", Action: []string{"kms:Decrypt"}, Resource: []string{arn("kms", "key/*")},
+			Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": "ssm." + a.region + ".amazonaws.com"}}},
+		{Sid: "Logs", Effect: "Allow", Action: []string{"logs:CreateLogStream", "logs:PutLogEvents"},
+			Resource: []string{arn("logs", "log-group:/aws/lambda/"+functionName+":*")}},
+		{Sid: "ListInstances", Effect: "Allow", Action: []string{"ec2:DescribeInstances"}, Resource: []string{"*"}},
+		{Sid: "TerminateOwnInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
+			Resource: []string{arn("ec2", "instance/*")}, Condition: ours},
+	}
+	// Scale-down never touches the queues: a message of an instance it
+	// terminated is dropped by the next provision's claim.
+	actions := map[string][]string{
+		"provision": {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage"},
+		"release":   {"sqs:SendMessage"},
+		"refresh":   {"sqs:SendMessage"},
+	}[handler]
+	if len(queueARNs) > 0 && len(actions) > 0 {
+		st = append(st, policyStatement{Sid: "PoolQueues", Effect: "Allow", Action: actions, Resource: queueARNs})
+	}
+	switch handler {
+	case "provision":
+		st = append(st,
+			policyStatement{Sid: "LaunchFromTemplates", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateTags"},
+				Resource: []string{"*"}, Condition: map[string]map[string]any{"StringEquals": {"aws:RequestTag/ghr:environment": environment}}},
+			policyStatement{Sid: "LaunchResources", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances"},
+				Resource: []string{arn("ec2", "launch-template/*"), arn("ec2", "subnet/*"), arn("ec2", "security-group/*"), arn("ec2", "network-interface/*"),
+					arn("ec2", "volume/*"), fmt.Sprintf("arn:%s:ec2:%s::image/*", a.partition, a.region)}},
+			policyStatement{Sid: "TagVolumes", Effect: "Allow", Action: []string{"ec2:CreateTags"}, Resource: []string{arn("ec2", "volume/*")}},
+			policyStatement{Sid: "ReadTemplates", Effect: "Allow", Action: []string{"ec2:DescribeLaunchTemplateVersions", "ec2:DescribeVolumes"}, Resource: []string{"*"}},
+			policyStatement{Sid: "PassInstanceRoles", Effect: "Allow", Action: []string{"iam:PassRole"},
+				Resource:  []string{fmt.Sprintf("arn:%s:iam::%s:role/ghr-%s-*", a.partition, a.account, environment)},
+				Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
+			policyStatement{Sid: "SpotServiceRole", Effect: "Allow", Action: []string{"iam:CreateServiceLinkedRole"}, Resource: []string{"*"},
+				Condition: map[string]map[string]any{"StringEquals": {"iam:AWSServiceName": "spot.amazonaws.com"}}},
+		)
+	case "scale-down":
+		st = append(st, policyStatement{Sid: "OrphanTags", Effect: "Allow", Action: []string{"ec2:CreateTags", "ec2:DeleteTags"},
+			Resource: []string{arn("ec2", "instance/*")}, Condition: ours})
+	}
+	return policyDocument{Version: "2012-10-17", Statement: st}.String(), nil
+}

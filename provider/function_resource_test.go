@@ -1,0 +1,296 @@
+package provider
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+)
+
+func functionConfig(table, name, handler, extra string) string {
+	return providerConfig() + fmt.Sprintf(`
+resource "ghrunner_table" "state" {
+  name = %q
+}
+resource "ghrunner_queue" "linux" {
+  name = %q
+}
+resource "ghrunner_function" "fn" {
+  name             = %q
+  handler          = %q
+  table            = ghrunner_table.state.name
+  github_parameter = "/ghrunner/acc/github"
+  queue_arns       = [ghrunner_queue.linux.arn]
+%s
+}
+`, table, table+"-q", name, handler, extra)
+}
+
+// checkFunction reads the function back from Lambda and compares it with
+// what the embedded bundle and the attributes say it must be.
+func checkFunction(name, arch string, timeout, memory, concurrency, retention int32) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		ctx := context.Background()
+		c := env.Config(&testing.T{})
+		out, err := c.Lambda().GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
+		if err != nil {
+			return err
+		}
+		cfg := out.Configuration
+		code, err := functionAsset(arch)
+		if err != nil {
+			return err
+		}
+		if got := aws.ToString(cfg.CodeSha256); got != code.sha256B64 {
+			return fmt.Errorf("CodeSha256 %s, want the embedded %s bundle's %s", got, arch, code.sha256B64)
+		}
+		wantArch := map[string]string{"arm64": "arm64", "amd64": "x86_64"}[arch]
+		if len(cfg.Architectures) != 1 || string(cfg.Architectures[0]) != wantArch {
+			return fmt.Errorf("architectures %v, want %s", cfg.Architectures, wantArch)
+		}
+		if aws.ToInt32(cfg.Timeout) != timeout || aws.ToInt32(cfg.MemorySize) != memory || aws.ToString(cfg.Handler) != "bootstrap" {
+			return fmt.Errorf("timeout %d memory %d handler %s", aws.ToInt32(cfg.Timeout), aws.ToInt32(cfg.MemorySize), aws.ToString(cfg.Handler))
+		}
+		vars := cfg.Environment.Variables
+		if vars["GHRUNNER_ENVIRONMENT"] != "acc" || vars["GHRUNNER_GITHUB_PARAMETER"] != "/ghrunner/acc/github" || vars["GHRUNNER_TABLE"] == "" {
+			return fmt.Errorf("environment %v", vars)
+		}
+		conc, err := c.Lambda().GetFunctionConcurrency(ctx, &lambda.GetFunctionConcurrencyInput{FunctionName: aws.String(name)})
+		if err != nil {
+			return err
+		}
+		if got := int32(-1); conc.ReservedConcurrentExecutions != nil && *conc.ReservedConcurrentExecutions != concurrency || conc.ReservedConcurrentExecutions == nil && concurrency != got {
+			return fmt.Errorf("reserved concurrency %v, want %d", conc.ReservedConcurrentExecutions, concurrency)
+		}
+		async, err := c.Lambda().GetFunctionEventInvokeConfig(ctx, &lambda.GetFunctionEventInvokeConfigInput{FunctionName: aws.String(name)})
+		if err != nil || aws.ToInt32(async.MaximumRetryAttempts) != 0 {
+			return fmt.Errorf("asynchronous retries: %v %v", err, async)
+		}
+		groups, err := c.Logs().DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String("/aws/lambda/" + name)})
+		if err != nil || len(groups.LogGroups) != 1 || aws.ToInt32(groups.LogGroups[0].RetentionInDays) != retention {
+			return fmt.Errorf("log group: %v %+v, want retention %d", err, groups, retention)
+		}
+		return nil
+	}
+}
+
+func TestAccFunction_basic_update_import(t *testing.T) {
+	table, name := awstest.Name(t, "tbl"), awstest.Name(t, "fn")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				Config: functionConfig(table, name, "provision", ""),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					checkFunction(name, "arm64", 900, 512, -1, 30),
+					resource.TestCheckResourceAttr("ghrunner_function.fn", "role_name", "ghr-acc-fn-"+name),
+					resource.TestMatchResourceAttr("ghrunner_function.fn", "arn", regexp.MustCompile(`:function:`+name+`$`)),
+				),
+			},
+			// New code (another architecture) and settings: updated in place.
+			{
+				Config: functionConfig(table, name, "provision", `
+  architecture       = "amd64"
+  memory_size        = 1024
+  timeout            = 600
+  log_retention_days = 7
+  reserved_concurrency = 5
+`),
+				Check: checkFunction(name, "amd64", 600, 1024, 5, 7),
+			},
+			{ResourceName: "ghrunner_function.fn", ImportState: true, ImportStateId: name, ImportStateVerify: true,
+				ImportStateVerifyIgnore: []string{"tags", "queue_arns"}},
+		},
+	})
+}
+
+// Scheduled handlers run one at a time.
+func TestAccFunction_scheduledDefaults(t *testing.T) {
+	table, name := awstest.Name(t, "tbl"), awstest.Name(t, "fn")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{
+			Config: functionConfig(table, name, "scale-down", ""),
+			Check:  checkFunction(name, "arm64", 300, 512, 1, 30),
+		}},
+	})
+}
+
+func TestAccFunction_disappears(t *testing.T) {
+	table, name := awstest.Name(t, "tbl"), awstest.Name(t, "fn")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{
+			Config: functionConfig(table, name, "release", ""),
+			Check: func(*terraform.State) error {
+				_, err := env.Config(&testing.T{}).Lambda().DeleteFunction(context.Background(), &lambda.DeleteFunctionInput{FunctionName: aws.String(name)})
+				return err
+			},
+			ExpectNonEmptyPlan: true,
+		}},
+	})
+}
+
+func TestAccFunction_validation(t *testing.T) {
+	for _, c := range []struct{ handler, extra, want string }{
+		{"deploy", "", `value must be one of`},
+		{"provision", `timeout = 901`, `between 1 and 900`},
+		{"provision", `log_retention_days = 2`, `value must be one of`},
+		{"provision", `architecture = "x86_64"`, `value must be one of`},
+		{"provision", `queue_arns = ["https://sqs.us-east-1.amazonaws.com/1/q"]`, `must be an SQS queue ARN`},
+	} {
+		t.Run(c.want+c.extra, func(t *testing.T) {
+			cfg := functionConfig("tbl-validation", "fn-validation", c.handler, c.extra)
+			if strings.Contains(c.extra, "queue_arns") {
+				cfg = strings.Replace(cfg, "  queue_arns       = [ghrunner_queue.linux.arn]\n", "", 1)
+			}
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: factories,
+				Steps:                    []resource.TestStep{{Config: cfg, PlanOnly: true, ExpectError: regexp.MustCompile(c.want)}},
+			})
+		})
+	}
+}
+
+func TestAccFunction_withoutBundle(t *testing.T) {
+	saved := assets
+	assets = fstest.MapFS{}
+	defer func() { assets = saved }()
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{Config: functionConfig("tbl-nobundle", "fn-nobundle", "provision", ""), PlanOnly: true,
+			ExpectError: regexp.MustCompile(`built without bundle: run make build`)}},
+	})
+}
+
+// The policy of each handler holds exactly the actions its code calls.
+func TestFunctionPolicy(t *testing.T) {
+	table := "arn:aws:dynamodb:eu-west-1:123456789012:table/ghr"
+	queues := []string{"arn:aws:sqs:eu-west-1:123456789012:linux"}
+	actions := func(doc string) (all []string, bySid map[string]policyStatement) {
+		var d policyDocument
+		if err := json.Unmarshal([]byte(doc), &d); err != nil {
+			t.Fatal(err)
+		}
+		bySid = map[string]policyStatement{}
+		for _, s := range d.Statement {
+			all = append(all, s.Action...)
+			bySid[s.Sid] = s
+			if s.Effect != "Allow" {
+				t.Errorf("%s: effect %s", s.Sid, s.Effect)
+			}
+			for _, a := range s.Action {
+				if strings.Contains(a, "*") {
+					t.Errorf("%s: wildcard action %s", s.Sid, a)
+				}
+			}
+		}
+		return all, bySid
+	}
+	for handler, want := range map[string]struct{ has, hasNot []string }{
+		"provision":  {has: []string{"ec2:CreateFleet", "iam:PassRole", "sqs:ReceiveMessage", "ec2:TerminateInstances"}, hasNot: []string{"ec2:DeleteTags"}},
+		"release":    {has: []string{"sqs:SendMessage", "dynamodb:Query"}, hasNot: []string{"ec2:CreateFleet", "iam:PassRole", "sqs:ReceiveMessage"}},
+		"refresh":    {has: []string{"ec2:TerminateInstances", "sqs:SendMessage"}, hasNot: []string{"ec2:CreateFleet", "ec2:CreateTags"}},
+		"scale-down": {has: []string{"ec2:CreateTags", "ec2:DeleteTags", "ec2:TerminateInstances"}, hasNot: []string{"ec2:CreateFleet", "sqs:SendMessage", "sqs:ReceiveMessage"}},
+	} {
+		doc, err := functionPolicy(handler, table, queues, "/ghrunner/github", "ci-"+handler, "prod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, bySid := actions(doc)
+		for _, a := range want.has {
+			if !slices.Contains(all, a) {
+				t.Errorf("%s: missing %s", handler, a)
+			}
+		}
+		for _, a := range want.hasNot {
+			if slices.Contains(all, a) {
+				t.Errorf("%s: must not have %s", handler, a)
+			}
+		}
+		term := bySid["TerminateOwnInstances"]
+		if term.Condition["StringEquals"]["aws:ResourceTag/ghr:environment"] != "prod" {
+			t.Errorf("%s: termination not limited to the environment: %+v", handler, term)
+		}
+		if got := bySid["GitHubCredentials"].Resource; len(got) != 1 || got[0] != "arn:aws:ssm:eu-west-1:123456789012:parameter/ghrunner/github" {
+			t.Errorf("%s: parameter resource %v", handler, got)
+		}
+		if got := bySid["Logs"].Resource; len(got) != 1 || got[0] != "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/ci-"+handler+":*" {
+			t.Errorf("%s: logs resource %v", handler, got)
+		}
+	}
+	if _, err := functionPolicy("provision", "not-an-arn", nil, "/p", "f", "e"); err == nil {
+		t.Error("accepted a table ARN that is not an ARN")
+	}
+}
+
+// The agent's instance policy: own records only, own pool only.
+func TestAgentPolicy(t *testing.T) {
+	doc, err := agentPolicy("arn:aws:dynamodb:eu-west-1:123456789012:table/ghr", "prod", "linux", "ghr-prod-agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d policyDocument
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Statement) != 3 {
+		t.Fatalf("%d statements: %s", len(d.Statement), doc)
+	}
+	rec, term, get := d.Statement[0], d.Statement[1], d.Statement[2]
+	if !slices.Equal(rec.Action, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}) || fmt.Sprint(rec.Condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]) != "[i-*]" {
+		t.Errorf("record statement %+v", rec)
+	}
+	if !slices.Equal(term.Action, []string{"ec2:TerminateInstances"}) || term.Condition["StringEquals"]["aws:ResourceTag/ghr:pool"] != "linux" ||
+		term.Condition["StringEquals"]["aws:ResourceTag/ghr:environment"] != "prod" {
+		t.Errorf("terminate statement %+v", term)
+	}
+	if !slices.Equal(get.Resource, []string{"arn:aws:s3:::ghr-prod-agent-1/agent/*"}) {
+		t.Errorf("download statement %+v", get)
+	}
+	if doc, _ := agentPolicy("arn:aws:dynamodb:eu-west-1:1:table/ghr", "prod", "linux", ""); strings.Contains(doc, "s3:") {
+		t.Errorf("preinstalled agent still allowed to download: %s", doc)
+	}
+}
+
+// A provider release with a new bundle plans an in-place update of the code.
+func TestAccFunction_newBundleIsAnUpdate(t *testing.T) {
+	table, name := awstest.Name(t, "tbl"), awstest.Name(t, "fn")
+	saved := assets
+	defer func() { assets = saved }()
+	newer, err := bundle.Zip("bootstrap", []byte("a newer bootstrap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(newer)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: functionConfig(table, name, "release", "")},
+			{
+				PreConfig: func() { assets = fstest.MapFS{bundle.FunctionZip("arm64"): {Data: newer}} },
+				Config:    functionConfig(table, name, "release", ""),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("ghrunner_function.fn", plancheck.ResourceActionUpdate),
+				}},
+				Check: resource.TestCheckResourceAttr("ghrunner_function.fn", "code_sha256", base64.StdEncoding.EncodeToString(sum[:])),
+			},
+		},
+	})
+}
