@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -71,7 +72,7 @@ type poolModel struct {
 	RunnerUser       types.String `tfsdk:"runner_user"`
 	RunnerTarballURL types.String `tfsdk:"runner_tarball_url"`
 	RunnerTarballSHA types.String `tfsdk:"runner_tarball_sha256"`
-	IdleWindows      []idleWindow `tfsdk:"idle_windows"`
+	IdleWindows      types.List   `tfsdk:"idle_windows"`
 	Tags             types.Map    `tfsdk:"tags"`
 
 	CreatedTTL        types.Int64 `tfsdk:"created_ttl_seconds"`
@@ -101,6 +102,19 @@ type idleWindow struct {
 	TimeZone         types.String `tfsdk:"time_zone"`
 	IdleCount        types.Int64  `tfsdk:"idle_count"`
 	EvictionStrategy types.String `tfsdk:"eviction_strategy"`
+}
+
+var idleWindowType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"cron": types.StringType, "time_zone": types.StringType, "idle_count": types.Int64Type, "eviction_strategy": types.StringType}}
+
+// windows returns the idle windows, or nil while they are unknown.
+func (m poolModel) windows(ctx context.Context) ([]idleWindow, diag.Diagnostics) {
+	if m.IdleWindows.IsUnknown() || m.IdleWindows.IsNull() {
+		return nil, nil
+	}
+	var out []idleWindow
+	d := m.IdleWindows.ElementsAs(ctx, &out, false)
+	return out, d
 }
 
 func newPoolResource() resource.Resource { return &poolResource{} }
@@ -229,7 +243,8 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	for i, w := range m.IdleWindows {
+	windows, _ := m.windows(ctx) // unknown elements are checked at apply
+	for i, w := range windows {
 		p := path.Root("idle_windows").AtListIndex(i)
 		iw := state.IdleWindow{Cron: w.Cron.ValueString(), TimeZone: w.TimeZone.ValueString(), IdleCount: int(w.IdleCount.ValueInt64()), EvictionStrategy: w.EvictionStrategy.ValueString()}
 		if iw.TimeZone == "" {
@@ -477,7 +492,9 @@ func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diag
 			StaleAfter: m.StaleAfter.ValueInt64(), MaxAge: m.MaxAge.ValueInt64(), MaxUses: int(m.MaxUses.ValueInt64()), ReleaseWait: m.ReleaseWait.ValueInt64(),
 		},
 	}
-	for _, w := range m.IdleWindows {
+	windows, d := m.windows(ctx)
+	diags.Append(d...)
+	for _, w := range windows {
 		cfg.IdleWindows = append(cfg.IdleWindows, state.IdleWindow{Cron: w.Cron.ValueString(), TimeZone: w.TimeZone.ValueString(),
 			IdleCount: int(w.IdleCount.ValueInt64()), EvictionStrategy: w.EvictionStrategy.ValueString()})
 	}
@@ -718,10 +735,14 @@ func (r *poolResource) read(ctx context.Context, m *poolModel) (bool, error) {
 	m.CreatedTTL, m.ClaimTTL, m.MaxRuntime, m.IdleTTL = types.Int64Value(t.CreatedTTL), types.Int64Value(t.ClaimTTL), types.Int64Value(t.MaxRuntime), types.Int64Value(t.IdleTTL)
 	m.BootTime, m.MinRunningTime, m.HeartbeatInterval = types.Int64Value(t.BootTime), types.Int64Value(t.MinRunningTime), types.Int64Value(t.HeartbeatInterval)
 	m.StaleAfter, m.MaxAge, m.MaxUses, m.ReleaseWait = types.Int64Value(t.StaleAfter), types.Int64Value(t.MaxAge), types.Int64Value(int64(t.MaxUses)), types.Int64Value(t.ReleaseWait)
-	m.IdleWindows = nil
-	for _, w := range cfg.IdleWindows {
-		m.IdleWindows = append(m.IdleWindows, idleWindow{Cron: types.StringValue(w.Cron), TimeZone: types.StringValue(w.TimeZone),
-			IdleCount: types.Int64Value(int64(w.IdleCount)), EvictionStrategy: types.StringValue(w.EvictionStrategy)})
+	// An empty list in the configuration stays empty, an unset one null.
+	if !m.IdleWindows.IsNull() || len(cfg.IdleWindows) > 0 {
+		windows := []idleWindow{}
+		for _, w := range cfg.IdleWindows {
+			windows = append(windows, idleWindow{Cron: types.StringValue(w.Cron), TimeZone: types.StringValue(w.TimeZone),
+				IdleCount: types.Int64Value(int64(w.IdleCount)), EvictionStrategy: types.StringValue(w.EvictionStrategy)})
+		}
+		m.IdleWindows, _ = types.ListValueFrom(ctx, idleWindowType, windows)
 	}
 	data := lt.LaunchTemplateVersions[0].LaunchTemplateData
 	m.ImageID = types.StringValue(aws.ToString(data.ImageId))
@@ -914,6 +935,7 @@ func (r *poolResource) ImportState(ctx context.Context, req resource.ImportState
 		return
 	}
 	m := poolModel{Table: types.StringValue(table), Name: types.StringValue(name), SecurityGroupIDs: types.ListNull(types.StringType), Tags: types.MapNull(types.StringType),
+		IdleWindows:   types.ListNull(idleWindowType),
 		InstanceTypes: types.ListNull(types.StringType), SubnetIDs: types.ListNull(types.StringType)}
 	found, err := r.read(ctx, &m)
 	if err != nil || !found {

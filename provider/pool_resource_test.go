@@ -24,42 +24,13 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
 
-// network finds what moto offers every account: a Linux x86_64 AMI, a
-// default subnet and the default security group.
-func network(t *testing.T) (ami, subnet, sg string) {
-	t.Helper()
-	ctx, c := context.Background(), env.Config(t).EC2()
-	images, err := c.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{"x86_64"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, img := range images.Images {
-		if img.Platform == "" && aws.ToString(img.RootDeviceName) != "" && regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`).MatchString(aws.ToString(img.ImageId)) {
-			ami = aws.ToString(img.ImageId)
-			break
-		}
-	}
-	subnets, err := c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
-	if err != nil || len(subnets.Subnets) == 0 {
-		t.Fatalf("no subnet in moto: %v", err)
-	}
-	groups, err := c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupNames: []string{"default"}})
-	if err != nil || len(groups.SecurityGroups) == 0 {
-		t.Fatalf("no default security group in moto: %v", err)
-	}
-	if ami == "" {
-		t.Fatal("moto offers no Linux x86_64 AMI")
-	}
-	return ami, aws.ToString(subnets.Subnets[0].SubnetId), aws.ToString(groups.SecurityGroups[0].GroupId)
-}
-
 type poolFixture struct {
 	table, queue, ami, subnet, sg string
 }
 
 func newPoolFixture(t *testing.T) poolFixture {
-	ami, subnet, sg := network(t)
-	return poolFixture{table: awstest.Name(t, "tbl"), queue: awstest.Name(t, "q"), ami: ami, subnet: subnet, sg: sg}
+	n := env.Network(t)
+	return poolFixture{table: awstest.Name(t, "tbl"), queue: awstest.Name(t, "q"), ami: n.AMI, subnet: n.Subnet, sg: n.SecurityGroup}
 }
 
 // config renders a pool with extra attributes spliced in.

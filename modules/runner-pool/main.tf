@@ -1,0 +1,84 @@
+locals {
+  handlers = toset(["provision", "release", "refresh", "scale-down"])
+  # Handlers the schedules run; provision and release are invoked by workflows.
+  scheduled = {
+    refresh    = var.refresh_schedule
+    scale-down = var.scale_down_schedule
+  }
+}
+
+resource "ghrunner_table" "state" {
+  name                   = "${var.prefix}-state"
+  point_in_time_recovery = var.point_in_time_recovery
+  tags                   = var.tags
+}
+
+resource "ghrunner_queue" "pool" {
+  for_each = var.pools
+
+  name = "${var.prefix}-${each.key}"
+  tags = var.tags
+}
+
+resource "ghrunner_pool" "pool" {
+  for_each = var.pools
+
+  name               = each.key
+  table              = ghrunner_table.state.name
+  queue_url          = ghrunner_queue.pool[each.key].url
+  owner              = each.value.owner
+  image_id           = each.value.image_id
+  instance_types     = each.value.instance_types
+  subnet_ids         = each.value.subnet_ids
+  security_group_ids = each.value.security_group_ids
+  usage_class        = each.value.usage_class
+  on_demand_fallback = each.value.on_demand_fallback
+  max_instances      = each.value.max_instances
+  root_volume_size   = each.value.root_volume_size
+  agent_path         = each.value.agent_path
+  agent_endpoint     = each.value.agent_endpoint
+  pre_runner_script  = each.value.pre_runner_script
+  cleanup_script     = each.value.cleanup_script
+  idle_windows       = each.value.idle_windows
+  tags               = var.tags
+
+  created_ttl_seconds        = each.value.timings.created_ttl_seconds
+  claim_ttl_seconds          = each.value.timings.claim_ttl_seconds
+  max_runtime_seconds        = each.value.timings.max_runtime_seconds
+  idle_ttl_seconds           = each.value.timings.idle_ttl_seconds
+  boot_time_seconds          = each.value.timings.boot_time_seconds
+  min_running_time_seconds   = each.value.timings.min_running_time_seconds
+  heartbeat_interval_seconds = each.value.timings.heartbeat_interval_seconds
+  stale_after_seconds        = each.value.timings.stale_after_seconds
+  max_age_seconds            = each.value.timings.max_age_seconds
+  max_uses                   = each.value.timings.max_uses
+  release_wait_seconds       = each.value.timings.release_wait_seconds
+}
+
+resource "ghrunner_function" "fn" {
+  for_each = local.handlers
+
+  name               = "${var.prefix}-${each.key}"
+  handler            = each.key
+  table              = ghrunner_table.state.name
+  github_parameter   = var.github_parameter
+  queue_arns         = [for q in ghrunner_queue.pool : q.arn]
+  architecture       = var.architecture
+  log_retention_days = var.log_retention_days
+  tags               = var.tags
+
+  # Functions read the pool configs at run time: deploy them after the pools
+  # so the first scheduled run already sees every pool.
+  depends_on = [ghrunner_pool.pool]
+}
+
+resource "ghrunner_schedule" "scheduled" {
+  for_each = local.scheduled
+
+  name                = "${var.prefix}-${each.key}"
+  function_arn        = ghrunner_function.fn[each.key].arn
+  schedule_expression = each.value
+  timezone            = var.schedule_time_zone
+  description         = "ghrunner ${each.key} of ${var.prefix}"
+  tags                = var.tags
+}

@@ -1,0 +1,231 @@
+// The module, applied and destroyed for real: the provider as `make install`
+// builds it, found by terraform through the filesystem mirror, against moto.
+package runnerpool_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+var env *awstest.Moto
+
+func TestMain(m *testing.M) {
+	if _, err := exec.LookPath("terraform"); err != nil {
+		fmt.Fprintln(os.Stderr, "terraform not found on PATH: install it, or build one with `go install github.com/hashicorp/terraform@v1.5.7`")
+		os.Exit(1)
+	}
+	os.Exit(awstest.Main(m, &env))
+}
+
+// tf runs terraform in dir with the mirror's CLI config and returns its output.
+func tf(t *testing.T, dir, cliConfig string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("terraform", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
+		"AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "TF_PLUGIN_CACHE_DIR=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("terraform %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// install runs `make install` into a temporary mirror, exactly as a user would.
+func install(t *testing.T) string {
+	t.Helper()
+	mirror := t.TempDir()
+	cmd := exec.Command("make", "-C", "../..", "install", "MIRROR="+mirror)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	return filepath.Join(mirror, "terraformrc")
+}
+
+const root = `
+terraform {
+  required_providers {
+    ghrunner = { source = "ghrunner/ghrunner" }
+  }
+}
+
+provider "ghrunner" {
+  region      = "us-east-1"
+  environment = "modtest"
+  endpoints {
+    dynamodb  = %[1]q
+    ec2       = %[1]q
+    iam       = %[1]q
+    lambda    = %[1]q
+    logs      = %[1]q
+    s3        = %[1]q
+    scheduler = %[1]q
+    sqs       = %[1]q
+    ssm       = %[1]q
+    sts       = %[1]q
+  }
+}
+
+module "runners" {
+  source           = %[2]q
+  prefix           = "ci"
+  github_parameter = "/ghrunner/modtest/github"
+  architecture     = "amd64"
+  pools = {
+    linux = {
+      owner          = "acme"
+      image_id       = %[3]q
+      instance_types = ["c7i.large", "m7i.large"]
+      subnet_ids     = [%[4]q]
+      idle_windows   = [{ cron = "* 8-18 * * 1-5", time_zone = "Europe/Berlin", idle_count = 2 }]
+    }
+    linux-large = {
+      owner          = "acme/api"
+      image_id       = %[3]q
+      instance_types = ["c7i.4xlarge"]
+      subnet_ids     = [%[4]q]
+      usage_class    = "on-demand"
+      timings        = { max_uses = 10 }
+    }
+  }
+}
+
+output "runners" {
+  value = module.runners
+}
+`
+
+func TestModuleApplyDestroy(t *testing.T) {
+	cliConfig := install(t)
+	moduleDir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := env.Network(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(fmt.Sprintf(root, env.URL, moduleDir, n.AMI, n.Subnet)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	tf(t, moduleDir, cliConfig, "fmt", "-check", "-recursive")
+	tf(t, dir, cliConfig, "init", "-input=false", "-no-color")
+	tf(t, dir, cliConfig, "validate", "-no-color")
+	start := time.Now()
+	plan := tf(t, dir, cliConfig, "plan", "-input=false", "-no-color", "-out=tfplan")
+	t.Logf("terraform plan of the module (2 pools, nothing deployed yet): %.1fs", time.Since(start).Seconds())
+	if !strings.Contains(plan, "Plan: 11 to add") {
+		t.Errorf("plan does not add the 11 objects (table, 2 queues, 2 pools, 4 functions, 2 schedules):\n%s", lastLines(plan, 5))
+	}
+	tf(t, dir, cliConfig, "apply", "-input=false", "-no-color", "tfplan")
+
+	var out struct {
+		Runners struct {
+			Value struct {
+				FunctionNames map[string]string `json:"function_names"`
+				TableName     string            `json:"table_name"`
+				QueueURLs     map[string]string `json:"queue_urls"`
+				ScheduleNames map[string]string `json:"schedule_names"`
+			} `json:"value"`
+		} `json:"runners"`
+	}
+	if err := json.Unmarshal([]byte(tf(t, dir, cliConfig, "output", "-json")), &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.Runners.Value
+	if got.TableName != "ci-state" || got.FunctionNames["provision"] != "ci-provision" || got.FunctionNames["scale-down"] != "ci-scale-down" ||
+		len(got.QueueURLs) != 2 || got.ScheduleNames["refresh"] != "ci-refresh" {
+		t.Fatalf("outputs %+v", got)
+	}
+	pools, err := state.New(env.Config(t).DynamoDB(), got.TableName).ListPoolConfigs(context.Background())
+	if err != nil || len(pools) != 2 || pools[1].Owner != "acme/api" || pools[1].Timings.MaxUses != 10 || len(pools[0].IdleWindows) != 1 {
+		t.Fatalf("pool configs %+v: %v", pools, err)
+	}
+
+	start = time.Now()
+	again := tf(t, dir, cliConfig, "plan", "-input=false", "-no-color", "-detailed-exitcode")
+	t.Logf("terraform plan of the deployed module (no changes): %.1fs", time.Since(start).Seconds())
+	if !strings.Contains(again, "No changes") {
+		t.Errorf("a second plan is not empty:\n%s", again)
+	}
+
+	tf(t, dir, cliConfig, "destroy", "-auto-approve", "-input=false", "-no-color")
+	if left := leftovers(t); len(left) > 0 {
+		t.Errorf("destroy left behind: %s", strings.Join(left, ", "))
+	}
+}
+
+// leftovers lists every object of the deployment still in moto.
+func leftovers(t *testing.T) []string {
+	ctx, c := context.Background(), env.Config(t)
+	var left []string
+	tables, _ := c.DynamoDB().ListTables(ctx, &dynamodb.ListTablesInput{})
+	left = append(left, prefixed("table", tables.TableNames, "ci-")...)
+	queues, _ := c.SQS().ListQueues(ctx, &sqs.ListQueuesInput{})
+	left = append(left, prefixed("queue", queues.QueueUrls, "")...)
+	fns, _ := c.Lambda().ListFunctions(ctx, &lambda.ListFunctionsInput{})
+	for _, f := range fns.Functions {
+		left = append(left, "function "+aws.ToString(f.FunctionName))
+	}
+	roles, _ := c.IAM().ListRoles(ctx, &iam.ListRolesInput{})
+	for _, r := range roles.Roles {
+		if strings.HasPrefix(aws.ToString(r.RoleName), "ghr-modtest-") {
+			left = append(left, "role "+aws.ToString(r.RoleName))
+		}
+	}
+	profiles, _ := c.IAM().ListInstanceProfiles(ctx, &iam.ListInstanceProfilesInput{})
+	for _, p := range profiles.InstanceProfiles {
+		left = append(left, "instance profile "+aws.ToString(p.InstanceProfileName))
+	}
+	lts, _ := c.EC2().DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{})
+	for _, lt := range lts.LaunchTemplates {
+		left = append(left, "launch template "+aws.ToString(lt.LaunchTemplateName))
+	}
+	buckets, _ := c.S3().ListBuckets(ctx, &s3.ListBucketsInput{})
+	for _, b := range buckets.Buckets {
+		left = append(left, "bucket "+aws.ToString(b.Name))
+	}
+	groups, _ := c.Logs().DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{})
+	for _, g := range groups.LogGroups {
+		left = append(left, "log group "+aws.ToString(g.LogGroupName))
+	}
+	schedules, _ := c.Scheduler().ListSchedules(ctx, &scheduler.ListSchedulesInput{})
+	for _, s := range schedules.Schedules {
+		left = append(left, "schedule "+aws.ToString(s.Name))
+	}
+	return left
+}
+
+func prefixed(kind string, names []string, prefix string) []string {
+	var out []string
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			out = append(out, kind+" "+n)
+		}
+	}
+	return out
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -1,0 +1,34 @@
+output "function_names" {
+  description = "Function names by handler (provision, release, refresh, scale-down); workflows invoke provision and release."
+  value       = { for h, f in ghrunner_function.fn : h => f.name }
+}
+
+output "function_arns" {
+  description = "Function ARNs by handler; grant the workflows' role lambda:InvokeFunction on provision and release."
+  value       = { for h, f in ghrunner_function.fn : h => f.arn }
+}
+
+output "table_name" {
+  description = "Name of the state table."
+  value       = ghrunner_table.state.name
+}
+
+output "queue_names" {
+  description = "Pool queue names by pool."
+  value       = { for p, q in ghrunner_queue.pool : p => q.name }
+}
+
+output "queue_urls" {
+  description = "Pool queue URLs by pool."
+  value       = { for p, q in ghrunner_queue.pool : p => q.url }
+}
+
+output "launch_template_ids" {
+  description = "Launch template ids by pool."
+  value       = { for p, pool in ghrunner_pool.pool : p => pool.launch_template_id }
+}
+
+output "schedule_names" {
+  description = "Schedule names by handler (refresh, scale-down)."
+  value       = { for h, s in ghrunner_schedule.scheduled : h => s.name }
+}

@@ -1,0 +1,121 @@
+variable "prefix" {
+  description = "Prefix of every name the module creates: the table, the queues (<prefix>-<pool>), the functions (<prefix>-provision …) and the schedules."
+  type        = string
+  default     = "ghrunner"
+
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9-]{0,30}$", var.prefix))
+    error_message = "prefix must be 1-31 lowercase letters, digits and '-', starting with a letter or digit."
+  }
+}
+
+variable "github_parameter" {
+  description = "Name of the SSM SecureString parameter holding the GitHub credentials as JSON: {\"appId\":…,\"privateKey\":…} for a GitHub App or {\"token\":…}, plus \"baseUrl\" for GitHub Enterprise Server. Only the name is passed to the functions."
+  type        = string
+
+  validation {
+    condition     = can(regex("^/?[A-Za-z0-9_./-]+$", var.github_parameter))
+    error_message = "github_parameter must be an SSM parameter name such as /ghrunner/github."
+  }
+}
+
+variable "pools" {
+  description = <<-EOT
+    The pools, keyed by pool name (the `pool` of provision payloads). Each needs owner (GitHub org or org/repo), image_id (a Linux AMI),
+    instance_types and subnet_ids; the rest is optional — see the ghrunner_pool resource for meanings and defaults.
+  EOT
+  type = map(object({
+    owner              = string
+    image_id           = string
+    instance_types     = list(string)
+    subnet_ids         = list(string)
+    security_group_ids = optional(list(string))
+    usage_class        = optional(string, "spot")
+    on_demand_fallback = optional(bool, true)
+    max_instances      = optional(number, 20)
+    root_volume_size   = optional(number, 30)
+    agent_path         = optional(string)
+    agent_endpoint     = optional(string)
+    pre_runner_script  = optional(string)
+    cleanup_script     = optional(string)
+    idle_windows = optional(list(object({
+      cron              = string
+      time_zone         = optional(string, "UTC")
+      idle_count        = number
+      eviction_strategy = optional(string, "oldest_first")
+    })), [])
+    timings = optional(object({
+      created_ttl_seconds        = optional(number)
+      claim_ttl_seconds          = optional(number)
+      max_runtime_seconds        = optional(number)
+      idle_ttl_seconds           = optional(number)
+      boot_time_seconds          = optional(number)
+      min_running_time_seconds   = optional(number)
+      heartbeat_interval_seconds = optional(number)
+      stale_after_seconds        = optional(number)
+      max_age_seconds            = optional(number)
+      max_uses                   = optional(number)
+      release_wait_seconds       = optional(number)
+    }), {})
+  }))
+
+  validation {
+    condition     = length(var.pools) > 0
+    error_message = "pools must hold at least one pool."
+  }
+  validation {
+    condition     = alltrue([for name, _ in var.pools : can(regex("^[A-Za-z0-9_-]{1,64}$", name))])
+    error_message = "pool names (the keys of pools) must be 1-64 letters, digits, '-' or '_'."
+  }
+  validation {
+    condition     = alltrue([for _, p in var.pools : contains(["spot", "on-demand"], p.usage_class)])
+    error_message = "pools[*].usage_class must be spot or on-demand."
+  }
+}
+
+variable "architecture" {
+  description = "CPU architecture of the functions: arm64 (cheaper) or amd64."
+  type        = string
+  default     = "arm64"
+
+  validation {
+    condition     = contains(["arm64", "amd64"], var.architecture)
+    error_message = "architecture must be arm64 or amd64."
+  }
+}
+
+variable "log_retention_days" {
+  description = "Retention of the functions' log groups, in days."
+  type        = number
+  default     = 30
+}
+
+variable "refresh_schedule" {
+  description = "When refresh runs (expired leases, health, reconciliation): an EventBridge Scheduler rate() or cron() expression."
+  type        = string
+  default     = "rate(1 minute)"
+}
+
+variable "scale_down_schedule" {
+  description = "When the two-phase scale-down runs: an EventBridge Scheduler rate() or cron() expression."
+  type        = string
+  default     = "rate(5 minutes)"
+}
+
+variable "schedule_time_zone" {
+  description = "Time zone of cron() schedules (IANA name)."
+  type        = string
+  default     = "UTC"
+}
+
+variable "point_in_time_recovery" {
+  description = "Enable point-in-time recovery on the state table."
+  type        = bool
+  default     = false
+}
+
+variable "tags" {
+  description = "Tags added to everything the module creates (on top of the provider's default_tags)."
+  type        = map(string)
+  default     = {}
+}
