@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,8 +35,22 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "terraform not found on PATH: install it, or build one with `go install github.com/hashicorp/terraform@v1.5.7`")
 		os.Exit(1)
 	}
-	os.Exit(awstest.Main(m, &env))
+	mirror, err := os.MkdirTemp("", "ghrunner-mirror")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	mirrorDir = mirror
+	code := awstest.Main(m, &env)
+	os.RemoveAll(mirror)
+	os.Exit(code)
 }
+
+var (
+	mirrorDir   string
+	installOnce sync.Once
+	installErr  error
+)
 
 // tf runs terraform in dir with the mirror's CLI config and returns its output.
 func tf(t *testing.T, dir, cliConfig string, args ...string) string {
@@ -51,15 +66,20 @@ func tf(t *testing.T, dir, cliConfig string, args ...string) string {
 	return string(out)
 }
 
-// install runs `make install` into a temporary mirror, exactly as a user would.
+// install runs `make install` into a temporary mirror, exactly as a user
+// would, once per test binary.
 func install(t *testing.T) string {
 	t.Helper()
-	mirror := t.TempDir()
-	cmd := exec.Command("make", "-C", "../..", "install", "MIRROR="+mirror)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make install: %v\n%s", err, out)
+	installOnce.Do(func() {
+		out, err := exec.Command("make", "-C", "../..", "install", "MIRROR="+mirrorDir).CombinedOutput()
+		if err != nil {
+			installErr = fmt.Errorf("make install: %v\n%s", err, out)
+		}
+	})
+	if installErr != nil {
+		t.Fatal(installErr)
 	}
-	return filepath.Join(mirror, "terraformrc")
+	return filepath.Join(mirrorDir, "terraformrc")
 }
 
 const root = `
@@ -228,4 +248,40 @@ func prefixed(kind string, names []string, prefix string) []string {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// examples/complete is valid against this module and the installed provider.
+func TestCompleteExampleValidates(t *testing.T) {
+	cliConfig := install(t)
+	tmp := t.TempDir()
+	for _, d := range []string{"examples/complete", "modules/runner-pool"} {
+		copyDir(t, filepath.Join("../..", d), filepath.Join(tmp, d))
+	}
+	dir := filepath.Join(tmp, "examples/complete")
+	tf(t, dir, cliConfig, "fmt", "-check")
+	tf(t, dir, cliConfig, "init", "-input=false", "-no-color", "-backend=false")
+	tf(t, dir, cliConfig, "validate", "-no-color")
+}
+
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".tf") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

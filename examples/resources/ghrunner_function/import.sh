@@ -1,0 +1,1 @@
+terraform import ghrunner_function.example ci-provision

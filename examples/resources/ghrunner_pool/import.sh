@@ -1,0 +1,1 @@
+terraform import ghrunner_pool.example ci-state:linux
