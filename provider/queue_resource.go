@@ -2,16 +2,19 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -31,6 +34,8 @@ type queueModel struct {
 	Name              types.String `tfsdk:"name"`
 	VisibilityTimeout types.Int64  `tfsdk:"visibility_timeout_seconds"`
 	MessageRetention  types.Int64  `tfsdk:"message_retention_seconds"`
+	DeadLetterARN     types.String `tfsdk:"dead_letter_queue_arn"`
+	MaxReceiveCount   types.Int64  `tfsdk:"max_receive_count"`
 	Tags              types.Map    `tfsdk:"tags"`
 	URL               types.String `tfsdk:"url"`
 	ARN               types.String `tfsdk:"arn"`
@@ -39,6 +44,13 @@ type queueModel struct {
 func newQueueResource() resource.Resource { return &queueResource{} }
 
 var queueNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+
+// queueARNRE matches the ARN of a standard queue (a standard queue's dead
+// letter queue must be standard too).
+var queueARNRE = regexp.MustCompile(`^arn:aws[a-z-]*:sqs:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,80}$`)
+
+// defaultMaxReceiveCount is SQS's ceiling: see max_receive_count.
+const defaultMaxReceiveCount = 1000
 
 func (r *queueResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_queue"
@@ -59,9 +71,18 @@ func (r *queueResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"message_retention_seconds": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(86400),
 				Description: "How long a pool message is kept (60-1209600); keep it above the pools' idle TTL.",
 				Validators:  []validator.Int64{int64validator.Between(60, 1209600)}},
-			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags, added to the provider's default_tags and ghr:environment."},
-			"url":  schema.StringAttribute{Computed: true, Description: "Queue URL.", PlanModifiers: keep},
-			"arn":  schema.StringAttribute{Computed: true, Description: "Queue ARN.", PlanModifiers: keep},
+			"dead_letter_queue_arn": schema.StringAttribute{Optional: true,
+				Description: "ARN of a standard SQS queue (typically another ghrunner_queue with a long retention) that takes pool messages received more than max_receive_count times. No redrive policy when unset.",
+				Validators:  []validator.String{stringvalidator.RegexMatches(queueARNRE, "must be the ARN of a standard SQS queue (arn:aws:sqs:REGION:ACCOUNT:NAME)")}},
+			"max_receive_count": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultMaxReceiveCount),
+				Description: "Receives after which a message moves to dead_letter_queue_arn (1-1000; needs dead_letter_queue_arn). " +
+					"The default is SQS's maximum on purpose: a provision receives pool messages and puts back the ones whose instance does not match its request, " +
+					"so a healthy pool message is received many times over its life; a low count would move live pool messages into the dead letter queue.",
+				Validators: []validator.Int64{int64validator.Between(1, 1000), int64validator.AlsoRequires(path.MatchRoot("dead_letter_queue_arn"))}},
+			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+				Description: "Tags of the queue, merged over ghr:environment and the provider's default_tags (a key given here wins). Read back: a tag added, changed or removed outside Terraform shows in the plan (a provider tag only when changed or overridden)."},
+			"url": schema.StringAttribute{Computed: true, Description: "Queue URL.", PlanModifiers: keep},
+			"arn": schema.StringAttribute{Computed: true, Description: "Queue ARN.", PlanModifiers: keep},
 		},
 	}
 }
@@ -72,13 +93,43 @@ func (r *queueResource) Configure(_ context.Context, req resource.ConfigureReque
 	}
 }
 
-func (r *queueResource) attributes(m queueModel) map[string]string {
-	return map[string]string{
+// redrivePolicy is the queue's RedrivePolicy attribute.
+type redrivePolicy struct {
+	DeadLetterTargetARN string `json:"deadLetterTargetArn"`
+	// MaxReceiveCount is written as a number and read raw, so that a policy
+	// set elsewhere with the count as a JSON string ("5") parses too.
+	MaxReceiveCount json.RawMessage `json:"maxReceiveCount"`
+}
+
+// attributes are the queue attributes for m. prior is the queue's state on
+// update (nil on create): a redrive policy it had and m does not is removed.
+func (r *queueResource) attributes(m queueModel, prior *queueModel) map[string]string {
+	a := map[string]string{
 		"VisibilityTimeout":             strconv.FormatInt(m.VisibilityTimeout.ValueInt64(), 10),
 		"MessageRetentionPeriod":        strconv.FormatInt(m.MessageRetention.ValueInt64(), 10),
 		"SqsManagedSseEnabled":          "true",
 		"ReceiveMessageWaitTimeSeconds": "1",
 	}
+	if arn := m.DeadLetterARN.ValueString(); arn != "" {
+		count := json.RawMessage(strconv.FormatInt(m.MaxReceiveCount.ValueInt64(), 10))
+		policy, _ := json.Marshal(redrivePolicy{DeadLetterTargetARN: arn, MaxReceiveCount: count})
+		a["RedrivePolicy"] = string(policy)
+	} else if prior != nil && prior.DeadLetterARN.ValueString() != "" {
+		a["RedrivePolicy"] = "" // SQS drops the policy on an empty value
+	}
+	return a
+}
+
+// listTags returns the tags of the queue.
+func (r *queueResource) listTags(ctx context.Context, url string) (map[string]string, error) {
+	out, err := r.c.aws.SQS().ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(url)})
+	if err != nil {
+		return nil, err
+	}
+	if out.Tags == nil {
+		return map[string]string{}, nil
+	}
+	return out.Tags, nil
 }
 
 func (r *queueResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -89,7 +140,7 @@ func (r *queueResource) Create(ctx context.Context, req resource.CreateRequest, 
 	}
 	own := map[string]string{}
 	resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &own, false)...)
-	out, err := r.c.aws.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(plan.Name.ValueString()), Attributes: r.attributes(plan), Tags: r.c.tags(own)})
+	out, err := r.c.aws.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(plan.Name.ValueString()), Attributes: r.attributes(plan, nil), Tags: r.c.tags(own)})
 	if err != nil {
 		resp.Diagnostics.AddError("Creating the pool queue failed", err.Error())
 		return
@@ -101,6 +152,9 @@ func (r *queueResource) Create(ctx context.Context, req resource.CreateRequest, 
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
+// read fills m from the queue's attributes; found is false when the queue is
+// gone. Tags are left alone: Read lists them, Create and Update keep the tags
+// they just wrote.
 func (r *queueResource) read(ctx context.Context, url string, m *queueModel) (bool, error) {
 	out, err := r.c.aws.SQS().GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
 	var gone *sqstypes.QueueDoesNotExist
@@ -117,6 +171,24 @@ func (r *queueResource) read(ctx context.Context, url string, m *queueModel) (bo
 	name := arn[regexp.MustCompile(`[^:]*$`).FindStringIndex(arn)[0]:]
 	m.ID, m.URL, m.ARN, m.Name = types.StringValue(url), types.StringValue(url), types.StringValue(arn), types.StringValue(name)
 	m.VisibilityTimeout, m.MessageRetention = types.Int64Value(vis), types.Int64Value(ret)
+	if policy := a["RedrivePolicy"]; policy != "" {
+		var p redrivePolicy
+		if err := json.Unmarshal([]byte(policy), &p); err != nil {
+			return false, fmt.Errorf("the queue's RedrivePolicy %q is not JSON: %w", policy, err)
+		}
+		count, err := strconv.ParseInt(strings.Trim(string(p.MaxReceiveCount), `"`), 10, 64)
+		if err != nil {
+			return false, fmt.Errorf("the queue's RedrivePolicy %q has no numeric maxReceiveCount", policy)
+		}
+		m.DeadLetterARN, m.MaxReceiveCount = types.StringValue(p.DeadLetterTargetARN), types.Int64Value(count)
+	} else {
+		// No redrive policy: max_receive_count has nothing to read back and
+		// keeps its planned (or prior, or default) value.
+		m.DeadLetterARN = types.StringNull()
+		if m.MaxReceiveCount.IsNull() || m.MaxReceiveCount.IsUnknown() {
+			m.MaxReceiveCount = types.Int64Value(defaultMaxReceiveCount)
+		}
+	}
 	return true, nil
 }
 
@@ -135,6 +207,14 @@ func (r *queueResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		resp.State.RemoveResource(ctx)
 		return
 	}
+	remote, err := r.listTags(ctx, st.ID.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddError("Reading the pool queue's tags failed", err.Error())
+		return
+	}
+	var diags diag.Diagnostics
+	st.Tags, diags = ownTags(ctx, r.c, remote, st.Tags)
+	resp.Diagnostics.Append(diags...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
 }
 
@@ -146,15 +226,33 @@ func (r *queueResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		return
 	}
 	url := st.ID.ValueString()
-	if _, err := r.c.aws.SQS().SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: r.attributes(plan)}); err != nil {
+	client := r.c.aws.SQS()
+	if _, err := client.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: r.attributes(plan, &st)}); err != nil {
 		resp.Diagnostics.AddError("Updating the pool queue failed", err.Error())
 		return
 	}
 	own := map[string]string{}
 	resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &own, false)...)
-	if _, err := r.c.aws.SQS().TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(url), Tags: r.c.tags(own)}); err != nil {
-		resp.Diagnostics.AddError("Tagging the pool queue failed", err.Error())
+	if resp.Diagnostics.HasError() {
 		return
+	}
+	have, err := r.listTags(ctx, url)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading the pool queue's tags failed", err.Error())
+		return
+	}
+	set, remove := tagChanges(r.c.tags(own), have)
+	if len(remove) > 0 {
+		if _, err := client.UntagQueue(ctx, &sqs.UntagQueueInput{QueueUrl: aws.String(url), TagKeys: remove}); err != nil {
+			resp.Diagnostics.AddError("Removing tags from the pool queue failed", err.Error())
+			return
+		}
+	}
+	if len(set) > 0 {
+		if _, err := client.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(url), Tags: set}); err != nil {
+			resp.Diagnostics.AddError("Tagging the pool queue failed", err.Error())
+			return
+		}
 	}
 	if _, err := r.read(ctx, url, &plan); err != nil {
 		resp.Diagnostics.AddError("Reading the pool queue failed", err.Error())

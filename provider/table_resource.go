@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -57,8 +60,9 @@ func (r *tableResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"kms_key_arn": schema.StringAttribute{Optional: true, Description: "Customer managed KMS key for encryption at rest; the AWS owned key when unset.",
 				Validators:    []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^arn:aws[a-z-]*:kms:`), "must be a KMS key ARN (arn:aws:kms:…)")},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
-			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags, added to the provider's default_tags and ghr:environment."},
-			"arn":  schema.StringAttribute{Computed: true, Description: "Table ARN.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+				Description: "Tags of the table, merged over ghr:environment and the provider's default_tags (a key given here wins). Read back: a tag added, changed or removed outside Terraform shows in the plan (a provider tag only when changed or overridden)."},
+			"arn": schema.StringAttribute{Computed: true, Description: "Table ARN.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 		},
 	}
 }
@@ -81,6 +85,80 @@ func (r *tableResource) tags(ctx context.Context, m tableModel) (map[string]stri
 		return nil, errors.New("tags: must be a map of strings")
 	}
 	return r.c.tags(own), nil
+}
+
+// ownTags picks, out of the tags an object carries, the ones its resource
+// declares itself (shared by ghrunner_table and ghrunner_queue). Left out are
+// AWS's own aws: tags and the tags the provider adds (ghr:environment and the
+// default_tags) while they carry the provider's value: a provider tag with
+// another value was set or changed by someone else and so shows as drift. A key
+// the prior tags list with the value found stays, so that tags repeating a
+// default do not plan a change forever. With nothing left and a null prior the
+// result stays null, so an unset attribute does not turn into an empty map.
+func ownTags(ctx context.Context, c *clients, remote map[string]string, prior types.Map) (types.Map, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	had := map[string]string{}
+	if !prior.IsNull() && !prior.IsUnknown() {
+		diags.Append(prior.ElementsAs(ctx, &had, false)...)
+	}
+	provided := c.tags(nil)
+	own := map[string]string{}
+	for k, v := range remote {
+		if strings.HasPrefix(k, "aws:") {
+			continue
+		}
+		if pv, ok := provided[k]; ok && pv == v {
+			if hv, declared := had[k]; !declared || hv != v {
+				continue
+			}
+		}
+		own[k] = v
+	}
+	if len(own) == 0 && (prior.IsNull() || prior.IsUnknown()) {
+		return types.MapNull(types.StringType), diags
+	}
+	m, d := types.MapValueFrom(ctx, types.StringType, own)
+	diags.Append(d...)
+	return m, diags
+}
+
+// tagChanges compares the tags an object should carry with those it carries:
+// set holds the missing and changed ones, remove (sorted) the keys no longer
+// wanted. aws: tags are AWS's and are never removed.
+func tagChanges(want, have map[string]string) (set map[string]string, remove []string) {
+	set = map[string]string{}
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			set[k] = v
+		}
+	}
+	for k := range have {
+		if _, ok := want[k]; !ok && !strings.HasPrefix(k, "aws:") {
+			remove = append(remove, k)
+		}
+	}
+	sort.Strings(remove)
+	return set, remove
+}
+
+// listTags returns the tags of the table. Should a key come back twice (moto
+// appends on TagResource instead of replacing), the last value wins.
+func (r *tableResource) listTags(ctx context.Context, arn string) (map[string]string, error) {
+	out := map[string]string{}
+	in := &dynamodb.ListTagsOfResourceInput{ResourceArn: aws.String(arn)}
+	for {
+		page, err := r.c.aws.DynamoDB().ListTagsOfResource(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range page.Tags {
+			out[aws.ToString(t.Key)] = aws.ToString(t.Value)
+		}
+		if aws.ToString(page.NextToken) == "" {
+			return out, nil
+		}
+		in.NextToken = page.NextToken
+	}
 }
 
 func (r *tableResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -108,7 +186,9 @@ func (r *tableResource) Create(ctx context.Context, req resource.CreateRequest, 
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-// read fills m from AWS; found is false when the table is gone.
+// read fills m from AWS; found is false when the table is gone. Tags are left
+// alone: Read lists them, while Create and Update keep the tags they just
+// wrote (DynamoDB's tag listing may lag behind a TagResource).
 func (r *tableResource) read(ctx context.Context, name string, m *tableModel) (bool, error) {
 	db := r.c.aws.DynamoDB()
 	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
@@ -145,6 +225,14 @@ func (r *tableResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		resp.State.RemoveResource(ctx) // deleted outside Terraform: plan recreates it
 		return
 	}
+	remote, err := r.listTags(ctx, st.ARN.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddError("Reading the state table's tags failed", err.Error())
+		return
+	}
+	var diags diag.Diagnostics
+	st.Tags, diags = ownTags(ctx, r.c, remote, st.Tags)
+	resp.Diagnostics.Append(diags...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
 }
 
@@ -165,17 +253,30 @@ func (r *tableResource) Update(ctx context.Context, req resource.UpdateRequest, 
 			return
 		}
 	}
-	if !plan.Tags.Equal(st.Tags) {
-		tags, err := r.tags(ctx, plan)
-		if err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("tags"), "Invalid tags", err.Error())
+	tags, err := r.tags(ctx, plan)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("tags"), "Invalid tags", err.Error())
+		return
+	}
+	arn := aws.String(st.ARN.ValueString())
+	have, err := r.listTags(ctx, *arn)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading the state table's tags failed", err.Error())
+		return
+	}
+	set, remove := tagChanges(tags, have)
+	if len(remove) > 0 {
+		if _, err := db.UntagResource(ctx, &dynamodb.UntagResourceInput{ResourceArn: arn, TagKeys: remove}); err != nil {
+			resp.Diagnostics.AddError("Removing tags failed", err.Error())
 			return
 		}
+	}
+	if len(set) > 0 {
 		var list []ddbtypes.Tag
-		for k, v := range tags {
+		for k, v := range set {
 			list = append(list, ddbtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
 		}
-		if _, err := db.TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: aws.String(st.ARN.ValueString()), Tags: list}); err != nil {
+		if _, err := db.TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: arn, Tags: list}); err != nil {
 			resp.Diagnostics.AddError("Updating tags failed", err.Error())
 			return
 		}

@@ -8,7 +8,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
@@ -65,11 +67,10 @@ func TestAccTable_basic(t *testing.T) {
 				),
 			},
 			{
-				ResourceName:            "ghrunner_table.state",
-				ImportState:             true,
-				ImportStateId:           name,
-				ImportStateVerify:       true,
-				ImportStateVerifyIgnore: []string{"tags"},
+				ResourceName:      "ghrunner_table.state",
+				ImportState:       true,
+				ImportStateId:     name,
+				ImportStateVerify: true,
 			},
 		},
 	})
@@ -126,6 +127,74 @@ provider "ghrunner" {
   environment = "Prod_1"
 }
 resource "ghrunner_table" "state" { name = "good-name" }`, ExpectError: regexp.MustCompile(`environment`), PlanOnly: true},
+		},
+	})
+}
+
+// tableTags lists the tags of the named table through the SDK (the last
+// value of a key listed twice wins, as in the provider).
+func tableTags(name string) (map[string]string, error) {
+	db := env.Config(&testing.T{}).DynamoDB()
+	out, err := db.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		return nil, err
+	}
+	tags, err := db.ListTagsOfResource(context.Background(), &dynamodb.ListTagsOfResourceInput{ResourceArn: out.Table.TableArn})
+	if err != nil {
+		return nil, err
+	}
+	got := map[string]string{}
+	for _, t := range tags.Tags {
+		got[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	return got, nil
+}
+
+func TestAccTable_tagsDrift(t *testing.T) {
+	name := awstest.Name(t, "tf")
+	list := func() (map[string]string, error) { return tableTags(name) }
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				// A tag changed outside Terraform shows in the plan.
+				Config: tableConfig(name, false, `{ purpose = "state", owner = "platform" }`),
+				Check: resource.ComposeTestCheckFunc(
+					checkTagsEqual(list, map[string]string{"ghr:environment": "acc", "team": "ci", "purpose": "state", "owner": "platform"}),
+					func(s *terraform.State) error {
+						arn := s.RootModule().Resources["ghrunner_table.state"].Primary.Attributes["arn"]
+						_, err := env.Config(&testing.T{}).DynamoDB().TagResource(context.Background(), &dynamodb.TagResourceInput{
+							ResourceArn: aws.String(arn), Tags: []ddbtypes.Tag{{Key: aws.String("purpose"), Value: aws.String("changed")}}})
+						return err
+					},
+				),
+				ExpectNonEmptyPlan: true,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("ghrunner_table.state", plancheck.ResourceActionUpdate),
+				}},
+			},
+			{
+				// Dropping an own tag removes it; the provider's tags stay.
+				Config: tableConfig(name, false, `{ owner = "platform" }`),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					checkTagsEqual(list, map[string]string{"ghr:environment": "acc", "team": "ci", "owner": "platform"}),
+					resource.TestCheckResourceAttr("ghrunner_table.state", "tags.%", "1"),
+				),
+			},
+			{
+				// A default tag overridden with another value is the table's own.
+				Config: tableConfig(name, false, `{ owner = "platform", team = "infra" }`),
+				Check:  checkTagsEqual(list, map[string]string{"ghr:environment": "acc", "team": "infra", "owner": "platform"}),
+			},
+			{ResourceName: "ghrunner_table.state", ImportState: true, ImportStateId: name, ImportStateVerify: true},
+			{
+				// A tag repeating a default with its value stays the table's own.
+				Config: tableConfig(name, false, `{ team = "ci" }`),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					checkTagsEqual(list, map[string]string{"ghr:environment": "acc", "team": "ci"}),
+					resource.TestCheckResourceAttr("ghrunner_table.state", "tags.team", "ci"),
+				),
+			},
 		},
 	})
 }
