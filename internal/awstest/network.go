@@ -26,14 +26,15 @@ var amiRE = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
 // subnet and the default security group.
 func (e *Moto) Network(t testing.TB) Network {
 	t.Helper()
-	n, err := e.network(context.Background())
+	n, err := e.NetworkContext(context.Background())
 	if err != nil {
 		t.Fatalf("moto network: %v", err)
 	}
 	return n
 }
 
-func (e *Moto) network(ctx context.Context) (Network, error) {
+// NetworkContext is Network for callers outside tests.
+func (e *Moto) NetworkContext(ctx context.Context) (Network, error) {
 	var n Network
 	cfg, err := awsconf.Load(ctx, e.Options())
 	if err != nil {

@@ -1,0 +1,100 @@
+# The runner-pool module pointed at the local sandbox (make sandbox): every
+# AWS endpoint is the sandbox's front endpoint, the pool's agents talk to it
+# too, and the timings are short so the story plays in about a minute.
+terraform {
+  required_version = ">= 1.5"
+  required_providers {
+    ghrunner = { source = "ghrunner/ghrunner" }
+  }
+}
+
+variable "endpoint" {
+  description = "The sandbox's front endpoint (AWS_ENDPOINT_URL)."
+  type        = string
+}
+
+variable "architecture" {
+  description = "This machine's architecture: the sandbox runs the functions locally."
+  type        = string
+}
+
+variable "image_id" {
+  description = "A Linux AMI moto knows."
+  type        = string
+}
+
+variable "subnet_id" {
+  description = "A moto subnet."
+  type        = string
+}
+
+variable "github_parameter" {
+  description = "SSM parameter with the fake GitHub App's credentials."
+  type        = string
+}
+
+variable "idle_window_cron" {
+  description = "When the pool keeps idle runners; the story picks an hour that is not now, so scale-down trims the pool."
+  type        = string
+}
+
+provider "ghrunner" {
+  region      = "us-east-1"
+  environment = "sandbox"
+  endpoints {
+    dynamodb  = var.endpoint
+    ec2       = var.endpoint
+    iam       = var.endpoint
+    lambda    = var.endpoint
+    logs      = var.endpoint
+    s3        = var.endpoint
+    scheduler = var.endpoint
+    sqs       = var.endpoint
+    ssm       = var.endpoint
+    sts       = var.endpoint
+  }
+}
+
+module "runners" {
+  source              = "../../modules/runner-pool"
+  prefix              = "sandbox"
+  github_parameter    = var.github_parameter
+  architecture        = var.architecture
+  refresh_schedule    = "rate(1 minute)"
+  scale_down_schedule = "rate(10 minutes)"
+
+  pools = {
+    linux = {
+      owner          = "acme"
+      image_id       = var.image_id
+      instance_types = ["c7i.large", "m7i.large"]
+      subnet_ids     = [var.subnet_id]
+      usage_class    = "on-demand"
+      max_instances  = 10
+      agent_endpoint = var.endpoint
+      idle_windows   = [{ cron = var.idle_window_cron, time_zone = "UTC", idle_count = 2 }]
+      timings = {
+        created_ttl_seconds        = 120
+        claim_ttl_seconds          = 60
+        idle_ttl_seconds           = 600
+        boot_time_seconds          = 10
+        min_running_time_seconds   = 0
+        heartbeat_interval_seconds = 1
+        stale_after_seconds        = 10
+        release_wait_seconds       = 30
+      }
+    }
+  }
+}
+
+output "functions" {
+  value = module.runners.function_names
+}
+
+output "table" {
+  value = module.runners.table_name
+}
+
+output "queues" {
+  value = module.runners.queue_urls
+}

@@ -1,0 +1,226 @@
+// Command ghrunner-sandbox runs ghrunner on this machine with nothing from
+// AWS or GitHub; see `ghrunner-sandbox -h`.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
+)
+
+const usage = `usage: ghrunner-sandbox [flags] <command>
+
+Runs ghrunner on this machine: moto for AWS, a fake GitHub, the functions as
+terraform deployed them (served on one AWS endpoint), one agent process per
+EC2 instance, and the schedules.
+
+commands:
+  play    start, deploy examples/sandbox with terraform, play the story, print
+          the summary and stop (make sandbox); exit status 0 only if every step passed
+  up      start and deploy, write .sandbox/env, and keep running until stopped
+          (make sandbox-up runs it in the background)
+  down    stop a sandbox started with up (make sandbox-down)
+  job     queue a job for a label in the fake GitHub and wait for it:
+          ghrunner-sandbox job <label> [script]
+
+flags:
+`
+
+func main() {
+	dir := flag.String("dir", ".sandbox", "working folder (logs, instances, terraform state, env, pid)")
+	mirror := flag.String("mirror", ".terraform-mirror", "provider mirror written by make install")
+	flag.Usage = func() { fmt.Fprint(os.Stderr, usage); flag.PrintDefaults() }
+	flag.Parse()
+	var err error
+	switch flag.Arg(0) {
+	case "play", "":
+		err = play(*dir, *mirror)
+	case "up":
+		err = up(*dir, *mirror)
+	case "down":
+		err = down(*dir)
+	case "job":
+		err = job(*dir, flag.Arg(1), flag.Arg(2))
+	default:
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ghrunner-sandbox:", err)
+		os.Exit(1)
+	}
+}
+
+// start brings the sandbox up and deploys; ctx ends on Ctrl-C or SIGTERM.
+func start(ctx context.Context, dir, mirror string) (*sandbox.Sandbox, sandbox.Deployment, error) {
+	repo, err := os.Getwd()
+	if err != nil {
+		return nil, sandbox.Deployment{}, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, sandbox.Deployment{}, err
+	}
+	logPath := filepath.Join(dir, "sandbox.log")
+	logs, err := os.Create(logPath)
+	if err != nil {
+		return nil, sandbox.Deployment{}, err
+	}
+	t := time.Now()
+	fmt.Printf("starting the sandbox (moto, fake GitHub, endpoint, instance host, schedules; logs in %s) ...\n", logPath)
+	sb, err := sandbox.Start(ctx, sandbox.Options{Dir: dir, Repo: repo, Logs: logs})
+	if err != nil {
+		return nil, sandbox.Deployment{}, err
+	}
+	fmt.Printf("  endpoint %s, fake GitHub %s — up in %.1fs\n", sb.URL, sb.GitHub.URL(), time.Since(t).Seconds())
+	fmt.Println("deploying examples/sandbox (modules/runner-pool) with terraform ...")
+	d, err := sb.Deploy(ctx, mirror, os.Stdout)
+	if err != nil {
+		sb.Stop()
+		return nil, d, err
+	}
+	names := make([]string, 0, len(d.Functions))
+	for _, n := range d.Functions {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Printf("  table %s, functions %s\n", d.Table, strings.Join(names, ", "))
+	return sb, d, nil
+}
+
+func play(dir, mirror string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	begin := time.Now()
+	sb, d, err := start(ctx, dir, mirror)
+	if err != nil {
+		return err
+	}
+	defer sb.Stop()
+	fmt.Println("playing the story (every function call goes through the endpoint's Invoke API) ...")
+	story, err := sandbox.NewStory(ctx, sb, d, os.Stdout)
+	if err != nil {
+		return err
+	}
+	ok := story.Play(ctx)
+	story.Summary(os.Stdout)
+	fmt.Printf("make sandbox: %.1fs in all\n", time.Since(begin).Seconds())
+	if ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
+	if !ok {
+		return fmt.Errorf("a step did not do what it should (logs: %s)", filepath.Join(dir, "sandbox.log"))
+	}
+	return nil
+}
+
+func up(dir, mirror string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sb, d, err := start(ctx, dir, mirror)
+	if err != nil {
+		return err
+	}
+	defer sb.Stop()
+	envFile := filepath.Join(dir, "env")
+	var b strings.Builder
+	for _, kv := range [][2]string{
+		{"AWS_ENDPOINT_URL", sb.URL}, {"AWS_REGION", sandbox.Region}, {"AWS_DEFAULT_REGION", sandbox.Region},
+		{"AWS_ACCESS_KEY_ID", "sandbox"}, {"AWS_SECRET_ACCESS_KEY", "sandbox"}, {"AWS_MAX_ATTEMPTS", "1"},
+		{"GHRUNNER_SANDBOX_URL", sb.URL}, {"GHRUNNER_FAKE_GITHUB_URL", sb.GitHub.URL()}, {"GHRUNNER_TABLE", d.Table},
+		{"GHRUNNER_PROVISION_FUNCTION", d.Functions["provision"]}, {"GHRUNNER_RELEASE_FUNCTION", d.Functions["release"]},
+		{"GHRUNNER_REFRESH_FUNCTION", d.Functions["refresh"]}, {"GHRUNNER_SCALE_DOWN_FUNCTION", d.Functions["scale-down"]},
+	} {
+		fmt.Fprintf(&b, "export %s=%s\n", kv[0], strconv.Quote(kv[1]))
+	}
+	if err := os.WriteFile(envFile, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("sandbox is up: . %s, then e.g.\n  aws lambda invoke --function-name %s --cli-binary-format raw-in-base64-out --payload '{\"runId\":\"42\",\"pool\":\"linux\",\"instanceCount\":1}' out.json\n",
+		envFile, d.Functions["provision"])
+	<-ctx.Done()
+	os.Remove(envFile)
+	fmt.Println("sandbox stopping")
+	return nil
+}
+
+func down(dir string) error {
+	raw, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Println("no sandbox running")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return fmt.Errorf("%s/pid: %v", dir, err)
+	}
+	defer os.Remove(filepath.Join(dir, "pid"))
+	defer os.Remove(filepath.Join(dir, "env"))
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		fmt.Println("sandbox was not running")
+		return nil
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil {
+			fmt.Println("sandbox stopped")
+			return nil
+		}
+	}
+	syscall.Kill(-pid, syscall.SIGKILL)
+	syscall.Kill(pid, syscall.SIGKILL)
+	return errors.New("sandbox did not stop within 30 s: killed")
+}
+
+// job queues a job through the sandbox's job API and waits for it.
+func job(dir, label, script string) error {
+	if label == "" {
+		return errors.New("usage: ghrunner-sandbox job <label> [script]")
+	}
+	base := os.Getenv("GHRUNNER_SANDBOX_URL")
+	if base == "" {
+		return fmt.Errorf("GHRUNNER_SANDBOX_URL is not set: run make sandbox-up and . %s/env", dir)
+	}
+	body, _ := json.Marshal(map[string]string{"label": label, "script": script})
+	resp, err := http.Post(base+"/_sandbox/jobs", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	var queued struct{ ID int64 }
+	err = json.NewDecoder(resp.Body).Decode(&queued)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("job %d queued for label %s; waiting ...\n", queued.ID, label)
+	resp, err = http.Get(fmt.Sprintf("%s/_sandbox/jobs/%d?wait=120s", base, queued.ID))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var j map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&j); err != nil {
+		return err
+	}
+	out, _ := json.MarshalIndent(j, "", "  ")
+	fmt.Println(string(out))
+	if j["result"] != "succeeded" {
+		return fmt.Errorf("job %d did not succeed", queued.ID)
+	}
+	return nil
+}

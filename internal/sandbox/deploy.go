@@ -1,0 +1,120 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Deployment is what terraform created, from its outputs.
+type Deployment struct {
+	Functions map[string]string // handler -> function name
+	Table     string
+	Queues    map[string]string // pool -> URL
+}
+
+// Deploy runs terraform init and apply of examples/sandbox (the runner-pool
+// module) against the sandbox, with the provider `make install` put in
+// mirror. The configuration is copied under Dir, so the repository stays clean.
+func (s *Sandbox) Deploy(ctx context.Context, mirror string, progress io.Writer) (Deployment, error) {
+	var d Deployment
+	root := filepath.Join(s.opts.Dir, "terraform")
+	for _, dir := range []string{"examples/sandbox", "modules/runner-pool"} {
+		if err := copyTF(filepath.Join(s.opts.Repo, dir), filepath.Join(root, dir)); err != nil {
+			return d, err
+		}
+	}
+	work := filepath.Join(root, "examples/sandbox")
+	n, err := s.Moto.NetworkContext(ctx)
+	if err != nil {
+		return d, err
+	}
+	// An idle window twelve hours from now: the pool keeps nobody idle today.
+	vars := map[string]string{"endpoint": s.URL, "architecture": runtime.GOARCH, "image_id": n.AMI, "subnet_id": n.Subnet,
+		"github_parameter": GitHubParameter, "idle_window_cron": IdleWindowCron(time.Now())}
+	raw, _ := json.MarshalIndent(vars, "", "  ")
+	if err := os.WriteFile(filepath.Join(work, "terraform.tfvars.json"), raw, 0o644); err != nil {
+		return d, err
+	}
+	cliConfig := filepath.Join(mirror, "terraformrc")
+	if _, err := os.Stat(cliConfig); err != nil {
+		return d, fmt.Errorf("no provider mirror at %s: run make install", mirror)
+	}
+	run := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "terraform", args...)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
+			"AWS_ACCESS_KEY_ID=sandbox", "AWS_SECRET_ACCESS_KEY=sandbox")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("terraform %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out), nil
+	}
+	for _, step := range [][]string{{"init", "-input=false", "-no-color"}, {"apply", "-input=false", "-no-color", "-auto-approve"}} {
+		start := time.Now()
+		fmt.Fprintf(progress, "  terraform %s ...", step[0])
+		out, err := run(step...)
+		if err != nil {
+			fmt.Fprintln(progress)
+			return d, err
+		}
+		summary := ""
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "Apply complete!") {
+				summary = " " + strings.TrimSpace(line)
+			}
+		}
+		fmt.Fprintf(progress, " done in %.1fs%s\n", time.Since(start).Seconds(), summary)
+	}
+	out, err := run("output", "-json")
+	if err != nil {
+		return d, err
+	}
+	var outputs struct {
+		Functions struct{ Value map[string]string } `json:"functions"`
+		Table     struct{ Value string }            `json:"table"`
+		Queues    struct{ Value map[string]string } `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(out), &outputs); err != nil {
+		return d, err
+	}
+	d = Deployment{Functions: outputs.Functions.Value, Table: outputs.Table.Value, Queues: outputs.Queues.Value}
+	s.SetTable(d.Table)
+	return d, nil
+}
+
+// IdleWindowCron is a one-hour idle window twelve hours away from now (UTC).
+func IdleWindowCron(now time.Time) string {
+	return fmt.Sprintf("* %d * * *", (now.UTC().Hour()+12)%24)
+}
+
+func copyTF(from, to string) error {
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".tf") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

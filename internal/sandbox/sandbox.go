@@ -1,0 +1,348 @@
+// Package sandbox runs the whole system on one machine with nothing from AWS
+// or GitHub: moto for AWS, the fake GitHub, one front endpoint that serves
+// Lambda Invoke by running the functions terraform deployed (and sends every
+// other AWS call to moto), one real agent process per EC2 instance the
+// functions launch, and a ticker that fires the deployed schedules.
+package sandbox
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/instancehost"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/templates"
+)
+
+const (
+	// Environment is the provider's environment in the sandbox deployment.
+	Environment = "sandbox"
+	// Region of everything in the sandbox.
+	Region = awstest.Region
+	// GitHubParameter holds the fake GitHub App's credentials.
+	GitHubParameter = "/ghrunner/sandbox/github"
+	// Org is the GitHub organization the fake GitHub App is installed on.
+	Org = "acme"
+)
+
+// Options configure a sandbox.
+type Options struct {
+	Dir  string    // working folder (instances, bootstraps, terraform), e.g. .sandbox
+	Repo string    // repository root: provider/assets, examples/sandbox, modules/
+	Logs io.Writer // functions' and agents' logs; default discarded
+}
+
+// Sandbox is a running sandbox.
+type Sandbox struct {
+	URL    string // the front endpoint: AWS_ENDPOINT_URL for SDKs, terraform and the aws CLI
+	Moto   *awstest.Moto
+	GitHub *fakegithub.Server
+	AWS    awsconf.Config // talks to moto directly
+
+	opts      Options
+	front     *http.Server
+	functions *functions
+	instances *instancehost.Host
+	schedules *schedules
+
+	mu    sync.Mutex
+	table string // the state table, known once deployed
+}
+
+// Start brings up moto, the fake GitHub, the front endpoint, the instance
+// host and the schedule ticker.
+func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
+	if o.Logs == nil {
+		o.Logs = io.Discard
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	s = &Sandbox{opts: o}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	if s.Moto, err = awstest.Start(); err != nil {
+		return nil, err
+	}
+	if s.AWS, err = awsconf.Load(ctx, s.Moto.Options()); err != nil {
+		return nil, err
+	}
+	s.GitHub = fakegithub.NewServer(fakegithub.Options{Orgs: []string{Org}})
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.URL = "http://" + ln.Addr().String()
+	awsEnv := map[string]string{"AWS_ENDPOINT_URL": s.URL, "AWS_ACCESS_KEY_ID": "sandbox", "AWS_SECRET_ACCESS_KEY": "sandbox", "AWS_REGION": Region}
+	s.functions = newFunctions(s.AWS.Lambda(), filepath.Join(o.Repo, "provider", "assets"), filepath.Join(o.Dir, "bootstraps"), awsEnv, o.Logs)
+	s.front = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	go s.front.Serve(ln)
+
+	if err := s.putGitHubCredentials(ctx); err != nil {
+		return nil, err
+	}
+	runner, err := fakegithub.BuildRunner()
+	if err != nil {
+		return nil, err
+	}
+	agent := filepath.Join(o.Repo, "provider", "assets", bundle.Agent(runtime.GOARCH))
+	if _, err := os.Stat(agent); err != nil {
+		return nil, fmt.Errorf("agent %s missing: run make build", agent)
+	}
+	var env []string
+	for k, v := range awsEnv {
+		env = append(env, k+"="+v)
+	}
+	s.instances, err = instancehost.Start(context.Background(), instancehost.Options{
+		EC2: s.AWS.EC2(), Region: Region, Environment: Environment, AgentBinary: agent, Root: filepath.Join(o.Dir, "instances"),
+		Config: s.agentConfig, Env: env, Output: o.Logs,
+		PrepareRunner: func(dir string) error { return fakegithub.InstallRunner(dir, runner) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.schedules = startSchedules(s.AWS.Scheduler(), s.functions, o.Logs)
+	return s, nil
+}
+
+// Stop ends everything it started: agents and their runners, functions,
+// the ticker, the endpoint, the fake GitHub and moto.
+func (s *Sandbox) Stop() {
+	if s.schedules != nil {
+		s.schedules.stop()
+	}
+	if s.instances != nil {
+		s.instances.Stop()
+	}
+	if s.functions != nil {
+		s.functions.close()
+	}
+	if s.front != nil {
+		s.front.Close()
+	}
+	if s.GitHub != nil {
+		s.GitHub.Close()
+	}
+	if s.Moto != nil {
+		s.Moto.Stop()
+	}
+}
+
+func (s *Sandbox) putGitHubCredentials(ctx context.Context) error {
+	creds, err := json.Marshal(map[string]any{"appId": s.GitHub.AppID, "privateKey": string(s.GitHub.PrivateKeyPEM), "baseUrl": s.GitHub.URL()})
+	if err != nil {
+		return err
+	}
+	_, err = s.AWS.SSM().PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(GitHubParameter), Type: ssmtypes.ParameterTypeSecureString,
+		Value: aws.String(string(creds)), Overwrite: aws.Bool(true)})
+	return err
+}
+
+// agentConfig is what a real instance would read from its user data: the
+// launch template of the instance's pool, as the provider rendered it. Only
+// the polling is faster, so the story does not wait on one-second polls.
+func (s *Sandbox) agentConfig(id string, tags map[string]string) config.Config {
+	cfg, err := s.userDataConfig(context.Background(), tags["ghr:pool"])
+	if err != nil {
+		fmt.Fprintf(s.opts.Logs, "sandbox: instance %s: %v\n", id, err)
+		return config.Config{} // the agent refuses to start and says why
+	}
+	cfg.IdlePoll = config.Duration{Duration: 200 * time.Millisecond}
+	cfg.AssignedPoll = config.Duration{Duration: 300 * time.Millisecond}
+	cfg.StopTimeout = config.Duration{Duration: 10 * time.Second}
+	return cfg
+}
+
+func (s *Sandbox) userDataConfig(ctx context.Context, pool string) (config.Config, error) {
+	table := s.Table()
+	if table == "" {
+		return config.Config{}, errors.New("no deployment yet")
+	}
+	p, err := state.New(s.AWS.DynamoDB(), table).GetPoolConfig(ctx, pool)
+	if err != nil || p == nil {
+		return config.Config{}, fmt.Errorf("pool %q: %v", pool, err)
+	}
+	out, err := s.AWS.EC2().DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
+		LaunchTemplateId: aws.String(p.LaunchTemplateID), Versions: []string{p.LaunchTemplateVersion}})
+	if err != nil || len(out.LaunchTemplateVersions) != 1 {
+		return config.Config{}, fmt.Errorf("launch template %s: %v", p.LaunchTemplateID, err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(aws.ToString(out.LaunchTemplateVersions[0].LaunchTemplateData.UserData))
+	if err != nil {
+		return config.Config{}, err
+	}
+	u, err := templates.Parse(raw)
+	if err != nil {
+		return config.Config{}, err
+	}
+	return u.Agent, nil
+}
+
+// SetTable tells the instance host which table the deployment uses.
+func (s *Sandbox) SetTable(table string) {
+	s.mu.Lock()
+	s.table = table
+	s.mu.Unlock()
+}
+
+// Table is the deployment's state table ("" before Deploy).
+func (s *Sandbox) Table() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.table
+}
+
+// Invocations counts the invocations of each function so far.
+func (s *Sandbox) Invocations() map[string]int { return s.functions.counts() }
+
+// ScheduleFires counts the schedule firings so far, by schedule name.
+func (s *Sandbox) ScheduleFires() map[string]int { return s.schedules.counts() }
+
+// AgentErrors reports what went wrong starting agents.
+func (s *Sandbox) AgentErrors() []error { return s.instances.Errors() }
+
+// routes: Lambda Invoke and the sandbox's job API here, the rest to moto.
+func (s *Sandbox) routes() http.Handler {
+	target, _ := url.Parse(s.Moto.URL)
+	moto := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host }}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.serveInvoke)
+	mux.HandleFunc("POST /_sandbox/jobs", s.serveEnqueue)
+	mux.HandleFunc("GET /_sandbox/jobs/{id}", s.serveJob)
+	mux.Handle("/", moto)
+	return mux
+}
+
+// serveInvoke answers as Lambda's Invoke API does: 200 with the function's
+// payload and X-Amz-Function-Error when it failed; 202 for Event.
+func (s *Sandbox) serveInvoke(w http.ResponseWriter, r *http.Request) {
+	name := functionName(r.PathValue("name"))
+	payload, err := io.ReadAll(r.Body)
+	if err != nil {
+		lambdaError(w, http.StatusBadRequest, "InvalidRequestContentException", err.Error())
+		return
+	}
+	if len(payload) == 0 {
+		payload = []byte("{}")
+	}
+	switch r.Header.Get("X-Amz-Invocation-Type") {
+	case "DryRun":
+		if _, err := s.functions.host(r.Context(), name); err != nil {
+			s.invokeFailed(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case "Event":
+		if _, err := s.functions.host(r.Context(), name); err != nil {
+			s.invokeFailed(w, err)
+			return
+		}
+		go s.functions.invoke(context.Background(), name, payload)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	res, err := s.functions.invoke(r.Context(), name, payload)
+	if err != nil {
+		s.invokeFailed(w, err)
+		return
+	}
+	w.Header().Set("X-Amz-Executed-Version", "$LATEST")
+	w.Header().Set("X-Amzn-Requestid", res.RequestID)
+	if res.FunctionError != "" {
+		w.Header().Set("X-Amz-Function-Error", res.FunctionError)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(res.Payload)
+}
+
+func (s *Sandbox) invokeFailed(w http.ResponseWriter, err error) {
+	if errors.Is(err, errNoFunction) {
+		lambdaError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+err.Error())
+		return
+	}
+	lambdaError(w, http.StatusInternalServerError, "ServiceException", err.Error())
+}
+
+func lambdaError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("X-Amzn-Errortype", typ)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"Type": "User", "Message": msg, "message": msg})
+}
+
+// functionName accepts a name, a partial or a full ARN, with a qualifier.
+func functionName(s string) string {
+	if i := strings.Index(s, ":function:"); i >= 0 {
+		s = s[i+len(":function:"):]
+	} else if strings.HasPrefix(s, "function:") {
+		s = strings.TrimPrefix(s, "function:")
+	}
+	name, _, _ := strings.Cut(s, ":")
+	return name
+}
+
+// The job API stands in for a workflow's jobs: POST {"label","script"} queues
+// a job for runners with that label; GET /_sandbox/jobs/{id}?wait=60s waits
+// for it to finish.
+func (s *Sandbox) serveEnqueue(w http.ResponseWriter, r *http.Request) {
+	var req struct{ Label, Script string }
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Label == "" {
+		http.Error(w, `body: want {"label":"<runId>","script":"echo hi"}`, http.StatusBadRequest)
+		return
+	}
+	if req.Script == "" {
+		req.Script = "echo hello from $(hostname)"
+	}
+	id := s.GitHub.EnqueueJob(req.Label, req.Script)
+	json.NewEncoder(w).Encode(map[string]int64{"id": id})
+}
+
+func (s *Sandbox) serveJob(w http.ResponseWriter, r *http.Request) {
+	var id int64
+	if _, err := fmt.Sscan(r.PathValue("id"), &id); err != nil {
+		http.Error(w, "id: not a number", http.StatusBadRequest)
+		return
+	}
+	job, ok := s.GitHub.Job(id)
+	if !ok {
+		http.Error(w, "no such job", http.StatusNotFound)
+		return
+	}
+	if wait, err := time.ParseDuration(r.URL.Query().Get("wait")); err == nil && wait > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		defer cancel()
+		if done, err := s.GitHub.WaitJobContext(ctx, id); err == nil {
+			job = done
+		}
+	}
+	json.NewEncoder(w).Encode(map[string]any{"id": job.ID, "label": job.Label, "state": job.State, "result": job.Result, "runner": job.Runner, "output": job.Output})
+}

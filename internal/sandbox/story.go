@@ -1,0 +1,271 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/scaledown"
+)
+
+// Step is one line of the story's summary.
+type Step struct {
+	Name string
+	Want string
+	Got  string
+	Took time.Duration
+	OK   bool
+}
+
+// Story plays workflows against a deployed sandbox, invoking the functions
+// only through the front endpoint's Invoke API, as `aws lambda invoke` does.
+type Story struct {
+	sb     *Sandbox
+	d      Deployment
+	lambda *lambda.Client
+	store  *state.Store
+	fleet  *fleet.Fleet
+	out    io.Writer
+	start  time.Time
+
+	mu    sync.Mutex // concurrent workflows record at once
+	Steps []Step
+	// Launched is every instance id the story saw created.
+	Launched map[string]bool
+}
+
+// NewStory prepares a story; out receives the live progress.
+func NewStory(ctx context.Context, sb *Sandbox, d Deployment, out io.Writer) (*Story, error) {
+	cfg, err := awsconf.Load(ctx, awsconf.Options{Region: Region, Endpoint: sb.URL, AccessKeyID: "sandbox", SecretAccessKey: "sandbox", MaxAttempts: 1})
+	if err != nil {
+		return nil, err
+	}
+	return &Story{sb: sb, d: d, lambda: cfg.Lambda(), store: state.New(sb.AWS.DynamoDB(), d.Table), fleet: fleet.New(sb.AWS.EC2(), Environment),
+		out: out, start: time.Now(), Launched: map[string]bool{}}, nil
+}
+
+// Play runs the whole story and reports whether every step did what it should.
+func (st *Story) Play(ctx context.Context) bool {
+	stopView := st.liveView(ctx)
+	defer stopView()
+
+	first := st.workflow(ctx, "cold provision of 3 runners, a job on each, release", "run-1001", 3, 3, 0, nil)
+	st.workflow(ctx, "second workflow reuses the pooled runners", "run-1002", 3, 0, 3, first)
+
+	var wg sync.WaitGroup
+	var a, b []string
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		a = st.workflow(ctx, "concurrent workflow A (2 runners)", "run-1003", 2, -1, -1, nil)
+	}()
+	go func() {
+		defer wg.Done()
+		b = st.workflow(ctx, "concurrent workflow B (2 runners)", "run-1004", 2, -1, -1, nil)
+	}()
+	wg.Wait()
+	st.check("concurrent workflows share nothing, reuse the pool", "4 distinct runners, 3 reused + 1 created",
+		func() (string, bool) {
+			all := append(slices.Clone(a), b...)
+			distinct := map[string]bool{}
+			for _, id := range all {
+				distinct[id] = true
+			}
+			return fmt.Sprintf("%d distinct runners, %d instances launched in total", len(distinct), len(st.Launched)),
+				len(all) == 4 && len(distinct) == 4 && len(st.Launched) == 4
+		})
+	st.scaleDown(ctx)
+	return st.ok()
+}
+
+func (st *Story) ok() bool {
+	for _, s := range st.Steps {
+		if !s.OK {
+			return false
+		}
+	}
+	return len(st.Steps) > 0
+}
+
+func (st *Story) record(s Step) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	mark := "ok  "
+	if !s.OK {
+		mark = "FAIL"
+	}
+	fmt.Fprintf(st.out, "[%5.1fs] %s %s — %s (%.1fs)\n", time.Since(st.start).Seconds(), mark, s.Name, s.Got, s.Took.Seconds())
+	st.Steps = append(st.Steps, s)
+}
+
+func (st *Story) check(name, want string, f func() (string, bool)) {
+	start := time.Now()
+	got, ok := f()
+	st.record(Step{Name: name, Want: want, Got: got, Took: time.Since(start), OK: ok})
+}
+
+// invoke calls a function through the endpoint and decodes its answer; a
+// FunctionError becomes an error carrying the function's message.
+func (st *Story) invoke(ctx context.Context, handler string, payload, out any) error {
+	in, _ := json.Marshal(payload)
+	res, err := st.lambda.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(st.d.Functions[handler]), Payload: in})
+	if err != nil {
+		return err
+	}
+	if res.FunctionError != nil {
+		return fmt.Errorf("%s failed: %s", handler, res.Payload)
+	}
+	return json.Unmarshal(res.Payload, out)
+}
+
+// workflow provisions count runners for runID, runs a job on each, and
+// releases them; wantCreated/wantReused < 0 are not checked; sameAs, when
+// given, are the instances the workflow must reuse.
+func (st *Story) workflow(ctx context.Context, name, runID string, count, wantCreated, wantReused int, sameAs []string) []string {
+	start := time.Now()
+	var out provision.Output
+	err := st.invoke(ctx, "provision", map[string]any{"runId": runID, "pool": "linux", "instanceCount": count}, &out)
+	var ids []string
+	for _, in := range out.Instances {
+		ids = append(ids, in.InstanceID)
+		if in.Source == "created" {
+			st.mu.Lock()
+			st.Launched[in.InstanceID] = true
+			st.mu.Unlock()
+		}
+	}
+	sort.Strings(ids)
+	ok := err == nil && out.Status == "ready" && len(ids) == count &&
+		(wantCreated < 0 || out.Created == wantCreated) && (wantReused < 0 || out.Reused == wantReused) &&
+		(sameAs == nil || slices.Equal(ids, sameAs))
+	got := fmt.Sprintf("provision %s: %d ready (%d created, %d reused) in %.1fs", runID, len(ids), out.Created, out.Reused, out.ElapsedSeconds)
+	if err != nil {
+		got = err.Error()
+	}
+	st.record(Step{Name: name + ": provision", Want: fmt.Sprintf("%d ready", count), Got: got, Took: time.Since(start), OK: ok})
+	if err != nil {
+		return ids
+	}
+
+	start = time.Now()
+	jobs := make([]int64, count)
+	for i := range jobs {
+		jobs[i] = st.sb.GitHub.EnqueueJob(runID, "echo building "+runID)
+	}
+	ran, foreign := 0, 0
+	for _, id := range jobs {
+		job, err := st.sb.GitHub.WaitJobContext(ctx, id)
+		if err != nil || job.Result != "succeeded" {
+			continue
+		}
+		ran++
+		if inst, _ := github.InstanceOf(job.Runner); !slices.Contains(ids, inst) {
+			foreign++
+		}
+	}
+	st.record(Step{Name: name + ": jobs", Want: fmt.Sprintf("%d jobs on %s's runners", count, runID),
+		Got: fmt.Sprintf("%d/%d succeeded, %d on a runner of another run", ran, count, foreign), Took: time.Since(start), OK: ran == count && foreign == 0})
+
+	start = time.Now()
+	var rel release.Output
+	err = st.invoke(ctx, "release", map[string]any{"runId": runID}, &rel)
+	got = fmt.Sprintf("release %s: %d back in the pool, %d expired in %.1fs", runID, len(rel.Released), len(rel.Expired), rel.ElapsedSeconds)
+	if err != nil {
+		got = err.Error()
+	}
+	st.record(Step{Name: name + ": release", Want: fmt.Sprintf("%d back in the pool", count), Got: got, Took: time.Since(start), OK: err == nil && len(rel.Released) == count})
+	return ids
+}
+
+// scaleDown invokes scale-down outside the pool's idle window: the idle
+// pool is trimmed to nothing and the instances end.
+func (st *Story) scaleDown(ctx context.Context) {
+	start := time.Now()
+	var out scaledown.Output
+	err := st.invoke(ctx, "scale-down", map[string]any{}, &out)
+	live := -1
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		in, lerr := st.fleet.List(ctx, fleet.Filter{Pool: "linux"})
+		if lerr == nil {
+			live = len(in)
+			if live == 0 {
+				break
+			}
+		}
+	}
+	got := fmt.Sprintf("%d terminated, %d kept; %d instances alive", len(out.Terminated), len(out.Kept), live)
+	if err != nil {
+		got = err.Error()
+	}
+	st.record(Step{Name: "scale-down outside the idle window (" + IdleWindowCron(time.Now()) + " UTC)", Want: "idle pool trimmed to 0",
+		Got: got, Took: time.Since(start), OK: err == nil && len(out.Terminated) == len(st.Launched) && live == 0})
+}
+
+// liveView prints the instances per state whenever the mix changes.
+func (st *Story) liveView(ctx context.Context) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		last := ""
+		for {
+			counts := []string{}
+			for _, s := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
+				in, err := st.store.ByPoolState(ctx, "linux", s, time.Time{})
+				if err != nil {
+					break
+				}
+				counts = append(counts, fmt.Sprintf("%s %d", s, len(in)))
+			}
+			if line := strings.Join(counts, " · "); len(counts) == 4 && line != last {
+				fmt.Fprintf(st.out, "[%5.1fs]      instances: %s\n", time.Since(st.start).Seconds(), line)
+				last = line
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// Summary prints the final table.
+func (st *Story) Summary(w io.Writer) {
+	fmt.Fprintf(w, "\n%-4s  %-68s  %7s  %s\n", "", "step", "time", "result")
+	for _, s := range st.Steps {
+		mark := "ok"
+		if !s.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "%-4s  %-68s  %6.1fs  %s\n", mark, s.Name, s.Took.Seconds(), s.Got)
+	}
+	calls := st.sb.Invocations()
+	names := make([]string, 0, len(calls))
+	for n := range calls {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %d", n, calls[n]))
+	}
+	fmt.Fprintf(w, "\ninstances launched: %d · invocations: %s · schedule firings: %v · total %.1fs\n",
+		len(st.Launched), strings.Join(parts, ", "), st.sb.ScheduleFires(), time.Since(st.start).Seconds())
+}
