@@ -206,13 +206,11 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 	}
 	// A new role takes a few seconds to become assumable on AWS.
 	var out *lambda.CreateFunctionOutput
-	for deadline := time.Now().Add(2 * time.Minute); ; {
+	roleNotReady := func(err error) bool { return strings.Contains(err.Error(), "cannot be assumed") }
+	err = retryWhile(ctx, 5*time.Second, 2*time.Minute, roleNotReady, func() (err error) {
 		out, err = r.c.aws.Lambda().CreateFunction(ctx, in)
-		if err == nil || !strings.Contains(err.Error(), "cannot be assumed") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Second)
-	}
+		return err
+	})
 	if err != nil {
 		resp.Diagnostics.AddError("Creating the function failed", err.Error())
 		return
@@ -285,11 +283,7 @@ func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags
 		return "", diags
 	}
 	client, name := r.c.aws.IAM(), r.roleName(m.Name.ValueString())
-	var iamTags []iamtypes.Tag
-	for k, v := range tags {
-		iamTags = append(iamTags, iamtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
-	}
-	out, err := client.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(trustPolicy("lambda.amazonaws.com")), Tags: iamTags,
+	out, err := client.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(trustPolicy("lambda.amazonaws.com")), Tags: iamTags(tags),
 		Description: aws.String("ghrunner function " + m.Name.ValueString())})
 	var exists *iamtypes.EntityAlreadyExistsException
 	arn := ""
@@ -453,13 +447,7 @@ func (r *functionResource) Delete(ctx context.Context, req resource.DeleteReques
 		resp.Diagnostics.AddError("Deleting the log group failed", err.Error())
 		return
 	}
-	client, role := r.c.aws.IAM(), r.roleName(st.ID.ValueString())
-	var nf *iamtypes.NoSuchEntityException
-	if _, err := client.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String("ghrunner-function")}); err != nil && !errors.As(err, &nf) {
-		resp.Diagnostics.AddError("Deleting the function policy failed", err.Error())
-		return
-	}
-	if _, err := client.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: aws.String(role)}); err != nil && !errors.As(err, &nf) {
+	if err := deleteRole(ctx, r.c.aws.IAM(), r.roleName(st.ID.ValueString()), "ghrunner-function"); err != nil {
 		resp.Diagnostics.AddError("Deleting the function role failed", err.Error())
 	}
 }

@@ -330,12 +330,13 @@ func launchTemplateInputs(m poolModel) string {
 		m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String()}, "\x00")
 }
 
-func (r *poolResource) names(m poolModel) (template, role string) {
+// name is the pool's launch template, role and instance profile name.
+func (r *poolResource) name(m poolModel) string {
 	n := "ghr-" + r.c.environment + "-" + m.Name.ValueString()
 	if len(n) > 64 {
 		n = n[:64]
 	}
-	return n, n
+	return n
 }
 
 func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -383,7 +384,7 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 		return diags
 	}
 	plan.Architecture = types.StringValue(image.arch)
-	ltName, roleName := r.names(*plan)
+	name := r.name(*plan) // of the template, the role and the profile
 	own := map[string]string{}
 	diags.Append(plan.Tags.ElementsAs(ctx, &own, false)...)
 	tags := r.c.tags(own)
@@ -425,8 +426,8 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 		diags.AddError("Building the agent policy failed", err.Error())
 		return diags
 	}
-	profileARN, err := r.ensureRole(ctx, roleName, policy, tags)
-	plan.RoleName = types.StringValue(roleName)
+	profileARN, err := r.ensureRole(ctx, name, policy, tags)
+	plan.RoleName = types.StringValue(name)
 	if err != nil {
 		diags.AddError("Creating the instance role failed", err.Error())
 		return diags
@@ -442,7 +443,7 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	plan.UserDataSize = types.Int64Value(int64(len(userData)))
 	data := r.templateData(ctx, *plan, image, profileARN, userData, tags)
 	if prior == nil || prior.LaunchTemplateID.ValueString() == "" {
-		id, version, err := r.createTemplate(ctx, ltName, data, tags)
+		id, version, err := r.createTemplate(ctx, name, data, tags)
 		if err != nil {
 			diags.AddError("Creating the launch template failed", err.Error())
 			return diags
@@ -593,12 +594,8 @@ func (r *poolResource) objectURL(bucket, key string) string {
 
 func (r *poolResource) ensureRole(ctx context.Context, name, policy string, tags map[string]string) (string, error) {
 	client := r.c.aws.IAM()
-	var iamTags []iamtypes.Tag
-	for k, v := range tags {
-		iamTags = append(iamTags, iamtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
-	}
 	_, err := client.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(trustPolicy("ec2.amazonaws.com")),
-		Description: aws.String("ghrunner agent on instances of pool " + name), Tags: iamTags})
+		Description: aws.String("ghrunner agent on instances of pool " + name), Tags: iamTags(tags)})
 	var exists *iamtypes.EntityAlreadyExistsException
 	if err != nil && !errors.As(err, &exists) {
 		return "", err
@@ -609,7 +606,7 @@ func (r *poolResource) ensureRole(ctx context.Context, name, policy string, tags
 	prof, err := client.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
 	var nf *iamtypes.NoSuchEntityException
 	if errors.As(err, &nf) {
-		created, err := client.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name), Tags: iamTags})
+		created, err := client.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name), Tags: iamTags(tags)})
 		if err != nil {
 			return "", err
 		}
@@ -632,10 +629,6 @@ func (r *poolResource) ensureRole(ctx context.Context, name, policy string, tags
 func (r *poolResource) templateData(ctx context.Context, m poolModel, img imageInfo, profileARN string, userData []byte, tags map[string]string) *ec2types.RequestLaunchTemplateData {
 	var sgs []string
 	m.SecurityGroupIDs.ElementsAs(ctx, &sgs, false)
-	var volumeTags []ec2types.Tag
-	for k, v := range tags {
-		volumeTags = append(volumeTags, ec2types.Tag{Key: aws.String(k), Value: aws.String(v)})
-	}
 	return &ec2types.RequestLaunchTemplateData{
 		ImageId:            aws.String(m.ImageID.ValueString()),
 		UserData:           aws.String(base64.StdEncoding.EncodeToString(userData)),
@@ -652,18 +645,14 @@ func (r *poolResource) templateData(ctx context.Context, m poolModel, img imageI
 			Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(int32(m.RootVolumeSize.ValueInt64())),
 				VolumeType: ec2types.VolumeType(m.RootVolumeType.ValueString()), Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true)},
 		}},
-		TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{{ResourceType: ec2types.ResourceTypeVolume, Tags: volumeTags}},
+		TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{{ResourceType: ec2types.ResourceTypeVolume, Tags: ec2Tags(tags)}},
 	}
 }
 
 func (r *poolResource) createTemplate(ctx context.Context, name string, data *ec2types.RequestLaunchTemplateData, tags map[string]string) (string, string, error) {
-	var ltTags []ec2types.Tag
-	for k, v := range tags {
-		ltTags = append(ltTags, ec2types.Tag{Key: aws.String(k), Value: aws.String(v)})
-	}
 	out, err := r.c.aws.EC2().CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(name), LaunchTemplateData: data,
 		VersionDescription: aws.String("ghrunner"),
-		TagSpecifications:  []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ltTags}}})
+		TagSpecifications:  []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ec2Tags(tags)}}})
 	if fleet.ErrorCode(err) == "InvalidLaunchTemplateName.AlreadyExistsException" {
 		return "", "", fmt.Errorf("a launch template named %s already exists (left from an earlier deployment of environment %q?): delete it or import the pool", name, r.c.environment)
 	}
@@ -919,11 +908,7 @@ func (r *poolResource) deleteRole(ctx context.Context, name string) error {
 	if _, err := client.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: aws.String(name)}); ignore(err) != nil {
 		return err
 	}
-	if _, err := client.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: aws.String(name), PolicyName: aws.String("ghrunner-agent")}); ignore(err) != nil {
-		return err
-	}
-	_, err := client.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: aws.String(name)})
-	return ignore(err)
+	return deleteRole(ctx, client, name, "ghrunner-agent")
 }
 
 // ImportState takes `<table>:<pool>`. Scripts and agent_path cannot be read

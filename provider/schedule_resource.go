@@ -188,16 +188,13 @@ func (r *scheduleResource) ownsRole(tags []iamtypes.Tag, name string) bool {
 // deployment (e.g. left behind by a schedule deleted outside Terraform).
 func (r *scheduleResource) ensureRole(ctx context.Context, roleName, functionARN string, tags map[string]string, drop []string) (arn string, created bool, err error) {
 	svc := r.c.aws.IAM()
-	var iamTags []iamtypes.Tag
-	for k, v := range tags {
-		iamTags = append(iamTags, iamtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
-	}
+	roleTags := iamTags(tags)
 	got, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
 	var nf *iamtypes.NoSuchEntityException
 	switch {
 	case errors.As(err, &nf):
 		out, err := svc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(roleName), AssumeRolePolicyDocument: aws.String(scheduleTrustPolicy()),
-			Description: aws.String("EventBridge Scheduler role of ghrunner schedule " + roleName), Tags: iamTags})
+			Description: aws.String("EventBridge Scheduler role of ghrunner schedule " + roleName), Tags: roleTags})
 		if err != nil {
 			return "", false, fmt.Errorf("create role %s: %w", roleName, err)
 		}
@@ -220,8 +217,8 @@ func (r *scheduleResource) ensureRole(ctx context.Context, roleName, functionARN
 				return "", false, fmt.Errorf("untag role %s: %w", roleName, err)
 			}
 		}
-		if len(iamTags) > 0 {
-			if _, err := svc.TagRole(ctx, &iam.TagRoleInput{RoleName: aws.String(roleName), Tags: iamTags}); err != nil {
+		if len(roleTags) > 0 {
+			if _, err := svc.TagRole(ctx, &iam.TagRoleInput{RoleName: aws.String(roleName), Tags: roleTags}); err != nil {
 				return "", false, fmt.Errorf("tag role %s: %w", roleName, err)
 			}
 		}
@@ -252,15 +249,7 @@ func scheduleHasTag(tags []iamtypes.Tag, key, value string) bool {
 
 // deleteRole removes the inline policy and the role; both may already be gone.
 func (r *scheduleResource) deleteRole(ctx context.Context, roleName string) error {
-	svc := r.c.aws.IAM()
-	var nf *iamtypes.NoSuchEntityException
-	if _, err := svc.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: aws.String(roleName), PolicyName: aws.String(schedulePolicyName)}); err != nil && !errors.As(err, &nf) {
-		return fmt.Errorf("delete the invoke policy of role %s: %w", roleName, err)
-	}
-	if _, err := svc.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: aws.String(roleName)}); err != nil && !errors.As(err, &nf) {
-		return fmt.Errorf("delete role %s: %w", roleName, err)
-	}
-	return nil
+	return deleteRole(ctx, r.c.aws.IAM(), roleName, schedulePolicyName)
 }
 
 // target is what the schedule invokes: the function, through the role, with
@@ -301,18 +290,7 @@ func scheduleRoleNotReady(err error) bool {
 // scheduleRetryRoleNotReady calls call until it succeeds, fails otherwise than with
 // scheduleRoleNotReady, or limit has passed.
 func scheduleRetryRoleNotReady(ctx context.Context, every, limit time.Duration, call func() error) error {
-	deadline := time.Now().Add(limit)
-	for {
-		err := call()
-		if err == nil || !scheduleRoleNotReady(err) || time.Now().Add(every).After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(every):
-		}
-	}
+	return retryWhile(ctx, every, limit, scheduleRoleNotReady, call)
 }
 
 func (r *scheduleResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

@@ -27,7 +27,7 @@ func (s *Sandbox) Deploy(ctx context.Context, mirror string, progress io.Writer)
 	var d Deployment
 	root := filepath.Join(s.opts.Dir, "terraform")
 	for _, dir := range []string{"examples/sandbox", "modules/runner-pool"} {
-		if err := copyTF(filepath.Join(s.opts.Repo, dir), filepath.Join(root, dir)); err != nil {
+		if err := CopyTerraform(filepath.Join(s.opts.Repo, dir), filepath.Join(root, dir)); err != nil {
 			return d, err
 		}
 	}
@@ -96,7 +96,9 @@ func IdleWindowCron(now time.Time) string {
 	return fmt.Sprintf("* %d * * *", (now.UTC().Hour()+12)%24)
 }
 
-func copyTF(from, to string) error {
+// CopyTerraform copies the .tf files of one folder into another, so that a
+// configuration can be planned without writing into the repository.
+func CopyTerraform(from, to string) error {
 	entries, err := os.ReadDir(from)
 	if err != nil {
 		return err

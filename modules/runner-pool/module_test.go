@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -255,33 +256,12 @@ func TestCompleteExampleValidates(t *testing.T) {
 	cliConfig := install(t)
 	tmp := t.TempDir()
 	for _, d := range []string{"examples/complete", "modules/runner-pool"} {
-		copyDir(t, filepath.Join("../..", d), filepath.Join(tmp, d))
+		if err := sandbox.CopyTerraform(filepath.Join("../..", d), filepath.Join(tmp, d)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dir := filepath.Join(tmp, "examples/complete")
 	tf(t, dir, cliConfig, "fmt", "-check")
 	tf(t, dir, cliConfig, "init", "-input=false", "-no-color", "-backend=false")
 	tf(t, dir, cliConfig, "validate", "-no-color")
-}
-
-func copyDir(t *testing.T, from, to string) {
-	t.Helper()
-	entries, err := os.ReadDir(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(to, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".tf") {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(from, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(to, e.Name()), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
