@@ -209,7 +209,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"max_runtime_seconds":        seconds("Longest a run may hold an instance.", d.MaxRuntime, 60),
 			"idle_ttl_seconds":           seconds("Lease of an idle instance in the pool (scale-down renews the kept ones).", d.IdleTTL, 60),
 			"boot_time_seconds":          seconds("Expected boot time; unrecorded instances younger than this are never orphans.", d.BootTime, 10),
-			"min_running_time_seconds":   seconds("Minimum age before scale-down terminates an idle instance.", d.MinRunningTime, 0),
+			"min_running_time_seconds":   seconds("Minimum age before scale-down terminates an idle instance (at least 1: the pool config reads 0 as unset).", d.MinRunningTime, 1),
 			"heartbeat_interval_seconds": seconds("Agent heartbeat interval.", d.HeartbeatInterval, 1),
 			"stale_after_seconds":        seconds("Heartbeat age after which refresh retires an instance (≥ 2 × heartbeat).", d.StaleAfter, 2),
 			"max_age_seconds":            seconds("Instances older than this are not reused.", d.MaxAge, 60),

@@ -263,6 +263,7 @@ func TestAccPool_validation(t *testing.T) {
 		{`runner_tarball_url = "https://example.com/r.tgz"`, `set runner_tarball_url and runner_tarball_sha256 together`},
 		{`agent_path = "relative/agent"`, `must be an absolute path`},
 		{`max_instances = 0`, `between 1 and 10000`},
+		{`min_running_time_seconds = 0`, `value must be at least 1`},
 	} {
 		t.Run(c.want, func(t *testing.T) {
 			cfg := strings.Replace(f.config(c.extra), `owner              = "acme"`, "", strings.Count(c.extra, "owner"))

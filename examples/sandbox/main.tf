@@ -78,7 +78,7 @@ module "runners" {
         claim_ttl_seconds          = 60
         idle_ttl_seconds           = 600
         boot_time_seconds          = 10
-        min_running_time_seconds   = 0
+        min_running_time_seconds   = 1
         heartbeat_interval_seconds = 1
         stale_after_seconds        = 10
         release_wait_seconds       = 30

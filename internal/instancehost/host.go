@@ -59,9 +59,10 @@ type Agent struct {
 	IMDS       *imdsstub.Server
 	Starts     int // how often the process was started
 
-	cmd    *exec.Cmd
-	exited chan struct{}
-	frozen bool
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	exitedAt time.Time
+	frozen   bool
 }
 
 // Host runs the agents.
@@ -85,6 +86,12 @@ func Start(ctx context.Context, opts Options) (*Host, error) {
 	if _, err := os.Stat(opts.AgentBinary); err != nil {
 		return nil, fmt.Errorf("agent binary: %w", err)
 	}
+	// The agent accepts absolute folders only, as on a real instance.
+	root, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, fmt.Errorf("root: %w", err)
+	}
+	opts.Root = root
 	ctx, cancel := context.WithCancel(ctx)
 	h := &Host{opts: opts, agents: map[string]*Agent{}, cancel: cancel, done: make(chan struct{})}
 	go h.watch(ctx)
@@ -260,7 +267,13 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 		return err
 	}
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	go func() {
+		cmd.Wait()
+		h.mu.Lock()
+		a.exitedAt = time.Now()
+		h.mu.Unlock()
+		close(exited)
+	}()
 	h.mu.Lock()
 	a.cmd, a.exited, a.Starts = cmd, exited, a.Starts+1
 	h.agents[id] = a
@@ -285,10 +298,12 @@ func (h *Host) stopAgent(a *Agent) {
 	a.IMDS.Close()
 }
 
+// exitedLongAgo: like systemd's RestartSec=1, an agent that keeps failing
+// is restarted once a second, not in a tight loop. Called with h.mu held.
 func (a *Agent) exitedLongAgo() bool {
 	select {
 	case <-a.exited:
-		return true
+		return time.Since(a.exitedAt) >= time.Second
 	default:
 		return false
 	}

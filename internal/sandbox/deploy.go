@@ -26,6 +26,11 @@ type Deployment struct {
 func (s *Sandbox) Deploy(ctx context.Context, mirror string, progress io.Writer) (Deployment, error) {
 	var d Deployment
 	root := filepath.Join(s.opts.Dir, "terraform")
+	// Every sandbox starts with an empty moto: state, lock file and plugins
+	// of an earlier one (and its provider build) would only be in the way.
+	if err := os.RemoveAll(root); err != nil {
+		return d, err
+	}
 	for _, dir := range []string{"examples/sandbox", "modules/runner-pool"} {
 		if err := CopyTerraform(filepath.Join(s.opts.Repo, dir), filepath.Join(root, dir)); err != nil {
 			return d, err
@@ -41,6 +46,10 @@ func (s *Sandbox) Deploy(ctx context.Context, mirror string, progress io.Writer)
 		"github_parameter": GitHubParameter, "idle_window_cron": IdleWindowCron(time.Now())}
 	raw, _ := json.MarshalIndent(vars, "", "  ")
 	if err := os.WriteFile(filepath.Join(work, "terraform.tfvars.json"), raw, 0o644); err != nil {
+		return d, err
+	}
+	mirror, err = filepath.Abs(mirror) // terraform runs in another folder
+	if err != nil {
 		return d, err
 	}
 	cliConfig := filepath.Join(mirror, "terraformrc")

@@ -209,6 +209,13 @@ func (st *Story) scaleDown(ctx context.Context) {
 		}
 	}
 	got := fmt.Sprintf("%d terminated, %d kept; %d instances alive", len(out.Terminated), len(out.Kept), live)
+	reasons := map[string]int{}
+	for _, k := range out.Kept {
+		reasons[k.Reason]++
+	}
+	for r, n := range reasons {
+		got += fmt.Sprintf("; %d kept: %s", n, r)
+	}
 	if err != nil {
 		got = err.Error()
 	}
