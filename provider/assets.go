@@ -12,9 +12,9 @@ import (
 )
 
 // embedded holds what `make build` put in provider/assets; in a fresh clone
-// only its README.
+// only its README. Dotfiles (mkbundle's temporary files) are left out.
 //
-//go:embed all:assets
+//go:embed assets
 var embedded embed.FS
 
 // assets is what resources read; tests swap it to see the missing-bundle path.

@@ -226,6 +226,10 @@ func (s *Sandbox) Invocations() map[string]int { return s.functions.counts() }
 // ScheduleFires counts the schedule firings so far, by schedule name.
 func (s *Sandbox) ScheduleFires() map[string]int { return s.schedules.counts() }
 
+// ScheduleResults returns the outcome of every finished run of a schedule
+// (nil: the function succeeded).
+func (s *Sandbox) ScheduleResults(name string) []error { return s.schedules.finished(name) }
+
 // AgentErrors reports what went wrong starting agents.
 func (s *Sandbox) AgentErrors() []error { return s.instances.Errors() }
 

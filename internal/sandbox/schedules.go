@@ -31,12 +31,13 @@ type schedules struct {
 	next    map[string]time.Time
 	running map[string]bool
 	fires   map[string]int
+	results map[string][]error // per schedule, one per finished run (nil: it succeeded)
 }
 
 func startSchedules(client *scheduler.Client, fns *functions, logs io.Writer) *schedules {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &schedules{client: client, fns: fns, logs: logs, cancel: cancel, done: make(chan struct{}),
-		next: map[string]time.Time{}, running: map[string]bool{}, fires: map[string]int{}}
+		next: map[string]time.Time{}, running: map[string]bool{}, fires: map[string]int{}, results: map[string][]error{}}
 	go s.loop(ctx)
 	return s
 }
@@ -54,6 +55,13 @@ func (s *schedules) counts() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// finished returns the outcome of every finished run of a schedule.
+func (s *schedules) finished(name string) []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]error(nil), s.results[name]...)
 }
 
 func (s *schedules) loop(ctx context.Context) {
@@ -130,12 +138,16 @@ func (s *schedules) consider(ctx context.Context, now time.Time, sch *scheduler.
 	fn, input := functionName(aws.ToString(sch.Target.Arn)), []byte(aws.ToString(sch.Target.Input))
 	go func() {
 		res, err := s.fns.invoke(context.Background(), fn, input)
+		if err == nil && res.FunctionError != "" {
+			err = fmt.Errorf("%s: %s", res.FunctionError, res.Payload)
+		}
+		if err != nil {
+			fmt.Fprintf(s.logs, "sandbox: schedule %s → %s failed: %v\n", name, fn, err)
+		}
 		s.mu.Lock()
 		s.running[name] = false
+		s.results[name] = append(s.results[name], err)
 		s.mu.Unlock()
-		if err != nil || res.FunctionError != "" {
-			fmt.Fprintf(s.logs, "sandbox: schedule %s → %s failed: %v %s\n", name, fn, err, res.Payload)
-		}
 	}()
 }
 

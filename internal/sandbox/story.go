@@ -90,6 +90,7 @@ func (st *Story) Play(ctx context.Context) bool {
 				len(all) == 4 && len(distinct) == 4 && len(st.Launched) == 4
 		})
 	st.scaleDown(ctx)
+	st.scheduledRefresh(ctx)
 	return st.ok()
 }
 
@@ -223,6 +224,29 @@ func (st *Story) scaleDown(ctx context.Context) {
 		Got: got, Took: time.Since(start), OK: err == nil && len(out.Terminated) == len(st.Launched) && live == 0})
 }
 
+// scheduledRefresh waits for the refresh schedule terraform deployed to fire
+// (rate(1 minute) in examples/sandbox, first run a minute after deploy) and
+// checks that the run succeeded.
+func (st *Story) scheduledRefresh(ctx context.Context) {
+	start := time.Now()
+	name := st.d.Functions["refresh"] // the module names each schedule after its function
+	fmt.Fprintf(st.out, "[%5.1fs]      waiting for the schedule %s to fire (its first run is a minute after deploy) ...\n", time.Since(st.start).Seconds(), name)
+	var results []error
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Second) {
+		if results = st.sb.ScheduleResults(name); len(results) > 0 {
+			break
+		}
+	}
+	got, ok := "did not fire within 90s", false
+	if len(results) > 0 {
+		got, ok = fmt.Sprintf("fired %d×, refresh succeeded", len(results)), results[0] == nil
+		if results[0] != nil {
+			got = "fired, refresh failed: " + results[0].Error()
+		}
+	}
+	st.record(Step{Name: "the refresh schedule fires and refresh succeeds", Want: "one successful scheduled refresh", Got: got, Took: time.Since(start), OK: ok})
+}
+
 // liveView prints the instances per state whenever the mix changes.
 func (st *Story) liveView(ctx context.Context) func() {
 	ctx, cancel := context.WithCancel(ctx)
@@ -273,6 +297,14 @@ func (st *Story) Summary(w io.Writer) {
 	for _, n := range names {
 		parts = append(parts, fmt.Sprintf("%s %d", n, calls[n]))
 	}
-	fmt.Fprintf(w, "\ninstances launched: %d · invocations: %s · schedule firings: %v · total %.1fs\n",
-		len(st.Launched), strings.Join(parts, ", "), st.sb.ScheduleFires(), time.Since(st.start).Seconds())
+	var fires []string
+	for name, n := range st.sb.ScheduleFires() {
+		fires = append(fires, fmt.Sprintf("%s %d", name, n))
+	}
+	sort.Strings(fires)
+	if len(fires) == 0 {
+		fires = []string{"none"}
+	}
+	fmt.Fprintf(w, "\ninstances launched: %d · invocations: %s · schedule firings: %s · total %.1fs\n",
+		len(st.Launched), strings.Join(parts, ", "), strings.Join(fires, ", "), time.Since(st.start).Seconds())
 }

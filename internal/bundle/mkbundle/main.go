@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -53,20 +54,49 @@ func run(out string, archs []string) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(out, bundle.FunctionZip(arch)), zipped, 0o644); err != nil {
+		if err := publish(filepath.Join(out, bundle.FunctionZip(arch)), zipped, 0o644); err != nil {
 			return err
 		}
 		fmt.Printf("mkbundle: %s  %.1f MB (binary %.1f MB)\n", bundle.FunctionZip(arch), mb(len(zipped)), mb(len(data)))
-		if err := build(arch, "./agent", filepath.Join(out, bundle.Agent(arch))); err != nil {
+		agent := filepath.Join(tmp, bundle.Agent(arch))
+		if err := build(arch, "./agent", agent); err != nil {
 			return err
 		}
-		st, err := os.Stat(filepath.Join(out, bundle.Agent(arch)))
-		if err != nil {
+		if data, err = os.ReadFile(agent); err != nil {
 			return err
 		}
-		fmt.Printf("mkbundle: %s  %.1f MB\n", bundle.Agent(arch), mb(int(st.Size())))
+		if err := publish(filepath.Join(out, bundle.Agent(arch)), data, 0o755); err != nil {
+			return err
+		}
+		fmt.Printf("mkbundle: %s  %.1f MB\n", bundle.Agent(arch), mb(len(data)))
 	}
 	return nil
+}
+
+// publish replaces dst atomically and leaves it alone when it already holds
+// data: test packages run `make install` in parallel, and a compile that
+// embeds the folder must never see half a file.
+func publish(dst string, data []byte, mode os.FileMode) error {
+	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(dst), ".mkbundle-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), dst)
 }
 
 // build compiles pkg for linux/arch without cgo, stripped, with paths and

@@ -149,8 +149,12 @@ func up(dir, mirror string) error {
 	if err := os.WriteFile(envFile, []byte(b.String()), 0o644); err != nil {
 		return err
 	}
-	fmt.Printf("sandbox is up: . %s, then e.g.\n  aws lambda invoke --function-name %s --cli-binary-format raw-in-base64-out --payload '{\"runId\":\"42\",\"pool\":\"linux\",\"instanceCount\":1}' out.json\n",
-		envFile, d.Functions["provision"])
+	// fileb:// passes the payload as raw bytes in both AWS CLI v1 and v2.
+	fmt.Printf("sandbox is up: . %s, then e.g.\n"+
+		"  echo '{\"runId\":\"42\",\"pool\":\"linux\",\"instanceCount\":1}' > p.json\n"+
+		"  aws lambda invoke --function-name %s --payload fileb://p.json out.json && cat out.json\n"+
+		"  %s job 42 'echo built on $(hostname)'\n",
+		envFile, d.Functions["provision"], "go run ./internal/sandbox/cmd/ghrunner-sandbox")
 	<-ctx.Done()
 	os.Remove(envFile)
 	fmt.Println("sandbox stopping")
