@@ -1,0 +1,363 @@
+// The end-to-end suite: the sandbox deployed by terraform from
+// examples/sandbox with the provider `make install` built, every function
+// called only through the endpoint's Lambda Invoke API.
+package sandbox_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
+)
+
+var repo, _ = filepath.Abs("../..")
+
+var (
+	mirror      string
+	installOnce sync.Once
+	installErr  error
+)
+
+func TestMain(m *testing.M) {
+	if _, err := exec.LookPath("terraform"); err != nil {
+		fmt.Fprintln(os.Stderr, "terraform not found on PATH: run make tools, or go install github.com/hashicorp/terraform@v1.5.7")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "ghrunner-e2e-mirror")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	mirror = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// install runs `make install` into a temporary mirror once, as a user would.
+func install(t *testing.T) {
+	t.Helper()
+	installOnce.Do(func() {
+		out, err := exec.Command("make", "-C", repo, "install", "MIRROR="+mirror).CombinedOutput()
+		if err != nil {
+			installErr = fmt.Errorf("make install: %v\n%s", err, out)
+		}
+	})
+	if installErr != nil {
+		t.Fatal(installErr)
+	}
+}
+
+// deployed starts a sandbox of its own and applies examples/sandbox to it.
+func deployed(t *testing.T) (*sandbox.Sandbox, sandbox.Deployment, *lambda.Client) {
+	t.Helper()
+	install(t)
+	ctx := context.Background()
+	logs, err := os.Create(filepath.Join(t.TempDir(), "sandbox.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sb, err := sandbox.Start(ctx, sandbox.Options{Dir: dir, Repo: repo, Logs: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sb.Stop()
+		if t.Failed() {
+			raw, _ := os.ReadFile(logs.Name())
+			t.Logf("sandbox log (last 4 KB):\n%s", tail(string(raw), 4096))
+		}
+	})
+	var progress bytes.Buffer
+	d, err := sb.Deploy(ctx, mirror, &progress)
+	if err != nil {
+		t.Fatalf("deploy: %v\n%s", err, progress.String())
+	}
+	cfg, err := awsconf.Load(ctx, awsconf.Options{Region: sandbox.Region, Endpoint: sb.URL, AccessKeyID: "e2e", SecretAccessKey: "e2e", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb, d, cfg.Lambda()
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// The story of `make sandbox`, step by step.
+func TestE2E_Story(t *testing.T) {
+	sb, d, _ := deployed(t)
+	var out bytes.Buffer
+	st, err := sandbox.NewStory(context.Background(), sb, d, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := st.Play(context.Background())
+	st.Summary(&out)
+	t.Log("\n" + out.String())
+	for _, s := range st.Steps {
+		if !s.OK {
+			t.Errorf("step %q: want %s, got %s", s.Name, s.Want, s.Got)
+		}
+	}
+	if !ok || len(st.Steps) < 10 {
+		t.Fatalf("story failed or too short: %d steps", len(st.Steps))
+	}
+	if n := sb.Invocations()[d.Functions["provision"]]; n != 4 {
+		t.Errorf("provision invoked %d times through the endpoint, want 4", n)
+	}
+}
+
+// What README's quick start does by hand: provision a runId, run a job
+// labelled with it, release; then bad input and an unknown function.
+func TestE2E_ByHand(t *testing.T) {
+	sb, d, fn := deployed(t)
+	ctx := context.Background()
+
+	var prov provision.Output
+	invoke(t, fn, d.Functions["provision"], `{"runId":"77001","pool":"linux","instanceCount":2}`, &prov)
+	if prov.Status != "ready" || len(prov.Instances) != 2 || prov.Created != 2 {
+		t.Fatalf("provision: %+v", prov)
+	}
+	ids := map[string]bool{}
+	for _, in := range prov.Instances {
+		ids[in.InstanceID] = true
+	}
+
+	for i := 0; i < 2; i++ {
+		job := runJob(t, sb.URL, "77001", "echo job "+fmt.Sprint(i))
+		inst, _ := github.InstanceOf(job.Runner)
+		if job.Result != "succeeded" || !ids[inst] || !strings.Contains(job.Output, "job "+fmt.Sprint(i)) {
+			t.Fatalf("job %d: %+v (instances %v)", i, job, ids)
+		}
+	}
+
+	var rel release.Output
+	invoke(t, fn, d.Functions["release"], `{"runId":"77001"}`, &rel)
+	if len(rel.Released) != 2 {
+		t.Fatalf("release: %+v", rel)
+	}
+	store := state.New(sb.AWS.DynamoDB(), d.Table)
+	for id := range ids {
+		rec, err := store.Get(ctx, id)
+		if err != nil || rec == nil || rec.State != state.Idle || rec.RunID != "" {
+			t.Errorf("%s after release: %+v, %v", id, rec, err)
+		}
+	}
+
+	// Bad input: a FunctionError naming the field, and nothing launched.
+	res, err := fn.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(d.Functions["provision"]),
+		Payload: []byte(`{"runId":"1; rm -rf /","pool":"linux","instanceCount":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FunctionError == nil || !strings.Contains(string(res.Payload), "runId") {
+		t.Errorf("shell metacharacters in runId: FunctionError %v, payload %s", aws.ToString(res.FunctionError), res.Payload)
+	}
+	live, err := fleet.New(sb.AWS.EC2(), sandbox.Environment).List(ctx, fleet.Filter{Pool: "linux"})
+	if err != nil || len(live) != 2 {
+		t.Errorf("after the rejected provision: %d instances (%v), want the 2 pooled", len(live), err)
+	}
+
+	// An unknown function is Lambda's 404, as the SDK knows it.
+	_, err = fn.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("sandbox-nope"), Payload: []byte(`{}`)})
+	var nf *lambdatypes.ResourceNotFoundException
+	if !errors.As(err, &nf) {
+		t.Errorf("unknown function: %v, want ResourceNotFoundException", err)
+	}
+}
+
+// `ghrunner-sandbox up` in the background and `down`: the env file names
+// the endpoint and functions, and down leaves no process behind.
+func TestE2E_UpDown(t *testing.T) {
+	install(t)
+	bin := filepath.Join(t.TempDir(), "ghrunner-sandbox")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/ghrunner-sandbox").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	var upOut bytes.Buffer
+	up := exec.Command(bin, "-dir", dir, "-mirror", mirror, "up")
+	up.Dir, up.Stdout, up.Stderr = repo, &upOut, &upOut
+	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- up.Wait() }()
+	t.Cleanup(func() { syscall.Kill(-up.Process.Pid, syscall.SIGKILL) })
+	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(fmt.Sprint(up.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	env := map[string]string{}
+	for deadline := time.Now().Add(3 * time.Minute); len(env) == 0; time.Sleep(200 * time.Millisecond) {
+		select {
+		case err := <-exited:
+			t.Fatalf("up exited: %v\n%s", err, upOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s/env after 3 minutes:\n%s", dir, upOut.String())
+		}
+		env = readEnv(filepath.Join(dir, "env"))
+	}
+	for _, k := range []string{"AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID", "GHRUNNER_SANDBOX_URL", "GHRUNNER_PROVISION_FUNCTION", "GHRUNNER_RELEASE_FUNCTION"} {
+		if env[k] == "" {
+			t.Errorf("env file lacks %s: %v", k, env)
+		}
+	}
+	cfg, err := awsconf.Load(context.Background(), awsconf.Options{Region: env["AWS_REGION"], Endpoint: env["AWS_ENDPOINT_URL"],
+		AccessKeyID: env["AWS_ACCESS_KEY_ID"], SecretAccessKey: env["AWS_SECRET_ACCESS_KEY"], MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prov provision.Output
+	invoke(t, cfg.Lambda(), env["GHRUNNER_PROVISION_FUNCTION"], `{"runId":"88","pool":"linux","instanceCount":1}`, &prov)
+	if prov.Status != "ready" {
+		t.Fatalf("provision: %+v", prov)
+	}
+	if job := runJob(t, env["GHRUNNER_SANDBOX_URL"], "88", "true"); job.Result != "succeeded" {
+		t.Fatalf("job: %+v", job)
+	}
+	if n := processesUnder(dir); n == 0 {
+		t.Fatalf("no agent process runs under %s while an instance is up", dir)
+	}
+
+	down := exec.Command(bin, "-dir", dir, "down")
+	down.Dir = repo
+	if out, err := down.CombinedOutput(); err != nil || !strings.Contains(string(out), "sandbox stopped") {
+		t.Fatalf("down: %v\n%s", err, out)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("up still running after down")
+	}
+	if n := processesUnder(dir); n != 0 {
+		t.Errorf("%d processes still run from %s after down", n, dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "env")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("env file left after down: %v", err)
+	}
+}
+
+// invoke calls a function through the endpoint and fails the test on a
+// FunctionError.
+func invoke(t *testing.T, fn *lambda.Client, name, payload string, out any) {
+	t.Helper()
+	res, err := fn.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String(name), Payload: []byte(payload)})
+	if err != nil {
+		t.Fatalf("invoke %s: %v", name, err)
+	}
+	if res.FunctionError != nil {
+		t.Fatalf("invoke %s: %s: %s", name, aws.ToString(res.FunctionError), res.Payload)
+	}
+	if err := json.Unmarshal(res.Payload, out); err != nil {
+		t.Fatalf("invoke %s: %v: %s", name, err, res.Payload)
+	}
+}
+
+type job struct {
+	ID     int64
+	State  string
+	Result string
+	Runner string
+	Output string
+}
+
+// runJob queues a job through the sandbox's job API and waits for it.
+func runJob(t *testing.T, base, label, script string) job {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"label": label, "script": script})
+	resp, err := http.Post(base+"/_sandbox/jobs", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queued job
+	err = json.NewDecoder(resp.Body).Decode(&queued)
+	resp.Body.Close()
+	if err != nil || queued.ID == 0 {
+		t.Fatalf("queue job: %v %+v", err, queued)
+	}
+	resp, err = http.Get(fmt.Sprintf("%s/_sandbox/jobs/%d?wait=60s", base, queued.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var done job
+	if err := json.NewDecoder(resp.Body).Decode(&done); err != nil {
+		t.Fatal(err)
+	}
+	return done
+}
+
+// readEnv reads the `export K="v"` lines of the env file.
+func readEnv(path string) map[string]string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "export "), "=")
+		if !ok {
+			continue
+		}
+		var s string
+		if _, err := fmt.Sscanf(v, "%q", &s); err == nil {
+			env[k] = s
+		}
+	}
+	return env
+}
+
+// processesUnder counts live processes whose command line mentions dir:
+// agents (-config dir/instances/…), runners and jobs started from there.
+func processesUnder(dir string) int {
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		if _, err := fmt.Sscan(e.Name(), new(int)); err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		cmd := string(bytes.ReplaceAll(raw, []byte{0}, []byte{' '}))
+		if strings.Contains(cmd, dir+"/instances") {
+			n++
+		}
+	}
+	return n
+}
