@@ -250,6 +250,15 @@ func TestE2E_UpDown(t *testing.T) {
 	if n := processesUnder(dir); n == 0 {
 		t.Fatalf("no agent process runs under %s while an instance is up", dir)
 	}
+	// The command's own invoke, for machines without the AWS CLI.
+	rel := exec.Command(bin, "-dir", dir, "invoke", "release", `{"runId":"88"}`)
+	rel.Env = os.Environ()
+	for k, v := range env {
+		rel.Env = append(rel.Env, k+"="+v)
+	}
+	if out, err := rel.CombinedOutput(); err != nil || !strings.Contains(string(out), `"released":["`+prov.Instances[0].InstanceID+`"]`) {
+		t.Fatalf("ghrunner-sandbox invoke release: %v\n%s", err, out)
+	}
 
 	down := exec.Command(bin, "-dir", dir, "down")
 	down.Dir = repo

@@ -19,6 +19,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
 )
 
@@ -36,6 +40,9 @@ commands:
   down    stop a sandbox started with up (make sandbox-down)
   job     queue a job for a label in the fake GitHub and wait for it:
           ghrunner-sandbox job <label> [script]
+  invoke  call a function through the endpoint, as aws lambda invoke does
+          (for machines without the AWS CLI; reads .sandbox/env's variables):
+          ghrunner-sandbox invoke provision '{"runId":"42","pool":"linux","instanceCount":2}'
 
 flags:
 `
@@ -55,6 +62,8 @@ func main() {
 		err = down(*dir)
 	case "job":
 		err = job(*dir, flag.Arg(1), flag.Arg(2))
+	case "invoke":
+		err = invoke(*dir, flag.Arg(1), flag.Arg(2))
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -225,6 +234,37 @@ func job(dir, label, script string) error {
 	fmt.Println(string(out))
 	if j["result"] != "succeeded" {
 		return fmt.Errorf("job %d did not succeed", queued.ID)
+	}
+	return nil
+}
+
+// invoke calls provision, release, refresh or scale-down (or any function
+// name) through the sandbox's Invoke API and prints the answer; a
+// FunctionError is printed and makes the exit status 1.
+func invoke(dir, function, payload string) error {
+	base := os.Getenv("AWS_ENDPOINT_URL")
+	if base == "" || function == "" {
+		return fmt.Errorf("usage: . %s/env; ghrunner-sandbox invoke <provision|release|refresh|scale-down|function name> [payload]", dir)
+	}
+	if name := os.Getenv("GHRUNNER_" + strings.ToUpper(strings.ReplaceAll(function, "-", "_")) + "_FUNCTION"); name != "" {
+		function = name
+	}
+	if payload == "" {
+		payload = "{}"
+	}
+	ctx := context.Background()
+	cfg, err := awsconf.Load(ctx, awsconf.Options{Region: os.Getenv("AWS_REGION"), Endpoint: base,
+		AccessKeyID: os.Getenv("AWS_ACCESS_KEY_ID"), SecretAccessKey: os.Getenv("AWS_SECRET_ACCESS_KEY"), MaxAttempts: 1})
+	if err != nil {
+		return err
+	}
+	res, err := cfg.Lambda().Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(function), Payload: []byte(payload)})
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(res.Payload))
+	if res.FunctionError != nil {
+		return fmt.Errorf("%s: %s", function, aws.ToString(res.FunctionError))
 	}
 	return nil
 }
