@@ -74,7 +74,7 @@ module "runners" {
       agent_endpoint = var.endpoint
       idle_windows   = [{ cron = var.idle_window_cron, time_zone = "UTC", idle_count = 2 }]
       timings = {
-        created_ttl_seconds        = 120
+        created_ttl_seconds        = 60
         claim_ttl_seconds          = 60
         idle_ttl_seconds           = 600
         boot_time_seconds          = 10

@@ -117,6 +117,9 @@ func (e *Moto) waitReady(limit time.Duration) error {
 func (e *Moto) startProxy() error {
 	target, _ := url.Parse(e.MotoURL)
 	rp := httputil.NewSingleHostReverseProxy(target)
+	// A client that gives up mid-call (a killed Lambda, a cancelled test)
+	// is routine: answer 502 without logging to stderr.
+	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) { w.WriteHeader(http.StatusBadGateway) }
 	var dynamo sync.Mutex
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.requests.Add(1)

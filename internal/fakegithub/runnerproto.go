@@ -105,11 +105,13 @@ func (s *Server) runnerAdd(w http.ResponseWriter, r *http.Request) (int, any) {
 		s.abandon(rn, "")
 		rn.labels, rn.group, rn.os, rn.busy, rn.session, rn.lastSeen, rn.permanent = req.Labels, group, req.OS, false, "", time.Time{}, false
 		rn.secret = randomToken("secret_")
+		s.registered(rn)
 		return http.StatusOK, map[string]any{"id": rn.id, "name": rn.name, "secret": rn.secret, "poolId": 1, "poolName": group, "replaced": true}
 	}
 	s.nextID++
 	rn := &runner{id: s.nextID, owner: info.owner, name: req.Name, os: req.OS, labels: req.Labels, group: group, secret: randomToken("secret_")}
 	s.runners[rn.id] = rn
+	s.registered(rn)
 	return http.StatusOK, map[string]any{"id": rn.id, "name": rn.name, "secret": rn.secret, "poolId": 1, "poolName": group}
 }
 
@@ -126,6 +128,7 @@ func (s *Server) runnerDelete(w http.ResponseWriter, r *http.Request) (int, any)
 	}
 	s.abandon(rn, "")
 	delete(s.runners, rn.id)
+	s.unregistered(rn.id)
 	s.wake() // a listener long-polling for this runner learns at once
 	return http.StatusNoContent, nil
 }

@@ -73,6 +73,7 @@ type Server struct {
 	runnerTokens     map[string]tokenInfo // registration and remove tokens
 	tenantTokens     map[string]tokenInfo // what /actions/runner-registration hands a runner
 	runners          map[int64]*runner
+	history          []Registration
 	groups           map[string][]string // organization → runner group names
 	jobs             map[int64]*Job
 	jobWake          chan struct{}
@@ -363,6 +364,41 @@ type RunnerInfo struct {
 	Group  string
 	Online bool
 	Busy   bool
+}
+
+// Registration is one registration of a runner through config.sh, from
+// the registration (or a --replace) until its deletion or replacement.
+type Registration struct {
+	RunnerID int64
+	Name     string
+	Labels   []string
+	From, To time.Time // To is zero while it lasts
+}
+
+// History returns every registration made through config.sh, in order.
+func (s *Server) History() []Registration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Registration, len(s.history))
+	for i, r := range s.history {
+		r.Labels = slices.Clone(r.Labels)
+		out[i] = r
+	}
+	return out
+}
+
+// registered and unregistered keep the history. Called with s.mu held.
+func (s *Server) registered(rn *runner) {
+	s.unregistered(rn.id)
+	s.history = append(s.history, Registration{RunnerID: rn.id, Name: rn.name, Labels: slices.Clone(rn.labels), From: time.Now()})
+}
+
+func (s *Server) unregistered(id int64) {
+	for i := len(s.history) - 1; i >= 0; i-- {
+		if s.history[i].RunnerID == id && s.history[i].To.IsZero() {
+			s.history[i].To = time.Now()
+		}
+	}
 }
 
 // Runners lists the registered runners, by id.

@@ -6,6 +6,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -69,9 +70,34 @@ type Sandbox struct {
 	instances *instancehost.Host
 	schedules *schedules
 
-	mu    sync.Mutex
-	table string // the state table, known once deployed
+	mu     sync.Mutex
+	table  string // the state table, known once deployed
+	faults Faults
 }
+
+// Faults are what the chaos suite injects at the front endpoint, where every
+// AWS call of the functions and agents passes.
+type Faults struct {
+	// AfterCreateFleet is called once a CreateFleet answer has gone back to
+	// the function that asked: killing that invocation now leaves instances
+	// running that no record describes yet.
+	AfterCreateFleet func()
+	// DuplicateMessage says whether an SQS SendMessage (a pool message) is
+	// sent to moto a second time, and after how long: duplicated and
+	// reordered pool messages.
+	DuplicateMessage func() (bool, time.Duration)
+}
+
+// SetFaults replaces the injected faults; the zero Faults injects none.
+func (s *Sandbox) SetFaults(f Faults) {
+	s.mu.Lock()
+	s.faults = f
+	s.mu.Unlock()
+}
+
+// KillAgent kills an instance's agent process abruptly; the instance host
+// restarts it a second later, as systemd would.
+func (s *Sandbox) KillAgent(instanceID string) bool { return s.instances.Kill(instanceID) }
 
 // Start brings up moto, the fake GitHub, the front endpoint, the instance
 // host and the schedule ticker.
@@ -236,13 +262,64 @@ func (s *Sandbox) AgentErrors() []error { return s.instances.Errors() }
 // routes: Lambda Invoke and the sandbox's job API here, the rest to moto.
 func (s *Sandbox) routes() http.Handler {
 	target, _ := url.Parse(s.Moto.URL)
-	moto := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host }}
+	moto := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
+		// A caller that gave up (a killed invocation) is routine here.
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			fmt.Fprintf(s.opts.Logs, "sandbox: proxy to moto: %s %s: %v\n", r.Method, r.URL.Path, err)
+			w.WriteHeader(http.StatusBadGateway)
+		}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.serveInvoke)
 	mux.HandleFunc("POST /_sandbox/jobs", s.serveEnqueue)
 	mux.HandleFunc("GET /_sandbox/jobs/{id}", s.serveJob)
-	mux.Handle("/", moto)
+	mux.Handle("/", s.withFaults(moto))
 	return mux
+}
+
+// withFaults passes AWS calls to moto and injects the configured faults.
+func (s *Sandbox) withFaults(moto http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		f := s.faults
+		s.mu.Unlock()
+		if (f.AfterCreateFleet == nil && f.DuplicateMessage == nil) || r.Method != http.MethodPost {
+			moto.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		moto.ServeHTTP(w, r)
+		switch {
+		case f.AfterCreateFleet != nil && bytes.Contains(body, []byte("Action=CreateFleet")):
+			if fl, ok := w.(http.Flusher); ok {
+				fl.Flush()
+			}
+			f.AfterCreateFleet()
+		case f.DuplicateMessage != nil && r.Header.Get("X-Amz-Target") == "AmazonSQS.SendMessage":
+			if again, after := f.DuplicateMessage(); again {
+				go s.resend(r.Header.Clone(), body, after)
+			}
+		}
+	})
+}
+
+// resend sends a copy of an AWS request to moto (which does not check
+// signatures) after a while.
+func (s *Sandbox) resend(h http.Header, body []byte, after time.Duration) {
+	time.Sleep(after)
+	req, err := http.NewRequest(http.MethodPost, s.Moto.URL+"/", bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	req.Header = h
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 }
 
 // serveInvoke answers as Lambda's Invoke API does: 200 with the function's

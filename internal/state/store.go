@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -204,8 +205,10 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // GetMany reads instance records with consistent reads, 100 per call, and
 // returns those that exist keyed by instance id. Unprocessed keys (throttling)
-// are asked again with a short backoff.
+// are asked again with a short backoff. A repeated id is read once
+// (BatchGetItem refuses duplicate keys).
 func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Instance, error) {
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	out := make(map[string]*Instance, len(ids))
 	for start := 0; start < len(ids); start += 100 {
 		batch := ids[start:min(start+100, len(ids))]

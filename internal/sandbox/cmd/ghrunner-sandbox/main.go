@@ -37,6 +37,9 @@ commands:
           the summary and stop (make sandbox); exit status 0 only if every step passed
   up      start and deploy, write .sandbox/env, and keep running until stopped
           (make sandbox-up runs it in the background)
+  chaos   start and deploy, play -workflows workflows with random faults (seeded
+          by -seed), check the invariants and print the figures (make chaos);
+          exit status 0 only if there is no violation
   down    stop a sandbox started with up (make sandbox-down)
   job     queue a job for a label in the fake GitHub and wait for it:
           ghrunner-sandbox job <label> [script]
@@ -50,6 +53,8 @@ flags:
 func main() {
 	dir := flag.String("dir", ".sandbox", "working folder (logs, instances, terraform state, env, pid)")
 	mirror := flag.String("mirror", ".terraform-mirror", "provider mirror written by make install")
+	workflows := flag.Int("workflows", 60, "chaos: how many workflows")
+	seed := flag.Int64("seed", 1, "chaos: the seed of the fault choices")
 	flag.Usage = func() { fmt.Fprint(os.Stderr, usage); flag.PrintDefaults() }
 	flag.Parse()
 	var err error
@@ -58,6 +63,8 @@ func main() {
 		err = play(*dir, *mirror)
 	case "up":
 		err = up(*dir, *mirror)
+	case "chaos":
+		err = chaos(*dir, *mirror, *workflows, *seed)
 	case "down":
 		err = down(*dir)
 	case "job":
@@ -132,6 +139,29 @@ func play(dir, mirror string) error {
 	}
 	if !ok {
 		return fmt.Errorf("a step did not do what it should (logs: %s)", filepath.Join(dir, "sandbox.log"))
+	}
+	return nil
+}
+
+func chaos(dir, mirror string, workflows int, seed int64) error {
+	if workflows < 1 {
+		return fmt.Errorf("-workflows: %d must be at least 1", workflows)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sb, d, err := start(ctx, dir, mirror)
+	if err != nil {
+		return err
+	}
+	defer sb.Stop()
+	fmt.Printf("chaos: %d workflows, seed %d (every function call through the endpoint) ...\n", workflows, seed)
+	rep, err := sb.Chaos(ctx, d, sandbox.ChaosOptions{Workflows: workflows, Seed: seed, Out: os.Stdout})
+	rep.Print(os.Stdout)
+	if err != nil {
+		return err
+	}
+	if len(rep.Violations) > 0 {
+		return fmt.Errorf("%d invariant violations (logs: %s)", len(rep.Violations), filepath.Join(dir, "sandbox.log"))
 	}
 	return nil
 }
