@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/imds"
@@ -93,10 +94,14 @@ and region come from the instance metadata service (IMDSv2).
 	if err := runner.Install(ctx, cfg.RunnerDir, cfg.RunnerTarballURL, cfg.RunnerTarballSHA256, cfg.RunnerUser); err != nil {
 		return err
 	}
+	now := func() time.Time { return time.Now().Add(cfg.ClockOffset.Duration) }
+	store := state.New(aws.DynamoDB(), cfg.Table)
+	store.Now = now
 	agent := &lifecycle.Agent{
 		Config:     cfg,
 		InstanceID: id.InstanceID,
-		Store:      state.New(aws.DynamoDB(), cfg.Table),
+		Now:        now,
+		Store:      store,
 		EC2:        aws.EC2(),
 		Spot:       meta,
 		Runner:     &runner.Runner{Dir: cfg.RunnerDir, WorkDir: cfg.WorkDir, User: cfg.RunnerUser},

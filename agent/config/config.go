@@ -83,6 +83,9 @@ type Config struct {
 	ClockSkew Duration `json:"clockSkew,omitempty"`
 	// StopTimeout bounds the graceful stop of the runner.
 	StopTimeout Duration `json:"stopTimeout,omitempty"`
+	// ClockOffset shifts the agent's clock: the fault-injection suites use
+	// it to play an instance whose clock is off. Zero on real instances.
+	ClockOffset Duration `json:"clockOffset,omitempty"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"logLevel,omitempty"`
 }
@@ -145,6 +148,9 @@ func (c Config) Validate() error {
 	if c.ClockSkew.Duration < 0 {
 		return fmt.Errorf("clockSkew: must not be negative")
 	}
+	if c.ClockOffset.Duration < -time.Hour || c.ClockOffset.Duration > time.Hour {
+		return fmt.Errorf("clockOffset: must be within one hour either way, got %s", c.ClockOffset)
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -196,7 +202,7 @@ func (c *Config) fields() map[string]func(string) error {
 		"preRunnerScript": str(&c.PreRunnerScript), "preRunnerTimeout": dur(&c.PreRunnerTimeout),
 		"cleanupScript": str(&c.CleanupScript), "cleanupTimeout": dur(&c.CleanupTimeout),
 		"heartbeatInterval": dur(&c.HeartbeatInterval), "idlePoll": dur(&c.IdlePoll), "assignedPoll": dur(&c.AssignedPoll),
-		"recordWait": dur(&c.RecordWait), "clockSkew": dur(&c.ClockSkew), "stopTimeout": dur(&c.StopTimeout), "logLevel": str(&c.LogLevel),
+		"recordWait": dur(&c.RecordWait), "clockSkew": dur(&c.ClockSkew), "clockOffset": dur(&c.ClockOffset), "stopTimeout": dur(&c.StopTimeout), "logLevel": str(&c.LogLevel),
 	}
 }
 

@@ -31,6 +31,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"cleanupScript:", func(c *Config) { c.CleanupScript = "clean.sh" }},
 		{"heartbeatInterval:", func(c *Config) { c.HeartbeatInterval = Duration{} }},
 		{"clockSkew:", func(c *Config) { c.ClockSkew = Duration{-time.Second} }},
+		{"clockOffset:", func(c *Config) { c.ClockOffset = Duration{2 * time.Hour} }},
 		{"logLevel:", func(c *Config) { c.LogLevel = "loud" }},
 	}
 	for _, tc := range cases {

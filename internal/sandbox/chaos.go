@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -40,6 +41,7 @@ type ChaosReport struct {
 	Failed     int // a step failed, as faults make them; not a violation
 	Jobs       int
 	Faults     map[string]int
+	Failures   map[string]int // why workflows failed: the first failed step, by kind
 	Violations []string
 	Elapsed    time.Duration
 }
@@ -58,6 +60,7 @@ const (
 	faultGitHubRateLimit = "GitHub secondary rate limit (background)"
 	faultGitHubSlow      = "GitHub slow, 1-2 s (background)"
 	faultDuplicateMsg    = "pool message duplicated and delayed"
+	faultClockSkew       = "instance clock off by up to ±4 s"
 )
 
 var workflowFaults = []string{faultNone, faultKillAfterFleet, faultKillProvision, faultKillRelease, faultKillAgentInJob}
@@ -76,8 +79,9 @@ type chaos struct {
 	faults map[string]int
 	// given: what provision handed each run, the check for "no job on a
 	// runner of another run".
-	given map[string][]string
-	jobs  []fakegithub.Job
+	given    map[string][]string
+	jobs     []fakegithub.Job
+	failures map[string]int
 	// armed is the invocation to kill once a CreateFleet answer went back.
 	armed context.CancelFunc
 }
@@ -96,11 +100,11 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 		return ChaosReport{}, err
 	}
 	c := &chaos{sb: s, d: d, lambda: cfg.Lambda(), store: state.New(s.AWS.DynamoDB(), d.Table), fleet: fleet.New(s.AWS.EC2(), Environment),
-		out: o.Out, rng: rand.New(rand.NewSource(o.Seed)), faults: map[string]int{}, given: map[string][]string{}}
+		out: o.Out, rng: rand.New(rand.NewSource(o.Seed)), faults: map[string]int{}, given: map[string][]string{}, failures: map[string]int{}}
 	start := time.Now()
 	rep := ChaosReport{Seed: o.Seed, Workflows: o.Workflows}
 
-	s.SetFaults(Faults{AfterCreateFleet: c.afterCreateFleet, DuplicateMessage: c.duplicate})
+	s.SetFaults(Faults{AfterCreateFleet: c.afterCreateFleet, DuplicateMessage: c.duplicate, ClockOffset: c.clockOffset})
 	bg, stopBackground := context.WithCancel(ctx)
 	var bgDone sync.WaitGroup
 	bgDone.Add(3)
@@ -147,7 +151,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	rep.Violations = c.settleAndCheck(ctx)
 	rep.Succeeded, rep.Failed = okCount, failCount
 	c.mu.Lock()
-	rep.Faults, rep.Jobs = c.faults, len(c.jobs)
+	rep.Faults, rep.Jobs, rep.Failures = c.faults, len(c.jobs), c.failures
 	c.mu.Unlock()
 	rep.Elapsed = time.Since(start)
 	return rep, ctx.Err()
@@ -191,6 +195,9 @@ func (c *chaos) workflow(ctx context.Context, runID string, count int, fault str
 	}
 	c.mu.Unlock()
 	ok := err == nil && prov.Status == "ready"
+	if !ok {
+		c.failed("provision", err, fault)
+	}
 	if ok {
 		ids := make([]string, 0, len(prov.Instances))
 		for _, in := range prov.Instances {
@@ -199,7 +206,9 @@ func (c *chaos) workflow(ctx context.Context, runID string, count int, fault str
 		c.mu.Lock()
 		c.given[runID] = ids
 		c.mu.Unlock()
-		ok = c.runJobs(ctx, runID, ids, fault == faultKillAgentInJob)
+		if ok = c.runJobs(ctx, runID, ids, fault == faultKillAgentInJob); !ok {
+			c.failed("job", nil, fault)
+		}
 	}
 
 	var rel release.Output
@@ -210,12 +219,37 @@ func (c *chaos) workflow(ctx context.Context, runID string, count int, fault str
 	err = c.invoke(rctx, "release", map[string]any{"runId": runID}, &rel)
 	cancel()
 	if err != nil {
+		if ok {
+			c.failed("release", err, fault)
+		}
 		ok = false
 		if err = c.invoke(ctx, "release", map[string]any{"runId": runID}, &rel); err != nil {
 			fmt.Fprintf(c.out, "  %s: release re-run failed too: %v\n", runID, err)
 		}
 	}
 	return ok
+}
+
+// failed counts a workflow's first failed step by its kind: the step, the
+// fault the workflow drew, and the error's first words.
+func (c *chaos) failed(step string, err error, fault string) {
+	why := step + " failed"
+	if err != nil {
+		msg := err.Error()
+		if errors.Is(err, context.Canceled) {
+			msg = "killed"
+		}
+		if i := strings.IndexAny(msg, "0123456789"); i > 40 {
+			msg = msg[:i]
+		}
+		if len(msg) > 90 {
+			msg = msg[:90]
+		}
+		why += ": " + msg
+	}
+	c.mu.Lock()
+	c.failures[why+" ["+fault+"]"]++
+	c.mu.Unlock()
 }
 
 func (c *chaos) runJobs(ctx context.Context, runID string, ids []string, killAgent bool) bool {
@@ -272,6 +306,16 @@ func (c *chaos) duplicate() (bool, time.Duration) {
 	}
 	c.count(faultDuplicateMsg)
 	return true, time.Duration(c.intn(2000)) * time.Millisecond
+}
+
+// clockOffset puts a third of the new instances' clocks off, within the
+// heartbeat staleness limit of examples/sandbox (10 s).
+func (c *chaos) clockOffset(string) time.Duration {
+	if c.intn(3) != 0 {
+		return 0
+	}
+	c.count(faultClockSkew)
+	return time.Duration(c.intn(8001)-4000) * time.Millisecond
 }
 
 // killAgents kills a random live agent every second or two: during boot,
@@ -517,6 +561,17 @@ func (r ChaosReport) Print(w io.Writer) {
 		fmt.Fprintf(w, "  %-62s %5d\n", name, r.Faults[name])
 	}
 	fmt.Fprintf(w, "  %-62s %5d\n", "total", total)
+	if len(r.Failures) > 0 {
+		reasons := make([]string, 0, len(r.Failures))
+		for why := range r.Failures {
+			reasons = append(reasons, why)
+		}
+		sort.Strings(reasons)
+		fmt.Fprintln(w, "  failed workflows, by first failed step [the fault the workflow drew]:")
+		for _, why := range reasons {
+			fmt.Fprintf(w, "    %3d  %s\n", r.Failures[why], why)
+		}
+	}
 	fmt.Fprintf(w, "  violations: %d\n", len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintln(w, "    "+strings.TrimSpace(v))

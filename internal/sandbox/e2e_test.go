@@ -370,3 +370,26 @@ func processesUnder(dir string) int {
 	}
 	return n
 }
+
+// A small chaos run on every `make test` (make chaos plays 60 workflows):
+// faults injected, no invariant violated.
+func TestE2E_Chaos(t *testing.T) {
+	sb, d, _ := deployed(t)
+	var out bytes.Buffer
+	rep, err := sb.Chaos(context.Background(), d, sandbox.ChaosOptions{Workflows: 12, Seed: 7, Out: &out})
+	rep.Print(&out)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, n := range rep.Faults {
+		total += n
+	}
+	if rep.Workflows != 12 || rep.Succeeded+rep.Failed != 12 || total < 12 || rep.Jobs == 0 {
+		t.Fatalf("the run did not play what it should: %+v", rep)
+	}
+	for _, v := range rep.Violations {
+		t.Error(v)
+	}
+}

@@ -86,6 +86,8 @@ type Faults struct {
 	// sent to moto a second time, and after how long: duplicated and
 	// reordered pool messages.
 	DuplicateMessage func() (bool, time.Duration)
+	// ClockOffset shifts the clock of a new instance's agent.
+	ClockOffset func(instanceID string) time.Duration
 }
 
 // SetFaults replaces the injected faults; the zero Faults injects none.
@@ -204,6 +206,12 @@ func (s *Sandbox) agentConfig(id string, tags map[string]string) config.Config {
 	cfg.IdlePoll = config.Duration{Duration: 200 * time.Millisecond}
 	cfg.AssignedPoll = config.Duration{Duration: 300 * time.Millisecond}
 	cfg.StopTimeout = config.Duration{Duration: 10 * time.Second}
+	s.mu.Lock()
+	skew := s.faults.ClockOffset
+	s.mu.Unlock()
+	if skew != nil {
+		cfg.ClockOffset = config.Duration{Duration: skew(id)}
+	}
 	return cfg
 }
 
