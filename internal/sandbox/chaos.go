@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -230,6 +231,8 @@ func (c *chaos) workflow(ctx context.Context, runID string, count int, fault str
 	return ok
 }
 
+var variablePart = regexp.MustCompile(`i-[0-9a-f]+|[0-9]+(\.[0-9]+)?`)
+
 // failed counts a workflow's first failed step by its kind: the step, the
 // fault the workflow drew, and the error's first words.
 func (c *chaos) failed(step string, err error, fault string) {
@@ -239,11 +242,10 @@ func (c *chaos) failed(step string, err error, fault string) {
 		if errors.Is(err, context.Canceled) {
 			msg = "killed"
 		}
-		if i := strings.IndexAny(msg, "0123456789"); i > 40 {
-			msg = msg[:i]
-		}
-		if len(msg) > 90 {
-			msg = msg[:90]
+		// Ids and numbers vary between runs; the kind of failure does not.
+		msg = variablePart.ReplaceAllString(msg, "N")
+		if len(msg) > 120 {
+			msg = msg[:120]
 		}
 		why += ": " + msg
 	}
