@@ -385,6 +385,11 @@ func TestRunShEndsWhenTheRegistrationIsDeleted(t *testing.T) {
 	if !strings.Contains(p.out.String(), "registration has been deleted from the server") {
 		t.Fatalf("run.sh output:\n%s", p.out.String())
 	}
+	// The history keeps the registration with its labels and its end.
+	h := r.fake.History()
+	if len(h) != 1 || h[0].Name != "r1" || !slices.Equal(h[0].Labels, []string{"run-1"}) || h[0].From.IsZero() || h[0].To.Before(h[0].From) || h[0].To.IsZero() {
+		t.Fatalf("history: %+v", h)
+	}
 	// Started again, it cannot create a session either.
 	out, code := r.sh(nil, "run.sh")
 	if code != 0 || !strings.Contains(out, "Failed to create a session. The runner registration has been deleted") {
