@@ -83,8 +83,9 @@ type chaos struct {
 	given    map[string][]string
 	jobs     []fakegithub.Job
 	failures map[string]int
-	// armed is the invocation to kill once a CreateFleet answer went back.
-	armed context.CancelFunc
+	// armed are the provisions to kill once a CreateFleet answer went back
+	// (one per CreateFleet), by runId.
+	armed map[string]context.CancelFunc
 }
 
 // Chaos plays many workflows with random faults against a deployed sandbox,
@@ -101,7 +102,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 		return ChaosReport{}, err
 	}
 	c := &chaos{sb: s, d: d, lambda: cfg.Lambda(), store: state.New(s.AWS.DynamoDB(), d.Table), fleet: fleet.New(s.AWS.EC2(), Environment),
-		out: o.Out, rng: rand.New(rand.NewSource(o.Seed)), faults: map[string]int{}, given: map[string][]string{}, failures: map[string]int{}}
+		out: o.Out, rng: rand.New(rand.NewSource(o.Seed)), faults: map[string]int{}, given: map[string][]string{}, failures: map[string]int{}, armed: map[string]context.CancelFunc{}}
 	start := time.Now()
 	rep := ChaosReport{Seed: o.Seed, Workflows: o.Workflows}
 
@@ -173,27 +174,23 @@ func (c *chaos) count(fault string) {
 // workflow is what a GitHub workflow does: provision, one job per runner,
 // and release in an always() step; a failed release step is re-run once.
 func (c *chaos) workflow(ctx context.Context, runID string, count int, fault string) bool {
-	if fault != faultNone {
-		c.count(fault)
-	}
+	// A fault counts once it happened: a kill timer that fires after the
+	// call returned, or an armed CreateFleet kill when everything was reused,
+	// injects nothing.
 	var prov provision.Output
 	pctx, cancel := context.WithCancel(ctx)
 	switch fault {
 	case faultKillAfterFleet:
 		c.mu.Lock()
-		if c.armed == nil {
-			c.armed = cancel
-		}
+		c.armed[runID] = cancel
 		c.mu.Unlock()
 	case faultKillProvision:
-		time.AfterFunc(time.Duration(200+c.intn(2500))*time.Millisecond, cancel)
+		time.AfterFunc(time.Duration(200+c.intn(2500))*time.Millisecond, func() { c.kill(pctx, cancel, fault) })
 	}
 	err := c.invoke(pctx, "provision", map[string]any{"runId": runID, "pool": "linux", "instanceCount": count}, &prov)
 	cancel()
 	c.mu.Lock()
-	if c.armed != nil && fault == faultKillAfterFleet {
-		c.armed = nil // not met (everything was reused): disarm
-	}
+	delete(c.armed, runID) // not met when everything was reused
 	c.mu.Unlock()
 	ok := err == nil && prov.Status == "ready"
 	if !ok {
@@ -215,7 +212,7 @@ func (c *chaos) workflow(ctx context.Context, runID string, count int, fault str
 	var rel release.Output
 	rctx, cancel := context.WithCancel(ctx)
 	if fault == faultKillRelease {
-		time.AfterFunc(time.Duration(100+c.intn(1200))*time.Millisecond, cancel)
+		time.AfterFunc(time.Duration(100+c.intn(1200))*time.Millisecond, func() { c.kill(rctx, cancel, fault) })
 	}
 	err = c.invoke(rctx, "release", map[string]any{"runId": runID}, &rel)
 	cancel()
@@ -260,7 +257,11 @@ func (c *chaos) runJobs(ctx context.Context, runID string, ids []string, killAge
 		jobs[i] = c.sb.GitHub.EnqueueJob(runID, "sleep 0.3; echo job of "+runID)
 	}
 	if killAgent {
-		time.AfterFunc(150*time.Millisecond, func() { c.sb.KillAgent(ids[c.intn(len(ids))]) })
+		time.AfterFunc(150*time.Millisecond, func() {
+			if c.sb.KillAgent(ids[c.intn(len(ids))]) {
+				c.count(faultKillAgentInJob)
+			}
+		})
 	}
 	ok := true
 	for _, id := range jobs {
@@ -291,14 +292,28 @@ func (c *chaos) invoke(ctx context.Context, handler string, payload, out any) er
 	return json.Unmarshal(res.Payload, out)
 }
 
-// afterCreateFleet kills the armed provision right after its CreateFleet.
+// afterCreateFleet kills one armed provision right after a CreateFleet:
+// its own, or another's while it is under way.
 func (c *chaos) afterCreateFleet() {
 	c.mu.Lock()
-	kill := c.armed
-	c.armed = nil
+	var kill context.CancelFunc
+	for runID, cancel := range c.armed {
+		kill = cancel
+		delete(c.armed, runID)
+		break
+	}
 	c.mu.Unlock()
 	if kill != nil {
 		kill()
+		c.count(faultKillAfterFleet)
+	}
+}
+
+// kill ends an invocation still under way.
+func (c *chaos) kill(ctx context.Context, cancel context.CancelFunc, fault string) {
+	if ctx.Err() == nil {
+		cancel()
+		c.count(fault)
 	}
 }
 
