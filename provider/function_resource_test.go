@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -240,32 +241,83 @@ func TestFunctionPolicy(t *testing.T) {
 	}
 }
 
-// The agent's instance policy: own records only, own pool only.
+// The agent's instance policy (docs/security.md): instance records only, no
+// put/delete/query/scan, termination of the calling instance alone (and only
+// within its environment and pool), the agent download only. IAM is not
+// enforced by moto, so the document itself is what is checked.
 func TestAgentPolicy(t *testing.T) {
-	doc, err := agentPolicy("arn:aws:dynamodb:eu-west-1:123456789012:table/ghr", "prod", "linux", "ghr-prod-agent-1")
+	raw, err := agentPolicy("arn:aws:dynamodb:eu-west-1:123456789012:table/ghr", "prod", "linux", "ghr-prod-agent-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var d policyDocument
-	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Statement) != 3 {
-		t.Fatalf("%d statements: %s", len(d.Statement), doc)
+	if d.Version != "2012-10-17" || len(d.Statement) != 3 {
+		t.Fatalf("version %s, %d statements: %s", d.Version, len(d.Statement), raw)
 	}
+	var all []string
+	for _, s := range d.Statement {
+		if s.Effect != "Allow" || len(s.Resource) == 0 || s.Principal != nil {
+			t.Errorf("%s: effect %s, resources %v, principal %v", s.Sid, s.Effect, s.Resource, s.Principal)
+		}
+		for _, r := range s.Resource {
+			if r == "*" {
+				t.Errorf("%s: resource *", s.Sid)
+			}
+		}
+		for _, a := range s.Action {
+			if strings.Contains(a, "*") {
+				t.Errorf("%s: wildcard action %s", s.Sid, a)
+			}
+		}
+		all = append(all, s.Action...)
+	}
+	// Exactly what the agent calls: nothing else is allowed.
+	slices.Sort(all)
+	if want := []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "ec2:TerminateInstances", "s3:GetObject"}; !slices.Equal(all, want) {
+		t.Errorf("actions %v, want %v", all, want)
+	}
+
 	rec, term, get := d.Statement[0], d.Statement[1], d.Statement[2]
-	if !slices.Equal(rec.Action, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}) || fmt.Sprint(rec.Condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]) != "[i-*]" {
+	// Instance records only: the table itself (no index), keys i-….
+	if rec.Sid != "OwnInstanceRecords" || !slices.Equal(rec.Resource, []string{"arn:aws:dynamodb:eu-west-1:123456789012:table/ghr"}) ||
+		len(rec.Condition) != 1 || fmt.Sprint(rec.Condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]) != "[i-*]" {
 		t.Errorf("record statement %+v", rec)
 	}
-	if !slices.Equal(term.Action, []string{"ec2:TerminateInstances"}) || term.Condition["StringEquals"]["aws:ResourceTag/ghr:pool"] != "linux" ||
-		term.Condition["StringEquals"]["aws:ResourceTag/ghr:environment"] != "prod" {
+	for _, key := range []string{"run#1", "pool#linux", "owner#acme"} {
+		if matched, _ := path.Match("i-*", key); matched {
+			t.Errorf("the record pattern admits %s", key)
+		}
+	}
+	// Itself only: the caller's instance ARN must be the target's, and the
+	// target must be of this environment and pool.
+	if term.Sid != "TerminateItself" || !slices.Equal(term.Resource, []string{"arn:aws:ec2:eu-west-1:123456789012:instance/*"}) {
 		t.Errorf("terminate statement %+v", term)
 	}
-	if !slices.Equal(get.Resource, []string{"arn:aws:s3:::ghr-prod-agent-1/agent/*"}) {
+	if got := term.Condition["ArnEquals"]["ec2:SourceInstanceARN"]; got != "arn:aws:ec2:eu-west-1:123456789012:instance/${ec2:InstanceID}" {
+		t.Errorf("termination not limited to the calling instance: %v", got)
+	}
+	if term.Condition["StringEquals"]["aws:ResourceTag/ghr:pool"] != "linux" || term.Condition["StringEquals"]["aws:ResourceTag/ghr:environment"] != "prod" || len(term.Condition) != 2 {
+		t.Errorf("terminate conditions %+v", term.Condition)
+	}
+	// The variable reaches IAM as written (not escaped, not in Resource).
+	if !strings.Contains(raw, `"ec2:SourceInstanceARN":"arn:aws:ec2:eu-west-1:123456789012:instance/${ec2:InstanceID}"`) || strings.Contains(raw, `"Resource":["${`) {
+		t.Errorf("policy JSON: %s", raw)
+	}
+	if get.Sid != "DownloadAgent" || !slices.Equal(get.Resource, []string{"arn:aws:s3:::ghr-prod-agent-1/agent/*"}) || get.Condition != nil {
 		t.Errorf("download statement %+v", get)
 	}
 	if doc, _ := agentPolicy("arn:aws:dynamodb:eu-west-1:1:table/ghr", "prod", "linux", ""); strings.Contains(doc, "s3:") {
 		t.Errorf("preinstalled agent still allowed to download: %s", doc)
+	}
+	// Other partitions keep their partition in every ARN.
+	if doc, _ := agentPolicy("arn:aws-cn:dynamodb:cn-north-1:1:table/ghr", "prod", "linux", "b"); strings.Contains(doc, "arn:aws:") {
+		t.Errorf("partition lost: %s", doc)
+	}
+	if _, err := agentPolicy("not-an-arn", "prod", "linux", ""); err == nil {
+		t.Error("accepted a table ARN that is not an ARN")
 	}
 }
 

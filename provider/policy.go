@@ -50,14 +50,27 @@ func parseARN(arn string) (arnParts, error) {
 	return arnParts{partition: f[1], region: f[3], account: f[4]}, nil
 }
 
-// agentPolicy is the instance role's only policy: the agent reads and updates
-// instance records (keys i-…, never pool, run or token items), terminates only
-// instances of its own pool and environment, and downloads only the agent.
+// agentPolicy is the instance role's only policy. Every statement is an
+// Allow: anything not listed is denied.
+//   - the agent reads and updates instance records (keys i-…), never pool,
+//     run or token items, and never puts, deletes, queries or scans. IAM
+//     cannot narrow this to the caller's own item while the key is the bare
+//     instance id: the policy variables an instance-profile session carries
+//     (${aws:userid} = ROLEID:i-…, ${ec2:SourceInstanceARN}) never equal
+//     it, and LeadingKeys patterns cannot cut a prefix off a variable. The
+//     store's conditional writes bound to the assignment compensate
+//     (docs/security.md);
+//   - it terminates only itself: the calling instance's ARN must be the
+//     target's (the target's id as a policy variable; a bare
+//     ${ec2:SourceInstanceARN} in Resource is not in ARN format, which IAM
+//     refuses), and the target must carry this environment's and pool's tags;
+//   - it downloads only the agent.
 func agentPolicy(tableARN, environment, pool, agentBucket string) (string, error) {
 	a, err := parseARN(tableARN)
 	if err != nil {
 		return "", fmt.Errorf("table arn: %w", err)
 	}
+	instances := fmt.Sprintf("arn:%s:ec2:%s:%s:instance/", a.partition, a.region, a.account)
 	st := []policyStatement{
 		{
 			Sid: "OwnInstanceRecords", Effect: "Allow",
@@ -66,13 +79,16 @@ func agentPolicy(tableARN, environment, pool, agentBucket string) (string, error
 			Condition: map[string]map[string]any{"ForAllValues:StringLike": {"dynamodb:LeadingKeys": []string{"i-*"}}},
 		},
 		{
-			Sid: "TerminatePoolInstances", Effect: "Allow",
+			Sid: "TerminateItself", Effect: "Allow",
 			Action:   []string{"ec2:TerminateInstances"},
-			Resource: []string{fmt.Sprintf("arn:%s:ec2:%s:%s:instance/*", a.partition, a.region, a.account)},
-			Condition: map[string]map[string]any{"StringEquals": {
-				"aws:ResourceTag/ghr:environment": environment,
-				"aws:ResourceTag/ghr:pool":        pool,
-			}},
+			Resource: []string{instances + "*"},
+			Condition: map[string]map[string]any{
+				"ArnEquals": {"ec2:SourceInstanceARN": instances + "${ec2:InstanceID}"},
+				"StringEquals": {
+					"aws:ResourceTag/ghr:environment": environment,
+					"aws:ResourceTag/ghr:pool":        pool,
+				},
+			},
 		},
 	}
 	if agentBucket != "" {

@@ -53,11 +53,12 @@ func (s *Store) PutSignal(ctx context.Context, instanceID, assignment, name, det
 
 // SetRunner records the GitHub runner the agent registered for assignment and
 // drops the registration material, which is single-purpose. A zero runnerID
-// clears both after deregistration.
+// clears the runner after deregistration and drops the remove material it
+// used: no GitHub token stays in an idle record.
 func (s *Store) SetRunner(ctx context.Context, instanceID, assignment string, runnerID int64, runnerName string) error {
 	c := change{transition: "runner", id: instanceID, checks: agentBound(assignment), set: map[string]any{}}
 	if runnerID == 0 {
-		c.remove = []string{"githubRunnerId", "runnerName"}
+		c.remove = []string{"githubRunnerId", "runnerName", "registration"}
 	} else {
 		c.set["githubRunnerId"] = runnerID
 		c.set["runnerName"] = runnerName
