@@ -1,0 +1,77 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// TestRunIsolationOnAPooledInstance (docs/security.md): the runner of one
+// run has the runId as its only label, so a job of another run never reaches
+// it; between runs the runner is deregistered, the work folder wiped and the
+// remove token dropped from the record; the agent logs no GitHub credential.
+func TestRunIsolationOnAPooledInstance(t *testing.T) {
+	w := newWorld(t, "")
+	inst := w.create("run-a", "on-demand")
+	w.start()
+
+	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
+	secrets := w.fake.Secrets()
+	if rs := w.fake.Runners(); len(rs) != 1 || !slices.Equal(rs[0].Labels, []string{"run-a"}) {
+		t.Fatalf("runners %+v, want one labelled run-a only", rs)
+	}
+	running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour)
+	must(t, err)
+	other := w.fake.EnqueueJob("run-b", "echo run-b must wait for its own runner")
+	if job := w.job("run-a", "echo from-a > ../../leftover-a; echo ok"); job.ExitCode != 0 {
+		t.Fatalf("job of run-a: %+v", job)
+	}
+	if j, _ := w.fake.Job(other); j.State != "queued" {
+		t.Fatalf("a job of run-b ran on run-a's runner: %+v", j)
+	}
+
+	idle, err := w.store.Release(ctx, running.Ref(), "run-a", 15*time.Minute, w.removal())
+	must(t, err)
+	clean := w.wait(idle, state.SignalRemoveRegOK, state.SignalRemoveRegFailed)
+	secrets = append(secrets, w.fake.Secrets()...)
+	if len(w.fake.Runners()) != 0 {
+		t.Fatalf("runner still registered after release: %+v", w.fake.Runners())
+	}
+	if entries, _ := os.ReadDir(filepath.Join(w.dir, "work")); len(entries) != 0 {
+		t.Fatalf("work folder not wiped: %v", entries)
+	}
+	if clean.Registration != nil {
+		t.Fatalf("remove token kept in the pooled record: %v", clean.Registration)
+	}
+
+	claimed, err := w.store.Claim(ctx, idle.ID, state.ClaimRequest{RunID: "run-b", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
+	must(t, err)
+	w.wait(claimed, state.SignalRegOK, state.SignalRegFailed)
+	secrets = append(secrets, w.fake.Secrets()...)
+	if rs := w.fake.Runners(); len(rs) != 1 || !slices.Equal(rs[0].Labels, []string{"run-b"}) {
+		t.Fatalf("runners %+v, want one labelled run-b only", rs)
+	}
+	j, err := w.fake.WaitJob(other, 20*time.Second)
+	must(t, err)
+	if j.ExitCode != 0 {
+		t.Fatalf("run-b's job: %+v", j)
+	}
+	if job := w.job("run-b", "test ! -e ../../leftover-a || { echo run-a left files; exit 3; }"); job.ExitCode != 0 {
+		t.Fatalf("run-b sees run-a's files: %s", job.Output)
+	}
+
+	logs := w.logs.String()
+	if !strings.Contains(logs, "runner registered") {
+		t.Fatalf("no agent log to check:\n%s", logs)
+	}
+	for _, s := range secrets {
+		if strings.Contains(logs, s) {
+			t.Errorf("a GitHub credential (%.8s…) is in the agent's log", s)
+		}
+	}
+}
