@@ -157,11 +157,7 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 }
 
 func (r *functionResource) roleName(name string) string {
-	n := "ghr-" + r.c.environment + "-fn-" + name
-	if len(n) > 64 {
-		n = n[:64]
-	}
-	return n
+	return iamName("ghr-" + r.c.environment + "-fn-" + name)
 }
 
 func (r *functionResource) environment(m functionModel) map[string]string {

@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -59,4 +61,15 @@ func retryWhile(ctx context.Context, every, limit time.Duration, transient func(
 		case <-time.After(every):
 		}
 	}
+}
+
+// iamName bounds a role or instance profile name to IAM's 64 characters: a
+// longer one keeps its first 55 and ends in a hash of the whole, so it stays
+// deterministic and two long names that share a beginning do not collide.
+func iamName(n string) string {
+	if len(n) <= 64 {
+		return n
+	}
+	sum := sha256.Sum256([]byte(n))
+	return n[:55] + "-" + hex.EncodeToString(sum[:])[:8]
 }

@@ -332,11 +332,7 @@ func launchTemplateInputs(m poolModel) string {
 
 // name is the pool's launch template, role and instance profile name.
 func (r *poolResource) name(m poolModel) string {
-	n := "ghr-" + r.c.environment + "-" + m.Name.ValueString()
-	if len(n) > 64 {
-		n = n[:64]
-	}
-	return n
+	return iamName("ghr-" + r.c.environment + "-" + m.Name.ValueString())
 }
 
 func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -125,16 +123,9 @@ func (r *scheduleResource) Configure(_ context.Context, req resource.ConfigureRe
 	r.c = c
 }
 
-// scheduleRoleName is the role of schedule name in environment. IAM allows 64
-// characters: a longer name keeps its first 55 and ends in a hash of the whole,
-// so it stays deterministic and two long names do not collide.
+// scheduleRoleName is the role of schedule name in environment.
 func scheduleRoleName(environment, name string) string {
-	n := "ghr-" + environment + "-sched-" + name
-	if len(n) <= 64 {
-		return n
-	}
-	sum := sha256.Sum256([]byte(n))
-	return n[:55] + "-" + hex.EncodeToString(sum[:])[:8]
+	return iamName("ghr-" + environment + "-sched-" + name)
 }
 
 // scheduleTrustPolicy lets EventBridge Scheduler, and nothing else, assume the role.
