@@ -65,7 +65,13 @@ func (st *Story) Play(ctx context.Context) bool {
 	defer stopView()
 
 	first := st.workflow(ctx, "cold provision of 3 runners, a job on each, release", "run-1001", 3, 3, 0, nil)
+	if ctx.Err() != nil {
+		return false // interrupted: stop here, the caller cleans up
+	}
 	st.workflow(ctx, "second workflow reuses the pooled runners", "run-1002", 3, 0, 3, first)
+	if ctx.Err() != nil {
+		return false
+	}
 
 	var wg sync.WaitGroup
 	var a, b []string
@@ -79,6 +85,9 @@ func (st *Story) Play(ctx context.Context) bool {
 		b = st.workflow(ctx, "concurrent workflow B (2 runners)", "run-1004", 2, -1, -1, nil)
 	}()
 	wg.Wait()
+	if ctx.Err() != nil {
+		return false
+	}
 	st.check("concurrent workflows share nothing, reuse the pool", "4 distinct runners, 3 reused + 1 created",
 		func() (string, bool) {
 			all := append(slices.Clone(a), b...)
@@ -90,6 +99,9 @@ func (st *Story) Play(ctx context.Context) bool {
 				len(all) == 4 && len(distinct) == 4 && len(st.Launched) == 4
 		})
 	st.scaleDown(ctx)
+	if ctx.Err() != nil {
+		return false
+	}
 	st.scheduledRefresh(ctx)
 	return st.ok()
 }
@@ -200,7 +212,7 @@ func (st *Story) scaleDown(ctx context.Context) {
 	var out scaledown.Output
 	err := st.invoke(ctx, "scale-down", map[string]any{}, &out)
 	live := -1
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(500 * time.Millisecond) {
 		in, lerr := st.fleet.List(ctx, fleet.Filter{Pool: "linux"})
 		if lerr == nil {
 			live = len(in)
