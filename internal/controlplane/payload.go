@@ -11,7 +11,7 @@ import (
 	"io"
 	"reflect"
 	"regexp"
-	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -64,18 +64,19 @@ func Decode(payload []byte, v any) error {
 		return &InputError{Rule: "not valid JSON: it ends too early"}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return &InputError{Field: name, Rule: "unknown field"}
+		return &InputError{Field: clip(name), Rule: "unknown field"}
 	default:
 		return &InputError{Rule: err.Error()}
 	}
 }
 
 // exactKeys refuses keys that encoding/json accepted only because it matches
-// names without regard to case ("runID" for "runId"): the payload contract is
-// exact, and a near-miss is more likely a typo than intent.
+// names without regard to case ("runID" for "runId"), and keys given twice
+// (encoding/json keeps the last silently): the payload contract is exact,
+// and a near-miss or a repeat is more likely a typo or a trick than intent.
 func exactKeys(payload []byte, v any) error {
-	var keys map[string]json.RawMessage
-	if json.Unmarshal(payload, &keys) != nil {
+	keys, ok := topKeys(payload)
+	if !ok {
 		return nil // not an object of fields: Decode already judged it
 	}
 	known := map[string]bool{}
@@ -93,17 +94,41 @@ func exactKeys(payload []byte, v any) error {
 		}
 		known[name] = true
 	}
-	names := make([]string, 0, len(keys))
-	for k := range keys {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		if !known[k] {
-			return &InputError{Field: k, Rule: "unknown field (names are case-sensitive)"}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		quoted := strconv.Quote(k) // as encoding/json names unknown fields
+		field := clip(quoted[1 : len(quoted)-1])
+		switch {
+		case !known[k]:
+			return &InputError{Field: field, Rule: "unknown field (names are case-sensitive)"}
+		case seen[k]:
+			return &InputError{Field: field, Rule: "given more than once"}
 		}
+		seen[k] = true
 	}
 	return nil
+}
+
+// topKeys lists the keys of a JSON object in order, repeats included.
+func topKeys(payload []byte) ([]string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		k, _ := tok.(string)
+		keys = append(keys, k)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, false
+		}
+	}
+	return keys, true
 }
 
 func jsonKind(goKind string) string {
@@ -122,16 +147,52 @@ func jsonKind(goKind string) string {
 	return goKind
 }
 
-var runIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+var runIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
 // CheckRunID applies the runId rule of DESIGN.md §6. The runId becomes the
-// runner's only label, so it must not carry commas, spaces or shell syntax.
+// runner's only label, so it must not carry commas, spaces or shell syntax;
+// and it is the argument of config.sh --labels, so it must not start with
+// '-' (config.sh would read "--ephemeral" as an option, not a label).
 func CheckRunID(runID string) error {
 	if runID == "" {
 		return Invalid("runId", "required (use ${{ github.run_id }}, or run_id-run_attempt for re-runs)")
 	}
 	if !runIDRE.MatchString(runID) {
-		return Invalid("runId", "%q must be 1-100 characters of A-Z a-z 0-9 . _ -", runID)
+		return Invalid("runId", "%s must be 1-100 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", Quote(runID))
 	}
 	return nil
+}
+
+// maxQuoted is how much of a refused value a message repeats.
+const maxQuoted = 64
+
+// Quote quotes a refused value for a message, cut to its first 64 bytes
+// with its full length, so an oversized value cannot make an oversized
+// error (a function error carries the message back to the caller's log).
+func Quote(s string) string {
+	if len(s) <= maxQuoted {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:maxQuoted], len(s))
+}
+
+// clip cuts a name taken from the payload (an unknown field) to the length
+// Quote repeats.
+func clip(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(s[:maxQuoted], "?"), len(s))
+}
+
+// DecodeNone checks the payload of a function that takes no input (refresh,
+// scale-down): empty, null or {} — with any surrounding white space — is
+// accepted; anything else is refused as Decode refuses it.
+func DecodeNone(payload []byte) error {
+	trimmed := bytes.TrimSpace(payload)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		return nil
+	}
+	var none struct{}
+	return Decode(payload, &none)
 }

@@ -58,8 +58,12 @@ func NewMatcher(usageClass string, globs []string) (Matcher, error) {
 
 // ValidateGlob accepts 1-64 characters of letters, digits, '.', '-' and '*'.
 func ValidateGlob(g string) error {
-	if g == "" || len(g) > 64 {
+	if g == "" {
 		return fmt.Errorf("%q must be 1-64 characters", g)
+	}
+	if len(g) > 64 {
+		// Only the start is repeated: the message goes back to the caller.
+		return fmt.Errorf("%q… (%d bytes) must be 1-64 characters", g[:64], len(g))
 	}
 	for _, r := range g {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '*') {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -131,16 +133,61 @@ func Handle(ctx context.Context, d *controlplane.Deps, fleet Launcher, payload j
 	return out, nil
 }
 
-func parse(ctx context.Context, d *controlplane.Deps, payload json.RawMessage) (*request, error) {
+// Limits of a payload's values that need no pool to check.
+const (
+	// MaxAllowedInstanceTypes bounds the globs of one request: a pool has
+	// a handful of types, and the request is stored in the run item.
+	MaxAllowedInstanceTypes = 64
+)
+
+var poolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ParsePayload decodes a provision payload and applies every rule that needs
+// no pool configuration (the rest — instanceCount against maxInstances, the
+// globs against the pool's types, owner against the pool's — is checked once
+// the pool is read). It calls nothing: what it accepts is safe to log, store
+// and use as a DynamoDB key, a GitHub label and a GitHub API path.
+func ParsePayload(payload []byte) (Input, error) {
 	var in Input
 	if err := controlplane.Decode(payload, &in); err != nil {
-		return nil, err
+		return in, err
 	}
 	if err := controlplane.CheckRunID(in.RunID); err != nil {
-		return nil, err
+		return in, err
 	}
 	if in.Pool == "" {
-		return nil, controlplane.Invalid("pool", "required: the name of a pool of this deployment")
+		return in, controlplane.Invalid("pool", "required: the name of a pool of this deployment")
+	}
+	if !poolNameRE.MatchString(in.Pool) {
+		return in, controlplane.Invalid("pool", "%s must be 1-64 letters, digits, '-' or '_' (a ghrunner_pool name)", controlplane.Quote(in.Pool))
+	}
+	if in.UsageClass != "" && in.UsageClass != "spot" && in.UsageClass != "on-demand" {
+		return in, controlplane.Invalid("usageClass", "%s must be spot or on-demand", controlplane.Quote(in.UsageClass))
+	}
+	if n := len(in.AllowedInstanceTypes); n > MaxAllowedInstanceTypes {
+		return in, controlplane.Invalid("allowedInstanceTypes", "at most %d globs, got %d", MaxAllowedInstanceTypes, n)
+	}
+	if _, err := pool.NewMatcher(in.UsageClass, in.AllowedInstanceTypes); err != nil {
+		field, rule, _ := strings.Cut(err.Error(), ": ")
+		return in, controlplane.Invalid(field, "%s", rule)
+	}
+	if in.Owner != "" {
+		if _, err := github.ParseOwner(in.Owner); err != nil {
+			return in, controlplane.Invalid("owner", "%s must be an organization (acme) or a repository (acme/api)", controlplane.Quote(in.Owner))
+		}
+	}
+	// Compared in seconds: multiplied first, a huge value would wrap
+	// around into the allowed range.
+	if t := in.TimeoutSeconds; t != nil && (*t < int(minTimeout.Seconds()) || *t > int(maxTimeout.Seconds())) {
+		return in, controlplane.Invalid("timeoutSeconds", "must be %d to %d, got %d", int(minTimeout.Seconds()), int(maxTimeout.Seconds()), *t)
+	}
+	return in, nil
+}
+
+func parse(ctx context.Context, d *controlplane.Deps, payload json.RawMessage) (*request, error) {
+	in, err := ParsePayload(payload)
+	if err != nil {
+		return nil, err
 	}
 	p, err := d.Pool(ctx, in.Pool)
 	if state.IsNotFound(err) {
@@ -177,10 +224,7 @@ func parse(ctx context.Context, d *controlplane.Deps, payload json.RawMessage) (
 		return nil, controlplane.Invalid("owner", "%q must be the pool's owner %q or one of its repositories (%s/<repo>)", in.Owner, p.Owner, p.Owner)
 	}
 	if in.TimeoutSeconds != nil {
-		req.timeout = time.Duration(*in.TimeoutSeconds) * time.Second
-		if req.timeout < minTimeout || req.timeout > maxTimeout {
-			return nil, controlplane.Invalid("timeoutSeconds", "must be %d to %d, got %d", int(minTimeout.Seconds()), int(maxTimeout.Seconds()), *in.TimeoutSeconds)
-		}
+		req.timeout = time.Duration(*in.TimeoutSeconds) * time.Second // 30-900: checked by ParsePayload
 	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-5*time.Second < req.timeout {
 		req.timeout = time.Until(dl) - 5*time.Second

@@ -52,11 +52,8 @@ type Output struct {
 // Handle runs one refresh. The payload may be empty or {}.
 func Handle(ctx context.Context, d *controlplane.Deps, ec2 EC2, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
-	if len(payload) > 0 && string(payload) != "null" {
-		var none struct{}
-		if err := controlplane.Decode(payload, &none); err != nil {
-			return nil, err
-		}
+	if err := controlplane.DecodeNone(payload); err != nil {
+		return nil, err
 	}
 	r := &refresher{d: d, ec2: ec2, now: d.Store.Now(), out: &Output{Terminated: []Decision{}, Expired: []Decision{}, Repooled: []Decision{}}}
 	pools, err := d.Store.ListPoolConfigs(ctx)

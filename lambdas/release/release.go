@@ -30,14 +30,20 @@ type Output struct {
 	Note           string   `json:"note,omitempty"`
 }
 
+// ParsePayload decodes and checks a release payload; it calls nothing.
+func ParsePayload(payload []byte) (Input, error) {
+	var in Input
+	if err := controlplane.Decode(payload, &in); err != nil {
+		return in, err
+	}
+	return in, controlplane.CheckRunID(in.RunID)
+}
+
 // Handle runs one release.
 func Handle(ctx context.Context, d *controlplane.Deps, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
-	var in Input
-	if err := controlplane.Decode(payload, &in); err != nil {
-		return nil, err
-	}
-	if err := controlplane.CheckRunID(in.RunID); err != nil {
+	in, err := ParsePayload(payload)
+	if err != nil {
 		return nil, err
 	}
 	out := &Output{RunID: in.RunID, Released: []string{}, Expired: []string{}}

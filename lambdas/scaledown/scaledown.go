@@ -41,11 +41,8 @@ type Output struct {
 // Handle runs one scale-down. The payload may be empty or {}.
 func Handle(ctx context.Context, d *controlplane.Deps, ec2 EC2, gh GitHub, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
-	if len(payload) > 0 && string(payload) != "null" {
-		var none struct{}
-		if err := controlplane.Decode(payload, &none); err != nil {
-			return nil, err
-		}
+	if err := controlplane.DecodeNone(payload); err != nil {
+		return nil, err
 	}
 	in, err := gather(ctx, d, ec2, gh)
 	if err != nil {

@@ -1,0 +1,85 @@
+package provision
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
+)
+
+// TestParsePayloadAccepts: the payloads of the README and the examples.
+func TestParsePayloadAccepts(t *testing.T) {
+	for _, p := range []string{
+		`{"runId":"1234567890","pool":"linux"}`,
+		`{"runId":"1234567890-2","pool":"linux-large","instanceCount":3,"usageClass":"spot","allowedInstanceTypes":["c*","m7i.*"],"owner":"acme/api","timeoutSeconds":900}`,
+		`{"runId":"a","pool":"p","instanceCount":null,"owner":"acme","timeoutSeconds":30}`,
+	} {
+		if _, err := ParsePayload([]byte(p)); err != nil {
+			t.Errorf("ParsePayload(%s) = %v", p, err)
+		}
+	}
+}
+
+var (
+	fuzzRunIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+	fuzzPoolRE  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+)
+
+// FuzzProvisionPayload: ParsePayload never panics; a refusal is an
+// InputError with a short message; what it accepts keeps every rule that
+// needs no pool, and survives its own encoding unchanged (the run item
+// stores it so).
+func FuzzProvisionPayload(f *testing.F) {
+	f.Add([]byte(`{"runId":"1","pool":"linux"}`))
+	f.Add([]byte(`{"runId":"1; rm -rf /","pool":"linux","instanceCount":2}`))
+	f.Add([]byte(`{"runId":"1","pool":"linux","owner":"acme/..","timeoutSeconds":18446744104}`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		in, err := ParsePayload(payload)
+		if err != nil {
+			var ie *controlplane.InputError
+			if !errors.As(err, &ie) || len(err.Error()) > 512 {
+				t.Fatalf("%q: %T of %d bytes: %.300v", payload, err, len(err.Error()), err)
+			}
+			return
+		}
+		if !fuzzRunIDRE.MatchString(in.RunID) || !fuzzPoolRE.MatchString(in.Pool) {
+			t.Fatalf("accepted runId %q pool %q", in.RunID, in.Pool)
+		}
+		if in.UsageClass != "" && in.UsageClass != "spot" && in.UsageClass != "on-demand" {
+			t.Fatalf("accepted usageClass %q", in.UsageClass)
+		}
+		if t0 := in.TimeoutSeconds; t0 != nil && (*t0 < 30 || *t0 > 900) {
+			t.Fatalf("accepted timeoutSeconds %d", *t0)
+		}
+		if in.Owner != "" {
+			if _, err := github.ParseOwner(in.Owner); err != nil {
+				t.Fatalf("accepted owner %q", in.Owner)
+			}
+		}
+		if len(in.AllowedInstanceTypes) > MaxAllowedInstanceTypes {
+			t.Fatalf("accepted %d globs", len(in.AllowedInstanceTypes))
+		}
+		for _, g := range in.AllowedInstanceTypes {
+			if pool.ValidateGlob(g) != nil || strings.ContainsAny(g, ",; \n$`'\"") {
+				t.Fatalf("accepted glob %q", g)
+			}
+		}
+		again, _ := json.Marshal(in)
+		back, err := ParsePayload(again)
+		if err != nil {
+			t.Fatalf("re-encoded %s refused: %v", again, err)
+		}
+		if len(in.AllowedInstanceTypes) == 0 {
+			in.AllowedInstanceTypes = nil // [] is dropped by omitempty
+		}
+		if !reflect.DeepEqual(in, back) {
+			t.Fatalf("re-encoded %+v as %+v", in, back)
+		}
+	})
+}
