@@ -88,7 +88,7 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 			"handler": schema.StringAttribute{Required: true, Description: "`provision`, `release`, `refresh` or `scale-down`.", PlanModifiers: replace,
 				Validators: []validator.String{stringvalidator.OneOf(handlers...)}},
 			"table": schema.StringAttribute{Required: true, Description: "Name of the state table (`ghrunner_table.name`).",
-				Validators: []validator.String{stringvalidator.LengthBetween(3, 255)}},
+				Validators: []validator.String{stringvalidator.RegexMatches(tableNameRE, "must be 3-255 characters of A-Z a-z 0-9 _ . - (ghrunner_table.name)")}},
 			"github_parameter": schema.StringAttribute{Required: true,
 				Description: "Name of the SSM SecureString parameter holding the GitHub credentials as JSON (`{\"appId\",\"privateKey\"}` or `{\"token\"}`, optional `baseUrl`). Only its name reaches the function's environment.",
 				Validators: []validator.String{stringvalidator.LengthAtMost(1011),

@@ -120,13 +120,17 @@ func (m poolModel) windows(ctx context.Context) ([]idleWindow, diag.Diagnostics)
 func newPoolResource() resource.Resource { return &poolResource{} }
 
 var (
-	poolNameRE  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	ownerRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}(/[A-Za-z0-9._-]{1,100})?$`)
-	amiRE       = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
-	subnetRE    = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
-	sgRE        = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
-	instTypeRE  = regexp.MustCompile(`^[a-z0-9-]+\.[a-z0-9-]+$`)
-	sha256HexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	poolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	// ownerRE is GitHub's rule (internal/github.ParseOwner): a login of
+	// single hyphens between letters and digits, at most 39 (ownerOrgLenRE),
+	// and a repository name other than . and ..
+	ownerRE       = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9]|-[A-Za-z0-9]){0,38}(/(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,98}|\.\.[A-Za-z0-9._-]{1,98}))?$`)
+	ownerOrgLenRE = regexp.MustCompile(`^[^/]{1,39}(/|$)`)
+	amiRE         = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
+	subnetRE      = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
+	sgRE          = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
+	instTypeRE    = regexp.MustCompile(`^[a-z0-9-]+\.[a-z0-9-]+$`)
+	sha256HexRE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
 func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -155,11 +159,12 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"name": schema.StringAttribute{Required: true, Description: "Pool name, as given in provision payloads (`pool`).", PlanModifiers: replace,
 				Validators: []validator.String{stringvalidator.RegexMatches(poolNameRE, "must be 1-64 letters, digits, '-' or '_'")}},
 			"table": schema.StringAttribute{Required: true, Description: "Name of the state table (`ghrunner_table.name`).", PlanModifiers: replace,
-				Validators: []validator.String{stringvalidator.LengthBetween(3, 255)}},
+				Validators: []validator.String{stringvalidator.RegexMatches(tableNameRE, "must be 3-255 characters of A-Z a-z 0-9 _ . - (ghrunner_table.name)")}},
 			"queue_url": schema.StringAttribute{Required: true, Description: "URL of the pool's queue (`ghrunner_queue.url`).",
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^https?://`), "must be the queue URL (ghrunner_queue.url), not its name")}},
 			"owner": schema.StringAttribute{Required: true, Description: "GitHub organization (`acme`) or repository (`acme/api`) the runners register with. Pooled runners are reused only for the same owner.",
-				Validators: []validator.String{stringvalidator.RegexMatches(ownerRE, "must be an organization (acme) or a repository (acme/api)")}},
+				Validators: []validator.String{stringvalidator.All(stringvalidator.RegexMatches(ownerRE, "must be an organization (acme) or a repository (acme/api)"),
+					stringvalidator.RegexMatches(ownerOrgLenRE, "must be an organization (acme) or a repository (acme/api)"))}},
 			"image_id": schema.StringAttribute{Required: true, Description: "Linux AMI with bash, curl and systemd; its architecture picks the agent binary.",
 				Validators: []validator.String{stringvalidator.RegexMatches(amiRE, "must be an AMI id like ami-0123456789abcdef0")}},
 			"instance_types": schema.ListAttribute{Required: true, ElementType: types.StringType,
@@ -190,7 +195,8 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"runner_user": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ghrunner"),
 				Description: "Unprivileged user that runs the jobs; it cannot reach the instance metadata service. Default ghrunner.",
 				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`), "must be a Linux user name")}},
-			"runner_tarball_url": schema.StringAttribute{Optional: true, Description: "actions/runner tarball to install when the AMI has none (needs runner_tarball_sha256)."},
+			"runner_tarball_url": schema.StringAttribute{Optional: true, Description: "actions/runner tarball to install when the AMI has none (needs runner_tarball_sha256).",
+				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^https?://[^\s]+$`), "must be an http(s) URL")}},
 			"runner_tarball_sha256": schema.StringAttribute{Optional: true, Description: "SHA-256 of the runner tarball.",
 				Validators: []validator.String{stringvalidator.RegexMatches(sha256HexRE, "must be 64 lowercase hex digits")}},
 			"idle_windows": schema.ListNestedAttribute{Optional: true,

@@ -4,16 +4,20 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // DefaultPath is where user-data writes the configuration.
@@ -111,6 +115,8 @@ func Defaults() Config {
 var (
 	tableRE  = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
 	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// The agent downloads the runner tarball with net/http.
+	httpURLRE = regexp.MustCompile(`^https?://[^\s/?#]+[^\s]*$`)
 )
 
 // Validate reports the first invalid field, naming it and the rule.
@@ -124,12 +130,24 @@ func (c Config) Validate() error {
 		return fmt.Errorf("workDir: %q must be an absolute path other than / (it is wiped between runs)", c.WorkDir)
 	case !filepath.IsAbs(c.StateDir):
 		return fmt.Errorf("stateDir: %q must be an absolute path", c.StateDir)
+	case c.RunnerTarballURL != "" && !httpURLRE.MatchString(c.RunnerTarballURL):
+		return fmt.Errorf("runnerTarballUrl: %q must be an http(s) URL", c.RunnerTarballURL)
 	case c.RunnerTarballURL != "" && !sha256RE.MatchString(c.RunnerTarballSHA256):
 		return fmt.Errorf("runnerTarballSha256: must be the 64 lowercase hex digits of the tarball's SHA-256 when runnerTarballUrl is set")
 	case c.PreRunnerScript != "" && !filepath.IsAbs(c.PreRunnerScript):
 		return fmt.Errorf("preRunnerScript: %q must be an absolute path", c.PreRunnerScript)
 	case c.CleanupScript != "" && !filepath.IsAbs(c.CleanupScript):
 		return fmt.Errorf("cleanupScript: %q must be an absolute path", c.CleanupScript)
+	}
+	for _, p := range []struct{ name, v string }{
+		{"runnerDir", c.RunnerDir}, {"workDir", c.WorkDir}, {"stateDir", c.StateDir},
+		{"preRunnerScript", c.PreRunnerScript}, {"cleanupScript", c.CleanupScript},
+	} {
+		// JSON would turn bytes that are not UTF-8 into U+FFFD: the agent
+		// would use another path than the user data created.
+		if !utf8.ValidString(p.v) || strings.ContainsFunc(p.v, unicode.IsControl) {
+			return fmt.Errorf("%s: %q must be valid UTF-8 without control characters", p.name, p.v)
+		}
 	}
 	if strings.HasPrefix(filepath.Clean(c.RunnerDir)+"/", filepath.Clean(c.WorkDir)+"/") {
 		return fmt.Errorf("workDir: %q must not contain runnerDir %q (the wipe would delete the runner)", c.WorkDir, c.RunnerDir)
@@ -159,6 +177,40 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// Decode reads a configuration file's content over the defaults: one JSON
+// object, no unknown fields, nothing after it. It does not Validate.
+func Decode(raw []byte) (Config, error) {
+	c := Defaults()
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fieldOf(raw, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return c, errors.New("trailing data after the JSON object")
+	}
+	return c, nil
+}
+
+// fieldOf names the field of an error that encoding/json returns without
+// one (a Duration's own: "time: unknown unit ..."), by decoding the fields
+// one at a time.
+func fieldOf(raw []byte, err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var fields map[string]json.RawMessage
+	if errors.As(err, &typeErr) && typeErr.Field != "" || json.Unmarshal(raw, &fields) != nil {
+		return err
+	}
+	for name, v := range fields {
+		one, _ := json.Marshal(map[string]json.RawMessage{name: v})
+		var c Config
+		if json.Unmarshal(one, &c) != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return err
+}
+
 // Load reads the file at path over the defaults (a missing file is an error
 // only when required), then applies GHRUNNER_<FIELD> environment variables.
 func Load(path string, required bool) (Config, error) {
@@ -169,9 +221,7 @@ func Load(path string, required bool) (Config, error) {
 	case err != nil:
 		return c, fmt.Errorf("read config: %w", err)
 	default:
-		dec := json.NewDecoder(strings.NewReader(string(raw)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil {
+		if c, err = Decode(raw); err != nil {
 			return c, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
