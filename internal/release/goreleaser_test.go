@@ -1,0 +1,110 @@
+// Package release holds the checks of the release configuration: goreleaser
+// cannot be fetched here, so the test reads .goreleaser.yml as goreleaser
+// would and checks what the Terraform Registry needs of a release.
+package release
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+type config struct {
+	Version int
+	Before  struct{ Hooks []string }
+	Builds  []struct {
+		Main    string
+		Binary  string
+		Env     []string
+		Flags   []string
+		Ldflags []string
+		Goos    []string
+		Goarch  []string
+	}
+	Archives []struct {
+		Formats      []string
+		NameTemplate string `yaml:"name_template"`
+	}
+	Checksum struct {
+		NameTemplate string `yaml:"name_template"`
+		Algorithm    string
+		ExtraFiles   []extraFile `yaml:"extra_files"`
+	}
+	Signs []struct {
+		Artifacts string
+		Args      []string
+	}
+	Release struct {
+		ExtraFiles []extraFile `yaml:"extra_files"`
+	}
+}
+
+type extraFile struct {
+	Glob         string
+	NameTemplate string `yaml:"name_template"`
+}
+
+func TestGoreleaserConfig(t *testing.T) {
+	raw, err := os.ReadFile("../../.goreleaser.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c config
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		t.Fatalf(".goreleaser.yml: %v", err)
+	}
+	if c.Version != 2 {
+		t.Errorf("version %d, want 2", c.Version)
+	}
+	if !slices.Contains(c.Before.Hooks, "make bundle") {
+		t.Errorf("before hooks %v: the provider embeds the bundle, so `make bundle` must run first", c.Before.Hooks)
+	}
+	if len(c.Builds) != 1 {
+		t.Fatalf("%d builds, want the provider only", len(c.Builds))
+	}
+	b := c.Builds[0]
+	if b.Binary != "{{ .ProjectName }}_v{{ .Version }}" {
+		t.Errorf("binary %q: the registry wants terraform-provider-NAME_vVERSION", b.Binary)
+	}
+	if !slices.Contains(b.Env, "CGO_ENABLED=0") || !slices.Contains(b.Flags, "-trimpath") {
+		t.Errorf("env %v, flags %v: want a static, path-free build", b.Env, b.Flags)
+	}
+	if len(b.Ldflags) == 0 || !strings.Contains(b.Ldflags[0], "-X main.version={{ .Version }}") {
+		t.Errorf("ldflags %v: the provider must report its version", b.Ldflags)
+	}
+	main, err := os.ReadFile("../../main.go")
+	if err != nil || !strings.Contains(string(main), "var version = ") {
+		t.Errorf("main.go has no `var version` for -X main.version to set (%v)", err)
+	}
+	for _, goos := range []string{"linux", "darwin", "windows", "freebsd"} {
+		if !slices.Contains(b.Goos, goos) {
+			t.Errorf("goos %v lacks %s", b.Goos, goos)
+		}
+	}
+	for _, arch := range []string{"amd64", "arm64"} {
+		if !slices.Contains(b.Goarch, arch) {
+			t.Errorf("goarch %v lacks %s", b.Goarch, arch)
+		}
+	}
+	if len(c.Archives) != 1 || !slices.Equal(c.Archives[0].Formats, []string{"zip"}) ||
+		c.Archives[0].NameTemplate != "{{ .ProjectName }}_{{ .Version }}_{{ .Os }}_{{ .Arch }}" {
+		t.Errorf("archives %+v: the registry wants NAME_VERSION_OS_ARCH.zip", c.Archives)
+	}
+	if c.Checksum.Algorithm != "sha256" || c.Checksum.NameTemplate != "{{ .ProjectName }}_{{ .Version }}_SHA256SUMS" {
+		t.Errorf("checksum %+v: want NAME_VERSION_SHA256SUMS with sha256", c.Checksum)
+	}
+	manifest := extraFile{Glob: "terraform-registry-manifest.json", NameTemplate: "{{ .ProjectName }}_{{ .Version }}_manifest.json"}
+	if !slices.Contains(c.Checksum.ExtraFiles, manifest) || !slices.Contains(c.Release.ExtraFiles, manifest) {
+		t.Errorf("the registry manifest must be released and summed: checksum %v, release %v", c.Checksum.ExtraFiles, c.Release.ExtraFiles)
+	}
+	if _, err := os.Stat("../../terraform-registry-manifest.json"); err != nil {
+		t.Error(err)
+	}
+	if len(c.Signs) != 1 || c.Signs[0].Artifacts != "checksum" || !slices.Contains(c.Signs[0].Args, "--detach-sign") ||
+		!slices.Contains(c.Signs[0].Args, "{{ .Env.GPG_FINGERPRINT }}") {
+		t.Errorf("signs %+v: want a detached GPG signature of the checksum file", c.Signs)
+	}
+}
