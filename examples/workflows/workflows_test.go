@@ -1,0 +1,201 @@
+// The workflow example: invoke.sh against a stand-in for the AWS CLI that
+// answers as `aws lambda invoke` does (success, a function error, a failed
+// call), and the workflow and action files read as GitHub reads them.
+package workflows_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// fakeAWS answers `aws lambda invoke` as the AWS CLI does: the invoke
+// metadata on stdout, the function's payload in the response file. It keeps
+// the arguments and the payload it was given.
+const fakeAWS = `#!/usr/bin/env bash
+set -eu
+printf '%s\n' "$@" > "$FAKE_DIR/args"
+out="${!#}"
+for a in "$@"; do
+  case $a in fileb://*) cp "${a#fileb://}" "$FAKE_DIR/payload" ;; esac
+done
+case $FAKE_MODE in
+  ok)
+    printf '{"runId":"42","status":"ready","instances":[{"instanceId":"i-1"}]}' > "$out"
+    printf '{\n    "StatusCode": 200,\n    "ExecutedVersion": "$LATEST"\n}\n' ;;
+  function-error)
+    printf '{"errorMessage":"instanceCount: must be 1 to 10, got 50\\n(100%% of the pool)","errorType":"error"}' > "$out"
+    printf '{\n    "StatusCode": 200,\n    "FunctionError": "Unhandled",\n    "ExecutedVersion": "$LATEST"\n}\n' ;;
+  cli-error)
+    echo "An error occurred (AccessDeniedException) when calling the Invoke operation: not allowed" >&2
+    exit 254 ;;
+esac
+`
+
+type run struct {
+	out, output, payload, args string
+	code                       int
+}
+
+func invoke(t *testing.T, mode string, args ...string) run {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "aws"), []byte(fakeAWS), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	output := filepath.Join(dir, "github_output")
+	cmd := exec.Command("./invoke.sh", args...)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "FAKE_DIR="+dir, "FAKE_MODE="+mode, "GITHUB_OUTPUT="+output)
+	out, err := cmd.CombinedOutput()
+	r := run{out: string(out)}
+	if exit, ok := err.(*exec.ExitError); ok {
+		r.code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string { b, _ := os.ReadFile(filepath.Join(dir, name)); return string(b) }
+	r.output, r.payload, r.args = read("github_output"), read("payload"), read("args")
+	return r
+}
+
+func TestInvokeSucceeds(t *testing.T) {
+	payload := `{"runId":"42","pool":"linux","instanceCount":2}`
+	r := invoke(t, "ok", "ci-provision", payload)
+	if r.code != 0 || !strings.Contains(r.out, `"status":"ready"`) {
+		t.Fatalf("exit %d:\n%s", r.code, r.out)
+	}
+	if r.payload != payload {
+		t.Errorf("the CLI got payload %q, want %q", r.payload, payload)
+	}
+	if !strings.Contains(r.args, "--function-name\nci-provision\n") || strings.Contains(r.args, "cli-binary-format") {
+		t.Errorf("arguments:\n%s", r.args)
+	}
+	if r.output != `response={"runId":"42","status":"ready","instances":[{"instanceId":"i-1"}]}`+"\n" {
+		t.Errorf("GITHUB_OUTPUT: %q", r.output)
+	}
+}
+
+func TestInvokeFunctionErrorFailsTheStep(t *testing.T) {
+	r := invoke(t, "function-error", "ci-provision", `{"runId":"42","pool":"linux","instanceCount":50}`)
+	want := "::error title=ghrunner ci-provision::instanceCount: must be 1 to 10, got 50%0A(100%25 of the pool)"
+	if r.code != 1 || !strings.Contains(r.out, want) {
+		t.Fatalf("exit %d, want 1 and %q in:\n%s", r.code, want, r.out)
+	}
+	if r.output != "" {
+		t.Errorf("a failed call wrote an output: %q", r.output)
+	}
+}
+
+func TestInvokeCLIErrorFailsTheStep(t *testing.T) {
+	r := invoke(t, "cli-error", "ci-release", `{"runId":"42"}`)
+	if r.code != 1 || !strings.Contains(r.out, "::error title=ghrunner ci-release::aws lambda invoke failed: An error occurred (AccessDeniedException)") {
+		t.Fatalf("exit %d:\n%s", r.code, r.out)
+	}
+}
+
+func TestInvokeUsage(t *testing.T) {
+	for _, args := range [][]string{nil, {"--help"}, {"a", "b", "c"}} {
+		if r := invoke(t, "ok", args...); r.code != 2 || !strings.Contains(r.out, "usage: invoke.sh FUNCTION") {
+			t.Errorf("%q: exit %d\n%s", args, r.code, r.out)
+		}
+	}
+}
+
+func TestInvokeShellcheck(t *testing.T) {
+	if _, err := exec.LookPath("shellcheck"); err != nil {
+		t.Fatal("shellcheck not found: run make tools (scripts/ensure-shellcheck installs it)")
+	}
+	if out, err := exec.Command("shellcheck", "invoke.sh").CombinedOutput(); err != nil {
+		t.Fatalf("shellcheck invoke.sh: %v\n%s", err, out)
+	}
+}
+
+func TestWorkflowProvisionsRunsAndAlwaysReleases(t *testing.T) {
+	var wf struct {
+		Jobs map[string]struct {
+			RunsOn string `yaml:"runs-on"`
+			Needs  any    `yaml:"needs"`
+			If     string `yaml:"if"`
+			Steps  []map[string]any
+		}
+	}
+	read(t, "ci.yml", &wf)
+	provision, build, release := wf.Jobs["provision"], wf.Jobs["build"], wf.Jobs["release"]
+	if build.RunsOn != "${{ github.run_id }}" || build.Needs != "provision" {
+		t.Errorf("build: runs-on %q needs %v; want the run's own runners after provision", build.RunsOn, build.Needs)
+	}
+	if release.If != "always()" || !slices.Equal(toStrings(release.Needs), []string{"provision", "build"}) {
+		t.Errorf("release: if %q needs %v; want always() after provision and build", release.If, release.Needs)
+	}
+	for name, job := range map[string]struct {
+		steps           []map[string]any
+		function, runID string
+	}{
+		"provision": {provision.Steps, "vars.GHRUNNER_PROVISION_FUNCTION", `"runId":"${{ github.run_id }}"`},
+		"release":   {release.Steps, "vars.GHRUNNER_RELEASE_FUNCTION", `"runId":"${{ github.run_id }}"`},
+	} {
+		found := false
+		for _, step := range job.steps {
+			with, _ := step["with"].(map[string]any)
+			if step["uses"] == "./.github/actions/ghrunner" && strings.Contains(with["function-name"].(string), job.function) &&
+				strings.Contains(with["payload"].(string), job.runID) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no step invoking %s with this run's id", name, job.function)
+		}
+	}
+}
+
+func TestActionRunsInvokeSh(t *testing.T) {
+	var action struct {
+		Inputs map[string]struct{ Required bool }
+		Runs   struct {
+			Using string
+			Steps []struct {
+				ID, Shell, Run string
+				Env            map[string]string
+			}
+		}
+	}
+	read(t, "action.yml", &action)
+	if action.Runs.Using != "composite" || len(action.Runs.Steps) != 1 || !action.Inputs["function-name"].Required {
+		t.Fatalf("action: %+v", action)
+	}
+	step := action.Runs.Steps[0]
+	// Inputs reach the script through the environment, never pasted into the
+	// script text, so a payload with quotes cannot change the command.
+	if step.Shell != "bash" || !strings.Contains(step.Run, `"$GITHUB_ACTION_PATH/invoke.sh" "$FUNCTION_NAME" "$PAYLOAD"`) || strings.Contains(step.Run, "${{") {
+		t.Errorf("step: %+v", step)
+	}
+}
+
+func read(t *testing.T, name string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+func toStrings(v any) []string {
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, s := range list {
+		out = append(out, s.(string))
+	}
+	return out
+}
