@@ -45,6 +45,7 @@ type deployment struct {
 	fake  *fakegithub.Server
 	pool  state.PoolConfig
 	fns   map[string]*lambdart.Host
+	specs map[string]lambdart.Function // what each host runs, for a fresh environment
 	host  *instancehost.Host
 	logs  *testbin.Buffer
 }
@@ -71,7 +72,7 @@ func deployB(b *testing.B) *deployment { return deployTB(b, nil) }
 
 func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 	build(t)
-	d := &deployment{t: t, name: awstest.Name(t, "ghr"), aws: env.Config(t), fake: fakegithub.New("acme"), fns: map[string]*lambdart.Host{}, logs: &testbin.Buffer{}}
+	d := &deployment{t: t, name: awstest.Name(t, "ghr"), aws: env.Config(t), fake: fakegithub.New("acme"), fns: map[string]*lambdart.Host{}, specs: map[string]lambdart.Function{}, logs: &testbin.Buffer{}}
 	t.Cleanup(d.fake.Close)
 	db := d.aws.DynamoDB()
 	must(t, state.CreateTable(ctx, db, d.name, state.TableOptions{}))
@@ -114,8 +115,10 @@ func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 			k, v, _ := strings.Cut(kv, "=")
 			fnEnv[k] = v
 		}
-		host, err := lambdart.New(lambdart.Function{Name: d.name + "-" + h, Bootstrap: builds.bootstrap, Env: fnEnv, Timeout: 120 * time.Second, Region: awstest.Region, Output: d.logs})
+		spec := lambdart.Function{Name: d.name + "-" + h, Bootstrap: builds.bootstrap, Env: fnEnv, Timeout: 120 * time.Second, Region: awstest.Region, Output: d.logs}
+		host, err := lambdart.New(spec)
 		must(t, err)
+		d.specs[h] = spec
 		t.Cleanup(host.Close)
 		d.fns[h] = host
 	}
@@ -125,9 +128,15 @@ func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 		Config: func(string, map[string]string) config.Config {
 			c := config.Defaults()
 			c.Table, c.Endpoint = d.name, env.URL
-			c.HeartbeatInterval = config.Duration{Duration: time.Second}
+			// The agents beat at the pool's interval, as the user data sets it.
+			c.HeartbeatInterval = config.Duration{Duration: state.D(d.pool.Timings.HeartbeatInterval)}
 			c.IdlePoll = config.Duration{Duration: 200 * time.Millisecond}
 			c.AssignedPoll = config.Duration{Duration: 300 * time.Millisecond}
+			if d.pool.Timings.HeartbeatInterval >= 5 {
+				// Production timings (benchmarks): production polling too, so
+				// that fifty agents do not flood moto.
+				c.IdlePoll, c.AssignedPoll = config.Defaults().IdlePoll, config.Defaults().AssignedPoll
+			}
 			c.RecordWait = config.Duration{Duration: 5 * time.Minute}
 			c.StopTimeout = config.Duration{Duration: 10 * time.Second}
 			return c
@@ -143,6 +152,9 @@ func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 	})
 	return d
 }
+
+// fnSpec is how a handler's function is run, to start another host of it.
+func (d *deployment) fnSpec(handler string) lambdart.Function { return d.specs[handler] }
 
 // invoke runs a handler with a payload, as `aws lambda invoke` would.
 func (d *deployment) invoke(handler string, payload any) lambdart.Result {

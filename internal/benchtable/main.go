@@ -1,0 +1,159 @@
+// Command benchtable turns the output of `go test -bench` (the metrics the
+// benchmarks report) into the table of BENCHMARKS.md: ours beside the peer
+// design's cost for the same work, and their ratio. make bench runs it.
+//
+//	go test -run '^$' -bench . ./lambdas | go run ./internal/benchtable
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+)
+
+const usage = `usage: go test -run '^$' -bench ... | go run ./internal/benchtable
+
+Reads benchmark output on standard input and prints the table of
+BENCHMARKS.md; a figure that was not measured prints as "—".
+`
+
+// metrics holds, per benchmark (without the -N suffix), each reported unit.
+type metrics map[string]map[string]float64
+
+func parse(r io.Reader) (metrics, error) {
+	m := metrics{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			name = name[:i]
+		}
+		if m[name] == nil {
+			m[name] = map[string]float64{}
+		}
+		// f[1] is the iteration count; then value/unit pairs.
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %q is not a number", f[0], f[i])
+			}
+			m[name][f[i+1]] = v
+		}
+	}
+	return m, sc.Err()
+}
+
+// ref names one metric of one benchmark.
+type ref struct{ bench, unit string }
+
+func (m metrics) get(r ref) (float64, bool) {
+	v, ok := m[r.bench][r.unit]
+	return v, ok
+}
+
+// cell prints the metrics joined by " / ", each with its unit suffix.
+func (m metrics) cell(suffix string, refs ...ref) string {
+	parts := make([]string, 0, len(refs))
+	for _, r := range refs {
+		v, ok := m.get(r)
+		if !ok {
+			return "—"
+		}
+		parts = append(parts, num(v))
+	}
+	if len(parts) == 0 {
+		return "—"
+	}
+	return strings.Join(parts, " / ") + suffix
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+}
+
+// ratio is peer / ours as "N×".
+func (m metrics) ratio(peer, ours ref) string {
+	p, ok1 := m.get(peer)
+	o, ok2 := m.get(ours)
+	if !ok1 || !ok2 || o == 0 {
+		return "—"
+	}
+	return num(p/o) + "×"
+}
+
+type row struct {
+	what, ours, peer, ratio, how string
+}
+
+func table(m metrics) []row {
+	prov := func(n int, phase string) string {
+		u := fmt.Sprintf("provision-%d-%s-s", n, phase)
+		return m.cell(" s", ref{"BenchmarkProvision", "p50-" + u}, ref{"BenchmarkProvision", "p95-" + u})
+	}
+	p, sd, ag, cs := "BenchmarkProvision", "BenchmarkScaleDown1000", "BenchmarkAgentIdle", "BenchmarkColdStart"
+	rows := []row{}
+	for _, n := range []int{1, 10, 50} {
+		rows = append(rows, row{fmt.Sprintf("warm provision of %d (reused from the pool), p50 / p95", n), prov(n, "reused"), "—", "—", "Provision"})
+	}
+	for _, n := range []int{1, 10, 50} {
+		rows = append(rows, row{fmt.Sprintf("cold provision of %d (created; local boot is a process start), p50 / p95", n), prov(n, "created"), "—", "—", "Provision"})
+	}
+	rows = append(rows,
+		row{"release of 10, p50 / p95 (peer: 10 s signal polling, modelled)",
+			m.cell(" s", ref{p, "p50-release-10-s"}, ref{p, "p95-release-10-s"}),
+			m.cell(" s", ref{p, "p50-peer-release-10-s"}, ref{p, "p95-peer-release-10-s"}),
+			m.ratio(ref{p, "p50-peer-release-10-s"}, ref{p, "p50-release-10-s"}), "Provision"},
+		row{"claim race: 32 provisions for 20 pooled instances", m.cell(" claims/s", ref{"BenchmarkClaimRace", "claims/s"}), "—", "—", "ClaimRace"},
+		row{"conditional claims against moto", m.cell(" claims/s", ref{"BenchmarkClaim", "claims/s"}), "—", "—", "Claim"},
+		row{"scale-down over 1,000 instances, 5 owners: time", m.cell(" s", ref{sd, "run-s"}), m.cell(" s (lookups alone)", ref{sd, "peer-lookups-s"}), "—", "ScaleDown1000"},
+		row{"scale-down over 1,000: GitHub calls (peer: one lookup per runner)", m.cell("", ref{sd, "github-list-calls"}), m.cell("", ref{sd, "peer-github-calls"}),
+			m.ratio(ref{sd, "peer-github-calls"}, ref{sd, "github-list-calls"}), "ScaleDown1000"},
+		row{"scale-down over 1,000: EC2 DescribeInstances / DynamoDB BatchGetItem calls", m.cell("", ref{sd, "ec2-describe-calls"}, ref{sd, "ddb-batchget-calls"}), "—", "—", "ScaleDown1000"},
+		row{"agent idle: DynamoDB reads per minute (peer: a read every 0.25 s, measured)", m.cell("", ref{ag, "idle-reads/min"}), m.cell("", ref{ag, "peer-idle-reads/min"}),
+			m.ratio(ref{ag, "peer-idle-reads/min"}, ref{ag, "idle-reads/min"}), "AgentIdle"},
+		row{"agent idle: DynamoDB writes per minute (peer: heartbeat every 5 s, measured)", m.cell("", ref{ag, "idle-writes/min"}), m.cell("", ref{ag, "peer-idle-writes/min"}),
+			m.ratio(ref{ag, "peer-idle-writes/min"}, ref{ag, "idle-writes/min"}), "AgentIdle"},
+		row{"agent idle: CPU ms per minute", m.cell("", ref{ag, "idle-cpu-ms/min"}), m.cell("", ref{ag, "peer-idle-cpu-ms/min"}),
+			m.ratio(ref{ag, "peer-idle-cpu-ms/min"}, ref{ag, "idle-cpu-ms/min"}), "AgentIdle"},
+		row{"agent RSS idle / assigned", m.cell(" KB", ref{ag, "idle-rss-KB"}, ref{ag, "assigned-rss-KB"}), "—", "—", "AgentIdle"},
+		row{"agent assigned: DynamoDB reads / writes per minute", m.cell("", ref{ag, "assigned-reads/min"}, ref{ag, "assigned-writes/min"}), "—", "—", "AgentIdle"},
+		row{"Lambda bundle zip, arm64 / amd64", m.cell(" MB", ref{cs, "zip-MB-arm64"}, ref{cs, "zip-MB-amd64"}), "—", "—", "ColdStart"},
+		row{"Lambda init (cold minus warm invoke); cold / warm invoke", m.cell(" s", ref{cs, "init-s"}) + "; " + m.cell(" s", ref{cs, "p50-cold-invoke-s"}, ref{cs, "p50-warm-invoke-s"}), "—", "—", "ColdStart"},
+	)
+	return rows
+}
+
+func main() {
+	flag.Usage = func() { fmt.Fprint(os.Stderr, usage); flag.PrintDefaults() }
+	flag.Parse()
+	m, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+	if len(m) == 0 {
+		fmt.Fprintln(os.Stderr, "benchtable: no benchmark results on standard input")
+		os.Exit(1)
+	}
+	fmt.Println("| what | ours | peer design | peer / ours | benchmark |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, r := range table(m) {
+		fmt.Printf("| %s | %s | %s | %s | `%s` |\n", r.what, r.ours, r.peer, r.ratio, r.how)
+	}
+}

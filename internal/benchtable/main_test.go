@@ -1,0 +1,37 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseAndTable(t *testing.T) {
+	in := `goos: linux
+BenchmarkScaleDown1000-2   	       1	9700000000 ns/op	         5.000 github-list-calls	      1000 peer-github-calls	         9.70 run-s
+BenchmarkAgentIdle-2   	       1	 60.00 idle-reads/min	 240.0 peer-idle-reads/min
+PASS`
+	m, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["BenchmarkScaleDown1000"]["peer-github-calls"] != 1000 || m["BenchmarkAgentIdle"]["idle-reads/min"] != 60 {
+		t.Fatalf("parsed %v", m)
+	}
+	rows := map[string]row{}
+	for _, r := range table(m) {
+		rows[r.what] = r
+	}
+	gh := rows["scale-down over 1,000: GitHub calls (peer: one lookup per runner)"]
+	if gh.ours != "5.00" || gh.peer != "1000" || gh.ratio != "200×" {
+		t.Errorf("GitHub calls row: %+v", gh)
+	}
+	if r := rows["agent idle: DynamoDB reads per minute (peer: a read every 0.25 s, measured)"]; r.ratio != "4.00×" {
+		t.Errorf("reads row: %+v", r)
+	}
+	if r := rows["Lambda bundle zip, arm64 / amd64"]; r.ours != "—" {
+		t.Errorf("an unmeasured figure must print as —: %+v", r)
+	}
+	if _, err := parse(strings.NewReader("BenchmarkX-2 1 abc ns/op")); err == nil {
+		t.Error("a malformed value was accepted")
+	}
+}
