@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -269,45 +271,149 @@ func TestClaimerSortsRefusals(t *testing.T) {
 	}
 }
 
-// BenchmarkClaimRace: 32 provisions race through the queue for 20 pooled
-// instances (setup excluded). ns/op includes the losers' final empty long poll
-// (1 s); claims/s counts the winners only, up to the last successful claim.
+// BenchmarkClaimRace races provisions through the queue for 20 pooled
+// instances of acme (setup excluded), once with our long poll (WaitSeconds 1)
+// and once, in the same run, with the peer design's short polling
+// (WaitSeconds 0); nothing else differs.
+//
+//   - pure: 32 provisions of acme want one instance each. claims/s counts the
+//     winners up to the last successful claim (ns/op also includes the
+//     losers' final empty receive).
+//   - arriving: 20 provisions start while the 20 instances are being pooled
+//     (releases finishing as other workflows start): the provisions and the
+//     pool messages arrive at random times within the same half second,
+//     seeded, the same schedule for both variants. "missed" are provisions
+//     that came away empty although an instance was pooled within half a
+//     second: each would launch a new instance needlessly while a pooled
+//     one stays idle.
+//
+// receives and empty-receives count ReceiveMessage calls and the ones that
+// returned no message, per round. Moto answers a short poll from the whole
+// queue; real SQS samples a subset of its servers and can answer a short
+// poll empty even when visible messages exist, which moto cannot show: the
+// peer's figures here are a lower bound.
 func BenchmarkClaimRace(b *testing.B) {
 	s := statetest.NewStore(b, env)
-	claims := 0
-	var winning time.Duration
-	for i := 0; i < b.N; i++ {
+	type variant struct {
+		prefix string
+		wait   int32
+	}
+	variants := []variant{{"", 1}, {"peer-", 0}}
+	type totals struct {
+		claims                      int
+		winning                     time.Duration
+		receives, arrRecv, arrEmpty int64
+		missed                      int
+	}
+	tot := map[string]*totals{}
+	for _, v := range variants {
+		tot[v.prefix] = &totals{}
+	}
+	round := 0
+	// race runs racers provisions against 20 pooled instances and returns
+	// the claims, the time to the last one and the receives. Without arrive,
+	// the messages are in the queue and the provisions start at once; with
+	// it, provision r starts at arrive[r] and message k is sent at
+	// arrive[racers+k].
+	race := func(v variant, racers int, arrive []time.Duration) (claims int, lastWin time.Duration, sq *countingSQS) {
 		b.StopTimer()
-		q, _ := newQueue(b)
-		for k := 0; k < 20; k++ {
-			p := statetest.Pooled(b, s, statetest.Spec{ID: fmt.Sprintf("i-b%d-%02d", i, k), Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
-			send(b, q, Message{InstanceID: p.ID, Pool: "linux", InstanceType: p.InstanceType, UsageClass: p.UsageClass, IdleUntil: p.Threshold})
+		round++
+		q, client := newQueue(b)
+		sq = &countingSQS{SQSAPI: client}
+		q = New(sq, q.URL())
+		q.WaitSeconds = v.wait
+		msgs := make([]Message, 20)
+		for k := range msgs {
+			p := statetest.Pooled(b, s, statetest.Spec{ID: fmt.Sprintf("i-b%d-%02d", round, k), Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+			msgs[k] = Message{InstanceID: p.ID, Pool: "linux", InstanceType: p.InstanceType, UsageClass: p.UsageClass, IdleUntil: p.Threshold}
+			if arrive == nil {
+				send(b, q, msgs[k])
+			}
 		}
+		sq.reset()
 		b.StartTimer()
 		start := time.Now()
-		var lastWin time.Duration
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		for r := 0; r < 32; r++ {
+		for k, m := range msgs {
+			if arrive == nil {
+				break
+			}
 			wg.Add(1)
-			go func(r int) {
+			go func() {
 				defer wg.Done()
-				c := &Claimer{Store: s, Request: claimRequest(fmt.Sprintf("run-%d-%d", i, r))}
+				time.Sleep(arrive[racers+k])
+				if err := q.Send(ctx, m); err != nil {
+					b.Error(err)
+				}
+			}()
+		}
+		for r := 0; r < racers; r++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if arrive != nil {
+					time.Sleep(arrive[r])
+				}
+				c := &Claimer{Store: s, Request: claimRequest(fmt.Sprintf("run-%d-%d", round, r))}
 				res, err := q.Take(ctx, 1, Matcher{}, c.Claim)
 				if err != nil {
 					b.Error(err)
 				}
 				mu.Lock()
-				claims += len(res.Claimed)
+				defer mu.Unlock()
 				if len(res.Claimed) > 0 {
+					claims += len(res.Claimed)
 					lastWin = max(lastWin, time.Since(start))
 				}
-				mu.Unlock()
-			}(r)
+			}()
 		}
 		wg.Wait()
-		winning += lastWin
+		return claims, lastWin, sq
 	}
-	b.ReportMetric(float64(claims)/winning.Seconds(), "claims/s")
-	b.ReportMetric(float64(winning.Milliseconds())/float64(b.N), "ms-to-20-claims")
+	for i := 0; b.Loop(); i++ {
+		rng := rand.New(rand.NewPCG(uint64(i), 8))
+		arrive := make([]time.Duration, 40)
+		for k := range arrive {
+			arrive[k] = time.Duration(rng.Int64N(int64(500 * time.Millisecond)))
+		}
+		for _, v := range variants {
+			t := tot[v.prefix]
+			claims, win, sq := race(v, 32, nil)
+			t.claims += claims
+			t.winning += win
+			t.receives += sq.calls.Load()
+			claims, _, sq = race(v, 20, arrive)
+			t.missed += 20 - claims
+			t.arrRecv += sq.calls.Load()
+			t.arrEmpty += sq.empty.Load()
+		}
+	}
+	n := float64(b.N)
+	for _, v := range variants {
+		t := tot[v.prefix]
+		b.ReportMetric(float64(t.claims)/t.winning.Seconds(), v.prefix+"claims/s")
+		b.ReportMetric(float64(t.winning.Milliseconds())/n, v.prefix+"ms-to-20-claims")
+		b.ReportMetric(float64(t.receives)/n, v.prefix+"pure-receives")
+		b.ReportMetric(float64(t.arrRecv)/n, v.prefix+"arriving-receives")
+		b.ReportMetric(float64(t.arrEmpty)/n, v.prefix+"arriving-empty-receives")
+		b.ReportMetric(float64(t.missed)/n, v.prefix+"arriving-missed")
+	}
 }
+
+// countingSQS counts the pool's ReceiveMessage calls and empty answers.
+type countingSQS struct {
+	SQSAPI
+	calls, empty atomic.Int64
+}
+
+func (c *countingSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := c.SQSAPI.ReceiveMessage(ctx, in, opts...)
+	c.calls.Add(1)
+	if err == nil && len(out.Messages) == 0 {
+		c.empty.Add(1)
+	}
+	return out, err
+}
+
+func (c *countingSQS) reset() { c.calls.Store(0); c.empty.Store(0) }
