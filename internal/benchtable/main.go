@@ -87,12 +87,18 @@ func num(v float64) string {
 	}
 }
 
-// ratio is peer / ours as "N×".
+// ratio is peer / ours as "N×"; when ours is 0 and the peer's is not, it
+// says so rather than divide by zero.
 func (m metrics) ratio(peer, ours ref) string {
 	p, ok1 := m.get(peer)
 	o, ok2 := m.get(ours)
-	if !ok1 || !ok2 || o == 0 {
+	switch {
+	case !ok1 || !ok2:
 		return "—"
+	case o == 0 && p == 0:
+		return "="
+	case o == 0:
+		return "ours 0"
 	}
 	return num(p/o) + "×"
 }
@@ -102,11 +108,11 @@ type row struct {
 }
 
 func table(m metrics) []row {
+	p, sd, ag, cs, cr := "BenchmarkProvision", "BenchmarkScaleDown1000", "BenchmarkAgentIdle", "BenchmarkColdStart", "BenchmarkClaimRace"
 	prov := func(n int, phase string) string {
 		u := fmt.Sprintf("provision-%d-%s-s", n, phase)
-		return m.cell(" s", ref{"BenchmarkProvision", "p50-" + u}, ref{"BenchmarkProvision", "p95-" + u})
+		return m.cell(" s", ref{p, "p50-" + u}, ref{p, "p95-" + u})
 	}
-	p, sd, ag, cs := "BenchmarkProvision", "BenchmarkScaleDown1000", "BenchmarkAgentIdle", "BenchmarkColdStart"
 	rows := []row{}
 	for _, n := range []int{1, 10, 50} {
 		rows = append(rows, row{fmt.Sprintf("warm provision of %d (reused from the pool), p50 / p95", n), prov(n, "reused"), "—", "—", "Provision"})
@@ -115,15 +121,26 @@ func table(m metrics) []row {
 		rows = append(rows, row{fmt.Sprintf("cold provision of %d (created; local boot is a process start), p50 / p95", n), prov(n, "created"), "—", "—", "Provision"})
 	}
 	rows = append(rows,
-		row{"release of 10, p50 / p95 (peer: 10 s signal polling, modelled)",
+		row{"release of 10, p50 / p95 (peer: 10 s signal polling, measured)",
 			m.cell(" s", ref{p, "p50-release-10-s"}, ref{p, "p95-release-10-s"}),
 			m.cell(" s", ref{p, "p50-peer-release-10-s"}, ref{p, "p95-peer-release-10-s"}),
 			m.ratio(ref{p, "p50-peer-release-10-s"}, ref{p, "p50-release-10-s"}), "Provision"},
-		row{"claim race: 32 provisions for 20 pooled instances", m.cell(" claims/s", ref{"BenchmarkClaimRace", "claims/s"}), "—", "—", "ClaimRace"},
-		row{"conditional claims against moto", m.cell(" claims/s", ref{"BenchmarkClaim", "claims/s"}), "—", "—", "Claim"},
-		row{"scale-down over 1,000 instances, 5 owners: time", m.cell(" s", ref{sd, "run-s"}), m.cell(" s (lookups alone)", ref{sd, "peer-lookups-s"}), "—", "ScaleDown1000"},
-		row{"scale-down over 1,000: GitHub calls (peer: one lookup per runner)", m.cell("", ref{sd, "github-list-calls"}), m.cell("", ref{sd, "peer-github-calls"}),
+		row{"claim race: 32 provisions for 20 pooled instances, claims/s, higher is better (peer: SQS short polling)",
+			m.cell("", ref{cr, "claims/s"}), m.cell("", ref{cr, "peer-claims/s"}),
+			m.ratio(ref{cr, "peer-claims/s"}, ref{cr, "claims/s"}), "ClaimRace"},
+		row{"claim race: ReceiveMessage calls per race",
+			m.cell("", ref{cr, "pure-receives"}), m.cell("", ref{cr, "peer-pure-receives"}),
+			m.ratio(ref{cr, "peer-pure-receives"}, ref{cr, "pure-receives"}), "ClaimRace"},
+		row{"20 provisions while 20 instances are pooled: provisions that missed one (each a needless launch)",
+			m.cell("", ref{cr, "arriving-missed"}), m.cell("", ref{cr, "peer-arriving-missed"}),
+			m.ratio(ref{cr, "peer-arriving-missed"}, ref{cr, "arriving-missed"}), "ClaimRace"},
+		row{"same: ReceiveMessage calls / empty receives",
+			m.cell("", ref{cr, "arriving-receives"}, ref{cr, "arriving-empty-receives"}), m.cell("", ref{cr, "peer-arriving-receives"}, ref{cr, "peer-arriving-empty-receives"}),
+			m.ratio(ref{cr, "peer-arriving-empty-receives"}, ref{cr, "arriving-empty-receives"}), "ClaimRace"},
+		row{"conditional claims against moto, one at a time", m.cell(" claims/s", ref{"BenchmarkClaim", "claims/s"}), "—", "—", "Claim"},
+		row{"scale-down over 1,000 instances, 5 owners: GitHub calls (peer: one look-up per runner)", m.cell("", ref{sd, "github-list-calls"}), m.cell("", ref{sd, "peer-github-calls"}),
 			m.ratio(ref{sd, "peer-github-calls"}, ref{sd, "github-list-calls"}), "ScaleDown1000"},
+		row{"scale-down over 1,000: time (peer: its look-ups alone, local fake GitHub)", m.cell(" s", ref{sd, "run-s"}), m.cell(" s", ref{sd, "peer-lookups-s"}), "—", "ScaleDown1000"},
 		row{"scale-down over 1,000: EC2 DescribeInstances / DynamoDB BatchGetItem calls", m.cell("", ref{sd, "ec2-describe-calls"}, ref{sd, "ddb-batchget-calls"}), "—", "—", "ScaleDown1000"},
 		row{"agent idle: DynamoDB reads per minute (peer: a read every 0.25 s, measured)", m.cell("", ref{ag, "idle-reads/min"}), m.cell("", ref{ag, "peer-idle-reads/min"}),
 			m.ratio(ref{ag, "peer-idle-reads/min"}, ref{ag, "idle-reads/min"}), "AgentIdle"},
@@ -131,10 +148,11 @@ func table(m metrics) []row {
 			m.ratio(ref{ag, "peer-idle-writes/min"}, ref{ag, "idle-writes/min"}), "AgentIdle"},
 		row{"agent idle: CPU ms per minute", m.cell("", ref{ag, "idle-cpu-ms/min"}), m.cell("", ref{ag, "peer-idle-cpu-ms/min"}),
 			m.ratio(ref{ag, "peer-idle-cpu-ms/min"}, ref{ag, "idle-cpu-ms/min"}), "AgentIdle"},
-		row{"agent RSS idle / assigned", m.cell(" KB", ref{ag, "idle-rss-KB"}, ref{ag, "assigned-rss-KB"}), "—", "—", "AgentIdle"},
-		row{"agent assigned: DynamoDB reads / writes per minute", m.cell("", ref{ag, "assigned-reads/min"}, ref{ag, "assigned-writes/min"}), "—", "—", "AgentIdle"},
+		row{"agent idle: RSS", m.cell(" KB", ref{ag, "idle-rss-KB"}), m.cell(" KB", ref{ag, "peer-idle-rss-KB"}),
+			m.ratio(ref{ag, "peer-idle-rss-KB"}, ref{ag, "idle-rss-KB"}), "AgentIdle"},
+		row{"agent assigned: DynamoDB reads / writes per minute, RSS", m.cell("", ref{ag, "assigned-reads/min"}, ref{ag, "assigned-writes/min"}) + ", " + m.cell(" KB", ref{ag, "assigned-rss-KB"}), "—", "—", "AgentIdle"},
 		row{"Lambda bundle zip, arm64 / amd64", m.cell(" MB", ref{cs, "zip-MB-arm64"}, ref{cs, "zip-MB-amd64"}), "—", "—", "ColdStart"},
-		row{"Lambda init (cold minus warm invoke); cold / warm invoke", m.cell(" s", ref{cs, "init-s"}) + "; " + m.cell(" s", ref{cs, "p50-cold-invoke-s"}, ref{cs, "p50-warm-invoke-s"}), "—", "—", "ColdStart"},
+		row{"Lambda init (cold minus warm invoke, p50); cold / warm invoke", m.cell(" s", ref{cs, "init-s"}) + "; " + m.cell(" s", ref{cs, "p50-cold-invoke-s"}, ref{cs, "p50-warm-invoke-s"}), "—", "—", "ColdStart"},
 	)
 	return rows
 }

@@ -9,6 +9,7 @@ func TestParseAndTable(t *testing.T) {
 	in := `goos: linux
 BenchmarkScaleDown1000-2   	       1	9700000000 ns/op	         5.000 github-list-calls	      1000 peer-github-calls	         9.70 run-s
 BenchmarkAgentIdle-2   	       1	 60.00 idle-reads/min	 240.0 peer-idle-reads/min
+BenchmarkClaimRace-2   	       5	 1 ns/op	 0 arriving-missed	 5.000 peer-arriving-missed	 0 arriving-empty-receives	 0 peer-arriving-empty-receives
 PASS`
 	m, err := parse(strings.NewReader(in))
 	if err != nil {
@@ -21,12 +22,18 @@ PASS`
 	for _, r := range table(m) {
 		rows[r.what] = r
 	}
-	gh := rows["scale-down over 1,000: GitHub calls (peer: one lookup per runner)"]
+	gh := rows["scale-down over 1,000 instances, 5 owners: GitHub calls (peer: one look-up per runner)"]
 	if gh.ours != "5.00" || gh.peer != "1000" || gh.ratio != "200×" {
 		t.Errorf("GitHub calls row: %+v", gh)
 	}
 	if r := rows["agent idle: DynamoDB reads per minute (peer: a read every 0.25 s, measured)"]; r.ratio != "4.00×" {
 		t.Errorf("reads row: %+v", r)
+	}
+	if r := rows["20 provisions while 20 instances are pooled: provisions that missed one (each a needless launch)"]; r.ratio != "ours 0" {
+		t.Errorf("a ratio over our 0 must say so: %+v", r)
+	}
+	if got := (metrics{"B": {"a": 0, "b": 0}}).ratio(ref{"B", "a"}, ref{"B", "b"}); got != "=" {
+		t.Errorf("0 / 0 = %q, want =", got)
 	}
 	if r := rows["Lambda bundle zip, arm64 / amd64"]; r.ours != "—" {
 		t.Errorf("an unmeasured figure must print as —: %+v", r)
