@@ -76,6 +76,21 @@ func (m metrics) cell(suffix string, refs ...ref) string {
 	return strings.Join(parts, " / ") + suffix
 }
 
+// ms is cell for figures reported in seconds that are better read in
+// milliseconds.
+func (m metrics) ms(refs ...ref) string {
+	scaled := metrics{}
+	for _, r := range refs {
+		if v, ok := m.get(r); ok {
+			if scaled[r.bench] == nil {
+				scaled[r.bench] = map[string]float64{}
+			}
+			scaled[r.bench][r.unit] = v * 1000
+		}
+	}
+	return scaled.cell(" ms", refs...)
+}
+
 func num(v float64) string {
 	switch {
 	case v >= 100:
@@ -152,7 +167,7 @@ func table(m metrics) []row {
 			m.ratio(ref{ag, "peer-idle-rss-KB"}, ref{ag, "idle-rss-KB"}), "AgentIdle"},
 		row{"agent assigned: DynamoDB reads / writes per minute, RSS", m.cell("", ref{ag, "assigned-reads/min"}, ref{ag, "assigned-writes/min"}) + ", " + m.cell(" KB", ref{ag, "assigned-rss-KB"}), "—", "—", "AgentIdle"},
 		row{"Lambda bundle zip, arm64 / amd64", m.cell(" MB", ref{cs, "zip-MB-arm64"}, ref{cs, "zip-MB-amd64"}), "—", "—", "ColdStart"},
-		row{"Lambda init (cold minus warm invoke, p50); cold / warm invoke", m.cell(" s", ref{cs, "init-s"}) + "; " + m.cell(" s", ref{cs, "p50-cold-invoke-s"}, ref{cs, "p50-warm-invoke-s"}), "—", "—", "ColdStart"},
+		row{"Lambda init (cold minus warm invoke, p50); cold / warm invoke", m.ms(ref{cs, "init-s"}) + "; " + m.ms(ref{cs, "p50-cold-invoke-s"}, ref{cs, "p50-warm-invoke-s"}), "—", "—", "ColdStart"},
 	)
 	return rows
 }

@@ -38,6 +38,12 @@ PASS`
 	if r := rows["Lambda bundle zip, arm64 / amd64"]; r.ours != "—" {
 		t.Errorf("an unmeasured figure must print as —: %+v", r)
 	}
+	cs := metrics{"BenchmarkColdStart": {"init-s": 0.0313, "p50-cold-invoke-s": 0.032, "p50-warm-invoke-s": 0.00067}}
+	for _, r := range table(cs) {
+		if r.how == "ColdStart" && r.what != "Lambda bundle zip, arm64 / amd64" && r.ours != "31.3 ms; 32.0 / 0.67 ms" {
+			t.Errorf("init row: %+v", r)
+		}
+	}
 	if _, err := parse(strings.NewReader("BenchmarkX-2 1 abc ns/op")); err == nil {
 		t.Error("a malformed value was accepted")
 	}
