@@ -6,6 +6,18 @@
 # 200 with a FunctionError; this script turns that into a failed step with the
 # function's own message (a GitHub ::error annotation). With GITHUB_OUTPUT set,
 # the response is also the step output `response`.
+#
+# Needs bash, the AWS CLI and python3 (on every GitHub-hosted runner; AWS CLI
+# v1 runs on it too), which reads the JSON; jq is not required.
+#
+# Environment:
+#   AWS_ENDPOINT_URL_LAMBDA, AWS_ENDPOINT_URL   another Lambda endpoint (an
+#       emulator, the local sandbox, a VPC endpoint), passed as --endpoint-url
+#       so that CLI versions which ignore these variables use it as well
+#   AWS_MAX_ATTEMPTS   defaults to 1 here: provision waits for its runners for
+#       minutes, so the CLI must neither time out (--cli-read-timeout 0) nor
+#       send the call again behind the first one's back
+#   AWS_REGION   copied to AWS_DEFAULT_REGION when that is unset (CLI v1)
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
@@ -15,45 +27,96 @@ fi
 function_name=$1
 payload=${2:-'{}'}
 
+# GitHub workflow commands: the message needs %, CR and LF escaped; a
+# property (the title) also : and , (an ARN has colons).
+escape_data() {
+  local s=${1//%/%25}
+  s=${s//$'\r'/%0D}
+  printf '%s' "${s//$'\n'/%0A}"
+}
+escape_property() {
+  local s
+  s=$(escape_data "$1")
+  s=${s//:/%3A}
+  printf '%s' "${s//,/%2C}"
+}
+title="ghrunner $(escape_property "$function_name")"
+fail() {
+  echo "::error title=${title}::$(escape_data "$1")"
+  exit 1
+}
+
+command -v python3 > /dev/null 2>&1 || fail "python3 is required to read the function's response"
+
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 printf '%s' "$payload" > "$work/payload.json"
 
-# fileb:// sends the bytes as they are, in AWS CLI v1 and v2 alike.
-if ! aws lambda invoke --function-name "$function_name" --payload "fileb://$work/payload.json" \
-  "$work/response.json" > "$work/invoke.json" 2> "$work/stderr.txt"; then
-  message=$(tr '\n' ' ' < "$work/stderr.txt")
-  echo "::error title=ghrunner ${function_name}::aws lambda invoke failed: ${message}"
-  exit 1
+# ${endpoint[@]+...} below: an empty array under set -u fails in bash 3 (macOS).
+endpoint=()
+if [ -n "${AWS_ENDPOINT_URL_LAMBDA:-}" ]; then
+  endpoint=(--endpoint-url "$AWS_ENDPOINT_URL_LAMBDA")
+elif [ -n "${AWS_ENDPOINT_URL:-}" ]; then
+  endpoint=(--endpoint-url "$AWS_ENDPOINT_URL")
+fi
+export AWS_MAX_ATTEMPTS="${AWS_MAX_ATTEMPTS:-1}"
+# AWS CLI v1 reads the region from AWS_DEFAULT_REGION only.
+if [ -n "${AWS_REGION:-}" ] && [ -z "${AWS_DEFAULT_REGION:-}" ]; then
+  export AWS_DEFAULT_REGION="$AWS_REGION"
 fi
 
-python3 - "$function_name" "$work/invoke.json" "$work/response.json" <<'PY'
+# fileb:// sends the payload's bytes as they are, in AWS CLI v1 and v2 alike
+# (v2 would otherwise expect base64 unless given --cli-binary-format
+# raw-in-base64-out, an option v1 rejects).
+if ! aws lambda invoke ${endpoint[@]+"${endpoint[@]}"} --cli-read-timeout 0 \
+  --function-name "$function_name" --payload "fileb://$work/payload.json" \
+  "$work/response.json" > "$work/invoke.json" 2> "$work/stderr.txt"; then
+  cat "$work/stderr.txt" >&2
+  cli_error=$(tr -s '\n\t' '  ' < "$work/stderr.txt")
+  cli_error=${cli_error#"${cli_error%%[! ]*}"}
+  fail "aws lambda invoke failed: ${cli_error% }"
+fi
+
+# Prints the message when the function failed (exit 3), the response
+# otherwise; writes the response output.
+status=0
+result=$(python3 - "$work/invoke.json" "$work/response.json" <<'PY'
 import json, os, sys
 
-function_name, invoke_path, response_path = sys.argv[1:4]
+invoke_path, response_path = sys.argv[1:3]
 
-def annotation(text):
-    # GitHub workflow commands need %, CR and LF escaped.
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-with open(invoke_path) as f:
-    invoke = json.load(f)
+try:
+    with open(invoke_path) as f:
+        invoke = json.load(f)
+except ValueError:
+    invoke = {}  # nothing on stdout: some CLI versions and emulators
 with open(response_path) as f:
     raw = f.read()
 
-if invoke.get("FunctionError"):
-    try:
-        body = json.loads(raw)
-        message = body.get("errorMessage") or raw
-    except (ValueError, AttributeError):
-        message = raw
-    print(f"::error title=ghrunner {function_name}::{annotation(message.strip())}")
-    sys.exit(1)
+try:
+    body = json.loads(raw) if raw.strip() else {}
+except ValueError:
+    body = None
 
-print(raw)
+error = isinstance(invoke, dict) and invoke.get("FunctionError")
+if error or (isinstance(body, dict) and "errorMessage" in body):
+    message = body.get("errorMessage") if isinstance(body, dict) else None
+    print(str(message or raw.strip() or error))
+    sys.exit(3)
+if body is None:
+    print("the response is not JSON: " + raw.strip()[:500])
+    sys.exit(3)
+
+compact = json.dumps(body, separators=(",", ":"))
+print(raw.strip() or compact)
 output = os.environ.get("GITHUB_OUTPUT")
 if output:
-    compact = json.dumps(json.loads(raw), separators=(",", ":")) if raw.strip() else "{}"
     with open(output, "a") as f:
-        f.write(f"response={compact}\n")
+        f.write("response=" + compact + "\n")
 PY
+) || status=$?
+case $status in
+  0) printf '%s\n' "$result" ;;
+  3) fail "$result" ;;
+  *) fail "could not read the response of aws lambda invoke (python3 exited $status)" ;;
+esac

@@ -20,6 +20,8 @@ import (
 const fakeAWS = `#!/usr/bin/env bash
 set -eu
 printf '%s\n' "$@" > "$FAKE_DIR/args"
+echo "${AWS_MAX_ATTEMPTS:-unset}" > "$FAKE_DIR/attempts"
+echo "${AWS_DEFAULT_REGION:-unset}" > "$FAKE_DIR/region"
 out="${!#}"
 for a in "$@"; do
   case $a in fileb://*) cp "${a#fileb://}" "$FAKE_DIR/payload" ;; esac
@@ -31,6 +33,14 @@ case $FAKE_MODE in
   function-error)
     printf '{"errorMessage":"instanceCount: must be 1 to 10, got 50\\n(100%% of the pool)","errorType":"error"}' > "$out"
     printf '{\n    "StatusCode": 200,\n    "FunctionError": "Unhandled",\n    "ExecutedVersion": "$LATEST"\n}\n' ;;
+  error-body)
+    printf '{"errorMessage":"pool: no pool \\"gpu\\" in this deployment"}' > "$out"
+    printf '{\n    "StatusCode": 200\n}\n' ;;
+  no-stdout)
+    printf '{"runId":"42","released":[],"expired":[]}' > "$out" ;;
+  not-json)
+    printf 'Internal Server Error' > "$out"
+    printf '{"StatusCode": 200}' ;;
   cli-error)
     echo "An error occurred (AccessDeniedException) when calling the Invoke operation: not allowed" >&2
     exit 254 ;;
@@ -38,11 +48,17 @@ esac
 `
 
 type run struct {
-	out, output, payload, args string
-	code                       int
+	out, output, payload, args, attempts, region string
+	code                                         int
 }
 
 func invoke(t *testing.T, mode string, args ...string) run {
+	return invokeEnv(t, mode, nil, args...)
+}
+
+// invokeEnv runs invoke.sh with the stand-in aws first on PATH, without the
+// caller's AWS endpoint and retry settings, plus env.
+func invokeEnv(t *testing.T, mode string, env []string, args ...string) run {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
@@ -54,7 +70,14 @@ func invoke(t *testing.T, mode string, args ...string) run {
 	}
 	output := filepath.Join(dir, "github_output")
 	cmd := exec.Command("./invoke.sh", args...)
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "FAKE_DIR="+dir, "FAKE_MODE="+mode, "GITHUB_OUTPUT="+output)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "AWS_MAX_ATTEMPTS=") &&
+			!strings.HasPrefix(kv, "AWS_REGION=") && !strings.HasPrefix(kv, "AWS_DEFAULT_REGION=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "PATH="+bin+":"+os.Getenv("PATH"), "FAKE_DIR="+dir, "FAKE_MODE="+mode, "GITHUB_OUTPUT="+output)
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	r := run{out: string(out)}
 	if exit, ok := err.(*exec.ExitError); ok {
@@ -63,7 +86,8 @@ func invoke(t *testing.T, mode string, args ...string) run {
 		t.Fatal(err)
 	}
 	read := func(name string) string { b, _ := os.ReadFile(filepath.Join(dir, name)); return string(b) }
-	r.output, r.payload, r.args = read("github_output"), read("payload"), read("args")
+	r.output, r.payload, r.args, r.attempts = read("github_output"), read("payload"), read("args"), strings.TrimSpace(read("attempts"))
+	r.region = strings.TrimSpace(read("region"))
 	return r
 }
 
@@ -76,8 +100,14 @@ func TestInvokeSucceeds(t *testing.T) {
 	if r.payload != payload {
 		t.Errorf("the CLI got payload %q, want %q", r.payload, payload)
 	}
-	if !strings.Contains(r.args, "--function-name\nci-provision\n") || strings.Contains(r.args, "cli-binary-format") {
+	// Provision waits minutes for its runners: no read timeout, no second
+	// call sent behind the first one's back.
+	if !strings.Contains(r.args, "--function-name\nci-provision\n") || !strings.Contains(r.args, "--cli-read-timeout\n0\n") ||
+		strings.Contains(r.args, "cli-binary-format") || strings.Contains(r.args, "--endpoint-url") {
 		t.Errorf("arguments:\n%s", r.args)
+	}
+	if r.attempts != "1" {
+		t.Errorf("AWS_MAX_ATTEMPTS %q, want 1", r.attempts)
 	}
 	if r.output != `response={"runId":"42","status":"ready","instances":[{"instanceId":"i-1"}]}`+"\n" {
 		t.Errorf("GITHUB_OUTPUT: %q", r.output)
@@ -95,9 +125,72 @@ func TestInvokeFunctionErrorFailsTheStep(t *testing.T) {
 	}
 }
 
+func TestInvokeErrorMessageFailsTheStep(t *testing.T) {
+	// An errorMessage in the response fails the step even when the CLI did
+	// not report a FunctionError (older emulators).
+	r := invoke(t, "error-body", "ci-provision", `{"runId":"42","pool":"gpu"}`)
+	want := `::error title=ghrunner ci-provision::pool: no pool "gpu" in this deployment`
+	if r.code != 1 || !strings.Contains(r.out, want) || r.output != "" {
+		t.Fatalf("exit %d, output %q, want 1 and %q in:\n%s", r.code, r.output, want, r.out)
+	}
+}
+
+func TestInvokeNotJSONFailsTheStep(t *testing.T) {
+	r := invoke(t, "not-json", "ci-release", `{"runId":"42"}`)
+	if r.code != 1 || !strings.Contains(r.out, "::error title=ghrunner ci-release::the response is not JSON: Internal Server Error") {
+		t.Fatalf("exit %d:\n%s", r.code, r.out)
+	}
+}
+
+func TestInvokeWithoutInvokeOutput(t *testing.T) {
+	r := invoke(t, "no-stdout", "ci-release", `{"runId":"42"}`)
+	if r.code != 0 || r.output != `response={"runId":"42","released":[],"expired":[]}`+"\n" {
+		t.Fatalf("exit %d, output %q:\n%s", r.code, r.output, r.out)
+	}
+}
+
+func TestInvokeARNTitleEscaped(t *testing.T) {
+	arn := "arn:aws:lambda:eu-west-1:123456789012:function:ci-provision"
+	r := invoke(t, "function-error", arn, `{"runId":"42"}`)
+	want := "::error title=ghrunner arn%3Aaws%3Alambda%3Aeu-west-1%3A123456789012%3Afunction%3Aci-provision::instanceCount"
+	if r.code != 1 || !strings.Contains(r.out, want) {
+		t.Fatalf("exit %d, want %q in:\n%s", r.code, want, r.out)
+	}
+}
+
+func TestInvokeEndpointAndAttempts(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		env      []string
+		endpoint string
+		attempts string
+	}{
+		{"AWS_ENDPOINT_URL", []string{"AWS_ENDPOINT_URL=http://127.0.0.1:5000"}, "http://127.0.0.1:5000", "1"},
+		{"the Lambda one wins", []string{"AWS_ENDPOINT_URL=http://127.0.0.1:5000", "AWS_ENDPOINT_URL_LAMBDA=http://127.0.0.1:9001"}, "http://127.0.0.1:9001", "1"},
+		{"AWS_MAX_ATTEMPTS kept", []string{"AWS_ENDPOINT_URL=http://127.0.0.1:5000", "AWS_MAX_ATTEMPTS=3"}, "http://127.0.0.1:5000", "3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := invokeEnv(t, "ok", c.env, "ci-provision", `{"runId":"42"}`)
+			if r.code != 0 || !strings.Contains(r.args, "--endpoint-url\n"+c.endpoint+"\n") || r.attempts != c.attempts {
+				t.Fatalf("exit %d, AWS_MAX_ATTEMPTS %q, arguments:\n%s\n%s", r.code, r.attempts, r.args, r.out)
+			}
+		})
+	}
+}
+
+func TestInvokeRegionForCLIv1(t *testing.T) {
+	// AWS CLI v1 reads AWS_DEFAULT_REGION only.
+	if r := invokeEnv(t, "ok", []string{"AWS_REGION=eu-west-1"}, "ci-release", "{}"); r.code != 0 || r.region != "eu-west-1" {
+		t.Errorf("exit %d, AWS_DEFAULT_REGION %q", r.code, r.region)
+	}
+	if r := invokeEnv(t, "ok", []string{"AWS_REGION=eu-west-1", "AWS_DEFAULT_REGION=us-east-2"}, "ci-release", "{}"); r.region != "us-east-2" {
+		t.Errorf("AWS_DEFAULT_REGION %q, want the caller's us-east-2 kept", r.region)
+	}
+}
+
 func TestInvokeCLIErrorFailsTheStep(t *testing.T) {
 	r := invoke(t, "cli-error", "ci-release", `{"runId":"42"}`)
-	if r.code != 1 || !strings.Contains(r.out, "::error title=ghrunner ci-release::aws lambda invoke failed: An error occurred (AccessDeniedException)") {
+	if r.code != 1 || !strings.Contains(r.out, "::error title=ghrunner ci-release::aws lambda invoke failed: An error occurred (AccessDeniedException) when calling the Invoke operation: not allowed\n") {
 		t.Fatalf("exit %d:\n%s", r.code, r.out)
 	}
 }
