@@ -1,10 +1,12 @@
 // Package release holds the checks of the release configuration: goreleaser
-// cannot be fetched here, so the test reads .goreleaser.yml as goreleaser
-// would and checks what the Terraform Registry needs of a release.
+// itself validates .goreleaser.yml (goreleaser check, built with go run from
+// the module proxy), and the test reads the file to check what the Terraform
+// Registry needs of a release, which goreleaser does not know.
 package release
 
 import (
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -12,10 +14,24 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// goreleaserVersion is the newest goreleaser that builds here: v2.16 and
+// v2.17 need a module the proxy refuses (go.digitalxero.dev/go-msix), v2.18
+// needs Go 1.27.
+const goreleaserVersion = "v2.15.1"
+
+func TestGoreleaserCheck(t *testing.T) {
+	cmd := exec.Command("go", "run", "github.com/goreleaser/goreleaser/v2@"+goreleaserVersion, "check", "-f", ".goreleaser.yml")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("goreleaser check: %v\n%s", err, out)
+	}
+}
+
 type config struct {
-	Version int
-	Before  struct{ Hooks []string }
-	Builds  []struct {
+	Version     int
+	ProjectName string `yaml:"project_name"`
+	Before      struct{ Hooks []string }
+	Builds      []struct {
 		Main    string
 		Binary  string
 		Env     []string
@@ -38,7 +54,9 @@ type config struct {
 		Args      []string
 	}
 	Release struct {
+		GitHub     struct{ Owner, Name string }
 		ExtraFiles []extraFile `yaml:"extra_files"`
+		Draft      bool
 	}
 }
 
@@ -58,6 +76,14 @@ func TestGoreleaserConfig(t *testing.T) {
 	}
 	if c.Version != 2 {
 		t.Errorf("version %d, want 2", c.Version)
+	}
+	// Set, not guessed from the git remote or the directory name: every file
+	// name the registry reads starts with it.
+	if c.ProjectName != "terraform-provider-ghrunner" {
+		t.Errorf("project_name %q, want terraform-provider-ghrunner", c.ProjectName)
+	}
+	if c.Release.GitHub.Owner != "ghrunner" || c.Release.GitHub.Name != "terraform-provider-ghrunner" || !c.Release.Draft {
+		t.Errorf("release %+v: want a draft on ghrunner/terraform-provider-ghrunner", c.Release)
 	}
 	if !slices.Contains(c.Before.Hooks, "make bundle") {
 		t.Errorf("before hooks %v: the provider embeds the bundle, so `make bundle` must run first", c.Before.Hooks)
