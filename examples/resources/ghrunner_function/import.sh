@@ -1,1 +1,2 @@
-terraform import ghrunner_function.example ci-provision
+# A function is imported by its name.
+terraform import ghrunner_function.provision ci-provision

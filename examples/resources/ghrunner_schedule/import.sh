@@ -1,2 +1,2 @@
 # A schedule is imported by its name (default schedule group).
-terraform import ghrunner_schedule.example <name>
+terraform import ghrunner_schedule.refresh ghrunner-prod-refresh
