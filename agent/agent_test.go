@@ -193,7 +193,7 @@ func TestAgentThroughThreeAssignments(t *testing.T) {
 		if got.GithubRunnerID == 0 || got.RunnerName != fmt.Sprintf("ghr-%d-%s", run, w.id) || got.Registration != nil {
 			t.Fatalf("run %d: runner id %d name %q registration kept=%v", run, got.GithubRunnerID, got.RunnerName, got.Registration != nil)
 		}
-		inst, err = w.store.MarkRunning(ctx, got.Ref(), time.Hour)
+		inst, err = w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
 		must(t, err)
 
 		job := w.job(runID, "test ! -e ../../leftover || { echo dirty; exit 3; }; echo from-"+runID+" > ../../leftover; echo ok")

@@ -25,7 +25,7 @@ func TestRunIsolationOnAPooledInstance(t *testing.T) {
 	if rs := w.fake.Runners(); len(rs) != 1 || !slices.Equal(rs[0].Labels, []string{"run-a"}) {
 		t.Fatalf("runners %+v, want one labelled run-a only", rs)
 	}
-	running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour)
+	running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
 	must(t, err)
 	other := w.fake.EnqueueJob("run-b", "echo run-b must wait for its own runner")
 	if job := w.job("run-a", "echo from-a > ../../leftover-a; echo ok"); job.ExitCode != 0 {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -21,6 +22,8 @@ type GitHub interface {
 	RunnerURL(owner string) string
 	// DeleteRunner removes a runner; a runner that is gone already is no error.
 	DeleteRunner(ctx context.Context, owner string, runnerID int64) error
+	// GetRunner reads one runner (status "online"/"offline", busy).
+	GetRunner(ctx context.Context, owner string, runnerID int64) (github.Runner, error)
 }
 
 // Deps are the dependencies of every function.

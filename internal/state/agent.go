@@ -22,15 +22,48 @@ func agentBound(assignment string) []check {
 	return checks
 }
 
-// Heartbeat records that the agent is alive.
+// Heartbeat records that the agent is alive: it counts one more beat (what
+// the control plane judges, on its own clock) and notes the agent's time
+// (shown to operators only: an agent's clock may be off by minutes).
 func (s *Store) Heartbeat(ctx context.Context, instanceID string) error {
 	_, err := s.apply(ctx, change{
 		transition: "heartbeat",
 		id:         instanceID,
 		checks:     agentBound(""),
 		set:        map[string]any{"heartbeatAt": s.now()},
+		increment:  []string{"heartbeats"},
 	})
 	return err
+}
+
+// ExtendLease moves the running lease of assignment from seen (the
+// threshold the agent read) to next, at most to the record's leaseCap. The
+// agent computes next from its monotonic clock (how long it has held the
+// lease), never from its wall clock. It is refused when the lease changed
+// meanwhile (one extension per value read), when the control plane
+// expired it (threshold no longer after leaseAt) or when next passes the cap.
+func (s *Store) ExtendLease(ctx context.Context, instanceID, assignment string, seen, next int64) (*Instance, error) {
+	if next <= seen {
+		return nil, fmt.Errorf("extend lease of %s: the new threshold %d must be after %d", instanceID, next, seen)
+	}
+	return s.apply(ctx, change{
+		transition: "extend lease",
+		id:         instanceID,
+		checks:     append(agentBound(assignment), stateIn(Running), thresholdIs(seen), notExpiredByControlPlane(), capAtLeast(next)),
+		set:        map[string]any{AttrThreshold: next},
+	})
+}
+
+// NoteBeat records, with the control plane's clock, that it saw the heartbeat
+// counter at beats: when a later read finds the same count more than the
+// stale limit after BeatSeenAt, the agent is silent (Instance.Silent).
+func (s *Store) NoteBeat(ctx context.Context, r Ref, beats int64) (*Instance, error) {
+	return s.apply(ctx, change{
+		transition: "note heartbeat",
+		id:         r.ID,
+		checks:     append(bound(r), notTerminated(), beatsAre(beats)),
+		set:        map[string]any{"beatSeen": beats, "beatSeenAt": s.now()},
+	})
 }
 
 // PutSignal writes one signal slot for the given assignment. Each name has its
@@ -106,15 +139,34 @@ func (e *SignalFailedError) Error() string {
 // signal answers it, a *ConditionError when the record moved to another
 // assignment or was terminated (the wait can never succeed), and the context's
 // error at the deadline. Transient read errors are retried until the deadline.
+//
+// A spot interruption notice (UD_INTERRUPTED) for the assignment also ends
+// the wait at once, as a *SignalFailedError: the instance is going away.
 func (s *Store) WaitSignal(ctx context.Context, instanceID, assignment, ok, failed string, every time.Duration) (*Instance, error) {
+	return s.WaitSignalAlive(ctx, instanceID, assignment, ok, failed, every, 0)
+}
+
+// ErrSilent is returned (wrapped) by WaitSignalAlive when the agent's
+// heartbeat counter stood still for the silence limit.
+var ErrSilent = errors.New("agent silent: its heartbeat counter did not move")
+
+// WaitSignalAlive is WaitSignal that also gives up when the agent's heartbeat
+// counter has not moved for silentAfter (0: never), timed by this process's
+// monotonic clock from the first read: a dead agent ends the wait early,
+// whatever the agent's clock says.
+func (s *Store) WaitSignalAlive(ctx context.Context, instanceID, assignment, ok, failed string, every, silentAfter time.Duration) (*Instance, error) {
 	if every <= 0 {
 		every = time.Second
 	}
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	var lastErr error
+	beats, beatsSince := int64(-1), time.Now()
 	for {
 		inst, err := s.Get(ctx, instanceID)
+		if err == nil && inst.Heartbeats != beats {
+			beats, beatsSince = inst.Heartbeats, time.Now()
+		}
 		switch {
 		case IsNotFound(err):
 			return nil, &ConditionError{Key: InstanceKey(instanceID), Transition: "wait " + ok, Clause: ClauseExists, Detail: "no such record"}
@@ -131,6 +183,12 @@ func (s *Store) WaitSignal(ctx context.Context, instanceID, assignment, ok, fail
 			}
 			if sig, bad := inst.SignalFor(failed); bad && failed != "" {
 				return inst, &SignalFailedError{InstanceID: instanceID, Signal: failed, Detail: sig.Detail}
+			}
+			if sig, gone := inst.SignalFor(SignalInterrupted); gone {
+				return inst, &SignalFailedError{InstanceID: instanceID, Signal: SignalInterrupted, Detail: sig.Detail}
+			}
+			if silentAfter > 0 && time.Since(beatsSince) > silentAfter {
+				return inst, fmt.Errorf("wait for %s of %s: %w for %s", ok, instanceID, ErrSilent, silentAfter)
 			}
 		}
 		select {

@@ -63,30 +63,46 @@ func (r *Registration) String() string {
 // Instance is the record of one EC2 instance. Timestamps are unix seconds,
 // stored as numbers so that comparisons in conditions are numeric.
 type Instance struct {
-	Key                   string            `dynamodbav:"pk"`
-	Kind                  string            `dynamodbav:"kind"`
-	ID                    string            `dynamodbav:"instanceId"`
-	Pool                  string            `dynamodbav:"pool"`
-	Owner                 string            `dynamodbav:"owner"`
-	State                 State             `dynamodbav:"state"`
-	PoolState             string            `dynamodbav:"poolState,omitempty"`
-	RunID                 string            `dynamodbav:"runId,omitempty"`
-	Assignment            string            `dynamodbav:"assignment"`
-	Threshold             int64             `dynamodbav:"threshold,omitempty"`
-	LaunchedAt            int64             `dynamodbav:"launchedAt"`
-	LaunchTemplateVersion string            `dynamodbav:"launchTemplateVersion,omitempty"`
-	HeartbeatAt           int64             `dynamodbav:"heartbeatAt,omitempty"`
-	Signals               map[string]Signal `dynamodbav:"signals"`
-	InstanceType          string            `dynamodbav:"instanceType"`
-	UsageClass            string            `dynamodbav:"usageClass"`
-	RunnerName            string            `dynamodbav:"runnerName,omitempty"`
-	GithubRunnerID        int64             `dynamodbav:"githubRunnerId,omitempty"`
-	Registration          *Registration     `dynamodbav:"registration,omitempty"`
-	PooledAt              int64             `dynamodbav:"pooledAt,omitempty"`
-	Uses                  int               `dynamodbav:"uses"`
-	Version               int64             `dynamodbav:"version"`
-	ExpiresAt             int64             `dynamodbav:"expiresAt,omitempty"`
-	TerminatedReason      string            `dynamodbav:"terminatedReason,omitempty"`
+	Key                   string `dynamodbav:"pk"`
+	Kind                  string `dynamodbav:"kind"`
+	ID                    string `dynamodbav:"instanceId"`
+	Pool                  string `dynamodbav:"pool"`
+	Owner                 string `dynamodbav:"owner"`
+	State                 State  `dynamodbav:"state"`
+	PoolState             string `dynamodbav:"poolState,omitempty"`
+	RunID                 string `dynamodbav:"runId,omitempty"`
+	Assignment            string `dynamodbav:"assignment"`
+	Threshold             int64  `dynamodbav:"threshold,omitempty"`
+	LaunchedAt            int64  `dynamodbav:"launchedAt"`
+	LaunchTemplateVersion string `dynamodbav:"launchTemplateVersion,omitempty"`
+	HeartbeatAt           int64  `dynamodbav:"heartbeatAt,omitempty"` // the agent's clock: shown, never judged
+	// Heartbeats counts the agent's heartbeats. Liveness is judged by
+	// whether it changes between two reads of the control plane, timed
+	// by the control plane's clock (BeatSeen, BeatSeenAt), never by
+	// comparing the agent's clock with ours.
+	Heartbeats int64 `dynamodbav:"heartbeats,omitempty"`
+	BeatSeen   int64 `dynamodbav:"beatSeen,omitempty"`
+	BeatSeenAt int64 `dynamodbav:"beatSeenAt,omitempty"`
+	// LeaseAt is when the control plane last set Threshold (its clock), so
+	// the agent knows how long the lease was without trusting its clock.
+	LeaseAt int64 `dynamodbav:"leaseAt,omitempty"`
+	// LeaseCap bounds a running lease the agent extends (control plane
+	// clock): the pool's runtime cap after the instance started running.
+	LeaseCap int64 `dynamodbav:"leaseCap,omitempty"`
+	// LeaseStep is the pool's maxRuntime in seconds: how far ahead the
+	// agent keeps its running lease.
+	LeaseStep        int64             `dynamodbav:"leaseStep,omitempty"`
+	Signals          map[string]Signal `dynamodbav:"signals"`
+	InstanceType     string            `dynamodbav:"instanceType"`
+	UsageClass       string            `dynamodbav:"usageClass"`
+	RunnerName       string            `dynamodbav:"runnerName,omitempty"`
+	GithubRunnerID   int64             `dynamodbav:"githubRunnerId,omitempty"`
+	Registration     *Registration     `dynamodbav:"registration,omitempty"`
+	PooledAt         int64             `dynamodbav:"pooledAt,omitempty"`
+	Uses             int               `dynamodbav:"uses"`
+	Version          int64             `dynamodbav:"version"`
+	ExpiresAt        int64             `dynamodbav:"expiresAt,omitempty"`
+	TerminatedReason string            `dynamodbav:"terminatedReason,omitempty"`
 }
 
 // InstanceKey is the partition key of an instance's record. Every access goes
@@ -112,6 +128,26 @@ func (i *Instance) SignalFor(name string) (Signal, bool) {
 func (i *Instance) Clean() bool {
 	_, ok := i.SignalFor(SignalRemoveRegOK)
 	return ok
+}
+
+// Silent reports whether the agent's heartbeat counter has not moved for
+// longer than staleAfter, as the control plane observed it (BeatSeenAt is
+// written by the control plane with its own clock). An instance that never
+// beat is judged by its EC2 launch time instead (see NeverBeat).
+func (i *Instance) Silent(now time.Time, staleAfter time.Duration) bool {
+	return i.Heartbeats != 0 && i.BeatSeenAt != 0 && i.Heartbeats == i.BeatSeen && now.Unix()-i.BeatSeenAt > int64(staleAfter/time.Second)
+}
+
+// NeverBeat reports whether the agent has not beaten once although the
+// instance was launched longer than bootTime ago (EC2's launch time).
+func (i *Instance) NeverBeat(now time.Time, bootTime time.Duration) bool {
+	return i.Heartbeats == 0 && now.Unix()-i.LaunchedAt > int64(bootTime/time.Second)
+}
+
+// BeatUnobserved reports whether the control plane has yet to note the
+// current value of the heartbeat counter (NoteBeat).
+func (i *Instance) BeatUnobserved() bool {
+	return i.Heartbeats != 0 && (i.BeatSeenAt == 0 || i.Heartbeats != i.BeatSeen)
 }
 
 // Expired reports whether the lease of the current state has passed.

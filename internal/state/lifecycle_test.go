@@ -19,7 +19,7 @@ func TestLifecycleWalkthrough(t *testing.T) {
 
 	must(t, s.PutSignal(ctx, inst.ID, inst.Assignment, SignalOK, ""))
 	must(t, s.PutSignal(ctx, inst.ID, inst.Assignment, SignalRegOK, ""))
-	run1, err := s.MarkRunning(ctx, inst.Ref(), time.Hour)
+	run1, err := s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
 	must(t, err)
 	if run1.State != Running || run1.PoolState != "linux-large#running" || run1.Version != inst.Version+3 {
 		t.Fatalf("running record = %+v", run1)
@@ -50,11 +50,11 @@ func TestLifecycleWalkthrough(t *testing.T) {
 		t.Fatalf("claimed record = %+v", claimed)
 	}
 	// The UD_REG_OK of the first run answers an old assignment: not enough.
-	if _, err := s.MarkRunning(ctx, claimed.Ref(), time.Hour); ClauseOf(err) != ClauseSignal {
+	if _, err := s.MarkRunning(ctx, claimed.Ref(), time.Hour, time.Hour); ClauseOf(err) != ClauseSignal {
 		t.Fatalf("claimed→running on a stale UD_REG_OK: %v, want clause signal", err)
 	}
 	must(t, s.PutSignal(ctx, idle.ID, claimed.Assignment, SignalRegOK, ""))
-	run2, err := s.MarkRunning(ctx, claimed.Ref(), time.Hour)
+	run2, err := s.MarkRunning(ctx, claimed.Ref(), time.Hour, time.Hour)
 	must(t, err)
 	if run2.State != Running {
 		t.Fatalf("state = %s", run2.State)

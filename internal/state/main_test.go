@@ -64,7 +64,7 @@ func running(t testing.TB, s *Store, id, run string) *Instance {
 	t.Helper()
 	inst := created(t, s, id, run)
 	must(t, s.PutSignal(ctx, id, inst.Assignment, SignalRegOK, ""))
-	out, err := s.MarkRunning(ctx, inst.Ref(), time.Hour)
+	out, err := s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
 	if err != nil {
 		t.Fatalf("mark running %s: %v", id, err)
 	}

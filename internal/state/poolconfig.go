@@ -35,6 +35,10 @@ type Timings struct {
 	MaxUses           int   `dynamodbav:"maxUses" json:"maxUses,omitempty"`
 	// ReleaseWait bounds release's wait for an agent's UD_REMOVE_REG_OK.
 	ReleaseWait int64 `dynamodbav:"releaseWait" json:"releaseWait,omitempty"`
+	// RuntimeCap is the longest one run may hold an instance: the agent
+	// extends the running lease (maxRuntime at a time) while its runner is
+	// alive, up to this long after the instance started running.
+	RuntimeCap int64 `dynamodbav:"runtimeCap" json:"runtimeCap,omitempty"`
 }
 
 // DefaultTimings returns the defaults for an operating system ("linux" or
@@ -43,6 +47,7 @@ func DefaultTimings(os string) Timings {
 	t := Timings{
 		CreatedTTL: 600, ClaimTTL: 300, MaxRuntime: 3600, IdleTTL: 900, BootTime: 300,
 		MinRunningTime: 300, HeartbeatInterval: 15, StaleAfter: 60, MaxAge: 86400, MaxUses: 50, ReleaseWait: 120,
+		RuntimeCap: 6 * 3600, // GitHub's limit for one job; raise it for longer runs
 	}
 	if os == "windows" {
 		t.MinRunningTime = 900
@@ -68,6 +73,7 @@ func (t Timings) WithDefaults(os string) Timings {
 	fill(&t.StaleAfter, d.StaleAfter)
 	fill(&t.MaxAge, d.MaxAge)
 	fill(&t.ReleaseWait, d.ReleaseWait)
+	fill(&t.RuntimeCap, d.RuntimeCap)
 	if t.MaxUses == 0 {
 		t.MaxUses = d.MaxUses
 	}
@@ -160,10 +166,14 @@ func (t Timings) validate() error {
 		{"createdTTL", t.CreatedTTL}, {"claimTTL", t.ClaimTTL}, {"maxRuntime", t.MaxRuntime}, {"idleTTL", t.IdleTTL},
 		{"bootTime", t.BootTime}, {"minRunningTime", t.MinRunningTime}, {"heartbeatInterval", t.HeartbeatInterval},
 		{"staleAfter", t.StaleAfter}, {"maxAge", t.MaxAge}, {"maxUses", int64(t.MaxUses)}, {"releaseWait", t.ReleaseWait},
+		{"runtimeCap", t.RuntimeCap},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("timings.%s: must be 0 (default) or positive, got %d", f.name, f.v)
 		}
+	}
+	if t.RuntimeCap != 0 && t.MaxRuntime != 0 && t.RuntimeCap < t.MaxRuntime {
+		return fmt.Errorf("timings.runtimeCap: must be at least maxRuntime (%d s), got %d s", t.MaxRuntime, t.RuntimeCap)
 	}
 	if t.StaleAfter != 0 && t.HeartbeatInterval != 0 && t.StaleAfter < 2*t.HeartbeatInterval {
 		return fmt.Errorf("timings.staleAfter: must be at least twice heartbeatInterval (%d s), got %d s", t.HeartbeatInterval, t.StaleAfter)

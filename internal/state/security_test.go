@@ -34,7 +34,7 @@ func TestRegistrationMaterialLifetime(t *testing.T) {
 	// Registered: the register token goes.
 	must(t, s.PutSignal(ctx, c.ID, c.Assignment, SignalRegOK, ""))
 	must(t, s.SetRunner(ctx, c.ID, c.Assignment, 11, "ghr-2-"+c.ID))
-	r, err := s.MarkRunning(ctx, c.Ref(), time.Hour)
+	r, err := s.MarkRunning(ctx, c.Ref(), time.Hour, time.Hour)
 	must(t, err)
 	if r.Registration != nil {
 		t.Fatal("register token kept after registration")

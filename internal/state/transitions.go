@@ -152,6 +152,45 @@ func launchedAfter(t int64) check {
 		}}
 }
 
+func thresholdIs(t int64) check {
+	return check{ClauseLease,
+		func(b *builder) string { return b.name(AttrThreshold) + " = " + b.value(t) },
+		func(i *Instance) (bool, string) {
+			return i.Threshold == t, fmt.Sprintf("lease is %s, read as %s", unixString(i.Threshold), unixString(t))
+		}}
+}
+
+// notExpiredByControlPlane holds unless Expire moved the lease before the
+// moment it was set (Expire sets threshold = leaseAt - 1).
+func notExpiredByControlPlane() check {
+	return check{ClauseLease,
+		func(b *builder) string { return b.name(AttrThreshold) + " > " + b.name("leaseAt") },
+		func(i *Instance) (bool, string) {
+			return i.Threshold > i.LeaseAt, "the control plane expired the lease"
+		}}
+}
+
+func capAtLeast(t int64) check {
+	return check{ClauseLease,
+		func(b *builder) string { return b.name("leaseCap") + " >= " + b.value(t) },
+		func(i *Instance) (bool, string) {
+			return i.LeaseCap >= t, fmt.Sprintf("the runtime cap %s comes first", unixString(i.LeaseCap))
+		}}
+}
+
+func beatsAre(n int64) check {
+	return check{ClauseChanged,
+		func(b *builder) string {
+			if n == 0 {
+				return "attribute_not_exists(" + b.name("heartbeats") + ")"
+			}
+			return b.name("heartbeats") + " = " + b.value(n)
+		},
+		func(i *Instance) (bool, string) {
+			return i.Heartbeats == n, fmt.Sprintf("heartbeats are %d, read as %d", i.Heartbeats, n)
+		}}
+}
+
 // change is one conditional UpdateItem of an instance record.
 type change struct {
 	transition string
@@ -172,7 +211,7 @@ func (s *Store) apply(ctx context.Context, c change) (*Instance, error) {
 	}
 	sets := []string{b.name("version") + " = " + b.name("version") + " + " + b.value(1)}
 	for _, path := range c.increment {
-		sets = append(sets, b.name(path)+" = "+b.name(path)+" + "+b.value(1))
+		sets = append(sets, b.name(path)+" = if_not_exists("+b.name(path)+", "+b.value(0)+") + "+b.value(1))
 	}
 	for _, path := range sortedKeys(c.set) {
 		sets = append(sets, b.name(path)+" = "+b.value(c.set[path]))
@@ -273,6 +312,7 @@ func (s *Store) Create(ctx context.Context, n NewInstance) (*Instance, error) {
 		RunID:                 n.RunID,
 		Assignment:            n.Assignment,
 		Threshold:             now + int64(n.TTL/time.Second),
+		LeaseAt:               now,
 		LaunchedAt:            n.LaunchedAt.Unix(),
 		LaunchTemplateVersion: n.LaunchTemplateVersion,
 		Signals:               map[string]Signal{},
@@ -332,14 +372,20 @@ func bound(r Ref) []check {
 }
 
 // MarkRunning moves a created or claimed instance to running once the agent
-// signalled UD_REG_OK for the same assignment; the lease becomes maxRuntime.
-func (s *Store) MarkRunning(ctx context.Context, r Ref, maxRuntime time.Duration) (*Instance, error) {
+// signalled UD_REG_OK for the same assignment; the lease becomes maxRuntime,
+// which the agent extends while its runner is alive, up to runtimeCap from
+// now (leaseCap).
+func (s *Store) MarkRunning(ctx context.Context, r Ref, maxRuntime, runtimeCap time.Duration) (*Instance, error) {
 	now := s.now()
+	threshold := now + secs(maxRuntime)
+	set := withState(nil, r.Pool, Running, now, threshold)
+	set["leaseCap"] = max(threshold, now+secs(runtimeCap))
+	set["leaseStep"] = secs(maxRuntime)
 	return s.apply(ctx, change{
 		transition: "→running",
 		id:         r.ID,
 		checks:     append(bound(r), stateIn(Created, Claimed), leaseLive(now), signalBound(SignalRegOK, r.Assignment)),
-		set:        withState(nil, r.Pool, Running, now+secs(maxRuntime)),
+		set:        set,
 	})
 }
 
@@ -365,7 +411,7 @@ func (s *Store) toIdle(ctx context.Context, name string, r Ref, checks []check, 
 		transition: name,
 		id:         r.ID,
 		checks:     checks,
-		set:        withState(map[string]any{"assignment": next}, r.Pool, Idle, s.now()+secs(idleTTL)),
+		set:        withState(map[string]any{"assignment": next}, r.Pool, Idle, s.now(), s.now()+secs(idleTTL)),
 		remove:     []string{AttrRunID, "pooledAt"},
 	}
 	if removal != nil {
@@ -414,7 +460,7 @@ func (s *Store) Claim(ctx context.Context, id string, req ClaimRequest) (*Instan
 		transition: "idle→claimed",
 		id:         id,
 		checks:     checks,
-		set:        withState(map[string]any{"assignment": next, AttrRunID: req.RunID}, req.Pool, Claimed, now+secs(req.ClaimTTL)),
+		set:        withState(map[string]any{"assignment": next, AttrRunID: req.RunID}, req.Pool, Claimed, now, now+secs(req.ClaimTTL)),
 		increment:  []string{"uses"},
 		remove:     []string{"pooledAt"},
 	}
@@ -436,7 +482,7 @@ func (s *Store) JoinPool(ctx context.Context, r Ref, idleTTL time.Duration) (*In
 		transition: "created→idle",
 		id:         r.ID,
 		checks:     append(bound(r), stateIn(Created), noRunID(), leaseLive(now), signalPresent(SignalOK)),
-		set:        withState(nil, r.Pool, Idle, now+secs(idleTTL)),
+		set:        withState(nil, r.Pool, Idle, now, now+secs(idleTTL)),
 	})
 }
 
@@ -447,7 +493,7 @@ func (s *Store) Renew(ctx context.Context, r Ref, idleTTL time.Duration) (*Insta
 		transition: "idle→idle",
 		id:         r.ID,
 		checks:     append(bound(r), stateIn(Idle), noRunID(), leaseLive(now)),
-		set:        map[string]any{AttrThreshold: now + secs(idleTTL)},
+		set:        withLease(map[string]any{}, now, now+secs(idleTTL)),
 	})
 }
 
@@ -469,7 +515,7 @@ func (s *Store) Expire(ctx context.Context, r Ref, reason string) (*Instance, er
 		transition: "expire",
 		id:         r.ID,
 		checks:     append(bound(r), notTerminated()),
-		set:        map[string]any{AttrThreshold: now - 1, "terminatedReason": reason},
+		set:        withLease(map[string]any{"terminatedReason": reason}, now, now-1),
 	})
 }
 
@@ -512,18 +558,27 @@ func (s *Store) Terminate(ctx context.Context, id string, t Termination) (*Insta
 		id:         id,
 		checks:     checks,
 		set:        set,
-		remove:     []string{AttrRunID, AttrPoolState, AttrThreshold, "registration"},
+		remove:     []string{AttrRunID, AttrPoolState, AttrThreshold, "leaseAt", "leaseCap", "leaseStep", "registration"},
 	})
 }
 
-// withState adds state, poolState and threshold to set (creating it if nil).
-func withState(set map[string]any, pool string, st State, threshold int64) map[string]any {
+// withState adds state, poolState and the lease (threshold, and leaseAt =
+// now) to set, creating it if nil.
+func withState(set map[string]any, pool string, st State, now, threshold int64) map[string]any {
 	if set == nil {
 		set = map[string]any{}
 	}
 	set["state"] = string(st)
 	set[AttrPoolState] = PoolState(pool, st)
+	return withLease(set, now, threshold)
+}
+
+// withLease sets threshold and leaseAt: the agent measures a lease by its
+// length (threshold - leaseAt) on its monotonic clock, never by comparing
+// its wall clock with threshold.
+func withLease(set map[string]any, now, threshold int64) map[string]any {
 	set[AttrThreshold] = threshold
+	set["leaseAt"] = now
 	return set
 }
 

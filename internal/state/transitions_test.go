@@ -22,27 +22,27 @@ func TestTransitionsRefused(t *testing.T) {
 		apply func(t *testing.T) (string, error) // returns the instance id it acted on
 	}{
 		{"running: record missing", ClauseExists, func(t *testing.T) (string, error) {
-			_, err := s.MarkRunning(ctx, Ref{ID: "i-missing", Pool: testPool, Assignment: "a"}, time.Hour)
+			_, err := s.MarkRunning(ctx, Ref{ID: "i-missing", Pool: testPool, Assignment: "a"}, time.Hour, time.Hour)
 			return "", err
 		}},
 		{"running: wrong state (idle)", ClauseState, func(t *testing.T) (string, error) {
 			p := pooled(t, s, id())
 			must(t, s.PutSignal(ctx, p.ID, p.Assignment, SignalRegOK, ""))
-			_, err := s.MarkRunning(ctx, p.Ref(), time.Hour)
+			_, err := s.MarkRunning(ctx, p.Ref(), time.Hour, time.Hour)
 			return p.ID, err
 		}},
 		{"running: other assignment", ClauseAssignment, func(t *testing.T) (string, error) {
 			c := created(t, s, id(), "r1")
 			ref := c.Ref()
 			ref.Assignment = "someone-else"
-			_, err := s.MarkRunning(ctx, ref, time.Hour)
+			_, err := s.MarkRunning(ctx, ref, time.Hour, time.Hour)
 			return c.ID, err
 		}},
 		{"running: other pool", ClausePool, func(t *testing.T) (string, error) {
 			c := created(t, s, id(), "r1")
 			ref := c.Ref()
 			ref.Pool = "windows"
-			_, err := s.MarkRunning(ctx, ref, time.Hour)
+			_, err := s.MarkRunning(ctx, ref, time.Hour, time.Hour)
 			return c.ID, err
 		}},
 		{"running: lease expired", ClauseLease, func(t *testing.T) (string, error) {
@@ -50,13 +50,13 @@ func TestTransitionsRefused(t *testing.T) {
 			must(t, s.PutSignal(ctx, c.ID, c.Assignment, SignalRegOK, ""))
 			clk.Add(11 * time.Minute)
 			defer clk.Add(-11 * time.Minute)
-			_, err := s.MarkRunning(ctx, c.Ref(), time.Hour)
+			_, err := s.MarkRunning(ctx, c.Ref(), time.Hour, time.Hour)
 			return c.ID, err
 		}},
 		{"running: no UD_REG_OK", ClauseSignal, func(t *testing.T) (string, error) {
 			c := created(t, s, id(), "r1")
 			must(t, s.PutSignal(ctx, c.ID, c.Assignment, SignalOK, ""))
-			_, err := s.MarkRunning(ctx, c.Ref(), time.Hour)
+			_, err := s.MarkRunning(ctx, c.Ref(), time.Hour, time.Hour)
 			return c.ID, err
 		}},
 		{"release: other run", ClauseRunID, func(t *testing.T) (string, error) {

@@ -511,7 +511,7 @@ func (p *provisioner) waitOne(ctx context.Context, m *member) error {
 	if run.Status == state.RunReleased {
 		return errReleased
 	}
-	inst, err := p.d.Store.MarkRunning(ctx, m.inst.Ref(), state.D(p.req.pool.Timings.MaxRuntime))
+	inst, err := p.d.Store.MarkRunning(ctx, m.inst.Ref(), state.D(p.req.pool.Timings.MaxRuntime), state.D(p.req.pool.Timings.RuntimeCap))
 	if err != nil {
 		return err
 	}

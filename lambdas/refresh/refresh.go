@@ -1,19 +1,32 @@
-// Package refresh is the refresh function (DESIGN.md §6), run by a schedule:
-// it terminates instances whose lease ended, expires those whose agent went
-// silent, reconciles EC2 with the records, and re-sends pool messages a crash
-// left unsent. Its invariant: after a refresh, every live instance of the
-// deployment has a live record and every live record a live instance
-// (except those younger than createdTTL, still being written).
+// Package refresh is the refresh function, run by a schedule: it terminates
+// instances whose lease ended, expires those whose agent went silent,
+// reconciles EC2 with the records, and re-sends pool messages a crash left
+// unsent.
+//
+// Invariants:
+//   - after a refresh, every live instance of the deployment has a live
+//     record and every live record a live instance (except those younger
+//     than createdTTL, still being written);
+//   - refresh never terminates on a view that may be stale: an instance is
+//     terminated only through a conditional write on the assignment it
+//     read (an expired lease), or after a consistent read found its record
+//     absent or terminated; a pool whose records could not be read is left
+//     alone entirely, and the function then fails;
+//   - liveness is judged on the control plane's clock: an agent is silent
+//     when its heartbeat counter did not move between two refreshes more
+//     than the stale limit apart; a running instance whose runner GitHub
+//     shows online is never expired for silence.
 package refresh
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"sort"
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -45,11 +58,14 @@ type Output struct {
 	Terminated     []Decision `json:"terminated"`
 	Expired        []Decision `json:"expired"`
 	Repooled       []Decision `json:"repooled"`
+	Kept           []Decision `json:"kept,omitempty"` // silent agents kept, with why
 	Errors         []string   `json:"errors,omitempty"`
 	ElapsedSeconds float64    `json:"elapsedSeconds"`
 }
 
-// Handle runs one refresh. The payload may be empty or {}.
+// Handle runs one refresh. The payload may be empty or {}. It fails when any
+// step failed (after doing what was safe), so the schedule's metrics and
+// on-failure destination see it.
 func Handle(ctx context.Context, d *controlplane.Deps, ec2 EC2, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
 	if err := controlplane.DecodeNone(payload); err != nil {
@@ -60,23 +76,26 @@ func Handle(ctx context.Context, d *controlplane.Deps, ec2 EC2, payload json.Raw
 	if err != nil {
 		return nil, err
 	}
-	live := map[string]*state.Instance{} // every record in a live state, by id
+	known := map[string]*state.Instance{} // every record not terminated, by id
+	unread := map[string]bool{}           // pools whose records could not be read
 	for i := range pools {
 		p, err := d.Pool(ctx, pools[i].Name)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			err = r.pool(ctx, p, known)
 		}
-		if err := r.pool(ctx, p, live); err != nil {
-			r.fail(err)
+		if err != nil {
+			unread[pools[i].Name] = true
+			r.fail(fmt.Errorf("pool %s left alone: %w", pools[i].Name, err))
 		}
 	}
-	if err := r.reconcile(ctx, pools, live); err != nil {
-		r.fail(err)
+	if err := r.reconcile(ctx, pools, known, unread); err != nil {
+		r.fail(fmt.Errorf("reconcile: %w", err))
 	}
 	r.out.ElapsedSeconds = time.Since(start).Seconds()
-	d.Log.Info("refresh finished", "terminated", len(r.out.Terminated), "expired", len(r.out.Expired), "repooled", len(r.out.Repooled), "errors", len(r.out.Errors))
-	if len(r.out.Errors) > 0 && len(r.out.Terminated)+len(r.out.Expired)+len(r.out.Repooled) == 0 {
-		return r.out, errors.New("refresh failed: " + r.out.Errors[0])
+	d.Log.Info("refresh finished", "terminated", len(r.out.Terminated), "expired", len(r.out.Expired), "repooled", len(r.out.Repooled), "kept", len(r.out.Kept), "errors", len(r.out.Errors))
+	if len(r.out.Errors) > 0 {
+		return r.out, fmt.Errorf("refresh incomplete (%d errors; terminated %d, expired %d, repooled %d): %s",
+			len(r.out.Errors), len(r.out.Terminated), len(r.out.Expired), len(r.out.Repooled), r.out.Errors[0])
 	}
 	return r.out, nil
 }
@@ -95,9 +114,11 @@ func (r *refresher) fail(err error) {
 
 var liveStates = []state.State{state.Created, state.Claimed, state.Running, state.Idle}
 
-// pool handles one pool's records: expired leases, stale heartbeats, unsent
-// pool messages. It adds the pool's live records to live.
-func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, live map[string]*state.Instance) error {
+// pool handles one pool's records: expired leases, silent agents, unsent
+// pool messages. It adds every record it read that is not terminated to
+// known. An error means the pool's records were not all read: the caller
+// must not reconcile the pool's instances.
+func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[string]*state.Instance) error {
 	var ids []string
 	for _, st := range liveStates {
 		insts, err := r.d.Store.ByPoolState(ctx, p.Name, st, time.Time{})
@@ -120,20 +141,21 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, live map[stri
 		if !ok || inst.State == state.Terminated {
 			continue
 		}
+		known[id] = inst
 		if inst.Expired(r.now) {
 			expired = append(expired, inst) // its record is marked terminated below
 			continue
 		}
-		live[id] = inst
 		switch {
-		case r.stale(inst, p):
-			reason := "heartbeat stale"
-			if inst.HeartbeatAt == 0 {
-				reason = "no heartbeat after the boot time"
+		case inst.State == state.Created || inst.State == state.Claimed:
+			// A provision waits on these with its own liveness check, and
+			// their short lease ends them if it died.
+		case inst.BeatUnobserved():
+			if _, err := r.d.Store.NoteBeat(ctx, inst.Ref(), inst.Heartbeats); err != nil && state.ClauseOf(err) == "" {
+				r.fail(err)
 			}
-			if _, err := r.d.Store.Expire(ctx, inst.Ref(), reason); err == nil {
-				r.out.Expired = append(r.out.Expired, Decision{inst.ID, p.Name, reason})
-			}
+		case inst.Silent(r.now, state.D(p.Timings.StaleAfter)) || inst.NeverBeat(r.now, state.D(p.Timings.BootTime)):
+			r.silent(ctx, p, inst)
 		case inst.State == state.Idle && inst.Clean() && inst.PooledAt == 0:
 			r.repool(ctx, p, inst)
 		}
@@ -141,11 +163,30 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, live map[stri
 	return r.terminate(ctx, expired, "lease expired", true)
 }
 
-func (r *refresher) stale(inst *state.Instance, p *state.PoolConfig) bool {
-	if inst.HeartbeatAt != 0 {
-		return r.now.Sub(time.Unix(inst.HeartbeatAt, 0)) > state.D(p.Timings.StaleAfter)
+// silent expires an instance whose agent stopped beating, unless it is
+// running a job as far as GitHub can tell: heartbeat writes can be
+// throttled for longer than the stale limit while the runner works on.
+func (r *refresher) silent(ctx context.Context, p *state.PoolConfig, inst *state.Instance) {
+	reason := fmt.Sprintf("heartbeat silent for over %ds", p.Timings.StaleAfter)
+	if inst.Heartbeats == 0 {
+		reason = "no heartbeat after the boot time"
 	}
-	return r.now.Sub(time.Unix(inst.LaunchedAt, 0)) > state.D(p.Timings.BootTime)
+	if inst.State == state.Running && inst.GithubRunnerID != 0 {
+		rn, err := r.d.GitHub.GetRunner(ctx, inst.Owner, inst.GithubRunnerID)
+		switch {
+		case err != nil && !github.IsNotFound(err):
+			r.out.Kept = append(r.out.Kept, Decision{inst.ID, p.Name, reason + "; kept: its runner could not be read: " + err.Error()})
+			return
+		case err == nil && rn.Status == "online":
+			r.out.Kept = append(r.out.Kept, Decision{inst.ID, p.Name, reason + "; kept: its runner is online on GitHub"})
+			return
+		}
+	}
+	if _, err := r.d.Store.Expire(ctx, inst.Ref(), reason); err == nil {
+		r.out.Expired = append(r.out.Expired, Decision{inst.ID, p.Name, reason})
+	} else if state.ClauseOf(err) == "" {
+		r.fail(err)
+	}
 }
 
 // repool sends the pool message a release (or a refresh) could not.
@@ -160,10 +201,11 @@ func (r *refresher) repool(ctx context.Context, p *state.PoolConfig, inst *state
 	}
 }
 
-// terminate marks records terminated (conditionally: a record renewed or
-// claimed meanwhile is left alone), then terminates the instances in EC2 and
-// deletes their GitHub runners. If EC2 fails after the records were marked,
-// reconcile terminates the instances again on the next run.
+// terminate marks records terminated (conditionally: a record renewed,
+// extended or claimed meanwhile is left alone), then terminates the
+// instances in EC2 and deletes their GitHub runners. If EC2 fails after the
+// records were marked, reconcile terminates the instances again on the next
+// run.
 func (r *refresher) terminate(ctx context.Context, insts []*state.Instance, reason string, ifExpired bool) error {
 	var ids []string
 	marked := map[string]*state.Instance{}
@@ -195,70 +237,16 @@ func (r *refresher) terminate(ctx context.Context, insts []*state.Instance, reas
 			why = reason + ": " + inst.TerminatedReason
 		}
 		r.out.Terminated = append(r.out.Terminated, Decision{id, inst.Pool, why})
-		if inst.GithubRunnerID != 0 {
-			if err := r.d.GitHub.DeleteRunner(ctx, inst.Owner, inst.GithubRunnerID); err != nil {
-				r.fail(err)
-			}
-		}
+		r.deleteRunner(ctx, inst)
 	}
 	return nil
 }
 
-// reconcile compares EC2 with the records: instances without a live record
-// (older than createdTTL, so a provision still writing its records is left
-// alone) are terminated; live records whose instance is gone are marked.
-func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, live map[string]*state.Instance) error {
-	instances, err := r.ec2.Live(ctx)
-	if err != nil {
-		return err
+func (r *refresher) deleteRunner(ctx context.Context, inst *state.Instance) {
+	if inst.GithubRunnerID == 0 {
+		return
 	}
-	grace := map[string]time.Duration{}
-	maxGrace := time.Duration(0)
-	for _, p := range pools {
-		g := state.D(p.Timings.WithDefaults(p.OS).CreatedTTL)
-		grace[p.Name] = g
-		maxGrace = max(maxGrace, g)
+	if err := r.d.GitHub.DeleteRunner(ctx, inst.Owner, inst.GithubRunnerID); err != nil {
+		r.fail(err)
 	}
-	inEC2 := map[string]bool{}
-	var orphans []string
-	var orphanDecisions []Decision
-	for _, in := range instances {
-		inEC2[in.ID] = true
-		if _, ok := live[in.ID]; ok {
-			continue
-		}
-		g, ok := grace[in.Pool]
-		if !ok {
-			g = maxGrace
-		}
-		if r.now.Sub(in.LaunchedAt) < g {
-			continue
-		}
-		orphans = append(orphans, in.ID)
-		orphanDecisions = append(orphanDecisions, Decision{in.ID, in.Pool, "no live record"})
-	}
-	if len(orphans) > 0 {
-		if err := r.ec2.Terminate(ctx, orphans); err != nil {
-			return err
-		}
-		r.out.Terminated = append(r.out.Terminated, orphanDecisions...)
-	}
-	var gone []*state.Instance
-	for id, inst := range live {
-		if inEC2[id] || r.now.Sub(time.Unix(inst.LaunchedAt, 0)) < grace[inst.Pool] {
-			continue
-		}
-		if _, err := r.d.Store.Terminate(ctx, id, state.Termination{Assignment: inst.Assignment, Reason: "instance gone from EC2"}); err == nil {
-			gone = append(gone, inst)
-			r.out.Terminated = append(r.out.Terminated, Decision{id, inst.Pool, "instance gone from EC2"})
-		}
-	}
-	for _, inst := range gone {
-		if inst.GithubRunnerID != 0 {
-			if err := r.d.GitHub.DeleteRunner(ctx, inst.Owner, inst.GithubRunnerID); err != nil {
-				r.fail(err)
-			}
-		}
-	}
-	return nil
 }

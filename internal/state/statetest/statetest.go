@@ -36,7 +36,7 @@ func Pooled(t testing.TB, s *state.Store, sp Spec) *state.Instance {
 		Assignment: state.NewAssignment(), InstanceType: sp.InstanceType, UsageClass: sp.UsageClass, TTL: 10 * time.Minute})
 	check(t, err)
 	check(t, s.PutSignal(ctx, sp.ID, inst.Assignment, state.SignalRegOK, ""))
-	inst, err = s.MarkRunning(ctx, inst.Ref(), time.Hour)
+	inst, err = s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
 	check(t, err)
 	inst, err = s.Release(ctx, inst.Ref(), inst.RunID, 15*time.Minute, nil)
 	check(t, err)

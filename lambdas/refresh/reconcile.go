@@ -1,0 +1,106 @@
+package refresh
+
+import (
+	"context"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// reconcile compares EC2 with the records. An instance the index did not
+// show is terminated only once a consistent read finds its record absent or
+// terminated and it is older than createdTTL (a provision may still be
+// writing it); a pool whose records could not be read is skipped, and so
+// are instances of unknown pools when any pool was skipped. Records whose
+// instance is gone from EC2 are marked terminated, conditionally on the
+// assignment read.
+func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, known map[string]*state.Instance, unread map[string]bool) error {
+	instances, err := r.ec2.Live(ctx)
+	if err != nil {
+		return err
+	}
+	grace := map[string]time.Duration{}
+	maxGrace := time.Duration(0)
+	for _, p := range pools {
+		g := state.D(p.Timings.WithDefaults(p.OS).CreatedTTL)
+		grace[p.Name] = g
+		maxGrace = max(maxGrace, g)
+	}
+	inEC2 := map[string]bool{}
+	var candidates []LiveInstance
+	for _, in := range instances {
+		inEC2[in.ID] = true
+		if _, ok := known[in.ID]; ok {
+			continue
+		}
+		g, ok := grace[in.Pool]
+		if !ok && len(unread) > 0 {
+			continue // its pool may be one we could not read
+		}
+		if !ok {
+			g = maxGrace
+		}
+		if unread[in.Pool] || r.now.Sub(in.LaunchedAt) < g {
+			continue
+		}
+		candidates = append(candidates, in)
+	}
+	if err := r.terminateUnrecorded(ctx, candidates); err != nil {
+		return err
+	}
+	var gone []*state.Instance
+	for id, inst := range known {
+		if inEC2[id] || r.now.Sub(time.Unix(inst.LaunchedAt, 0)) < grace[inst.Pool] {
+			continue
+		}
+		if _, err := r.d.Store.Terminate(ctx, id, state.Termination{Assignment: inst.Assignment, Reason: "instance gone from EC2"}); err == nil {
+			gone = append(gone, inst)
+			r.out.Terminated = append(r.out.Terminated, Decision{id, inst.Pool, "instance gone from EC2"})
+		} else if state.ClauseOf(err) == "" {
+			r.fail(err)
+		}
+	}
+	for _, inst := range gone {
+		r.deleteRunner(ctx, inst)
+	}
+	return nil
+}
+
+// terminateUnrecorded reads the records of instances the index did not show
+// and terminates those whose record is absent or terminated. A record in a
+// live state means the index lagged or the record moved between the
+// queries (a claim, idle → claimed): the instance is left alone.
+func (r *refresher) terminateUnrecorded(ctx context.Context, candidates []LiveInstance) error {
+	if len(candidates) == 0 {
+		return nil
+	}
+	ids := make([]string, len(candidates))
+	for i, in := range candidates {
+		ids[i] = in.ID
+	}
+	records, err := r.d.Store.GetMany(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var orphans []string
+	var decisions []Decision
+	for _, in := range candidates {
+		reason := "no record"
+		if rec, ok := records[in.ID]; ok {
+			if rec.State != state.Terminated {
+				continue
+			}
+			reason = "its record says terminated"
+		}
+		orphans = append(orphans, in.ID)
+		decisions = append(decisions, Decision{in.ID, in.Pool, reason})
+	}
+	if len(orphans) == 0 {
+		return nil
+	}
+	if err := r.ec2.Terminate(ctx, orphans); err != nil {
+		return err
+	}
+	r.out.Terminated = append(r.out.Terminated, decisions...)
+	return nil
+}

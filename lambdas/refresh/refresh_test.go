@@ -1,0 +1,325 @@
+package refresh_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
+)
+
+var env *awstest.Moto
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m, &env)) }
+
+var ctx = context.Background()
+
+// world is one deployment's table, pool and EC2 instances in moto, with
+// DynamoDB behind a hook that can fail or interleave calls.
+type world struct {
+	t     *testing.T
+	name  string
+	db    *hookedDB
+	cp    *state.Store // the control plane's view; its clock runs 2 h ahead of EC2's
+	fleet *fleet.Fleet
+	ec2   *ec2.Client
+	fake  *fakegithub.Server
+	deps  *controlplane.Deps
+	pool  state.PoolConfig
+	now   time.Time
+}
+
+// hookedDB passes every call to moto, after asking before (which may fail
+// it, or do something else first).
+type hookedDB struct {
+	state.DynamoDBAPI
+	mu     sync.Mutex
+	before func(op string, in any) error
+}
+
+func (h *hookedDB) hook(op string, in any) error {
+	h.mu.Lock()
+	f := h.before
+	h.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f(op, in)
+}
+
+func (h *hookedDB) set(f func(op string, in any) error) {
+	h.mu.Lock()
+	h.before = f
+	h.mu.Unlock()
+}
+
+func (h *hookedDB) Query(c context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if err := h.hook("Query", in); err != nil {
+		return nil, err
+	}
+	return h.DynamoDBAPI.Query(c, in, o...)
+}
+
+func (h *hookedDB) BatchGetItem(c context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if err := h.hook("BatchGetItem", in); err != nil {
+		return nil, err
+	}
+	return h.DynamoDBAPI.BatchGetItem(c, in, o...)
+}
+
+// throttled is what the SDK returns once its retries of a throttled call
+// ran out.
+var throttled = &types.ProvisionedThroughputExceededException{Message: aws.String("Rate of requests exceeds the allowed throughput (after 3 attempts)")}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	cfg := env.Config(t)
+	w := &world{t: t, name: awstest.Name(t, "refresh"), ec2: cfg.EC2(), fake: fakegithub.New("acme"), now: time.Now().Add(2 * time.Hour)}
+	t.Cleanup(w.fake.Close)
+	w.db = &hookedDB{DynamoDBAPI: cfg.DynamoDB()}
+	must(t, state.CreateTable(ctx, cfg.DynamoDB(), w.name, state.TableOptions{}))
+	w.cp = state.New(w.db, w.name)
+	w.cp.Now = func() time.Time { return w.now }
+	w.fleet = fleet.New(w.ec2, w.name)
+	w.pool = state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/unused", LaunchTemplateID: "lt-0123456789abcdef0",
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-0123456789abcdef0"}, UsageClass: "on-demand", MaxInstances: 10, OS: "linux",
+		Timings: state.Timings{CreatedTTL: 60, ClaimTTL: 30, MaxRuntime: 600, IdleTTL: 300, BootTime: 30, HeartbeatInterval: 5, StaleAfter: 60}}
+	must(t, w.cp.PutPoolConfig(ctx, w.pool))
+	gh, err := github.New(github.Config{BaseURL: w.fake.URL(), AppID: w.fake.AppID, PrivateKeyPEM: w.fake.PrivateKeyPEM})
+	must(t, err)
+	w.deps = &controlplane.Deps{Store: w.cp, SQS: cfg.SQS(), GitHub: gh, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	return w
+}
+
+// launch starts an EC2 instance of the deployment's pool (two hours old on
+// the control plane's clock).
+func (w *world) launch() string {
+	w.t.Helper()
+	images, err := w.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{})
+	must(w.t, err)
+	tags := []ec2types.Tag{{Key: aws.String(fleet.TagEnvironment), Value: aws.String(w.name)}, {Key: aws.String(fleet.TagPool), Value: aws.String("linux")}, {Key: aws.String(fleet.TagOwner), Value: aws.String("acme")}}
+	out, err := w.ec2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: images.Images[0].ImageId, MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: ec2types.InstanceTypeC7iLarge,
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags}}})
+	must(w.t, err)
+	return aws.ToString(out.Instances[0].InstanceId)
+}
+
+// running launches an instance and walks its record to running for run,
+// with its agent beating on a clock offset from the control plane's.
+func (w *world) running(run string, agentClock time.Duration) (*state.Instance, *state.Store) {
+	w.t.Helper()
+	id := w.launch()
+	agent := state.New(w.db, w.name)
+	agent.Now = func() time.Time { return w.now.Add(agentClock) }
+	inst, err := w.cp.Create(ctx, state.NewInstance{ID: id, Pool: "linux", Owner: "acme", RunID: run, Assignment: state.NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "on-demand", LaunchedAt: w.now.Add(-2 * time.Hour), TTL: time.Minute})
+	must(w.t, err)
+	must(w.t, agent.Heartbeat(ctx, id))
+	must(w.t, agent.PutSignal(ctx, id, inst.Assignment, state.SignalRegOK, ""))
+	inst, err = w.cp.MarkRunning(ctx, inst.Ref(), 10*time.Minute, time.Hour)
+	must(w.t, err)
+	return inst, agent
+}
+
+// idle launches an instance whose record is clean and idle in the pool.
+func (w *world) idle() *state.Instance {
+	w.t.Helper()
+	inst, agent := w.running("seed", 0)
+	inst, err := w.cp.Release(ctx, inst.Ref(), "seed", 5*time.Minute, nil)
+	must(w.t, err)
+	must(w.t, agent.PutSignal(ctx, inst.ID, inst.Assignment, state.SignalRemoveRegOK, ""))
+	inst, err = w.cp.MarkPooled(ctx, inst.Ref())
+	must(w.t, err)
+	return inst
+}
+
+func (w *world) refresh() (*refresh.Output, error) {
+	w.t.Helper()
+	return refresh.Handle(ctx, w.deps, liveEC2{w.fleet}, nil)
+}
+
+func (w *world) alive(id string) bool {
+	w.t.Helper()
+	insts, err := w.fleet.List(ctx, fleet.Filter{IDs: []string{id}})
+	must(w.t, err)
+	return len(insts) == 1
+}
+
+type liveEC2 struct{ f *fleet.Fleet }
+
+func (l liveEC2) Live(c context.Context) ([]refresh.LiveInstance, error) {
+	insts, err := l.f.List(c, fleet.Filter{})
+	out := make([]refresh.LiveInstance, len(insts))
+	for i, in := range insts {
+		out[i] = refresh.LiveInstance{ID: in.ID, Pool: in.Tags[fleet.TagPool], LaunchedAt: in.LaunchTime}
+	}
+	return out, err
+}
+
+func (l liveEC2) Terminate(c context.Context, ids []string) error {
+	_, err := l.f.Terminate(c, ids)
+	return err
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func isPoolStateQuery(in any, st state.State) bool {
+	q, ok := in.(*dynamodb.QueryInput)
+	if !ok || aws.ToString(q.IndexName) != state.IndexPoolState {
+		return false
+	}
+	for _, v := range q.ExpressionAttributeValues {
+		if s, ok := v.(*types.AttributeValueMemberS); ok && s.Value == state.PoolState("linux", st) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRefreshLeavesAPoolAloneWhenItsRecordsCannotBeRead(t *testing.T) {
+	for _, failing := range []string{"Query", "BatchGetItem"} {
+		t.Run(failing+" throttled", func(t *testing.T) {
+			w := newWorld(t)
+			busy, _ := w.running("run-1", 0)
+			pooled := w.idle()
+			w.db.set(func(op string, in any) error {
+				if op == failing {
+					return throttled
+				}
+				return nil
+			})
+			out, err := w.refresh()
+			if err == nil {
+				t.Errorf("refresh succeeded although it could not read the pool's records: %+v", out)
+			}
+			for _, id := range []string{busy.ID, pooled.ID} {
+				if !w.alive(id) {
+					t.Errorf("instance %s was terminated on a failed read (output %+v)", id, out)
+				}
+			}
+			w.db.set(nil)
+			if _, err := w.refresh(); err != nil {
+				t.Fatalf("refresh after the throttling: %v", err)
+			}
+			if !w.alive(busy.ID) || !w.alive(pooled.ID) {
+				t.Error("a live instance was terminated once the reads worked again")
+			}
+		})
+	}
+}
+
+func TestRefreshKeepsAnInstanceClaimedBetweenItsQueries(t *testing.T) {
+	w := newWorld(t)
+	pooled := w.idle()
+	var claimed *state.Instance
+	// The claim lands after refresh asked for claimed instances and before
+	// it asks for idle ones: neither query shows the instance. (Claim is an
+	// UpdateItem: it does not come back through this hook.)
+	w.db.set(func(op string, in any) error {
+		if claimed == nil && isPoolStateQuery(in, state.Idle) {
+			var err error
+			claimed, err = w.cp.Claim(ctx, pooled.ID, state.ClaimRequest{RunID: "run-2", Pool: "linux", Owner: "acme", ClaimTTL: time.Minute})
+			must(t, err)
+		}
+		return nil
+	})
+	out, err := w.refresh()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claimed == nil {
+		t.Fatal("the claim never ran: the test did not interleave")
+	}
+	if !w.alive(pooled.ID) {
+		t.Fatalf("refresh terminated an instance claimed for run-2 while it ran: %+v", out.Terminated)
+	}
+	rec, err := w.cp.Get(ctx, pooled.ID)
+	must(t, err)
+	if rec.State != state.Claimed || rec.RunID != "run-2" {
+		t.Fatalf("record is %s for %q, want claimed for run-2", rec.State, rec.RunID)
+	}
+}
+
+func TestRefreshJudgesLivenessByItsOwnClock(t *testing.T) {
+	w := newWorld(t)
+	slow, slowAgent := w.running("run-slow", -90*time.Second) // the agent's clock is 90 s behind
+	fast, fastAgent := w.running("run-fast", 5*time.Minute)
+	dead, _ := w.running("run-dead", 0)
+	idleDead := w.idle()
+	for round := 0; round < 3; round++ {
+		out, err := w.refresh()
+		if err != nil {
+			t.Fatalf("refresh %d: %v", round, err)
+		}
+		for _, e := range out.Expired {
+			if e.InstanceID == slow.ID || e.InstanceID == fast.ID {
+				t.Fatalf("refresh %d expired %s, whose agent beats every round: %s", round, e.InstanceID, e.Reason)
+			}
+		}
+		// A round is longer than the stale limit on the control plane's
+		// clock; the live agents beat in between, the dead ones do not.
+		w.now = w.now.Add(70 * time.Second)
+		must(t, slowAgent.Heartbeat(ctx, slow.ID))
+		must(t, fastAgent.Heartbeat(ctx, fast.ID))
+	}
+	for _, c := range []struct {
+		inst *state.Instance
+		want bool // expired
+	}{{slow, false}, {fast, false}, {dead, true}, {idleDead, true}} {
+		rec, err := w.cp.Get(ctx, c.inst.ID)
+		must(t, err)
+		expired := rec.Expired(w.now) || rec.State == state.Terminated
+		if expired != c.want {
+			t.Errorf("%s (%s): expired %v, want %v (heartbeats %d, seen %d at %d)", c.inst.ID, rec.RunID, expired, c.want, rec.Heartbeats, rec.BeatSeen, rec.BeatSeenAt)
+		}
+	}
+}
+
+func TestRefreshKeepsASilentRunningInstanceWhoseRunnerIsOnline(t *testing.T) {
+	w := newWorld(t)
+	inst, agent := w.running("run-1", 0)
+	// Its heartbeat writes are throttled, but the runner works on.
+	runner := w.fake.AddRunner("acme", "ghr-1-"+inst.ID, true, "run-1")
+	must(t, agent.SetRunner(ctx, inst.ID, inst.Assignment, runner, "ghr-1-"+inst.ID))
+	for round := 0; round < 3; round++ {
+		w.fake.SetOnline(runner, true)
+		if _, err := w.refresh(); err != nil {
+			t.Fatal(err)
+		}
+		w.now = w.now.Add(70 * time.Second)
+	}
+	rec, err := w.cp.Get(ctx, inst.ID)
+	must(t, err)
+	if rec.Expired(w.now) || !w.alive(inst.ID) {
+		t.Fatalf("a running instance whose runner is online was expired for a silent heartbeat: %s", rec.TerminatedReason)
+	}
+	// Once GitHub, too, has not heard from the runner, it goes.
+	w.fake.SetOnline(runner, false)
+	out, err := w.refresh()
+	must(t, err)
+	if len(out.Expired) != 1 || !strings.Contains(out.Expired[0].Reason, "silent") {
+		t.Fatalf("expired %+v, want the silent instance", out.Expired)
+	}
+}
