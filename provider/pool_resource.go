@@ -86,6 +86,7 @@ type poolModel struct {
 	MaxAge            types.Int64 `tfsdk:"max_age_seconds"`
 	MaxUses           types.Int64 `tfsdk:"max_uses"`
 	ReleaseWait       types.Int64 `tfsdk:"release_wait_seconds"`
+	RuntimeCap        types.Int64 `tfsdk:"runtime_cap_seconds"`
 
 	LaunchTemplateID      types.String `tfsdk:"launch_template_id"`
 	LaunchTemplateVersion types.String `tfsdk:"launch_template_version"`
@@ -212,7 +213,8 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 
 			"created_ttl_seconds":        seconds("Lease of a new instance until its runner registers.", d.CreatedTTL, 60),
 			"claim_ttl_seconds":          seconds("Lease of a claimed pooled instance until it registers for the new run.", d.ClaimTTL, 30),
-			"max_runtime_seconds":        seconds("Longest a run may hold an instance.", d.MaxRuntime, 60),
+			"max_runtime_seconds":        seconds("Lease of a running instance; the agent renews it while its runner is alive, up to runtime_cap_seconds.", d.MaxRuntime, 60),
+			"runtime_cap_seconds":        seconds("Longest one run may hold an instance, however long its jobs (≥ max_runtime_seconds). Default 6 h, GitHub's limit for one job.", d.RuntimeCap, 60),
 			"idle_ttl_seconds":           seconds("Lease of an idle instance in the pool (scale-down renews the kept ones).", d.IdleTTL, 60),
 			"boot_time_seconds":          seconds("Expected boot time; unrecorded instances younger than this are never orphans.", d.BootTime, 10),
 			"min_running_time_seconds":   seconds("Minimum age before scale-down terminates an idle instance (at least 1: the pool config reads 0 as unset).", d.MinRunningTime, 1),
@@ -271,6 +273,10 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 		m.StaleAfter.ValueInt64() < 2*m.HeartbeatInterval.ValueInt64() {
 		resp.Diagnostics.AddAttributeError(path.Root("stale_after_seconds"), "Heartbeats would look stale",
 			fmt.Sprintf("stale_after_seconds (%d) must be at least twice heartbeat_interval_seconds (%d)", m.StaleAfter.ValueInt64(), m.HeartbeatInterval.ValueInt64()))
+	}
+	if rt, limit, ok := effective(m.MaxRuntime, state.DefaultTimings("linux").MaxRuntime), effective(m.RuntimeCap, state.DefaultTimings("linux").RuntimeCap), !m.MaxRuntime.IsUnknown() && !m.RuntimeCap.IsUnknown(); ok && limit < rt {
+		resp.Diagnostics.AddAttributeError(path.Root("runtime_cap_seconds"), "Runtime cap below the running lease",
+			fmt.Sprintf("runtime_cap_seconds (%d) must be at least max_runtime_seconds (%d): the agent extends the running lease up to the cap", limit, rt))
 	}
 	if m.RunnerTarballURL.IsNull() != m.RunnerTarballSHA.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("runner_tarball_sha256"), "Runner tarball needs its checksum",
@@ -493,6 +499,7 @@ func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diag
 			CreatedTTL: m.CreatedTTL.ValueInt64(), ClaimTTL: m.ClaimTTL.ValueInt64(), MaxRuntime: m.MaxRuntime.ValueInt64(), IdleTTL: m.IdleTTL.ValueInt64(),
 			BootTime: m.BootTime.ValueInt64(), MinRunningTime: m.MinRunningTime.ValueInt64(), HeartbeatInterval: m.HeartbeatInterval.ValueInt64(),
 			StaleAfter: m.StaleAfter.ValueInt64(), MaxAge: m.MaxAge.ValueInt64(), MaxUses: int(m.MaxUses.ValueInt64()), ReleaseWait: m.ReleaseWait.ValueInt64(),
+			RuntimeCap: m.RuntimeCap.ValueInt64(),
 		},
 	}
 	windows, d := m.windows(ctx)
@@ -726,6 +733,7 @@ func (r *poolResource) read(ctx context.Context, m *poolModel) (bool, error) {
 	m.CreatedTTL, m.ClaimTTL, m.MaxRuntime, m.IdleTTL = types.Int64Value(t.CreatedTTL), types.Int64Value(t.ClaimTTL), types.Int64Value(t.MaxRuntime), types.Int64Value(t.IdleTTL)
 	m.BootTime, m.MinRunningTime, m.HeartbeatInterval = types.Int64Value(t.BootTime), types.Int64Value(t.MinRunningTime), types.Int64Value(t.HeartbeatInterval)
 	m.StaleAfter, m.MaxAge, m.MaxUses, m.ReleaseWait = types.Int64Value(t.StaleAfter), types.Int64Value(t.MaxAge), types.Int64Value(int64(t.MaxUses)), types.Int64Value(t.ReleaseWait)
+	m.RuntimeCap = types.Int64Value(t.RuntimeCap)
 	// An empty list in the configuration stays empty, an unset one null.
 	if !m.IdleWindows.IsNull() || len(cfg.IdleWindows) > 0 {
 		windows := []idleWindow{}
@@ -932,4 +940,12 @@ func (r *poolResource) ImportState(ctx context.Context, req resource.ImportState
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), m.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("table"), table)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+}
+
+// effective is a number attribute's value, or def when it is not set.
+func effective(v types.Int64, def int64) int64 {
+	if v.IsNull() || v.IsUnknown() {
+		return def
+	}
+	return v.ValueInt64()
 }

@@ -1,10 +1,12 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -160,5 +162,66 @@ func TestGetManyReadsEveryBatch(t *testing.T) {
 	}
 	if calls := env.Calls("DynamoDB_20120810.BatchGetItem") - before; calls != 3 {
 		t.Fatalf("BatchGetItem calls = %d, want 3 for 231 ids", calls)
+	}
+}
+
+func TestReservationsNeverPassTheCap(t *testing.T) {
+	s, _ := newStore(t)
+	none := func(context.Context) (map[string]bool, error) { return nil, nil }
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int64
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Reserve(ctx, "linux", fmt.Sprintf("r%d", i), 1, 3, time.Minute, none)
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case IsCapacity(err):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 3 || refused.Load() != 5 {
+		t.Fatalf("%d reservations held and %d refused, want 3 and 5", ok.Load(), refused.Load())
+	}
+	// A settled reservation counts only until its end; a lapsed one not at all.
+	if err := s.SettleReservation(ctx, "linux", "r0", nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"r1", "r2", "r3", "r4", "r5", "r6", "r7"} {
+		if err := s.SettleReservation(ctx, "linux", id, []string{"i-" + id}, -time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Reserve(ctx, "linux", "next", 3, 3, time.Minute, none); err != nil {
+		t.Fatalf("the cap is free again, yet: %v", err)
+	}
+	if err := s.Reserve(ctx, "linux", "over", 1, 3, time.Minute, none); !IsCapacity(err) {
+		t.Fatalf("a fourth instance was reserved: %v", err)
+	}
+}
+
+func TestAReservationCountsOnlyWhatTheIndexDoesNotShow(t *testing.T) {
+	s, _ := newStore(t)
+	indexed := map[string]bool{}
+	count := func(context.Context) (map[string]bool, error) { return indexed, nil }
+	if err := s.Reserve(ctx, "linux", "a", 2, 3, time.Minute, count); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SettleReservation(ctx, "linux", "a", []string{"i-1", "i-2"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// The index shows one of the two: 1 indexed + 1 pending + 1 asked = 3.
+	indexed["i-1"] = true
+	if err := s.Reserve(ctx, "linux", "b", 1, 3, time.Minute, count); err != nil {
+		t.Fatalf("an instance was counted twice (index and reservation): %v", err)
+	}
+	if err := s.Reserve(ctx, "linux", "c", 1, 3, time.Minute, count); !IsCapacity(err) {
+		t.Fatalf("a fourth instance was reserved: %v", err)
 	}
 }

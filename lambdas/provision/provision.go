@@ -8,14 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
@@ -115,23 +111,41 @@ func Handle(ctx context.Context, d *controlplane.Deps, fleet Launcher, payload j
 	if err != nil {
 		return nil, err
 	}
+	// Cleaning up after a failure must fit before the invocation is
+	// killed: the run is marked failed first (a retried invoke then fails
+	// at once instead of waiting out its own timeout), then what this
+	// provision holds is given back, bounded by the invocation's deadline.
+	cleanup := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		cleanup, cancel = context.WithDeadline(cleanup, dl.Add(-time.Second))
+		defer cancel()
+	}
 	ctx, cancel := context.WithDeadline(ctx, start.Add(req.timeout))
 	defer cancel()
-	p := &provisioner{d: d, fleet: fleet, req: req, start: start, log: d.Log.With("runId", req.RunID, "pool", req.Pool)}
+	p := &provisioner{d: d, fleet: fleet, req: req, start: start, cleanup: cleanup, log: d.Log.With("runId", req.RunID, "pool", req.Pool)}
 	if !created {
 		return p.join(ctx, run)
 	}
 	out, err := p.provision(ctx)
+	if err == nil {
+		p.giving.Wait() // replaced instances are back in the pool or retired
+	}
 	if err != nil {
 		p.log.Error("provision failed", "err", err)
-		p.rollback(context.WithoutCancel(ctx))
-		if _, serr := d.Store.SetRunStatus(context.WithoutCancel(ctx), req.RunID, state.RunFailed, err.Error(), state.RunProvisioning); serr != nil && state.ClauseOf(serr) == "" {
+		if _, serr := d.Store.SetRunStatus(cleanup, req.RunID, state.RunFailed, err.Error(), state.RunProvisioning); serr != nil && state.ClauseOf(serr) == "" {
 			p.log.Error("mark run failed", "err", serr)
 		}
+		p.rollback()
 		return nil, err
 	}
 	return out, nil
 }
+
+// rollbackReserve is kept from the provision's own deadline for marking the
+// run failed and giving back what it holds (a claimed instance's agent has
+// some seconds to confirm it is clean).
+const rollbackReserve = 20 * time.Second
 
 // Limits of a payload's values that need no pool to check.
 const (
@@ -226,8 +240,8 @@ func parse(ctx context.Context, d *controlplane.Deps, payload json.RawMessage) (
 	if in.TimeoutSeconds != nil {
 		req.timeout = time.Duration(*in.TimeoutSeconds) * time.Second // 30-900: checked by ParsePayload
 	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-5*time.Second < req.timeout {
-		req.timeout = time.Until(dl) - 5*time.Second
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-rollbackReserve < req.timeout {
+		req.timeout = max(time.Until(dl)-rollbackReserve, time.Until(dl)/2)
 	}
 	return req, nil
 }
@@ -256,6 +270,11 @@ type provisioner struct {
 		Error(string, ...any)
 	}
 
+	// cleanup outlives the provision's own deadline, up to the
+	// invocation's: giving instances back uses it.
+	cleanup context.Context
+	giving  sync.WaitGroup // instances being given back
+
 	mu      sync.Mutex
 	mine    map[string]*member // every instance this provision touched
 	created int
@@ -276,12 +295,9 @@ func (p *provisioner) provision(ctx context.Context) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	claimed, err := p.claim(ctx, p.req.count, reg)
-	if err != nil {
-		return nil, err
-	}
+	claimed := p.claim(ctx, p.req.count, reg)
 	if missing := p.req.count - claimed; missing > 0 {
-		if err := p.create(ctx, missing, reg); err != nil {
+		if _, err := p.create(ctx, missing, reg); err != nil {
 			return nil, err
 		}
 	}
@@ -295,329 +311,4 @@ func (p *provisioner) provision(ctx context.Context) (*Output, error) {
 		return nil, err
 	}
 	return p.output(), nil
-}
-
-// claim takes up to n clean idle instances from the pool and keeps those
-// whose agent is alive and whose EC2 instance runs.
-func (p *provisioner) claim(ctx context.Context, n int, reg *state.Registration) (int, error) {
-	t := p.req.pool.Timings
-	claimer := &pool.Claimer{Store: p.d.Store, Request: state.ClaimRequest{
-		RunID: p.req.RunID, Pool: p.req.Pool, Owner: p.req.Owner, LaunchTemplateVersion: p.req.pool.LaunchTemplateVersion,
-		MaxUses: t.MaxUses, MaxAge: state.D(t.MaxAge), ClaimTTL: state.D(t.ClaimTTL), Registration: reg,
-	}}
-	res, err := p.d.Queue(p.req.pool).Take(ctx, n, p.req.matcher, claimer.Claim)
-	for _, old := range claimer.Retire {
-		p.d.Expire(ctx, old.Ref(), "not reusable: launch template, use count or age")
-	}
-	p.adopt(ctx, claimer.Instances, "reused")
-	if err != nil {
-		return 0, fmt.Errorf("claim from the pool: %w", err)
-	}
-	if len(claimer.Instances) == 0 {
-		return 0, nil
-	}
-	ids := make([]string, len(claimer.Instances))
-	for i, inst := range claimer.Instances {
-		ids[i] = inst.ID
-	}
-	running, err := p.fleet.Running(ctx, ids)
-	if err != nil {
-		return 0, fmt.Errorf("check claimed instances in EC2: %w", err)
-	}
-	kept := 0
-	stale := state.D(t.StaleAfter)
-	for _, inst := range claimer.Instances {
-		fresh := inst.HeartbeatAt != 0 && time.Since(time.Unix(inst.HeartbeatAt, 0)) <= stale
-		if running[inst.ID] && fresh {
-			kept++
-			continue
-		}
-		p.log.Warn("claimed instance unhealthy: retired", "instanceId", inst.ID, "running", running[inst.ID], "heartbeatFresh", fresh)
-		p.d.Expire(ctx, inst.Ref(), "unhealthy when claimed")
-		p.forget(inst.ID)
-	}
-	p.log.Info("claimed from pool", "claimed", kept, "received", res.Received, "stale", res.Stale, "exhausted", res.Exhausted)
-	return kept, nil
-}
-
-// create launches n instances and writes their records at once, before
-// anything else can fail, so no instance exists without a record for long
-// (refresh reconciles the rest by their tags).
-func (p *provisioner) create(ctx context.Context, n int, reg *state.Registration) error {
-	if err := p.checkCapacity(ctx, n); err != nil {
-		return err
-	}
-	assignment := state.NewAssignment()
-	launched, detail, err := p.fleet.Launch(ctx, LaunchSpec{Pool: p.req.pool, Types: p.req.types, UsageClass: p.req.UsageClass, Count: n, Owner: p.req.Owner, Assignment: assignment})
-	recorded, rerr := p.record(ctx, launched, assignment, reg)
-	p.adopt(ctx, recorded, "created")
-	if err != nil {
-		return fmt.Errorf("launch %d instances: %w", n, err)
-	}
-	if rerr != nil {
-		return rerr
-	}
-	if len(launched) < n {
-		return fmt.Errorf("EC2 launched %d of %d instances: %s", len(launched), n, detail)
-	}
-	return nil
-}
-
-func (p *provisioner) checkCapacity(ctx context.Context, n int) error {
-	live := 0
-	for _, st := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
-		insts, err := p.d.Store.ByPoolState(ctx, p.req.Pool, st, time.Time{})
-		if err != nil {
-			return err
-		}
-		live += len(insts)
-	}
-	if live+n > p.req.pool.MaxInstances {
-		return fmt.Errorf("pool %s has %d live instances of its maxInstances %d: cannot create %d more", p.req.Pool, live, p.req.pool.MaxInstances, n)
-	}
-	return nil
-}
-
-func (p *provisioner) record(ctx context.Context, launched []Launched, assignment string, reg *state.Registration) ([]*state.Instance, error) {
-	var mu sync.Mutex
-	var recorded []*state.Instance
-	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
-	g.SetLimit(16)
-	for _, l := range launched {
-		g.Go(func() error {
-			material := *reg
-			material.Assignment = assignment
-			inst, err := p.d.Store.Create(gctx, state.NewInstance{
-				ID: l.ID, Pool: p.req.Pool, Owner: p.req.Owner, RunID: p.req.RunID, Assignment: assignment,
-				InstanceType: l.InstanceType, UsageClass: l.UsageClass, LaunchTemplateVersion: p.req.pool.LaunchTemplateVersion,
-				LaunchedAt: l.LaunchedAt, TTL: state.D(p.req.pool.Timings.CreatedTTL), Registration: &material,
-			})
-			if err != nil {
-				return fmt.Errorf("record instance %s: %w", l.ID, err)
-			}
-			mu.Lock()
-			recorded = append(recorded, inst)
-			mu.Unlock()
-			return nil
-		})
-	}
-	err := g.Wait()
-	return recorded, err
-}
-
-// adopt notes instances as this run's, in memory and in the run item.
-func (p *provisioner) adopt(ctx context.Context, insts []*state.Instance, source string) {
-	if len(insts) == 0 {
-		return
-	}
-	ids := make([]string, len(insts))
-	p.mu.Lock()
-	for i, inst := range insts {
-		p.mine[inst.ID] = &member{inst: inst, source: source}
-		ids[i] = inst.ID
-	}
-	p.mu.Unlock()
-	if _, err := p.d.Store.AddRunInstances(context.WithoutCancel(ctx), p.req.RunID, ids...); err != nil {
-		p.log.Warn("record run instances", "err", err)
-	}
-}
-
-func (p *provisioner) forget(id string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.mine, id)
-}
-
-func (p *provisioner) members() []*member {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]*member, 0, len(p.mine))
-	for _, m := range p.mine {
-		out = append(out, m)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].inst.ID < out[j].inst.ID })
-	return out
-}
-
-// waitAll waits for every instance's UD_REG_OK and moves it to running.
-// Instances that fail are given up and, once, replaced by new ones when a
-// boot still fits the deadline.
-func (p *provisioner) waitAll(ctx context.Context, reg *state.Registration) error {
-	attempted := map[string]bool{}
-	replaced := false
-	for {
-		var round []*member
-		for _, m := range p.members() {
-			if !m.done && !attempted[m.inst.ID] {
-				attempted[m.inst.ID] = true
-				round = append(round, m)
-			}
-		}
-		if len(round) == 0 {
-			return nil
-		}
-		failures := make([]error, len(round))
-		var wg sync.WaitGroup
-		for i, m := range round {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := p.waitOne(ctx, m); err != nil {
-					p.log.Warn("instance failed to become ready", "instanceId", m.inst.ID, "err", err)
-					p.giveUp(ctx, m)
-					failures[i] = fmt.Errorf("%s: %w", m.inst.ID, err)
-				}
-			}()
-		}
-		wg.Wait()
-		var failed []error
-		for _, err := range failures {
-			if err != nil {
-				failed = append(failed, err)
-			}
-		}
-		if len(failed) == 0 {
-			continue
-		}
-		dl, _ := ctx.Deadline()
-		fits := time.Until(dl) > state.D(p.req.pool.Timings.BootTime)
-		released := false
-		for _, err := range failed {
-			released = released || errors.Is(err, errReleased)
-		}
-		if replaced || !fits || released {
-			return fmt.Errorf("%d of %d instances did not become ready: %w", len(failed), p.req.count, errors.Join(failed...))
-		}
-		replaced = true
-		if err := p.create(ctx, len(failed), reg); err != nil {
-			return fmt.Errorf("replace %d failed instances (%w): %w", len(failed), errors.Join(failed...), err)
-		}
-	}
-}
-
-var errReleased = errors.New("the run was released")
-
-func (p *provisioner) waitOne(ctx context.Context, m *member) error {
-	lease := time.Unix(m.inst.Threshold, 0)
-	wctx, cancel := context.WithDeadline(ctx, lease)
-	defer cancel()
-	if _, err := p.d.Store.WaitSignal(wctx, m.inst.ID, m.inst.Assignment, state.SignalRegOK, state.SignalRegFailed, p.d.Poll); err != nil {
-		return err
-	}
-	run, err := p.d.Store.GetRun(ctx, p.req.RunID)
-	if err != nil {
-		return err
-	}
-	if run.Status == state.RunReleased {
-		return errReleased
-	}
-	inst, err := p.d.Store.MarkRunning(ctx, m.inst.Ref(), state.D(p.req.pool.Timings.MaxRuntime), state.D(p.req.pool.Timings.RuntimeCap))
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	m.inst, m.done, m.ready = inst, true, time.Since(p.start).Seconds()
-	p.mu.Unlock()
-	return nil
-}
-
-// giveUp retires a member that will not become ready: a created instance is
-// terminated, a claimed one goes back to the pool only once its agent says
-// it is clean, otherwise it is expired.
-func (p *provisioner) giveUp(ctx context.Context, m *member) {
-	ctx = context.WithoutCancel(ctx)
-	p.forget(m.inst.ID)
-	cur, err := p.d.Store.Get(ctx, m.inst.ID)
-	if err != nil {
-		return
-	}
-	switch {
-	case cur.State == state.Claimed && cur.Assignment == m.inst.Assignment:
-		removal, rerr := p.d.RemovalFor(ctx, cur.Owner)
-		if rerr != nil {
-			p.d.Expire(ctx, cur.Ref(), rerr.Error())
-			return
-		}
-		if idle, uerr := p.d.Store.Unclaim(ctx, cur.Ref(), state.D(p.req.pool.Timings.IdleTTL), removal); uerr == nil {
-			p.d.Repool(ctx, idle, p.req.pool, 30*time.Second)
-		}
-	case cur.State == state.Created && cur.Assignment == m.inst.Assignment:
-		p.terminate(ctx, cur, "did not become ready")
-	case cur.State == state.Running && cur.RunID == p.req.RunID:
-		p.d.ReleaseInstance(ctx, p.req.RunID, cur.ID)
-	}
-}
-
-func (p *provisioner) terminate(ctx context.Context, inst *state.Instance, why string) {
-	if err := p.fleet.Terminate(ctx, []string{inst.ID}); err != nil {
-		p.d.Expire(ctx, inst.Ref(), why+"; terminate failed: "+err.Error())
-		return
-	}
-	if _, err := p.d.Store.Terminate(ctx, inst.ID, state.Termination{Assignment: inst.Assignment, Reason: why}); err != nil && state.ClauseOf(err) == "" {
-		p.log.Warn("mark terminated", "instanceId", inst.ID, "err", err)
-	}
-}
-
-// rollback gives back everything this provision holds after it failed.
-func (p *provisioner) rollback(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, m := range p.members() {
-		wg.Add(1)
-		go func() { defer wg.Done(); p.giveUp(ctx, m) }()
-	}
-	wg.Wait()
-}
-
-// join answers a retried invoke for a run another invocation provisions:
-// wait for that one to finish and report the same instances.
-func (p *provisioner) join(ctx context.Context, run *state.Run) (*Output, error) {
-	for {
-		switch run.Status {
-		case state.RunReady:
-			return p.fromRecords(ctx, run)
-		case state.RunFailed:
-			return nil, fmt.Errorf("provision of run %s failed: %s", run.ID, run.Detail)
-		case state.RunReleased:
-			return nil, controlplane.Invalid("runId", "run %s was released already; a re-run needs a new runId (for example run_id-run_attempt)", run.ID)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("run %s is still being provisioned by another invocation: %w", run.ID, ctx.Err())
-		case <-time.After(time.Second):
-		}
-		var err error
-		if run, err = p.d.Store.GetRun(ctx, run.ID); err != nil {
-			return nil, err
-		}
-	}
-}
-
-func (p *provisioner) fromRecords(ctx context.Context, run *state.Run) (*Output, error) {
-	p.mine = map[string]*member{}
-	for _, id := range run.InstanceIDs {
-		inst, err := p.d.Store.Get(ctx, id)
-		if err != nil || inst.RunID != run.ID || inst.State != state.Running {
-			continue
-		}
-		source := "created"
-		if inst.Uses > 1 {
-			source = "reused"
-		}
-		p.mine[id] = &member{inst: inst, source: source, done: true}
-	}
-	return p.output(), nil
-}
-
-func (p *provisioner) output() *Output {
-	out := &Output{RunID: p.req.RunID, Pool: p.req.Pool, Status: string(state.RunReady), Instances: []Instance{}}
-	for _, m := range p.members() {
-		out.Instances = append(out.Instances, Instance{InstanceID: m.inst.ID, InstanceType: m.inst.InstanceType, UsageClass: m.inst.UsageClass, Source: m.source, ReadySeconds: m.ready})
-		if m.source == "reused" {
-			out.Reused++
-		} else {
-			out.Created++
-		}
-	}
-	out.ElapsedSeconds = time.Since(p.start).Seconds()
-	return out
 }

@@ -53,6 +53,7 @@ resource "ghrunner_pool" "pool" {
   max_age_seconds            = each.value.timings.max_age_seconds
   max_uses                   = each.value.timings.max_uses
   release_wait_seconds       = each.value.timings.release_wait_seconds
+  runtime_cap_seconds        = each.value.timings.runtime_cap_seconds
 }
 
 resource "ghrunner_function" "fn" {

@@ -56,6 +56,7 @@ variable "pools" {
       max_age_seconds            = optional(number)
       max_uses                   = optional(number)
       release_wait_seconds       = optional(number)
+      runtime_cap_seconds        = optional(number)
     }), {})
   }))
 

@@ -1,0 +1,182 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// A pool's cap on live instances (maxInstances) is enforced with one
+// capacity item per pool (pk capacity#<pool>) holding the reservations of
+// launches in flight. A provision reserves before CreateFleet with an
+// optimistic write on the item's version, after counting the pool's records
+// that are not terminated; so two provisions can never both pass the cap,
+// and instances launched but not yet visible in the index (or never
+// recorded, when a provision died after CreateFleet) still count until
+// their reservation ends.
+
+const kindCapacity = "capacity"
+
+// CapacityKey is the partition key of a pool's capacity item.
+func CapacityKey(pool string) string { return "capacity#" + pool }
+
+// Reservation is n instances being launched, counted until Until. Once
+// launched, IDs names them: an instance the index already shows is counted
+// there and not again here.
+type Reservation struct {
+	N     int      `dynamodbav:"n"`
+	Until int64    `dynamodbav:"until"`
+	IDs   []string `dynamodbav:"ids,omitempty"`
+}
+
+// pending is how many of the reservation's instances the index does not
+// show yet.
+func (r Reservation) pending(indexed map[string]bool) int {
+	if len(r.IDs) == 0 {
+		return r.N
+	}
+	n := 0
+	for _, id := range r.IDs {
+		if !indexed[id] {
+			n++
+		}
+	}
+	return n
+}
+
+type capacityItem struct {
+	Key          string                 `dynamodbav:"pk"`
+	Kind         string                 `dynamodbav:"kind"`
+	Version      int64                  `dynamodbav:"version"`
+	Reservations map[string]Reservation `dynamodbav:"reservations"`
+}
+
+// CapacityError says a reservation would pass the pool's cap.
+type CapacityError struct {
+	Pool                  string
+	Live, Reserved, Asked int
+	Max                   int
+}
+
+func (e *CapacityError) Error() string {
+	return fmt.Sprintf("pool %s has %d live instances and %d being launched of its maxInstances %d: cannot create %d more",
+		e.Pool, e.Live, e.Reserved, e.Max, e.Asked)
+}
+
+// IsCapacity reports whether err is a *CapacityError.
+func IsCapacity(err error) bool {
+	var ce *CapacityError
+	return errors.As(err, &ce)
+}
+
+// Reserve records that reservation id launches n instances of pool, counted
+// for hold, if the pool's live records (count) plus the reservations in
+// force plus n stay within max. It retries when another provision changed
+// the item meanwhile.
+func (s *Store) Reserve(ctx context.Context, pool, id string, n, max int, hold time.Duration, count func(context.Context) (map[string]bool, error)) error {
+	for attempt := 0; ; attempt++ {
+		var item capacityItem
+		found, err := s.getItem(ctx, CapacityKey(pool), &item)
+		if err != nil {
+			return err
+		}
+		indexed, err := count(ctx)
+		if err != nil {
+			return fmt.Errorf("count live instances of %s: %w", pool, err)
+		}
+		live := len(indexed)
+		now := s.now()
+		reserved := 0
+		kept := map[string]Reservation{}
+		for k, r := range item.Reservations {
+			if r.Until > now && k != id {
+				kept[k] = r
+				reserved += r.pending(indexed)
+			}
+		}
+		if live+reserved+n > max {
+			return &CapacityError{Pool: pool, Live: live, Reserved: reserved, Asked: n, Max: max}
+		}
+		kept[id] = Reservation{N: n, Until: now + secs(hold)}
+		next := capacityItem{Key: CapacityKey(pool), Kind: kindCapacity, Version: item.Version + 1, Reservations: kept}
+		av, err := attributevalue.MarshalMap(next)
+		if err != nil {
+			return err
+		}
+		b := newBuilder()
+		var cond string
+		if found {
+			cond = b.name("version") + " = " + b.value(item.Version)
+		} else {
+			cond = "attribute_not_exists(" + b.name(AttrPK) + ")"
+		}
+		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av, ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: b.attrNames(), ExpressionAttributeValues: b.attrValues()})
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			return nil
+		case !errors.As(err, &ccf):
+			return fmt.Errorf("reserve %d instances of %s: %w", n, pool, err)
+		case attempt >= 20:
+			return fmt.Errorf("reserve %d instances of %s: the capacity item kept changing", n, pool)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(10+rand.IntN(40*(attempt+1))) * time.Millisecond):
+		}
+	}
+}
+
+// SettleReservation shortens reservation id of pool to the instances
+// launched, for hold from now (none: drop it), once their records are
+// written: they then count through the index, and the reservation only
+// while the index lags.
+func (s *Store) SettleReservation(ctx context.Context, pool, id string, launched []string, hold time.Duration) error {
+	n := len(launched)
+	b := newBuilder()
+	path := b.name("reservations." + id)
+	update := "SET " + b.name("version") + " = " + b.name("version") + " + " + b.value(1)
+	if n > 0 {
+		update += ", " + path + " = " + b.value(Reservation{N: n, Until: s.now() + secs(hold), IDs: launched})
+	} else {
+		update += " REMOVE " + path
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.table), Key: s.key(CapacityKey(pool)),
+		UpdateExpression: aws.String(update), ConditionExpression: aws.String("attribute_exists(" + path + ")"),
+		ExpressionAttributeNames: b.attrNames(), ExpressionAttributeValues: b.attrValues()})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil // pruned by another reservation meanwhile: nothing to settle
+	}
+	if err != nil {
+		return fmt.Errorf("settle reservation %s of %s: %w", id, pool, err)
+	}
+	return nil
+}
+
+// LiveIDs returns the ids of the pool's records that are not terminated,
+// expired leases included (their instances still run until refresh or a
+// provision terminates them). It reads the index: a record written a moment
+// ago may be missing, which the reservations cover.
+func (s *Store) LiveIDs(ctx context.Context, pool string) (map[string]bool, error) {
+	ids := map[string]bool{}
+	for _, st := range []State{Created, Claimed, Running, Idle} {
+		insts, err := s.ByPoolState(ctx, pool, st, time.Time{})
+		if err != nil {
+			return nil, err
+		}
+		for _, inst := range insts {
+			ids[inst.ID] = true
+		}
+	}
+	return ids, nil
+}

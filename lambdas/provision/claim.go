@@ -1,0 +1,256 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// claim takes up to n clean idle instances from the pool and keeps those
+// whose EC2 instance runs. Whether their agent is alive is judged while
+// waiting for its registration (its heartbeat counter must move), never by
+// comparing the agent's clock with ours. The pool queue is only a hint: if
+// it fails, provision creates what it could not claim.
+func (p *provisioner) claim(ctx context.Context, n int, reg *state.Registration) int {
+	t := p.req.pool.Timings
+	claimer := &pool.Claimer{Store: p.d.Store, Request: state.ClaimRequest{
+		RunID: p.req.RunID, Pool: p.req.Pool, Owner: p.req.Owner, LaunchTemplateVersion: p.req.pool.LaunchTemplateVersion,
+		MaxUses: t.MaxUses, MaxAge: state.D(t.MaxAge), ClaimTTL: state.D(t.ClaimTTL), Registration: reg,
+	}}
+	res, err := p.d.Queue(p.req.pool).Take(ctx, n, p.req.matcher, claimer.Claim)
+	for _, old := range claimer.Retire {
+		p.d.Expire(ctx, old.Ref(), "not reusable: launch template, use count or age")
+	}
+	p.adopt(ctx, claimer.Instances, "reused")
+	if err != nil {
+		p.log.Warn("pool queue failed: creating what was not claimed", "err", err, "claimed", len(claimer.Instances))
+	}
+	if len(claimer.Instances) == 0 {
+		return 0
+	}
+	ids := make([]string, len(claimer.Instances))
+	for i, inst := range claimer.Instances {
+		ids[i] = inst.ID
+	}
+	running, err := p.fleet.Running(ctx, ids)
+	if err != nil {
+		// Unknown is not dead: the registration wait decides.
+		p.log.Warn("claimed instances not checked in EC2", "err", err)
+		return len(claimer.Instances)
+	}
+	kept := 0
+	for _, inst := range claimer.Instances {
+		if running[inst.ID] {
+			kept++
+			continue
+		}
+		p.log.Warn("claimed instance not running in EC2: retired", "instanceId", inst.ID)
+		p.d.Expire(ctx, inst.Ref(), "not running in EC2 when claimed")
+		p.forget(inst.ID)
+	}
+	p.log.Info("claimed from pool", "claimed", kept, "received", res.Received, "stale", res.Stale, "exhausted", res.Exhausted)
+	return kept
+}
+
+// create launches n instances and writes their records at once, before
+// anything else can fail, so no instance exists without a record for long.
+// It returns the members it added. The launch is reserved against the
+// pool's cap first; an instance whose record could not be written is
+// terminated at once (refresh would otherwise find it only after
+// createdTTL).
+func (p *provisioner) create(ctx context.Context, n int, reg *state.Registration) ([]*member, error) {
+	assignment := state.NewAssignment()
+	if err := p.reserve(ctx, assignment, n); err != nil {
+		return nil, err
+	}
+	launched, detail, err := p.fleet.Launch(ctx, LaunchSpec{Pool: p.req.pool, Types: p.req.types, UsageClass: p.req.UsageClass, Count: n, Owner: p.req.Owner, Assignment: assignment})
+	recorded, rerr := p.record(ctx, launched, assignment, reg)
+	p.adopt(ctx, recorded, "created")
+	if unrecorded := missingFrom(launched, recorded); len(unrecorded) > 0 {
+		if terr := p.fleet.Terminate(context.WithoutCancel(ctx), unrecorded); terr != nil {
+			p.log.Error("terminate instances without a record", "instanceIds", unrecorded, "err", terr)
+		} else {
+			p.log.Warn("terminated instances whose record could not be written", "instanceIds", unrecorded)
+		}
+	}
+	// The records now count through the index, after its lag; the
+	// reservation covers that lag and, if this process dies before this
+	// line, the instances until refresh reconciles them.
+	if serr := p.d.Store.SettleReservation(context.WithoutCancel(ctx), p.req.Pool, assignment, idsOf(recorded), indexLag); serr != nil {
+		p.log.Warn("settle capacity reservation", "err", serr)
+	}
+	members := p.membersOf(recorded)
+	if err != nil {
+		return members, fmt.Errorf("launch %d instances: %w", n, err)
+	}
+	if rerr != nil {
+		return members, rerr
+	}
+	if len(launched) < n {
+		return members, fmt.Errorf("EC2 launched %d of %d instances: %s", len(launched), n, detail)
+	}
+	return members, nil
+}
+
+// indexLag bounds how long a new record may take to appear in the index.
+const indexLag = 30 * time.Second
+
+// reserve holds n of the pool's maxInstances for a launch. Instances
+// launched by a provision that dies before writing their records count
+// until refresh must have terminated them (createdTTL after launch, twice
+// for the refresh period). At the cap, the pool's expired leases are
+// terminated first: they hold capacity no run can use.
+func (p *provisioner) reserve(ctx context.Context, id string, n int) error {
+	hold := 2 * state.D(p.req.pool.Timings.CreatedTTL)
+	count := func(ctx context.Context) (map[string]bool, error) { return p.d.Store.LiveIDs(ctx, p.req.Pool) }
+	err := p.d.Store.Reserve(ctx, p.req.Pool, id, n, p.req.pool.MaxInstances, hold, count)
+	if !state.IsCapacity(err) {
+		return err
+	}
+	if reaped := p.reapExpired(ctx); reaped == 0 {
+		return err
+	}
+	return p.d.Store.Reserve(ctx, p.req.Pool, id, n, p.req.pool.MaxInstances, hold, count)
+}
+
+// reapExpired terminates the pool's instances whose lease has passed, each
+// through the conditional write refresh uses (a lease renewed or extended
+// meanwhile is left alone). It returns how many it terminated.
+func (p *provisioner) reapExpired(ctx context.Context) int {
+	var ids []string
+	for _, st := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
+		insts, err := p.d.Store.ByPoolState(ctx, p.req.Pool, st, p.d.Store.Now())
+		if err != nil {
+			return 0
+		}
+		for _, inst := range insts {
+			ids = append(ids, inst.ID)
+		}
+	}
+	records, err := p.d.Store.GetMany(ctx, ids)
+	if err != nil {
+		return 0
+	}
+	reaped := 0
+	for _, rec := range records {
+		if rec.State == state.Terminated || !rec.Expired(p.d.Store.Now()) {
+			continue
+		}
+		if _, err := p.d.Store.Terminate(ctx, rec.ID, state.Termination{Assignment: rec.Assignment, IfExpired: true, Reason: "lease expired (reaped at the pool's cap)"}); err != nil {
+			continue
+		}
+		if err := p.fleet.Terminate(ctx, []string{rec.ID}); err != nil {
+			p.log.Warn("terminate expired instance", "instanceId", rec.ID, "err", err) // refresh terminates it again
+		}
+		if rec.GithubRunnerID != 0 {
+			if err := p.d.GitHub.DeleteRunner(ctx, rec.Owner, rec.GithubRunnerID); err != nil {
+				p.log.Warn("delete runner of expired instance", "instanceId", rec.ID, "err", err)
+			}
+		}
+		reaped++
+	}
+	return reaped
+}
+
+func idsOf(insts []*state.Instance) []string {
+	ids := make([]string, len(insts))
+	for i, inst := range insts {
+		ids[i] = inst.ID
+	}
+	return ids
+}
+
+func missingFrom(launched []Launched, recorded []*state.Instance) []string {
+	have := map[string]bool{}
+	for _, r := range recorded {
+		have[r.ID] = true
+	}
+	var out []string
+	for _, l := range launched {
+		if !have[l.ID] {
+			out = append(out, l.ID)
+		}
+	}
+	return out
+}
+
+func (p *provisioner) record(ctx context.Context, launched []Launched, assignment string, reg *state.Registration) ([]*state.Instance, error) {
+	var mu sync.Mutex
+	var recorded []*state.Instance
+	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
+	g.SetLimit(16)
+	for _, l := range launched {
+		g.Go(func() error {
+			material := *reg
+			material.Assignment = assignment
+			inst, err := p.d.Store.Create(gctx, state.NewInstance{
+				ID: l.ID, Pool: p.req.Pool, Owner: p.req.Owner, RunID: p.req.RunID, Assignment: assignment,
+				InstanceType: l.InstanceType, UsageClass: l.UsageClass, LaunchTemplateVersion: p.req.pool.LaunchTemplateVersion,
+				LaunchedAt: l.LaunchedAt, TTL: state.D(p.req.pool.Timings.CreatedTTL), Registration: &material,
+			})
+			if err != nil {
+				return fmt.Errorf("record instance %s: %w", l.ID, err)
+			}
+			mu.Lock()
+			recorded = append(recorded, inst)
+			mu.Unlock()
+			return nil
+		})
+	}
+	err := g.Wait()
+	return recorded, err
+}
+
+// adopt notes instances as this run's, in memory and in the run item.
+func (p *provisioner) adopt(ctx context.Context, insts []*state.Instance, source string) {
+	if len(insts) == 0 {
+		return
+	}
+	ids := make([]string, len(insts))
+	p.mu.Lock()
+	for i, inst := range insts {
+		p.mine[inst.ID] = &member{inst: inst, source: source}
+		ids[i] = inst.ID
+	}
+	p.mu.Unlock()
+	if _, err := p.d.Store.AddRunInstances(context.WithoutCancel(ctx), p.req.RunID, ids...); err != nil {
+		p.log.Warn("record run instances", "err", err)
+	}
+}
+
+func (p *provisioner) forget(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.mine, id)
+}
+
+// membersOf returns the members of the given records.
+func (p *provisioner) membersOf(insts []*state.Instance) []*member {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*member, 0, len(insts))
+	for _, inst := range insts {
+		if m, ok := p.mine[inst.ID]; ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (p *provisioner) members() []*member {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*member, 0, len(p.mine))
+	for _, m := range p.mine {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].inst.ID < out[j].inst.ID })
+	return out
+}

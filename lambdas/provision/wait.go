@@ -1,0 +1,166 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// waitAll waits for every instance's UD_REG_OK and moves it to running.
+// An instance that fails (a FAILED signal, a spot interruption notice, a
+// silent agent, its lease running out) is given up and replaced at once by
+// a new one, once per requested instance, while a boot still fits the
+// deadline. A failure that cannot be replaced ends the other waits: the
+// provision fails and rolls back.
+func (p *provisioner) waitAll(ctx context.Context, reg *state.Registration) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		m   *member
+		err error
+	}
+	results := make(chan result)
+	pending := 0
+	wait := func(m *member) {
+		pending++
+		go func() { results <- result{m, p.waitOne(ctx, m)} }()
+	}
+	replaceable := map[string]bool{} // replacements are not replaced again
+	for _, m := range p.members() {
+		if !m.done {
+			replaceable[m.inst.ID] = true
+			wait(m)
+		}
+	}
+	var failed []error
+	for pending > 0 {
+		r := <-results
+		pending--
+		if r.err == nil {
+			continue
+		}
+		p.log.Warn("instance failed to become ready", "instanceId", r.m.inst.ID, "err", r.err)
+		p.forget(r.m.inst.ID)
+		// Given back in the background: a failed provision marks its run
+		// failed before it waits for this (rollback).
+		p.giving.Add(1)
+		go func() { defer p.giving.Done(); p.giveUp(r.m, r.err) }()
+		err := fmt.Errorf("%s: %w", r.m.inst.ID, r.err)
+		dl, _ := ctx.Deadline()
+		if len(failed) > 0 || !replaceable[r.m.inst.ID] || errors.Is(r.err, errReleased) || ctx.Err() != nil || time.Until(dl) < state.D(p.req.pool.Timings.BootTime) {
+			failed = append(failed, err)
+			cancel()
+			continue
+		}
+		fresh, cerr := p.create(ctx, 1, reg)
+		for _, m := range fresh {
+			wait(m)
+		}
+		if cerr != nil {
+			failed = append(failed, fmt.Errorf("%w; replacing it failed: %w", err, cerr))
+			cancel()
+			continue
+		}
+		p.log.Info("replacing a failed instance", "failed", r.m.inst.ID, "replacement", fresh[0].inst.ID)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d instances did not become ready: %w", len(failed), p.req.count, errors.Join(failed...))
+	}
+	return nil
+}
+
+var errReleased = errors.New("the run was released")
+
+func (p *provisioner) waitOne(ctx context.Context, m *member) error {
+	lease := time.Unix(m.inst.Threshold, 0)
+	wctx, cancel := context.WithDeadline(ctx, lease)
+	defer cancel()
+	// A claimed instance's agent beats already; a new one first boots.
+	silent := state.D(p.req.pool.Timings.StaleAfter)
+	if m.source == "created" {
+		silent += state.D(p.req.pool.Timings.BootTime)
+	}
+	if _, err := p.d.Store.WaitSignalAlive(wctx, m.inst.ID, m.inst.Assignment, state.SignalRegOK, state.SignalRegFailed, p.d.Poll, silent); err != nil {
+		return err
+	}
+	run, err := p.d.Store.GetRun(ctx, p.req.RunID)
+	if err != nil {
+		return err
+	}
+	if run.Status == state.RunReleased {
+		return errReleased
+	}
+	inst, err := p.d.Store.MarkRunning(ctx, m.inst.Ref(), state.D(p.req.pool.Timings.MaxRuntime), state.D(p.req.pool.Timings.RuntimeCap))
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	m.inst, m.done, m.ready = inst, true, time.Since(p.start).Seconds()
+	p.mu.Unlock()
+	return nil
+}
+
+// giveUp retires a member that will not become ready, within the cleanup
+// deadline: a created instance is terminated; a claimed one goes back to
+// the pool only once its agent says it is clean, unless its agent is silent
+// or EC2 is taking it back (then it is expired).
+func (p *provisioner) giveUp(m *member, why error) {
+	ctx := p.cleanup
+	p.forget(m.inst.ID)
+	cur, err := p.d.Store.Get(ctx, m.inst.ID)
+	if err != nil {
+		p.log.Warn("give up instance: read failed; its lease ends it", "instanceId", m.inst.ID, "err", err)
+		return
+	}
+	var sf *state.SignalFailedError
+	gone := errors.Is(why, state.ErrSilent) || errors.As(why, &sf) && sf.Signal == state.SignalInterrupted
+	switch {
+	case cur.State == state.Claimed && cur.Assignment == m.inst.Assignment && gone:
+		p.d.Expire(ctx, cur.Ref(), "given up: "+why.Error())
+	case cur.State == state.Claimed && cur.Assignment == m.inst.Assignment:
+		removal, rerr := p.d.RemovalFor(ctx, cur.Owner)
+		if rerr != nil {
+			p.d.Expire(ctx, cur.Ref(), rerr.Error())
+			return
+		}
+		if idle, uerr := p.d.Store.Unclaim(ctx, cur.Ref(), state.D(p.req.pool.Timings.IdleTTL), removal); uerr == nil {
+			// Repool expires the instance when its agent does not confirm
+			// in time; that must happen before the invocation ends.
+			wait := 30 * time.Second
+			if dl, ok := ctx.Deadline(); ok {
+				wait = min(wait, time.Until(dl)-3*time.Second)
+			}
+			p.d.Repool(ctx, idle, p.req.pool, wait)
+		}
+	case cur.State == state.Created && cur.Assignment == m.inst.Assignment:
+		p.terminate(ctx, cur, "did not become ready")
+	case cur.State == state.Running && cur.RunID == p.req.RunID:
+		p.d.ReleaseInstance(ctx, p.req.RunID, cur.ID)
+	}
+}
+
+func (p *provisioner) terminate(ctx context.Context, inst *state.Instance, why string) {
+	if err := p.fleet.Terminate(ctx, []string{inst.ID}); err != nil {
+		p.d.Expire(ctx, inst.Ref(), why+"; terminate failed: "+err.Error())
+		return
+	}
+	if _, err := p.d.Store.Terminate(ctx, inst.ID, state.Termination{Assignment: inst.Assignment, Reason: why}); err != nil && state.ClauseOf(err) == "" {
+		p.log.Warn("mark terminated", "instanceId", inst.ID, "err", err)
+	}
+}
+
+// rollback gives back everything this provision holds after it failed,
+// once the instances already being given back are done.
+func (p *provisioner) rollback() {
+	p.giving.Wait()
+	var wg sync.WaitGroup
+	for _, m := range p.members() {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.giveUp(m, errors.New("the provision failed")) }()
+	}
+	wg.Wait()
+}
