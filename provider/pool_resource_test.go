@@ -264,6 +264,8 @@ func TestAccPool_validation(t *testing.T) {
 		{`agent_path = "relative/agent"`, `must be an absolute path`},
 		{`max_instances = 0`, `between 1 and 10000`},
 		{`min_running_time_seconds = 0`, `value must be at least 1`},
+		{`max_runtime_seconds = 30000`, `runtime_cap_seconds (21600) must be at least max_runtime_seconds (30000)`},
+		{`max_runtime_seconds = 600` + "\n" + `runtime_cap_seconds = 300`, `runtime_cap_seconds (300) must be at least`},
 	} {
 		t.Run(c.want, func(t *testing.T) {
 			cfg := strings.Replace(f.config(c.extra), `owner              = "acme"`, "", strings.Count(c.extra, "owner"))
