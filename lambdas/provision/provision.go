@@ -1,7 +1,22 @@
-// Package provision is the provision function (DESIGN.md §6, seed
-// lifecycle-walkthrough.md): it gives a run its runners, reusing clean idle
-// instances from the pool and creating the rest, and returns once every one
-// is registered with GitHub under the runId label.
+// Package provision is the provision function: it gives a run its runners,
+// reusing clean idle instances from the pool and creating the rest, and
+// returns once every one is registered with GitHub under the runId label.
+//
+// Invariants:
+//   - a pool never has more live instances than maxInstances: every launch
+//     is reserved first against the pool's capacity item (records not
+//     terminated plus launches in flight), by a conditional write;
+//   - no launched instance is left without a record or a reservation: an
+//     instance whose record could not be written is terminated at once, and
+//     one launched by a provision killed before its records counts against
+//     the cap until refresh must have terminated it;
+//   - a failed provision marks its run failed before anything else, then
+//     gives back what it holds within the invocation's deadline;
+//   - an agent's liveness is judged by its heartbeat counter moving, timed by
+//     this process, never by the agent's clock; a silent agent or a spot
+//     interruption notice replaces the instance at once (once per instance
+//     asked for, while a boot still fits the deadline);
+//   - the pool queue is a hint: when it fails, provision creates instead.
 package provision
 
 import (
