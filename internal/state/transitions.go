@@ -348,6 +348,11 @@ func (s *Store) Create(ctx context.Context, n NewInstance) (*Instance, error) {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
 			cur, _ := s.Get(ctx, n.ID)
+			if cur != nil && cur.Assignment == n.Assignment && cur.RunID == n.RunID && cur.LaunchedAt == inst.LaunchedAt {
+				// Our own write, retried by the SDK after DynamoDB stored it
+				// and then answered with an error: it is done.
+				return cur, nil
+			}
 			return nil, &ConditionError{Key: inst.Key, Transition: "create", Clause: ClauseExists, Detail: "a record already exists", Current: cur}
 		}
 		return nil, fmt.Errorf("create %s: %w", n.ID, err)

@@ -355,3 +355,22 @@ func TestRegistrationOnlyForItsAssignment(t *testing.T) {
 		t.Fatal("registration material kept after the runner registered")
 	}
 }
+
+func TestCreateRetriedAfterItsWriteLandedSucceeds(t *testing.T) {
+	s, _ := newStore(t)
+	n := NewInstance{ID: "i-retried", Pool: testPool, Owner: "acme", RunID: "run-1", Assignment: NewAssignment(), TTL: time.Minute}
+	if _, err := s.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	// The SDK retries a PutItem DynamoDB stored but answered with a 5xx: the
+	// retry meets its own record.
+	again, err := s.Create(ctx, n)
+	if err != nil || again.Assignment != n.Assignment {
+		t.Fatalf("a retried create of the same record = %v, %v; want it done", again, err)
+	}
+	other := n
+	other.Assignment = NewAssignment()
+	if _, err := s.Create(ctx, other); ClauseOf(err) != ClauseExists {
+		t.Fatalf("a create for another assignment over an existing record = %v, want refused (exists)", err)
+	}
+}
