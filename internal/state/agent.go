@@ -80,6 +80,10 @@ func (s *Store) PutSignal(ctx context.Context, instanceID, assignment, name, det
 		id:         instanceID,
 		checks:     agentBound(assignment),
 		set:        map[string]any{"signals." + name: Signal{Assignment: assignment, At: s.now(), Detail: detail}},
+		applied: func(cur *Instance) bool {
+			sig, ok := cur.Signals[name]
+			return ok && cur.State != Terminated && cur.Assignment == assignment && sig.Assignment == assignment && sig.Detail == detail
+		},
 	})
 	return err
 }

@@ -199,6 +199,11 @@ type change struct {
 	set        map[string]any // attribute path -> value
 	increment  []string       // numeric attributes to add one to
 	remove     []string
+	// applied, when set, recognises the record this change leaves behind.
+	// DynamoDB may store a write and still answer with an error; the SDK
+	// then retries it and the retry's condition fails against our own
+	// result: that is success, not a lost race.
+	applied func(cur *Instance) bool
 }
 
 // apply runs the change. Every change bumps version; a refused change returns
@@ -238,7 +243,12 @@ func (s *Store) apply(ctx context.Context, c change) (*Instance, error) {
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
-			return nil, s.diagnose(ctx, c, key, ccf.Item)
+			err := s.diagnose(ctx, c, key, ccf.Item)
+			var ce *ConditionError
+			if errors.As(err, &ce) && ce.Current != nil && c.applied != nil && c.applied(ce.Current) {
+				return ce.Current, nil
+			}
+			return nil, err
 		}
 		return nil, fmt.Errorf("%s of %s: %w", c.transition, key, err)
 	}
@@ -391,6 +401,7 @@ func (s *Store) MarkRunning(ctx context.Context, r Ref, maxRuntime, runtimeCap t
 		id:         r.ID,
 		checks:     append(bound(r), stateIn(Created, Claimed), leaseLive(now), signalBound(SignalRegOK, r.Assignment)),
 		set:        set,
+		applied:    func(cur *Instance) bool { return cur.State == Running && cur.Assignment == r.Assignment },
 	})
 }
 
@@ -418,6 +429,7 @@ func (s *Store) toIdle(ctx context.Context, name string, r Ref, checks []check, 
 		checks:     checks,
 		set:        withState(map[string]any{"assignment": next}, r.Pool, Idle, s.now(), s.now()+secs(idleTTL)),
 		remove:     []string{AttrRunID, "pooledAt"},
+		applied:    func(cur *Instance) bool { return cur.Assignment == next },
 	}
 	if removal != nil {
 		material := *removal
@@ -468,6 +480,7 @@ func (s *Store) Claim(ctx context.Context, id string, req ClaimRequest) (*Instan
 		set:        withState(map[string]any{"assignment": next, AttrRunID: req.RunID}, req.Pool, Claimed, now, now+secs(req.ClaimTTL)),
 		increment:  []string{"uses"},
 		remove:     []string{"pooledAt"},
+		applied:    func(cur *Instance) bool { return cur.Assignment == next },
 	}
 	if req.Registration != nil {
 		material := *req.Registration

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
 // TestTransitionsRefused breaks one clause of each transition at a time and
@@ -372,5 +374,44 @@ func TestCreateRetriedAfterItsWriteLandedSucceeds(t *testing.T) {
 	other.Assignment = NewAssignment()
 	if _, err := s.Create(ctx, other); ClauseOf(err) != ClauseExists {
 		t.Fatalf("a create for another assignment over an existing record = %v, want refused (exists)", err)
+	}
+}
+
+// landedTwice stores every write and then lets it be sent again, as the SDK
+// does when DynamoDB stored a write but answered 500: the second send meets
+// the record the first one left.
+type landedTwice struct{ DynamoDBAPI }
+
+func (l landedTwice) UpdateItem(c context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if _, err := l.DynamoDBAPI.UpdateItem(c, in, o...); err != nil {
+		return nil, err
+	}
+	return l.DynamoDBAPI.UpdateItem(c, in, o...)
+}
+
+func TestATransitionRetriedAfterItLandedSucceeds(t *testing.T) {
+	s, clk := newStore(t)
+	retried := New(landedTwice{s.db}, s.Table())
+	retried.Now = clk.Now
+	inst := created(t, s, "i-landed", "run-1")
+	if err := retried.PutSignal(ctx, inst.ID, inst.Assignment, SignalRegOK, "ghr-1-i-landed"); err != nil {
+		t.Fatalf("signal: %v", err)
+	}
+	run, err := retried.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
+	if err != nil || run.State != Running {
+		t.Fatalf("→running: %v, %v", run, err)
+	}
+	idle, err := retried.Release(ctx, run.Ref(), "run-1", time.Hour, nil)
+	if err != nil || idle.State != Idle {
+		t.Fatalf("running→idle: %v, %v", idle, err)
+	}
+	must(t, s.PutSignal(ctx, idle.ID, idle.Assignment, SignalRemoveRegOK, ""))
+	claimed, err := retried.Claim(ctx, idle.ID, ClaimRequest{RunID: "run-2", Pool: testPool, Owner: testOwner, ClaimTTL: time.Minute})
+	if err != nil || claimed.State != Claimed || claimed.RunID != "run-2" {
+		t.Fatalf("idle→claimed: %v, %v", claimed, err)
+	}
+	// A real lost race still loses.
+	if _, err := retried.Claim(ctx, idle.ID, ClaimRequest{RunID: "run-3", Pool: testPool, Owner: testOwner, ClaimTTL: time.Minute}); ClauseOf(err) != ClauseState {
+		t.Fatalf("a second claim = %v, want refused (state)", err)
 	}
 }
