@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,12 +97,46 @@ func newWorld(t testing.TB, preRunner string) *world {
 	return w
 }
 
+// configure changes the agent's configuration file; call it before start.
+func (w *world) configure(change func(*config.Config)) {
+	w.t.Helper()
+	path := filepath.Join(w.dir, "agent.json")
+	raw, err := os.ReadFile(path)
+	must(w.t, err)
+	var cfg config.Config
+	must(w.t, json.Unmarshal(raw, &cfg))
+	change(&cfg)
+	raw, _ = json.Marshal(cfg)
+	must(w.t, os.WriteFile(path, raw, 0o600))
+}
+
+// kill kills the agent at once, with the commands it is running (config.sh
+// runs in its process group; run.sh has a group of its own and survives, as
+// under systemd with KillMode=process).
+func (w *world) kill() {
+	w.t.Helper()
+	syscall.Kill(-w.agent.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-w.exited:
+	case <-time.After(10 * time.Second):
+		w.t.Fatal("killed agent did not exit")
+	}
+}
+
 func (w *world) start() {
 	w.agent = exec.Command(buildAgent(w.t), "-config", filepath.Join(w.dir, "agent.json"))
 	w.agent.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_REGION="+awstest.Region)
-	w.agent.Stdout, w.agent.Stderr = w.logs, w.logs
+	// A pipe of our own, not exec's: run.sh inherits the agent's output,
+	// and exec's Wait would wait for every writer to close it, not for the
+	// agent to exit.
+	out, in, err := os.Pipe()
+	must(w.t, err)
+	go func() { io.Copy(w.logs, out); out.Close() }()
+	w.agent.Stdout, w.agent.Stderr = in, in
 	w.agent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	must(w.t, w.agent.Start())
+	err = w.agent.Start()
+	in.Close()
+	must(w.t, err)
 	go func() { w.exited <- w.agent.Wait() }()
 	w.t.Cleanup(func() {
 		syscall.Kill(-w.agent.Process.Pid, syscall.SIGKILL)
@@ -118,8 +153,14 @@ func (w *world) start() {
 // registration material, as provision does right after launch.
 func (w *world) create(runID, usageClass string) *state.Instance {
 	w.t.Helper()
+	return w.createFor(runID, usageClass, 10*time.Minute)
+}
+
+// createFor is create with a created lease of ttl.
+func (w *world) createFor(runID, usageClass string, ttl time.Duration) *state.Instance {
+	w.t.Helper()
 	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: runID, Assignment: state.NewAssignment(),
-		InstanceType: "c7i.large", UsageClass: usageClass, TTL: 10 * time.Minute, Registration: w.registration()})
+		InstanceType: "c7i.large", UsageClass: usageClass, TTL: ttl, Registration: w.registration()})
 	must(w.t, err)
 	return inst
 }
@@ -284,13 +325,7 @@ func TestFailingPreRunnerScript(t *testing.T) {
 
 func TestAgentWithoutRecordTerminatesItself(t *testing.T) {
 	w := newWorld(t, "")
-	cfgPath := filepath.Join(w.dir, "agent.json")
-	raw, _ := os.ReadFile(cfgPath)
-	var cfg config.Config
-	must(t, json.Unmarshal(raw, &cfg))
-	cfg.RecordWait = config.Duration{Duration: 2 * time.Second}
-	raw, _ = json.Marshal(cfg)
-	must(t, os.WriteFile(cfgPath, raw, 0o600))
+	w.configure(func(c *config.Config) { c.RecordWait = config.Duration{Duration: 2 * time.Second} })
 	w.start()
 	select {
 	case err := <-w.exited:

@@ -122,11 +122,28 @@ func (r *Runner) Remove(ctx context.Context, token string) error {
 	return nil
 }
 
+// identityFiles are the files configuring a runner leaves in its
+// directory. Newer runners' listeners also keep the settings and
+// credentials the service migrated them to (the _migrated files), and
+// config.sh refuses to configure while .runner or .runner_migrated exists.
+var identityFiles = []string{".runner", ".credentials", ".credentials_rsaparams", ".runner_migrated", ".credentials_migrated"}
+
+// Leftovers reports whether any file of a runner configuration is in the
+// runner directory.
+func (r *Runner) Leftovers() bool {
+	for _, f := range identityFiles {
+		if _, err := os.Lstat(filepath.Join(r.Dir, f)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Forget deletes the local registration files, for when GitHub cannot be
 // told (no remove token): the server side is left to the control plane.
 func (r *Runner) Forget() error {
 	var errs []error
-	for _, f := range []string{".runner", ".credentials", ".credentials_rsaparams"} {
+	for _, f := range identityFiles {
 		if err := os.Remove(filepath.Join(r.Dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

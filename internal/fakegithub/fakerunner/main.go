@@ -205,6 +205,12 @@ const (
 	runnerFile = ".runner"
 	credFile   = ".credentials"
 	keyFileN   = ".credentials_rsaparams"
+	// The listener of newer runners keeps settings and credentials the
+	// service migrated it to beside the configured ones; config.sh counts
+	// the runner configured while either settings file exists, and removal
+	// deletes both.
+	migratedRunnerFile = ".runner_migrated"
+	migratedCredFile   = ".credentials_migrated"
 )
 
 var bom = []byte("\xef\xbb\xbf")
@@ -240,7 +246,7 @@ func fail(err error) int {
 }
 
 func configure(c command) int {
-	if exists(runnerFile) {
+	if exists(runnerFile) || exists(migratedRunnerFile) {
 		return fail(errors.New("Cannot configure the runner because it is already configured. To reconfigure the runner, run 'config.cmd remove' or './config.sh remove' first."))
 	}
 	fmt.Print("\n# Authentication\n\n")
@@ -428,6 +434,7 @@ func remove(c command) int {
 func deleteLocal() {
 	if exists(credFile) {
 		os.Remove(credFile)
+		os.Remove(migratedCredFile)
 		os.Remove(keyFileN)
 		success("Removed .credentials")
 	} else {
@@ -435,6 +442,7 @@ func deleteLocal() {
 	}
 	if exists(runnerFile) {
 		os.Remove(runnerFile)
+		os.Remove(migratedRunnerFile)
 		success("Removed .runner")
 	} else {
 		fmt.Println("Does not exist. Skipping Removing .runner")

@@ -1,0 +1,251 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// setLocal changes what the runner is registered for, saving the note when
+// save is set.
+func (a *Agent) setLocal(r registration, save bool) {
+	a.local = r
+	a.current.Store(&r)
+	if save {
+		a.saveFile("registration.json", r)
+	}
+}
+
+// runnerName is the name the runner registers under for an assignment: the
+// claim count makes it unique to the assignment on this instance.
+func runnerName(rec *state.Instance, instanceID string) string {
+	return fmt.Sprintf("ghr-%d-%s", rec.Uses, instanceID)
+}
+
+// register registers the runner for the record's run and assignment.
+func (a *Agent) register(ctx context.Context, rec *state.Instance) {
+	if answered(rec, state.SignalRegOK, state.SignalRegFailed) {
+		return // already answered this assignment; wait for the control plane
+	}
+	log := a.Log.With("runId", rec.RunID, "assignment", rec.Assignment)
+	if !a.preRunner.OK {
+		a.signal(ctx, rec, state.SignalRegFailed, "pre-runner script failed: "+a.preRunner.Detail)
+		return
+	}
+	name := runnerName(rec, a.InstanceID)
+	if a.adopt(ctx, rec, name) {
+		return
+	}
+	reg := rec.Registration
+	if reg == nil || reg.Assignment != rec.Assignment || reg.Purpose != "register" || reg.Token == "" {
+		a.signal(ctx, rec, state.SignalRegFailed, "no registration material for this assignment in the record")
+		return
+	}
+	var file runner.File
+	err := retry(ctx, 3, func() error {
+		var err error
+		file, err = a.Runner.Configure(ctx, runner.Registration{URL: reg.URL, Token: reg.Token, Name: name, Labels: rec.RunID})
+		return err
+	})
+	if err != nil {
+		log.Error("register runner", "err", err)
+		a.Runner.Forget()
+		a.signal(ctx, rec, state.SignalRegFailed, err.Error())
+		return
+	}
+	a.setLocal(registration{RunID: rec.RunID, Assignment: rec.Assignment, RunnerID: file.AgentID, Name: name}, true)
+	log.Info("runner registered", "runner", name, "runnerId", file.AgentID)
+	a.launch(ctx, rec)
+}
+
+// adopt takes over a runner that config.sh configured for this very
+// assignment before the agent, killed, could note it: the runner's own
+// .runner names it. Any other runner configuration left in the runner
+// directory belongs to an earlier assignment, and config.sh refuses to
+// configure over it: it is removed first, as deregister does. adopt reports
+// whether the runner was adopted.
+func (a *Agent) adopt(ctx context.Context, rec *state.Instance, name string) bool {
+	file, configured, err := a.Runner.Configured()
+	if err == nil && configured && file.AgentName == name && file.AgentID != 0 {
+		a.Log.Info("adopting the runner configured before the agent restarted", "runId", rec.RunID, "assignment", rec.Assignment, "runner", name, "runnerId", file.AgentID)
+		a.setLocal(registration{RunID: rec.RunID, Assignment: rec.Assignment, RunnerID: file.AgentID, Name: name}, true)
+		a.launch(ctx, rec)
+		return true
+	}
+	if err == nil && !configured && !a.Runner.Leftovers() {
+		return false
+	}
+	problems := a.dropRunner(ctx, rec)
+	a.Log.Warn("removed the runner configuration of an earlier assignment", "runner", file.AgentName, "runnerId", file.AgentID, "err", err, "problems", problems)
+	return false
+}
+
+// launch records the runner now noted in a.local, starts run.sh unless it
+// runs already (an agent restarted while its runner ran) and answers the
+// assignment.
+func (a *Agent) launch(ctx context.Context, rec *state.Instance) {
+	if err := retry(ctx, 5, func() error {
+		return a.Store.SetRunner(ctx, a.InstanceID, rec.Assignment, a.local.RunnerID, a.local.Name)
+	}); err != nil {
+		a.Log.Warn("record runner id", "err", err, "assignment", rec.Assignment)
+	}
+	if !a.runnerAlive() {
+		if err := a.startRunner(); err != nil {
+			a.signal(ctx, rec, state.SignalRegFailed, err.Error())
+			return
+		}
+	}
+	a.signal(ctx, rec, state.SignalRegOK, a.local.Name)
+}
+
+// supervise restarts a runner that died while assigned.
+func (a *Agent) supervise() {
+	alive, err := a.Runner.Alive()
+	if alive {
+		return
+	}
+	a.Log.Warn("runner not running while assigned: restarting", "err", err, "runId", a.local.RunID)
+	if err := a.startRunner(); err != nil {
+		a.Log.Error("restart runner", "err", err)
+	}
+}
+
+// deregister stops the runner, removes it from GitHub, wipes the work folder
+// and runs the cleanup script; then, if the record is idle, confirms it.
+func (a *Agent) deregister(ctx context.Context, rec *state.Instance) {
+	log := a.Log.With("runId", a.local.RunID, "assignment", a.local.Assignment)
+	problems := a.dropRunner(ctx, rec)
+	a.setLocal(registration{}, true)
+	if len(problems) == 0 {
+		if err := retry(ctx, 5, func() error { return a.Store.SetRunner(ctx, a.InstanceID, rec.Assignment, 0, "") }); err != nil {
+			log.Warn("clear runner id", "err", err)
+		}
+	}
+	log.Info("runner deregistered", "problems", problems)
+	if rec.RunID != "" {
+		return // assigned anew (e.g. after a restart): register on the next pass
+	}
+	a.answerIdle(ctx, rec, problems)
+}
+
+// dropRunner stops the runner, removes its registration from GitHub with
+// the record's remove token, or else forgets it locally (the control plane
+// deletes it through the API), and wipes the work folder. It returns what
+// went wrong.
+func (a *Agent) dropRunner(ctx context.Context, rec *state.Instance) []string {
+	var problems []string
+	if err := a.Runner.Stop(a.Config.StopTimeout.Duration); err != nil {
+		problems = append(problems, err.Error())
+	}
+	reg := rec.Registration
+	if reg != nil && reg.Assignment == rec.Assignment && reg.Purpose == "remove" && reg.Token != "" {
+		if err := retry(ctx, 3, func() error { return a.Runner.Remove(ctx, reg.Token) }); err != nil {
+			problems = append(problems, err.Error())
+		}
+	} else {
+		problems = append(problems, "no remove token for this assignment: runner forgotten locally, left registered on GitHub")
+	}
+	// Whatever config.sh remove left (files of newer runners it does not
+	// know, or all of them when it failed) would keep the next config.sh
+	// from configuring.
+	if err := a.Runner.Forget(); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if err := a.wipe(ctx); err != nil {
+		problems = append(problems, err.Error())
+	}
+	return problems
+}
+
+// answerIdle answers an idle assignment: clean, or not, saying why.
+func (a *Agent) answerIdle(ctx context.Context, rec *state.Instance, problems []string) {
+	if len(problems) > 0 {
+		a.signal(ctx, rec, state.SignalRemoveRegFailed, strings.Join(problems, "; "))
+		return
+	}
+	a.signal(ctx, rec, state.SignalRemoveRegOK, "")
+}
+
+// confirmClean answers an idle assignment the runner was never registered
+// for (a claim given back, a pre-warmed instance): the agent makes sure no
+// runner is configured and the work folder is empty, and says it is clean.
+func (a *Agent) confirmClean(ctx context.Context, rec *state.Instance) {
+	if answered(rec, state.SignalRemoveRegOK, state.SignalRemoveRegFailed) {
+		return
+	}
+	if !a.preRunner.OK {
+		return // never clean: a failed instance must not join the pool
+	}
+	if _, configured, err := a.Runner.Configured(); err != nil || configured || a.Runner.Leftovers() {
+		// config.sh configured the runner for the claim given back, and the
+		// agent was killed before it could note it.
+		a.Log.Warn("removing the runner configuration of an earlier assignment", "assignment", rec.Assignment, "err", err)
+		a.answerIdle(ctx, rec, a.dropRunner(ctx, rec))
+		return
+	}
+	var problems []string
+	if err := a.wipe(ctx); err != nil {
+		problems = append(problems, err.Error())
+	}
+	a.answerIdle(ctx, rec, problems)
+}
+
+func (a *Agent) wipe(ctx context.Context) error {
+	if err := a.Runner.Wipe(); err != nil {
+		return fmt.Errorf("wipe work folder: %w", err)
+	}
+	if a.Config.CleanupScript == "" {
+		return nil
+	}
+	if out, err := runScript(ctx, a.Config.CleanupScript, a.Config.CleanupTimeout.Duration); err != nil {
+		return fmt.Errorf("cleanup script: %w: %s", err, out)
+	}
+	return nil
+}
+
+// runPreRunner runs the operator's script once per instance and signals
+// UD_OK or UD_FAILED for the assignment of the moment.
+func (a *Agent) runPreRunner(ctx context.Context, rec *state.Instance) {
+	a.preRunner = outcome{Done: true, OK: true}
+	if a.Config.PreRunnerScript != "" {
+		start := a.Now()
+		out, err := runScript(ctx, a.Config.PreRunnerScript, a.Config.PreRunnerTimeout.Duration)
+		if ctx.Err() != nil {
+			a.preRunner = outcome{}
+			return // shutting down: run it again next time
+		}
+		if err != nil {
+			a.preRunner = outcome{Done: true, Detail: fmt.Sprintf("%v: %s", err, out)}
+		}
+		a.Log.Info("pre-runner script finished", "ok", a.preRunner.OK, "seconds", a.Now().Sub(start).Seconds())
+	}
+	a.saveFile("prerunner.json", a.preRunner)
+	if a.preRunner.OK {
+		a.signal(ctx, rec, state.SignalOK, "")
+	} else {
+		a.signal(ctx, rec, state.SignalFailed, a.preRunner.Detail)
+	}
+}
+
+// signal writes a signal for the record's assignment, unless the record
+// already holds it, retrying transient errors.
+func (a *Agent) signal(ctx context.Context, rec *state.Instance, name, detail string) {
+	if _, done := rec.SignalFor(name); done {
+		return
+	}
+	err := retry(ctx, 5, func() error {
+		err := a.Store.PutSignal(ctx, a.InstanceID, rec.Assignment, name, truncate(detail, 1000))
+		if state.ClauseOf(err) != "" {
+			return permanent{err} // the record moved on: this signal has no reader
+		}
+		return err
+	})
+	if err != nil {
+		a.Log.Warn("signal not written", "signal", name, "assignment", rec.Assignment, "err", err)
+		return
+	}
+	a.Log.Info("signal", "signal", name, "assignment", rec.Assignment, "detail", detail)
+}

@@ -1,0 +1,122 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// monoClock returns the clock leases are measured with, time since boot,
+// and the boot it counts from ("" when it cannot tell: then anchors are not
+// kept across restarts).
+func monoClock() (func() time.Duration, string) {
+	origin, ok := sinceBoot()
+	boot := bootID()
+	start := time.Now()
+	if !ok || boot == "" {
+		return func() time.Duration { return time.Since(start) }, ""
+	}
+	return func() time.Duration {
+		if d, ok := sinceBoot(); ok {
+			return d
+		}
+		return origin + time.Since(start) // Go's monotonic clock: never backwards
+	}, boot
+}
+
+// see takes a record read from the store or returned by a write; the lease
+// clock keeps the newest.
+func (a *Agent) see(rec *state.Instance) {
+	if !a.lease.observe(rec, a.mono()) || a.boot == "" {
+		return
+	}
+	a.anchorsMu.Lock()
+	defer a.anchorsMu.Unlock()
+	a.saveFile("lease.json", a.lease.anchors(a.boot))
+}
+
+// loadAnchors restores the lease clock's anchors an earlier agent process of
+// this boot saved.
+func (a *Agent) loadAnchors() {
+	var saved anchors
+	if a.boot != "" && a.loadFile("lease.json", &saved) && saved.Boot == a.boot {
+		a.lease.saved = &saved
+	}
+}
+
+func (a *Agent) runnerAlive() bool {
+	alive, _ := a.Runner.Alive()
+	return alive
+}
+
+// holding reports whether the runner is registered for rec's assignment
+// and its process runs.
+func (a *Agent) holding(rec *state.Instance) bool {
+	reg := a.current.Load()
+	return reg != nil && reg.Assignment == rec.Assignment && a.runnerAlive()
+}
+
+// leaseLoop keeps the running lease ahead of the control plane's clock
+// while the runner registered for it is alive (see leaseClock.due). It reads
+// no record itself: the main loop's reads and the answers to its own writes
+// keep the lease clock current. It checks often (no DynamoDB call unless an
+// extension is due) because tests use leases of a few seconds.
+func (a *Agent) leaseLoop(ctx context.Context) {
+	failures := 0
+	for {
+		wait := min(time.Second, max(100*time.Millisecond, a.lease.step()/16))
+		if failures > 0 {
+			wait = backoff(failures)
+		}
+		if !sleep(ctx, wait) {
+			return
+		}
+		holder := ""
+		if reg := a.current.Load(); reg != nil {
+			holder = reg.Assignment
+		}
+		ext, ok := a.lease.due(a.mono(), a.Now().Unix(), holder, a.runnerAlive)
+		if !ok {
+			failures = 0
+			continue
+		}
+		rec, err := a.Store.ExtendLease(ctx, a.InstanceID, ext.assignment, ext.seen, ext.next)
+		var refused *state.ConditionError
+		switch {
+		case err == nil:
+			failures = 0
+			a.see(rec)
+			a.Log.Info("lease extended", "assignment", ext.assignment, "from", ext.seen, "to", ext.next)
+		case errors.As(err, &refused):
+			// The lease changed hands, was ended by the control plane or
+			// reached its cap: not extended again. Should the refusal only
+			// hide an earlier write of ours whose answer was lost, the record
+			// shows the new threshold, which is extended in turn.
+			failures = 0
+			a.lease.refuse(ext.seen)
+			a.see(refused.Current)
+			a.Log.Warn("lease extension refused", "assignment", ext.assignment, "err", err)
+		case ctx.Err() != nil:
+			return
+		default:
+			failures++
+			a.Log.Warn("extend lease", "assignment", ext.assignment, "err", err, "attempt", failures)
+		}
+	}
+}
+
+// selfTerminationLoop ends the instance when its lease ran out (see
+// leaseClock.lapsed). It needs no DynamoDB call, so it works while the
+// store is unreachable.
+func (a *Agent) selfTerminationLoop(ctx context.Context) {
+	every := min(a.Config.HeartbeatInterval.Duration, 15*time.Second)
+	for sleep(ctx, every) {
+		if why, ok := a.lease.lapsed(a.mono(), a.Now(), a.Config.ClockSkew.Duration, a.holding); ok {
+			a.halt()
+			a.terminateSelf(ctx, why)
+			return
+		}
+	}
+}
