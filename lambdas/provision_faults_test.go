@@ -80,11 +80,15 @@ func TestProvisionCreatesWhenThePoolQueueFails(t *testing.T) {
 
 func TestProvisionNearItsDeadlineMarksTheRunFailedBeforeItIsKilled(t *testing.T) {
 	t.Parallel()
-	d := deploy(t, nil)
+	// A long stale limit: the agent's silence is not noticed before the
+	// claim's lease ends.
+	d := deploy(t, func(p *state.PoolConfig) { p.Timings.StaleAfter = 300 })
 	d.seedPool(1)
-	// config.sh hangs: the claimed instance never registers and its agent,
-	// busy registering, does not confirm it is clean when given back.
-	d.fake.Inject(fakegithub.Fault{Path: "/actions/runner-registration", Latency: 35 * time.Second})
+	idle, err := d.store.ByPoolState(ctx, "linux", state.Idle, time.Time{})
+	must(t, err)
+	// The pooled instance's agent hangs: claimed, it never registers, and
+	// given back it never confirms it is clean.
+	d.host.Freeze(idle[0].ID)
 	spec := d.fnSpec("provision")
 	spec.Timeout = 45 * time.Second
 	host, err := lambdart.New(spec)
