@@ -124,6 +124,7 @@ type row struct {
 
 func table(m metrics) []row {
 	p, sd, ag, cs, cr := "BenchmarkProvision", "BenchmarkScaleDown1000", "BenchmarkAgentIdle", "BenchmarkColdStart", "BenchmarkClaimRace"
+	sr := "BenchmarkScaleDownRetire"
 	prov := func(n int, phase string) string {
 		u := fmt.Sprintf("provision-%d-%s-s", n, phase)
 		return m.cell(" s", ref{p, "p50-" + u}, ref{p, "p95-" + u})
@@ -157,6 +158,9 @@ func table(m metrics) []row {
 			m.ratio(ref{sd, "peer-github-calls"}, ref{sd, "github-list-calls"}), "ScaleDown1000"},
 		row{"scale-down over 1,000: time (peer: its look-ups alone, local fake GitHub)", m.cell(" s", ref{sd, "run-s"}), m.cell(" s", ref{sd, "peer-lookups-s"}), "—", "ScaleDown1000"},
 		row{"scale-down over 1,000: EC2 DescribeInstances / DynamoDB BatchGetItem calls", m.cell("", ref{sd, "ec2-describe-calls"}, ref{sd, "ddb-batchget-calls"}), "—", "—", "ScaleDown1000"},
+		row{"scale-down retiring 8 in 10 of 1,000 instances (300 s deadline, bundle): time / of it reading; retired", m.cell(" s", ref{sr + "/1000", "run-s"}, ref{sr + "/1000", "gather-s"}) + "; " + m.cell("", ref{sr + "/1000", "terminated"}), "—", "—", "ScaleDownRetire"},
+		row{"same over 5,000 (about the most moto can list and do within 300 s): time / of it reading; retired / deferred", m.cell(" s", ref{sr + "/5000", "run-s"}, ref{sr + "/5000", "gather-s"}) + "; " + m.cell("", ref{sr + "/5000", "terminated"}, ref{sr + "/5000", "deferred"}), "—", "—", "ScaleDownRetire"},
+		row{"same over 10,000, EC2 listing from memory: time / of it reading; retired / deferred", m.cell(" s", ref{sr + "/10000-memlist", "run-s"}, ref{sr + "/10000-memlist", "gather-s"}) + "; " + m.cell("", ref{sr + "/10000-memlist", "terminated"}, ref{sr + "/10000-memlist", "deferred"}), "—", "—", "ScaleDownRetire"},
 		row{"agent idle: DynamoDB reads per minute (peer: a read every 0.25 s, measured)", m.cell("", ref{ag, "idle-reads/min"}), m.cell("", ref{ag, "peer-idle-reads/min"}),
 			m.ratio(ref{ag, "peer-idle-reads/min"}, ref{ag, "idle-reads/min"}), "AgentIdle"},
 		row{"agent idle: DynamoDB writes per minute (peer: heartbeat every 5 s, measured)", m.cell("", ref{ag, "idle-writes/min"}), m.cell("", ref{ag, "peer-idle-writes/min"}),

@@ -9,6 +9,7 @@ func TestParseAndTable(t *testing.T) {
 	in := `goos: linux
 BenchmarkScaleDown1000-2   	       1	9700000000 ns/op	         5.000 github-list-calls	      1000 peer-github-calls	         9.70 run-s
 BenchmarkAgentIdle-2   	       1	 60.00 idle-reads/min	 240.0 peer-idle-reads/min
+BenchmarkScaleDownRetire/10000-memlist-2   	       1	 1 ns/op	 120.3 run-s	 2.000 gather-s	 8000 terminated	 0 deferred
 BenchmarkClaimRace-2   	       5	 1 ns/op	 0 arriving-missed	 5.000 peer-arriving-missed	 0 arriving-empty-receives	 0 peer-arriving-empty-receives
 PASS`
 	m, err := parse(strings.NewReader(in))
@@ -25,6 +26,9 @@ PASS`
 	gh := rows["scale-down over 1,000 instances, 5 owners: GitHub calls (peer: one look-up per runner)"]
 	if gh.ours != "5.00" || gh.peer != "1000" || gh.ratio != "200×" {
 		t.Errorf("GitHub calls row: %+v", gh)
+	}
+	if r := rows["same over 10,000, EC2 listing from memory: time / of it reading; retired / deferred"]; r.ours != "120 / 2.00 s; 8000 / 0.00" {
+		t.Errorf("scale-down over 10,000 row (a sub-benchmark): %+v", r)
 	}
 	if r := rows["agent idle: DynamoDB reads per minute (peer: a read every 0.25 s, measured)"]; r.ratio != "4.00×" {
 		t.Errorf("reads row: %+v", r)

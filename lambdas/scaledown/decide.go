@@ -6,14 +6,20 @@
 // Invariants: an instance assigned to a run is never terminated while its
 // lease holds (GitHub's busy flag reads false for a while after a job
 // starts); every termination of a recorded instance is a conditional write
-// on the assignment seen, so a concurrent claim wins; a runner is
-// deregistered before its instance is terminated, and an instance whose
-// deregistration failed is kept for the next run; ghr:bypass-removal=true
-// is honoured.
+// on the assignment seen, so a concurrent claim wins; a runner is deleted
+// only after that write succeeded, and only a runner that provably belongs
+// to an earlier use of the instance (the view it was decided on may be
+// stale: a claim may have registered a new runner since); an instance goes
+// from EC2 only after its record is marked, so a run cut off at any point
+// leaves at most records marked whose instances the next run terminates;
+// ghr:bypass-removal=true is honoured.
 package scaledown
 
 import (
+	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
@@ -27,7 +33,7 @@ type Action string
 const (
 	Keep      Action = "keep"
 	Renew     Action = "renew"     // keep, and extend its idle lease
-	Terminate Action = "terminate" // conditional record write, deregister, terminate
+	Terminate Action = "terminate" // conditional record write, then EC2, then the runners
 	Orphan    Action = "orphan"    // tag ghr:orphan for phase 1 of the next run
 	Untag     Action = "untag"     // remove ghr:orphan (a false positive)
 )
@@ -38,9 +44,10 @@ type Decision struct {
 	Pool       string `json:"pool,omitempty"`
 	Action     Action `json:"-"`
 	Reason     string `json:"reason"`
-	// Deregister is the GitHub runner to delete before terminating (0: none).
-	Deregister int64  `json:"-"`
-	Owner      string `json:"-"`
+	// Deregister are runners of the instance's earlier uses, deleted once
+	// the record's conditional write succeeded (never before).
+	Deregister []int64 `json:"-"`
+	Owner      string  `json:"-"`
 	// Assignment is the one the conditional write expects.
 	Assignment string `json:"-"`
 }
@@ -78,10 +85,41 @@ func Decide(in Input) []Decision {
 		pools = append(pools, p)
 	}
 	sort.Strings(pools)
+	idx := indexRunners(in.Runners)
 	for _, p := range pools {
-		out = append(out, decidePool(in, p, byPool[p])...)
+		out = append(out, decidePool(in, idx, p, byPool[p])...)
 	}
 	return out
+}
+
+// runnerIndex finds an instance's runners in the listings without a scan
+// of every runner per instance (thousands of each at scale).
+type runnerIndex struct {
+	byInstance map[string][]github.Runner // owner + " " + instance id
+	byID       map[string]github.Runner   // owner + " " + runner id
+}
+
+func indexRunners(listings map[string][]github.Runner) runnerIndex {
+	idx := runnerIndex{byInstance: map[string][]github.Runner{}, byID: map[string]github.Runner{}}
+	for owner, runners := range listings {
+		for _, r := range runners {
+			idx.byID[owner+" "+strconv.FormatInt(r.ID, 10)] = r
+			if id, ok := github.InstanceOf(r.Name); ok {
+				idx.byInstance[owner+" "+id] = append(idx.byInstance[owner+" "+id], r)
+			}
+		}
+	}
+	return idx
+}
+
+// of returns the runners of an instance's record: those named after the
+// instance, and the one whose id the record holds.
+func (idx runnerIndex) of(rec *state.Instance) []github.Runner {
+	runners := idx.byInstance[rec.Owner+" "+rec.ID]
+	if r, ok := idx.byID[rec.Owner+" "+strconv.FormatInt(rec.GithubRunnerID, 10)]; ok && rec.GithubRunnerID != 0 && !github.NameMatchesInstance(r.Name, rec.ID) {
+		runners = append(runners[:len(runners):len(runners)], r)
+	}
+	return runners
 }
 
 // orphanDecision is phase 1: terminate only what is confirmed, untag false
@@ -138,7 +176,7 @@ func runnerIDOf(inst fleet.Instance, rec *state.Instance) int64 {
 
 // decidePool is phase 2 for one pool: instances in eviction order, the idle
 // quota of the active window counted per pool.
-func decidePool(in Input, poolName string, insts []fleet.Instance) []Decision {
+func decidePool(in Input, idx runnerIndex, poolName string, insts []fleet.Instance) []Decision {
 	pool, known := in.Pools[poolName]
 	window, _ := pool.ActiveWindow(in.Now)
 	quota := window.IdleCount
@@ -160,7 +198,14 @@ func decidePool(in Input, poolName string, insts []fleet.Instance) []Decision {
 		switch {
 		case !known:
 			d.Action, d.Reason = Keep, "unknown pool: not managed by this scale-down"
-		case rec == nil || rec.State == state.Terminated:
+		case rec != nil && rec.State == state.Terminated:
+			// A terminated record never comes back: the instance is left
+			// over from a termination cut off between the record and EC2.
+			d.Action, d.Reason = Terminate, "its record is terminated: finishing the termination"
+			if rec.TerminatedReason != "" {
+				d.Reason = "its record is terminated (" + rec.TerminatedReason + "): finishing the termination"
+			}
+		case rec == nil:
 			if age < state.D(pool.Timings.BootTime) {
 				d.Action, d.Reason = Keep, "still booting; its record may not be written yet"
 			} else {
@@ -171,7 +216,7 @@ func decidePool(in Input, poolName string, insts []fleet.Instance) []Decision {
 		case rec.State != state.Idle:
 			d.Action, d.Reason = Keep, assignedReason(rec, in.Now)
 		default:
-			d, quota = idleDecision(in, d, rec, quota)
+			d, quota = idleDecision(in.Now, idx.of(rec), pool, d, rec, quota)
 		}
 		out = append(out, d)
 	}
@@ -186,43 +231,100 @@ func assignedReason(rec *state.Instance, now time.Time) string {
 }
 
 // idleDecision handles a pooled idle instance. It should not be registered
-// with GitHub; if it still is, its runner goes first.
-func idleDecision(in Input, d Decision, rec *state.Instance, quota int) (Decision, int) {
+// with GitHub; if a runner of an earlier use still is, it is removed after
+// the record's write. An instance no claim can take is retired and does not
+// hold a place in the quota.
+func idleDecision(now time.Time, runners []github.Runner, pool state.PoolConfig, d Decision, rec *state.Instance, quota int) (Decision, int) {
 	d.Assignment, d.Owner = rec.Assignment, rec.Owner
 	if !rec.Clean() {
 		d.Action, d.Reason = Keep, "idle but still deregistering"
 		return d, quota
 	}
-	if r, ok := findRunner(in.Runners[rec.Owner], rec); ok {
-		if r.Busy {
-			d.Action, d.Reason, d.Deregister = Terminate, "pooled but its runner is busy on GitHub: not reusable", r.ID
+	earlier, later := runnersOf(runners, rec)
+	if later != nil {
+		// Only a claim raises uses: the record was read before a claim
+		// whose runner is registered now. Decide on a fresh view next run.
+		d.Action, d.Reason = Keep, "runner "+later.Name+" of a later use is registered: claimed since its record was read"
+		return d, quota
+	}
+	busy := false
+	for _, r := range earlier {
+		switch {
+		case r.Busy && r.Online():
+			d.Action, d.Reason = Keep, "its runner "+r.Name+" is running a job right now: kept for the next run"
 			return d, quota
+		case r.Busy:
+			// Offline and busy: a ghost GitHub refuses to delete until it
+			// gives up on the job; the sweep of a later run removes it.
+			busy = true
+		default:
+			d.Deregister = append(d.Deregister, r.ID)
 		}
-		d.Deregister = r.ID // a stale registration: remove it whatever follows
+	}
+	if busy {
+		d.Action, d.Reason = Terminate, "pooled but its runner is busy on GitHub: not reusable (the runner is left for the ghost sweep)"
+		return d, quota
+	}
+	if why := unclaimable(pool, rec, now); why != "" {
+		d.Action, d.Reason = Terminate, "not reusable: "+why
+		return d, quota
 	}
 	if quota > 0 {
 		d.Action, d.Reason = Renew, "within the idle quota"
-		if d.Deregister != 0 {
-			d.Reason += "; stale runner registration removed"
-		}
 		return d, quota - 1
 	}
 	d.Action, d.Reason = Terminate, "idle beyond the idle quota"
 	return d, quota
 }
 
-// findRunner matches by the recorded runner id first, by the name suffix
-// (the instance id) second.
-func findRunner(runners []github.Runner, rec *state.Instance) (github.Runner, bool) {
-	for _, r := range runners {
-		if rec.GithubRunnerID != 0 && r.ID == rec.GithubRunnerID {
-			return r, true
+// unclaimable says which rule of state.Claim refuses every claim of the
+// idle instance ("" when a claim may take it): the pool's launch template
+// version, its maxUses, its maxAge. Timings are completed from defaults.
+func unclaimable(pool state.PoolConfig, rec *state.Instance, now time.Time) string {
+	t := pool.Timings
+	switch {
+	case pool.LaunchTemplateVersion != "" && rec.LaunchTemplateVersion != pool.LaunchTemplateVersion:
+		return fmt.Sprintf("launched from launch template version %q, the pool launches %q", rec.LaunchTemplateVersion, pool.LaunchTemplateVersion)
+	case t.MaxUses > 0 && rec.Uses >= t.MaxUses:
+		return fmt.Sprintf("used %d times, the pool's maxUses is %d", rec.Uses, t.MaxUses)
+	case t.MaxAge > 0 && rec.LaunchedAt <= now.Unix()-t.MaxAge:
+		return fmt.Sprintf("launched %s ago, the pool's maxAge is %s", now.Sub(time.Unix(rec.LaunchedAt, 0)).Truncate(time.Minute), state.D(t.MaxAge))
+	}
+	return ""
+}
+
+// runnersOf splits the listed runners of an idle record's instance: those
+// of its earlier uses (the recorded runner id, or a name ghr-<k>-<id> with
+// k up to the record's uses), which may be deleted once the record's write
+// succeeded; and one of a later use (k above), which means a claim took
+// the instance after the record was read.
+func runnersOf(runners []github.Runner, rec *state.Instance) (earlier []github.Runner, later *github.Runner) {
+	for i, r := range runners {
+		uses, ok := useOf(r.Name, rec.ID)
+		switch {
+		case rec.GithubRunnerID != 0 && r.ID == rec.GithubRunnerID:
+			earlier = append(earlier, r)
+		case !ok:
+		case uses > rec.Uses:
+			later = &runners[i]
+		default:
+			earlier = append(earlier, r)
 		}
 	}
-	for _, r := range runners {
-		if id, ok := github.InstanceOf(r.Name); ok && id == rec.ID {
-			return r, true
-		}
+	return earlier, later
+}
+
+// useOf parses a runner name of ours, ghr-<uses>-<instanceId>, for the
+// given instance and returns the use it was registered for.
+func useOf(name, instanceID string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "ghr-")
+	if !ok {
+		return 0, false
 	}
-	return github.Runner{}, false
+	n, id, ok := strings.Cut(rest, "-")
+	if !ok || id != instanceID {
+		return 0, false
+	}
+	uses, err := strconv.Atoi(n)
+	return uses, err == nil && uses >= 0 && strconv.Itoa(uses) == n
 }

@@ -2,6 +2,8 @@ package scaledown
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,19 +24,22 @@ func pools() map[string]state.PoolConfig {
 
 // row builds one instance in a given situation.
 type row struct {
-	name     string
-	age      time.Duration
-	tags     map[string]string
-	platform string
-	rec      *state.Instance // nil: no record
-	runners  []github.Runner // the owner's listing
-	lookup   func(int64) (github.Runner, bool, error)
-	want     Action
-	reason   string
+	name       string
+	age        time.Duration
+	tags       map[string]string
+	platform   string
+	pool       func(*state.PoolConfig) // changes to the linux pool
+	rec        *state.Instance         // nil: no record
+	runners    []github.Runner         // the owner's listing
+	lookup     func(int64) (github.Runner, bool, error)
+	want       Action
+	reason     string  // a part of the reason
+	deregister []int64 // the runners to delete after the write, when set
 }
 
 func rec(st state.State, mut ...func(*state.Instance)) *state.Instance {
-	r := &state.Instance{ID: "i-1", Pool: "linux", Owner: "acme", State: st, Assignment: "a1", Threshold: now.Add(10 * time.Minute).Unix(), Signals: map[string]state.Signal{}}
+	r := &state.Instance{ID: "i-1", Pool: "linux", Owner: "acme", State: st, Assignment: "a1", Threshold: now.Add(10 * time.Minute).Unix(),
+		LaunchedAt: now.Add(-time.Hour).Unix(), Uses: 1, LaunchTemplateVersion: "3", Signals: map[string]state.Signal{}}
 	if st == state.Running || st == state.Claimed {
 		r.RunID = "run-1"
 	}
@@ -51,6 +56,7 @@ func expired(r *state.Instance) { r.Threshold = now.Add(-time.Minute).Unix() }
 func withRunner(id int64) func(*state.Instance) {
 	return func(r *state.Instance) { r.GithubRunnerID = id }
 }
+func terminated(r *state.Instance) { r.State, r.TerminatedReason = state.Terminated, "lease expired" }
 
 func orphanTag(a string, runnerID string) map[string]string {
 	t := map[string]string{fleet.TagPool: "linux", fleet.TagOwner: "acme", fleet.TagOrphan: a}
@@ -59,6 +65,8 @@ func orphanTag(a string, runnerID string) map[string]string {
 	}
 	return t
 }
+
+func noQuota(p *state.PoolConfig) { p.IdleWindows = nil }
 
 var plain = map[string]string{fleet.TagPool: "linux", fleet.TagOwner: "acme", fleet.TagAssignment: "a1"}
 
@@ -88,14 +96,47 @@ func TestDecisionTable(t *testing.T) {
 		{name: "assigned and idle in GitHub, lease holds", age: time.Hour, tags: plain, rec: rec(state.Claimed), want: Keep},
 		{name: "assigned, lease expired", age: time.Hour, tags: plain, rec: rec(state.Running, expired), want: Keep, reason: "running, lease expired: refresh terminates it"},
 		{name: "pooled idle still deregistering", age: time.Hour, tags: plain, rec: rec(state.Idle), want: Keep, reason: "idle but still deregistering"},
-		{name: "pooled idle but its runner busy on GitHub", age: time.Hour, tags: plain, rec: rec(state.Idle, clean, withRunner(7)), runners: []github.Runner{{ID: 7, Name: "x", Busy: true}}, want: Terminate},
+		{name: "pooled idle but its runner busy on GitHub", age: time.Hour, tags: plain, rec: rec(state.Idle, clean, withRunner(7)), runners: []github.Runner{{ID: 7, Name: "x", Busy: true}}, want: Terminate, deregister: []int64{}},
 		{name: "bypass tag", age: time.Hour, tags: map[string]string{fleet.TagPool: "linux", fleet.TagBypassRemoval: "true", fleet.TagOrphan: "a1"}, want: Keep},
 		{name: "unknown pool", age: time.Hour, tags: map[string]string{fleet.TagPool: "gpu"}, want: Keep},
+		// A view that may be stale, runners of earlier uses (defect 3).
+		{name: "idle, and a runner of a later use registered (claimed since the read)", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
+			runners: []github.Runner{{ID: 8, Name: "ghr-2-i-1", Status: "online"}}, want: Keep, reason: "of a later use is registered"},
+		{name: "idle beyond the quota, a runner of a later use registered", age: time.Hour, tags: plain, pool: noQuota, rec: rec(state.Idle, clean),
+			runners: []github.Runner{{ID: 8, Name: "ghr-2-i-1"}}, want: Keep, reason: "of a later use is registered"},
+		{name: "idle beyond the quota, the stale runner of its last use", age: time.Hour, tags: plain, pool: noQuota, rec: rec(state.Idle, clean),
+			runners: []github.Runner{{ID: 7, Name: "ghr-1-i-1"}, {ID: 9, Name: "ghr-1-i-2"}}, want: Terminate, deregister: []int64{7}},
+		{name: "idle, runners of its last use and of an earlier one: both removed", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
+			runners: []github.Runner{{ID: 5, Name: "ghr-0-i-1"}, {ID: 7, Name: "ghr-1-i-1"}}, want: Renew, deregister: []int64{5, 7}},
+		{name: "idle, the recorded runner id under another name", age: time.Hour, tags: plain, rec: rec(state.Idle, clean, withRunner(7)),
+			runners: []github.Runner{{ID: 7, Name: "renamed"}}, want: Renew, deregister: []int64{7}},
+		{name: "idle, runner of its last use online and busy", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
+			runners: []github.Runner{{ID: 7, Name: "ghr-1-i-1", Status: "online", Busy: true}}, want: Keep, reason: "is running a job right now"},
+		{name: "idle, a runner named like ours for another instance", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
+			runners: []github.Runner{{ID: 7, Name: "ghr-1-i-10"}, {ID: 8, Name: "ghr-x-i-1"}}, want: Renew, deregister: []int64{}},
+		// Idle instances no claim can take (defect 5).
+		{name: "idle within the quota but older than maxAge", age: time.Hour, tags: plain, rec: rec(state.Idle, clean, func(r *state.Instance) { r.LaunchedAt = now.Add(-25 * time.Hour).Unix() }),
+			want: Terminate, reason: "maxAge is 24h0m0s"},
+		{name: "idle within the quota, used maxUses times", age: time.Hour, tags: plain, rec: rec(state.Idle, clean, func(r *state.Instance) { r.Uses = 50 }),
+			want: Terminate, reason: "used 50 times, the pool's maxUses is 50"},
+		{name: "idle within the quota, launched from an older launch template version", age: time.Hour, tags: plain, pool: func(p *state.PoolConfig) { p.LaunchTemplateVersion = "4" },
+			rec: rec(state.Idle, clean), want: Terminate, reason: `launch template version "3", the pool launches "4"`},
+		{name: "idle within the quota, its launch template version is the pool's", age: time.Hour, tags: plain, pool: func(p *state.PoolConfig) { p.LaunchTemplateVersion = "3" },
+			rec: rec(state.Idle, clean), want: Renew},
+		// A cut-off run's leftovers (defect 12).
+		{name: "record terminated, instance still in EC2", age: time.Hour, tags: plain, rec: rec(state.Running, terminated), want: Terminate, reason: "its record is terminated (lease expired)"},
+		{name: "record terminated, instance younger than the boot time", age: time.Second, tags: plain, rec: rec(state.Idle, terminated), want: Terminate},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
 			inst := fleet.Instance{ID: "i-1", LaunchTime: now.Add(-r.age), Tags: r.tags, Platform: r.platform}
-			in := Input{Now: now, Pools: pools(), Instances: []fleet.Instance{inst}, Records: map[string]*state.Instance{}, Runners: map[string][]github.Runner{"acme": r.runners}, Runner: func(_ string, id int64) (github.Runner, bool, error) {
+			ps := pools()
+			if r.pool != nil {
+				p := ps["linux"]
+				r.pool(&p)
+				ps["linux"] = p
+			}
+			in := Input{Now: now, Pools: ps, Instances: []fleet.Instance{inst}, Records: map[string]*state.Instance{}, Runners: map[string][]github.Runner{"acme": r.runners}, Runner: func(_ string, id int64) (github.Runner, bool, error) {
 				if r.lookup == nil {
 					t.Fatal("GitHub looked up without need")
 				}
@@ -105,8 +146,11 @@ func TestDecisionTable(t *testing.T) {
 				in.Records["i-1"] = r.rec
 			}
 			got := Decide(in)
-			if len(got) != 1 || got[0].Action != r.want || (r.reason != "" && got[0].Reason != r.reason) {
+			if len(got) != 1 || got[0].Action != r.want || !strings.Contains(got[0].Reason, r.reason) {
 				t.Fatalf("decision = %+v, want %s %q", got, r.want, r.reason)
+			}
+			if r.deregister != nil && !slices.Equal(got[0].Deregister, r.deregister) {
+				t.Fatalf("deregister %v, want %v", got[0].Deregister, r.deregister)
 			}
 		})
 	}
@@ -148,5 +192,26 @@ func TestIdleQuotaPerPoolAndEviction(t *testing.T) {
 		if d.Pool == "linux" && d.Action != Terminate {
 			t.Errorf("outside the window %s: %s", d.InstanceID, d.Action)
 		}
+	}
+}
+
+// TestUnclaimableIdleHoldsNoQuota: the newest idle instance, which
+// oldest_first would keep, is too old for a claim; it is retired and the
+// next one takes the quota.
+func TestUnclaimableIdleHoldsNoQuota(t *testing.T) {
+	in := Input{Now: now, Pools: pools(), Records: map[string]*state.Instance{}, Runners: map[string][]github.Runner{}}
+	for i, uses := range []int{50, 3} {
+		id := "i-" + string(rune('a'+i))
+		in.Instances = append(in.Instances, fleet.Instance{ID: id, LaunchTime: now.Add(-time.Duration(i+1) * time.Hour), Tags: plain})
+		r := rec(state.Idle, clean)
+		r.ID, r.Uses = id, uses
+		in.Records[id] = r
+	}
+	got := map[string]Action{}
+	for _, d := range Decide(in) {
+		got[d.InstanceID] = d.Action
+	}
+	if got["i-a"] != Terminate || got["i-b"] != Renew {
+		t.Fatalf("decisions %v, want i-a retired (maxUses) and i-b renewed", got)
 	}
 }

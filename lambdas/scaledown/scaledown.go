@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
@@ -30,86 +33,150 @@ type GitHub interface {
 
 // Output is the run's summary: every instance with what happened and why.
 type Output struct {
-	Kept           []Decision `json:"kept"`
-	Terminated     []Decision `json:"terminated"`
-	Orphaned       []Decision `json:"orphaned"`
-	Untagged       []Decision `json:"untagged"`
-	Errors         []string   `json:"errors,omitempty"`
-	ElapsedSeconds float64    `json:"elapsedSeconds"`
+	Kept       []Decision `json:"kept"`
+	Terminated []Decision `json:"terminated"`
+	Orphaned   []Decision `json:"orphaned"`
+	Untagged   []Decision `json:"untagged"`
+	// Deferred were decided but not acted on: the run's deadline came
+	// first. The next run decides them again.
+	Deferred []Decision `json:"deferred"`
+	// Swept are ghost runners deleted (see GhostCandidates).
+	Swept  []Ghost  `json:"swept"`
+	Errors []string `json:"errors,omitempty"`
+	// GatherSeconds is the part of ElapsedSeconds spent reading (pools,
+	// EC2, records, runners) before the first action.
+	GatherSeconds  float64 `json:"gatherSeconds"`
+	ElapsedSeconds float64 `json:"elapsedSeconds"`
 }
 
 // Handle runs one scale-down. The payload may be empty or {}.
+//
+// It stops starting work a margin before ctx's deadline (the function's
+// timeout) and may be cut off anywhere: records are marked before their
+// instances are terminated, and instances are terminated in batches as the
+// run goes, so what a cut leaves is a record marked whose instance the next
+// run (or refresh) terminates.
 func Handle(ctx context.Context, d *controlplane.Deps, ec2 EC2, gh GitHub, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
 	if err := controlplane.DecodeNone(payload); err != nil {
 		return nil, err
 	}
-	in, err := gather(ctx, d, ec2, gh)
+	e := &executor{d: d, ec2: ec2, gh: gh}
+	actx := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		margin := stopMargin(time.Until(deadline))
+		e.stop = deadline.Add(-margin)
+		// Calls in flight at the stop end before the last batch must go.
+		var cancel context.CancelFunc
+		actx, cancel = context.WithDeadline(ctx, deadline.Add(-margin/2))
+		defer cancel()
+	}
+	in, err := gather(actx, d, ec2, gh)
 	if err != nil {
 		return nil, err
 	}
-	out := &Output{Kept: []Decision{}, Terminated: []Decision{}, Orphaned: []Decision{}, Untagged: []Decision{}}
-	var terminate []string
-	for _, dec := range Decide(in) {
-		switch dec.Action {
-		case Keep:
-			out.Kept = append(out.Kept, dec)
-		case Renew:
-			out.Kept = append(out.Kept, renew(ctx, d, in, dec, out))
-		case Untag:
-			if err := ec2.UntagOrphan(ctx, dec.InstanceID); err != nil {
-				out.Errors = append(out.Errors, err.Error())
-				continue
-			}
-			out.Untagged = append(out.Untagged, dec)
-		case Orphan:
-			tags := map[string]string{fleet.TagOrphan: dec.Assignment}
-			if rec := in.Records[dec.InstanceID]; rec != nil && rec.GithubRunnerID != 0 {
-				tags[fleet.TagGithubRunnerID] = strconv.FormatInt(rec.GithubRunnerID, 10)
-			}
-			if err := ec2.SetTags(ctx, []string{dec.InstanceID}, tags); err != nil {
-				out.Errors = append(out.Errors, err.Error())
-				continue
-			}
-			out.Orphaned = append(out.Orphaned, dec)
-		case Terminate:
-			if kept, why := retire(ctx, d, gh, in, dec); kept {
-				dec.Reason += "; kept: " + why
-				out.Kept = append(out.Kept, dec)
-				continue
-			}
-			terminate = append(terminate, dec.InstanceID)
-			out.Terminated = append(out.Terminated, dec)
-		}
+	e.in = in
+	gathered := time.Since(start).Seconds()
+	e.term = startTerminator(ctx, ec2)
+	out := e.act(actx, Decide(in))
+	out.GatherSeconds = gathered
+	out.Swept = append(out.Swept, e.sweep(actx, GhostCandidates(in))...)
+	if err := e.term.close(); err != nil {
+		e.fail(fmt.Sprintf("terminate: %v (the records are marked; the next scale-down terminates them)", err))
 	}
-	// One batched call for every termination of the run.
-	if len(terminate) > 0 {
-		if _, err := ec2.Terminate(ctx, terminate); err != nil {
-			out.Errors = append(out.Errors, fmt.Sprintf("terminate: %v (the records are marked; refresh terminates them again)", err))
-		}
-	}
+	out.Errors = e.errors
 	out.ElapsedSeconds = time.Since(start).Seconds()
-	d.Log.Info("scale-down finished", "kept", len(out.Kept), "terminated", len(out.Terminated), "orphaned", len(out.Orphaned), "untagged", len(out.Untagged), "errors", len(out.Errors))
+	d.Log.Info("scale-down finished", "kept", len(out.Kept), "terminated", len(out.Terminated), "orphaned", len(out.Orphaned),
+		"untagged", len(out.Untagged), "deferred", len(out.Deferred), "swept", len(out.Swept), "errors", len(out.Errors))
 	return out, nil
 }
 
+// act carries out the decisions, renewals first: a run cut short must not
+// let the leases of the instances it keeps lapse while it retires others.
+func (e *executor) act(ctx context.Context, decisions []Decision) *Output {
+	out := &Output{Kept: []Decision{}, Terminated: []Decision{}, Orphaned: []Decision{}, Untagged: []Decision{}, Deferred: []Decision{}, Swept: []Ghost{}}
+	var work []int
+	for _, phase := range []Action{Renew, Untag, Orphan, Terminate} {
+		for i, dec := range decisions {
+			if dec.Action == phase {
+				work = append(work, i)
+			}
+		}
+	}
+	type result struct {
+		dec  Decision
+		into *[]Decision
+	}
+	results := make([]result, len(decisions))
+	for i, dec := range decisions {
+		results[i] = result{dec, &out.Kept} // Keep, and what is not started
+	}
+	started := e.each(ctx, len(work), func(w int) {
+		i := work[w]
+		dec := decisions[i]
+		switch dec.Action {
+		case Renew:
+			results[i] = result{e.renew(ctx, dec), &out.Kept}
+		case Untag:
+			if err := e.ec2.UntagOrphan(ctx, dec.InstanceID); err != nil {
+				e.fail(err.Error())
+				results[i] = result{dec, nil}
+				return
+			}
+			results[i] = result{dec, &out.Untagged}
+		case Orphan:
+			tags := map[string]string{fleet.TagOrphan: dec.Assignment}
+			if rec := e.in.Records[dec.InstanceID]; rec != nil && rec.GithubRunnerID != 0 {
+				tags[fleet.TagGithubRunnerID] = strconv.FormatInt(rec.GithubRunnerID, 10)
+			}
+			if err := e.ec2.SetTags(ctx, []string{dec.InstanceID}, tags); err != nil {
+				e.fail(err.Error())
+				results[i] = result{dec, nil}
+				return
+			}
+			results[i] = result{dec, &out.Orphaned}
+		case Terminate:
+			dec, gone := e.retire(ctx, dec)
+			results[i] = result{dec, &out.Kept}
+			if gone {
+				results[i].into = &out.Terminated
+			}
+		}
+	})
+	for w, ok := range started {
+		if !ok {
+			dec := decisions[work[w]]
+			dec.Reason += "; deferred: the run's deadline came first"
+			results[work[w]] = result{dec, &out.Deferred}
+		}
+	}
+	for _, r := range results {
+		if r.into != nil {
+			*r.into = append(*r.into, r.dec)
+		}
+	}
+	return out
+}
+
 // gather reads the pools, the live instances, their records and one runner
-// listing per owner.
+// listing per owner: of the instances, of the records and of the pools (a
+// ghost may outlive every instance of its owner).
 func gather(ctx context.Context, d *controlplane.Deps, ec2 EC2, gh GitHub) (Input, error) {
 	in := Input{Now: d.Store.Now(), Pools: map[string]state.PoolConfig{}, Runners: map[string][]github.Runner{}}
 	pools, err := d.Store.ListPoolConfigs(ctx)
 	if err != nil {
 		return in, err
 	}
+	owners := map[string]bool{}
 	for _, p := range pools {
 		p.Timings = p.Timings.WithDefaults(p.OS)
 		in.Pools[p.Name] = p
+		owners[p.Owner] = true
 	}
 	if in.Instances, err = ec2.List(ctx, fleet.Filter{}); err != nil {
 		return in, err
 	}
 	ids := make([]string, len(in.Instances))
-	owners := map[string]bool{}
 	for i, inst := range in.Instances {
 		ids[i] = inst.ID
 		if _, orphan := inst.Orphan(); !orphan && inst.Tags[fleet.TagOwner] != "" {
@@ -122,12 +189,28 @@ func gather(ctx context.Context, d *controlplane.Deps, ec2 EC2, gh GitHub) (Inpu
 	for _, rec := range in.Records {
 		owners[rec.Owner] = true
 	}
+	// The listings come after the records on purpose: a runner registered
+	// in between belongs to a claim, which Decide recognises (runnersOf).
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(Concurrency)
 	for owner := range owners {
-		runners, err := gh.ListRunners(ctx, owner)
-		if err != nil {
-			return in, fmt.Errorf("list runners of %s: %w", owner, err)
+		if owner == "" {
+			continue
 		}
-		in.Runners[owner] = runners
+		g.Go(func() error {
+			runners, err := gh.ListRunners(ctx, owner)
+			if err != nil {
+				return fmt.Errorf("list runners of %s: %w", owner, err)
+			}
+			mu.Lock()
+			in.Runners[owner] = runners
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return in, err
 	}
 	in.Runner = func(owner string, id int64) (github.Runner, bool, error) {
 		r, err := gh.GetRunner(ctx, owner, id)
@@ -137,45 +220,4 @@ func gather(ctx context.Context, d *controlplane.Deps, ec2 EC2, gh GitHub) (Inpu
 		return r, err == nil, err
 	}
 	return in, nil
-}
-
-func renew(ctx context.Context, d *controlplane.Deps, in Input, dec Decision, out *Output) Decision {
-	rec := in.Records[dec.InstanceID]
-	p := in.Pools[dec.Pool]
-	if _, err := d.Store.Renew(ctx, rec.Ref(), state.D(p.Timings.IdleTTL)); err != nil {
-		dec.Reason += "; lease not renewed: " + err.Error()
-	}
-	return dec
-}
-
-// retire deregisters the runner (re-reading it first) and marks the record
-// terminated with a conditional write; it says why when the instance must be
-// kept instead.
-func retire(ctx context.Context, d *controlplane.Deps, gh GitHub, in Input, dec Decision) (bool, string) {
-	if dec.Deregister != 0 {
-		r, err := gh.GetRunner(ctx, dec.Owner, dec.Deregister)
-		switch {
-		case github.IsNotFound(err):
-		case err != nil:
-			return true, "runner not re-read: " + err.Error()
-		case r.Busy && r.Status == "online":
-			return true, "its runner is running a job right now"
-		default:
-			if err := gh.DeleteRunner(ctx, dec.Owner, dec.Deregister); err != nil {
-				return true, "deregistration failed: " + err.Error()
-			}
-		}
-	}
-	rec := in.Records[dec.InstanceID]
-	if rec == nil || rec.State == state.Terminated {
-		return false, ""
-	}
-	assignment := dec.Assignment
-	if assignment == "" {
-		assignment = rec.Assignment
-	}
-	if _, err := d.Store.Terminate(ctx, dec.InstanceID, state.Termination{Assignment: assignment, Reason: "scale-down: " + dec.Reason}); err != nil {
-		return true, "record changed meanwhile: " + err.Error()
-	}
-	return false, ""
 }
