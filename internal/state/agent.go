@@ -147,30 +147,14 @@ func (e *SignalFailedError) Error() string {
 // A spot interruption notice (UD_INTERRUPTED) for the assignment also ends
 // the wait at once, as a *SignalFailedError: the instance is going away.
 func (s *Store) WaitSignal(ctx context.Context, instanceID, assignment, ok, failed string, every time.Duration) (*Instance, error) {
-	return s.WaitSignalAlive(ctx, instanceID, assignment, ok, failed, every, 0)
-}
-
-// ErrSilent is returned (wrapped) by WaitSignalAlive when the agent's
-// heartbeat counter stood still for the silence limit.
-var ErrSilent = errors.New("agent silent: its heartbeat counter did not move")
-
-// WaitSignalAlive is WaitSignal that also gives up when the agent's heartbeat
-// counter has not moved for silentAfter (0: never), timed by this process's
-// monotonic clock from the first read: a dead agent ends the wait early,
-// whatever the agent's clock says.
-func (s *Store) WaitSignalAlive(ctx context.Context, instanceID, assignment, ok, failed string, every, silentAfter time.Duration) (*Instance, error) {
 	if every <= 0 {
 		every = time.Second
 	}
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	var lastErr error
-	beats, beatsSince := int64(-1), time.Now()
 	for {
 		inst, err := s.Get(ctx, instanceID)
-		if err == nil && inst.Heartbeats != beats {
-			beats, beatsSince = inst.Heartbeats, time.Now()
-		}
 		switch {
 		case IsNotFound(err):
 			return nil, &ConditionError{Key: InstanceKey(instanceID), Transition: "wait " + ok, Clause: ClauseExists, Detail: "no such record"}
@@ -190,9 +174,6 @@ func (s *Store) WaitSignalAlive(ctx context.Context, instanceID, assignment, ok,
 			}
 			if sig, gone := inst.SignalFor(SignalInterrupted); gone {
 				return inst, &SignalFailedError{InstanceID: instanceID, Signal: SignalInterrupted, Detail: sig.Detail}
-			}
-			if silentAfter > 0 && time.Since(beatsSince) > silentAfter {
-				return inst, fmt.Errorf("wait for %s of %s: %w for %s", ok, instanceID, ErrSilent, silentAfter)
 			}
 		}
 		select {

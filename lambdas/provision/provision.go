@@ -12,10 +12,11 @@
 //     the cap until refresh must have terminated it;
 //   - a failed provision marks its run failed before anything else, then
 //     gives back what it holds within the invocation's deadline;
-//   - an agent's liveness is judged by its heartbeat counter moving, timed by
-//     this process, never by the agent's clock; a silent agent or a spot
-//     interruption notice replaces the instance at once (once per instance
-//     asked for, while a boot still fits the deadline);
+//   - an agent's liveness is never judged by its clock: a claimed instance is
+//     kept if EC2 runs it, and its registration is awaited for the claim's
+//     lease; a spot interruption notice or a FAILED signal replaces the
+//     instance at once (once per instance asked for, while a boot still
+//     fits the deadline);
 //   - the pool queue is a hint: when it fails, provision creates instead.
 package provision
 

@@ -11,8 +11,8 @@ import (
 )
 
 // waitAll waits for every instance's UD_REG_OK and moves it to running.
-// An instance that fails (a FAILED signal, a spot interruption notice, a
-// silent agent, its lease running out) is given up and replaced at once by
+// An instance that fails (a FAILED signal, a spot interruption notice, its
+// lease running out) is given up and replaced at once by
 // a new one, once per requested instance, while a boot still fits the
 // deadline. A failure that cannot be replaced ends the other waits: the
 // provision fails and rolls back.
@@ -79,12 +79,13 @@ func (p *provisioner) waitOne(ctx context.Context, m *member) error {
 	lease := time.Unix(m.inst.Threshold, 0)
 	wctx, cancel := context.WithDeadline(ctx, lease)
 	defer cancel()
-	// A claimed instance's agent beats already; a new one first boots.
-	silent := state.D(p.req.pool.Timings.StaleAfter)
-	if m.source == "created" {
-		silent += state.D(p.req.pool.Timings.BootTime)
-	}
-	if _, err := p.d.Store.WaitSignalAlive(wctx, m.inst.ID, m.inst.Assignment, state.SignalRegOK, state.SignalRegFailed, p.d.Poll, silent); err != nil {
+	// The lease bounds the wait. An agent's silence is not judged here: its
+	// writes (heartbeats and the awaited signal alike) can be throttled for
+	// longer than the stale limit while it registers, and giving up on an
+	// instance whose runner registered leaves that runner taking the run's
+	// jobs on an instance the run was not given. Refresh expires idle
+	// instances whose agent went silent, so dead ones are rarely claimed.
+	if _, err := p.d.Store.WaitSignal(wctx, m.inst.ID, m.inst.Assignment, state.SignalRegOK, state.SignalRegFailed, p.d.Poll); err != nil {
 		return err
 	}
 	run, err := p.d.Store.GetRun(ctx, p.req.RunID)
@@ -106,8 +107,8 @@ func (p *provisioner) waitOne(ctx context.Context, m *member) error {
 
 // giveUp retires a member that will not become ready, within the cleanup
 // deadline: a created instance is terminated; a claimed one goes back to
-// the pool only once its agent says it is clean, unless its agent is silent
-// or EC2 is taking it back (then it is expired).
+// the pool only once its agent says it is clean, unless EC2 is taking it
+// back (then it is expired).
 func (p *provisioner) giveUp(m *member, why error) {
 	ctx := p.cleanup
 	p.forget(m.inst.ID)
@@ -117,7 +118,7 @@ func (p *provisioner) giveUp(m *member, why error) {
 		return
 	}
 	var sf *state.SignalFailedError
-	gone := errors.Is(why, state.ErrSilent) || errors.As(why, &sf) && sf.Signal == state.SignalInterrupted
+	gone := errors.As(why, &sf) && sf.Signal == state.SignalInterrupted
 	switch {
 	case cur.State == state.Claimed && cur.Assignment == m.inst.Assignment && gone:
 		p.d.Expire(ctx, cur.Ref(), "given up: "+why.Error())
