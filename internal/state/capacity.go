@@ -36,19 +36,27 @@ type Reservation struct {
 	IDs   []string `dynamodbav:"ids,omitempty"`
 }
 
-// pending is how many of the reservation's instances the index does not
-// show yet.
-func (r Reservation) pending(indexed map[string]bool) int {
-	if len(r.IDs) == 0 {
-		return r.N
+// pending is how many of reservation key's instances the index does not
+// show yet. indexed maps each indexed instance to its assignment: the
+// records of a launch carry the reservation's key as their assignment, so
+// they are recognised even when the provision died before it settled.
+func (r Reservation) pending(key string, indexed map[string]string) int {
+	if len(r.IDs) > 0 {
+		n := 0
+		for _, id := range r.IDs {
+			if _, ok := indexed[id]; !ok {
+				n++
+			}
+		}
+		return n
 	}
-	n := 0
-	for _, id := range r.IDs {
-		if !indexed[id] {
-			n++
+	n := r.N
+	for _, assignment := range indexed {
+		if assignment == key {
+			n--
 		}
 	}
-	return n
+	return max(n, 0)
 }
 
 type capacityItem struct {
@@ -80,7 +88,7 @@ func IsCapacity(err error) bool {
 // for hold, if the pool's live records (count) plus the reservations in
 // force plus n stay within max. It retries when another provision changed
 // the item meanwhile.
-func (s *Store) Reserve(ctx context.Context, pool, id string, n, max int, hold time.Duration, count func(context.Context) (map[string]bool, error)) error {
+func (s *Store) Reserve(ctx context.Context, pool, id string, n, max int, hold time.Duration, count func(context.Context) (map[string]string, error)) error {
 	for attempt := 0; ; attempt++ {
 		var item capacityItem
 		found, err := s.getItem(ctx, CapacityKey(pool), &item)
@@ -98,7 +106,7 @@ func (s *Store) Reserve(ctx context.Context, pool, id string, n, max int, hold t
 		for k, r := range item.Reservations {
 			if r.Until > now && k != id {
 				kept[k] = r
-				reserved += r.pending(indexed)
+				reserved += r.pending(k, indexed)
 			}
 		}
 		if live+reserved+n > max {
@@ -163,19 +171,19 @@ func (s *Store) SettleReservation(ctx context.Context, pool, id string, launched
 	return nil
 }
 
-// LiveIDs returns the ids of the pool's records that are not terminated,
+// LiveIDs returns the ids (with their assignment) of the pool's records that are not terminated,
 // expired leases included (their instances still run until refresh or a
 // provision terminates them). It reads the index: a record written a moment
 // ago may be missing, which the reservations cover.
-func (s *Store) LiveIDs(ctx context.Context, pool string) (map[string]bool, error) {
-	ids := map[string]bool{}
+func (s *Store) LiveIDs(ctx context.Context, pool string) (map[string]string, error) {
+	ids := map[string]string{}
 	for _, st := range []State{Created, Claimed, Running, Idle} {
 		insts, err := s.ByPoolState(ctx, pool, st, time.Time{})
 		if err != nil {
 			return nil, err
 		}
 		for _, inst := range insts {
-			ids[inst.ID] = true
+			ids[inst.ID] = inst.Assignment
 		}
 	}
 	return ids, nil

@@ -17,6 +17,10 @@ import (
 
 const waiterLimit = 5 * time.Minute
 
+// maxBatchAttempts bounds the BatchGetItem calls for one batch of keys:
+// about 7 s of backoff in all.
+const maxBatchAttempts = 8
+
 // DynamoDBAPI holds only the DynamoDB calls the store makes.
 type DynamoDBAPI interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
@@ -218,6 +222,12 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Instance
 		}
 		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt == maxBatchAttempts {
+				// A hot item can stay unprocessed for many seconds: say so
+				// rather than hold the caller; it must not act on a
+				// partial read.
+				return nil, fmt.Errorf("batch read: %d records still unprocessed (throttled) after %d attempts", len(req[s.table].Keys), attempt)
+			}
 			if attempt > 0 {
 				select {
 				case <-ctx.Done():

@@ -109,7 +109,7 @@ const indexLag = 30 * time.Second
 // terminated first: they hold capacity no run can use.
 func (p *provisioner) reserve(ctx context.Context, id string, n int) error {
 	hold := 2 * state.D(p.req.pool.Timings.CreatedTTL)
-	count := func(ctx context.Context) (map[string]bool, error) { return p.d.Store.LiveIDs(ctx, p.req.Pool) }
+	count := func(ctx context.Context) (map[string]string, error) { return p.d.Store.LiveIDs(ctx, p.req.Pool) }
 	err := p.d.Store.Reserve(ctx, p.req.Pool, id, n, p.req.pool.MaxInstances, hold, count)
 	if !state.IsCapacity(err) {
 		return err

@@ -74,7 +74,7 @@ func Handle(ctx context.Context, d *controlplane.Deps, payload json.RawMessage) 
 	g.SetLimit(16)
 	for _, id := range ids {
 		g.Go(func() error {
-			got, err := d.ReleaseInstance(gctx, in.RunID, id)
+			got, err := releaseWithRetry(gctx, d, in.RunID, id)
 			if err != nil {
 				return err
 			}
@@ -126,4 +126,28 @@ func instancesOf(ctx context.Context, d *controlplane.Deps, runID string, run *s
 	}
 	sort.Strings(ids)
 	return ids, nil
+}
+
+// releaseWithRetry gives one instance back, retrying errors (a throttled or
+// failing DynamoDB, GitHub) with backoff while the invocation has time: a
+// release that fails leaves the run's instances running until their
+// runtime cap. ReleaseInstance is safe to repeat: it reads the record and
+// acts on its state.
+func releaseWithRetry(ctx context.Context, d *controlplane.Deps, runID, id string) (controlplane.Outcome, error) {
+	for attempt := 1; ; attempt++ {
+		got, err := d.ReleaseInstance(ctx, runID, id)
+		if err == nil {
+			return got, nil
+		}
+		wait := min(time.Duration(attempt)*time.Second, 5*time.Second)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+10*time.Second || attempt >= 10 {
+			return got, err
+		}
+		d.Log.Warn("release of an instance failed; retrying", "instanceId", id, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return got, err
+		case <-time.After(wait):
+		}
+	}
 }
