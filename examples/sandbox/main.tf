@@ -34,7 +34,7 @@ variable "github_parameter" {
 }
 
 variable "idle_window_cron" {
-  description = "When the pool keeps idle runners; the story picks an hour that is not now, so scale-down trims the pool."
+  description = "When the pool keeps idle runners; the story picks an hour that is not now, so scale-down trims the pool; the chaos suite picks every minute, so scale-down keeps two idle runners and trims the rest."
   type        = string
 }
 
@@ -73,9 +73,12 @@ module "runners" {
       max_instances  = 10
       agent_endpoint = var.endpoint
       idle_windows   = [{ cron = var.idle_window_cron, time_zone = "UTC", idle_count = 2 }]
+      # Short, so the story plays in about a minute; max_runtime is the
+      # shortest the provider accepts, and the chaos suite runs jobs past it.
       timings = {
         created_ttl_seconds        = 60
         claim_ttl_seconds          = 60
+        max_runtime_seconds        = 60
         idle_ttl_seconds           = 600
         boot_time_seconds          = 10
         min_running_time_seconds   = 1

@@ -240,7 +240,7 @@ func (s *Server) deleteRunner(w http.ResponseWriter, r *http.Request) (int, any)
 		}
 	}
 	delete(s.runners, rn.id)
-	s.unregistered(rn.id)
+	s.unregistered(rn.id, "api")
 	s.wake() // a listener long-polling for this runner learns at once
 	return http.StatusNoContent, nil
 }

@@ -128,7 +128,7 @@ func (s *Server) runnerDelete(w http.ResponseWriter, r *http.Request) (int, any)
 	}
 	s.abandon(rn, "")
 	delete(s.runners, rn.id)
-	s.unregistered(rn.id)
+	s.unregistered(rn.id, "runner")
 	s.wake() // a listener long-polling for this runner learns at once
 	return http.StatusNoContent, nil
 }

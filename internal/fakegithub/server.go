@@ -373,6 +373,10 @@ type Registration struct {
 	Name     string
 	Labels   []string
 	From, To time.Time // To is zero while it lasts
+	// EndedBy says what ended it: "api" (DELETE through the REST API, as
+	// the control plane deletes runners), "runner" (config.sh remove, as
+	// the agent deregisters) or "replaced" (a later config.sh --replace).
+	EndedBy string
 }
 
 // History returns every registration made through config.sh, in order.
@@ -389,14 +393,14 @@ func (s *Server) History() []Registration {
 
 // registered and unregistered keep the history. Called with s.mu held.
 func (s *Server) registered(rn *runner) {
-	s.unregistered(rn.id)
+	s.unregistered(rn.id, "replaced")
 	s.history = append(s.history, Registration{RunnerID: rn.id, Name: rn.name, Labels: slices.Clone(rn.labels), From: time.Now()})
 }
 
-func (s *Server) unregistered(id int64) {
+func (s *Server) unregistered(id int64, by string) {
 	for i := len(s.history) - 1; i >= 0; i-- {
 		if s.history[i].RunnerID == id && s.history[i].To.IsZero() {
-			s.history[i].To = time.Now()
+			s.history[i].To, s.history[i].EndedBy = time.Now(), by
 		}
 	}
 }

@@ -20,11 +20,33 @@ type Deployment struct {
 	Queues    map[string]string // pool -> URL
 }
 
+// DeployOptions change what Deploy applies.
+type DeployOptions struct {
+	// IdleWindowCron is the pool's idle window (two idle instances kept);
+	// "" is IdleWindowCron(now), twelve hours away: the pool keeps nobody
+	// idle today, so the story's scale-down trims it to nothing.
+	IdleWindowCron string
+}
+
+// ChaosDeploy is how the chaos suite deploys: an idle window active every
+// minute, so that the scale-down it runs every few seconds both keeps idle
+// instances (up to two) and terminates the others while workflows claim
+// and release them.
+var ChaosDeploy = DeployOptions{IdleWindowCron: "* * * * *"}
+
 // Deploy runs terraform init and apply of examples/sandbox (the runner-pool
 // module) against the sandbox, with the provider `make install` put in
 // mirror. The configuration is copied under Dir, so the repository stays clean.
 func (s *Sandbox) Deploy(ctx context.Context, mirror string, progress io.Writer) (Deployment, error) {
+	return s.DeployWith(ctx, mirror, progress, DeployOptions{})
+}
+
+// DeployWith is Deploy with options.
+func (s *Sandbox) DeployWith(ctx context.Context, mirror string, progress io.Writer, o DeployOptions) (Deployment, error) {
 	var d Deployment
+	if o.IdleWindowCron == "" {
+		o.IdleWindowCron = IdleWindowCron(time.Now())
+	}
 	root := filepath.Join(s.opts.Dir, "terraform")
 	// Every sandbox starts with an empty moto: state, lock file and plugins
 	// of an earlier one (and its provider build) would only be in the way.
@@ -41,9 +63,8 @@ func (s *Sandbox) Deploy(ctx context.Context, mirror string, progress io.Writer)
 	if err != nil {
 		return d, err
 	}
-	// An idle window twelve hours from now: the pool keeps nobody idle today.
 	vars := map[string]string{"endpoint": s.URL, "architecture": runtime.GOARCH, "image_id": n.AMI, "subnet_id": n.Subnet,
-		"github_parameter": GitHubParameter, "idle_window_cron": IdleWindowCron(time.Now())}
+		"github_parameter": GitHubParameter, "idle_window_cron": o.IdleWindowCron}
 	raw, _ := json.MarshalIndent(vars, "", "  ")
 	if err := os.WriteFile(filepath.Join(work, "terraform.tfvars.json"), raw, 0o644); err != nil {
 		return d, err

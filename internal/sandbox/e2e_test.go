@@ -74,6 +74,11 @@ func install(t *testing.T) {
 // deployed starts a sandbox of its own and applies examples/sandbox to it.
 func deployed(t *testing.T) (*sandbox.Sandbox, sandbox.Deployment, *lambda.Client) {
 	t.Helper()
+	return deployedWith(t, sandbox.DeployOptions{})
+}
+
+func deployedWith(t *testing.T, o sandbox.DeployOptions) (*sandbox.Sandbox, sandbox.Deployment, *lambda.Client) {
+	t.Helper()
 	install(t)
 	ctx := context.Background()
 	logs, err := os.Create(filepath.Join(t.TempDir(), "sandbox.log"))
@@ -93,7 +98,7 @@ func deployed(t *testing.T) (*sandbox.Sandbox, sandbox.Deployment, *lambda.Clien
 		}
 	})
 	var progress bytes.Buffer
-	d, err := sb.Deploy(ctx, mirror, &progress)
+	d, err := sb.DeployWith(ctx, mirror, &progress, o)
 	if err != nil {
 		t.Fatalf("deploy: %v\n%s", err, progress.String())
 	}
@@ -374,7 +379,7 @@ func processesUnder(dir string) int {
 // A small chaos run on every `make test` (make chaos plays 60 workflows):
 // faults injected, no invariant violated.
 func TestE2E_Chaos(t *testing.T) {
-	sb, d, _ := deployed(t)
+	sb, d, _ := deployedWith(t, sandbox.ChaosDeploy)
 	var out bytes.Buffer
 	rep, err := sb.Chaos(context.Background(), d, sandbox.ChaosOptions{Workflows: 12, Seed: 7, Out: &out})
 	rep.Print(&out)

@@ -73,6 +73,7 @@ type Sandbox struct {
 	mu     sync.Mutex
 	table  string // the state table, known once deployed
 	faults Faults
+	dynamo dynamoState // what the DynamoDB faults remember
 }
 
 // Faults are what the chaos suite injects at the front endpoint, where every
@@ -88,6 +89,16 @@ type Faults struct {
 	DuplicateMessage func() (bool, time.Duration)
 	// ClockOffset shifts the clock of a new instance's agent.
 	ClockOffset func(instanceID string) time.Duration
+	// DynamoDB says, per DynamoDB request, whether it is throttled or
+	// fails with a 500 (before or after moto applied it); see dynamo.go.
+	DynamoDB func(DynamoRequest) DynamoAnswer
+	// IndexLag says how old a view of a global secondary index a Query
+	// naming an IndexName is answered from (0: the current one); see
+	// indexlag.go.
+	IndexLag func() time.Duration
+	// Note hears of faults the endpoint injected on its own account (an
+	// index answer that differs from the current one), by name.
+	Note func(fault string)
 }
 
 // SetFaults replaces the injected faults; the zero Faults injects none.
@@ -290,7 +301,8 @@ func (s *Sandbox) withFaults(moto http.Handler) http.Handler {
 		s.mu.Lock()
 		f := s.faults
 		s.mu.Unlock()
-		if (f.AfterCreateFleet == nil && f.DuplicateMessage == nil) || r.Method != http.MethodPost {
+		dynamo := strings.HasPrefix(r.Header.Get("X-Amz-Target"), dynamoTarget) && (f.DynamoDB != nil || f.IndexLag != nil)
+		if (f.AfterCreateFleet == nil && f.DuplicateMessage == nil && !dynamo) || r.Method != http.MethodPost {
 			moto.ServeHTTP(w, r)
 			return
 		}
@@ -300,6 +312,10 @@ func (s *Sandbox) withFaults(moto http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		if dynamo {
+			s.serveDynamo(w, r, body, f, moto)
+			return
+		}
 		moto.ServeHTTP(w, r)
 		switch {
 		case f.AfterCreateFleet != nil && bytes.Contains(body, []byte("Action=CreateFleet")):

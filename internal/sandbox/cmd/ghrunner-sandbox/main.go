@@ -55,6 +55,11 @@ func main() {
 	mirror := flag.String("mirror", ".terraform-mirror", "provider mirror written by make install")
 	workflows := flag.Int("workflows", 60, "chaos: how many workflows")
 	seed := flag.Int64("seed", 1, "chaos: the seed of the fault choices")
+	var off []string
+	flag.Func("off", "chaos: a group of faults not to inject, repeatable or comma-separated: "+strings.Join(faultGroups(), ", "), func(v string) error {
+		off = append(off, strings.Split(v, ",")...)
+		return nil
+	})
 	flag.Usage = func() { fmt.Fprint(os.Stderr, usage); flag.PrintDefaults() }
 	flag.Parse()
 	var err error
@@ -64,7 +69,7 @@ func main() {
 	case "up":
 		err = up(*dir, *mirror)
 	case "chaos":
-		err = chaos(*dir, *mirror, *workflows, *seed)
+		err = chaos(*dir, *mirror, *workflows, *seed, off)
 	case "down":
 		err = down(*dir)
 	case "job":
@@ -82,7 +87,7 @@ func main() {
 }
 
 // start brings the sandbox up and deploys; ctx ends on Ctrl-C or SIGTERM.
-func start(ctx context.Context, dir, mirror string) (*sandbox.Sandbox, sandbox.Deployment, error) {
+func start(ctx context.Context, dir, mirror string, o sandbox.DeployOptions) (*sandbox.Sandbox, sandbox.Deployment, error) {
 	repo, err := os.Getwd()
 	if err != nil {
 		return nil, sandbox.Deployment{}, err
@@ -103,7 +108,7 @@ func start(ctx context.Context, dir, mirror string) (*sandbox.Sandbox, sandbox.D
 	}
 	fmt.Printf("  endpoint %s, fake GitHub %s — up in %.1fs\n", sb.URL, sb.GitHub.URL(), time.Since(t).Seconds())
 	fmt.Println("deploying examples/sandbox (modules/runner-pool) with terraform ...")
-	d, err := sb.Deploy(ctx, mirror, os.Stdout)
+	d, err := sb.DeployWith(ctx, mirror, os.Stdout, o)
 	if err != nil {
 		sb.Stop()
 		return nil, d, err
@@ -121,7 +126,7 @@ func play(dir, mirror string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	begin := time.Now()
-	sb, d, err := start(ctx, dir, mirror)
+	sb, d, err := start(ctx, dir, mirror, sandbox.DeployOptions{})
 	if err != nil {
 		return err
 	}
@@ -143,19 +148,36 @@ func play(dir, mirror string) error {
 	return nil
 }
 
-func chaos(dir, mirror string, workflows int, seed int64) error {
+func faultGroups() []string {
+	var out []string
+	for g := range sandbox.FaultGroups {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func chaos(dir, mirror string, workflows int, seed int64, off []string) error {
 	if workflows < 1 {
 		return fmt.Errorf("-workflows: %d must be at least 1", workflows)
 	}
+	for _, g := range off {
+		if _, ok := sandbox.FaultGroups[g]; !ok {
+			return fmt.Errorf("-off %s: no such group of faults; one of %s", g, strings.Join(faultGroups(), ", "))
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	sb, d, err := start(ctx, dir, mirror)
+	sb, d, err := start(ctx, dir, mirror, sandbox.ChaosDeploy)
 	if err != nil {
 		return err
 	}
 	defer sb.Stop()
 	fmt.Printf("chaos: %d workflows, seed %d (every function call through the endpoint) ...\n", workflows, seed)
-	rep, err := sb.Chaos(ctx, d, sandbox.ChaosOptions{Workflows: workflows, Seed: seed, Out: os.Stdout})
+	if len(off) > 0 {
+		fmt.Printf("  faults left out: %s\n", strings.Join(off, ", "))
+	}
+	rep, err := sb.Chaos(ctx, d, sandbox.ChaosOptions{Workflows: workflows, Seed: seed, Out: os.Stdout, Off: off})
 	rep.Print(os.Stdout)
 	if err != nil {
 		return err
@@ -169,7 +191,7 @@ func chaos(dir, mirror string, workflows int, seed int64) error {
 func up(dir, mirror string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	sb, d, err := start(ctx, dir, mirror)
+	sb, d, err := start(ctx, dir, mirror, sandbox.DeployOptions{})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,55 @@
+package sandbox
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Print writes the report as a table.
+func (r ChaosReport) Print(w io.Writer) {
+	fmt.Fprintf(w, "\nchaos (seed %d): %d workflows (%d with every step ok, %d failed by the faults), %d jobs, %.0fs\n",
+		r.Seed, r.Workflows, r.Succeeded, r.Failed, r.Jobs, r.Elapsed.Seconds())
+	names := make([]string, 0, len(r.Faults))
+	total := 0
+	for name, n := range r.Faults {
+		names = append(names, name)
+		total += n
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "  %-72s %5s\n", "fault injected", "times")
+	for _, name := range names {
+		fmt.Fprintf(w, "  %-72s %5d\n", name, r.Faults[name])
+	}
+	fmt.Fprintf(w, "  %-72s %5d\n", "total", total)
+	a := r.Activity
+	if a != nil {
+		fmt.Fprintf(w, "  meanwhile: refresh ran %d× (%d failed, %d with errors): %d terminated, %d expired;\n",
+			a["refresh runs"], a["refresh runs failed"], a["refresh runs with errors"], a["refresh terminated"], a["refresh expired"])
+		fmt.Fprintf(w, "             scale-down ran %d× (%d failed, %d with errors): %d terminated, %d kept;\n",
+			a["scale-down runs"], a["scale-down runs failed"], a["scale-down runs with errors"], a["scale-down terminated"], a["scale-down kept"])
+		fmt.Fprintf(w, "             at most %d instances live at once (max_instances %d)\n", a["peak live instances"], a["max_instances"])
+	}
+	if len(r.Failures) > 0 {
+		reasons := make([]string, 0, len(r.Failures))
+		for why := range r.Failures {
+			reasons = append(reasons, why)
+		}
+		sort.Strings(reasons)
+		fmt.Fprintln(w, "  failed workflows, by first failed step [the fault the workflow drew]:")
+		for _, why := range reasons {
+			fmt.Fprintf(w, "    %3d  %s\n", r.Failures[why], why)
+		}
+	}
+	if len(r.Explained) > 0 {
+		fmt.Fprintf(w, "  explained by an injected kill of the instance's agent (not violations): %d\n", len(r.Explained))
+		for _, e := range r.Explained {
+			fmt.Fprintln(w, "    "+strings.TrimSpace(e))
+		}
+	}
+	fmt.Fprintf(w, "  violations: %d\n", len(r.Violations))
+	for _, v := range r.Violations {
+		fmt.Fprintln(w, "    "+strings.TrimSpace(v))
+	}
+}
