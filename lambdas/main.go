@@ -224,7 +224,7 @@ func (l liveEC2) Live(ctx context.Context) ([]refresh.LiveInstance, error) {
 	}
 	out := make([]refresh.LiveInstance, len(insts))
 	for i, inst := range insts {
-		out[i] = refresh.LiveInstance{ID: inst.ID, Pool: inst.Tags[fleet.TagPool], LaunchedAt: inst.LaunchTime}
+		out[i] = refresh.LiveInstance{ID: inst.ID, Pool: inst.Tags[fleet.TagPool], Assignment: inst.Tags[fleet.TagAssignment], LaunchedAt: inst.LaunchTime}
 	}
 	return out, nil
 }

@@ -102,5 +102,14 @@ func (r *refresher) terminateUnrecorded(ctx context.Context, candidates []LiveIn
 		return err
 	}
 	r.out.Terminated = append(r.out.Terminated, decisions...)
+	// An instance without a record was launched by a provision that died
+	// before writing it: the capacity it reserved is free now.
+	for _, in := range candidates {
+		if _, ok := records[in.ID]; !ok && in.Assignment != "" && in.Pool != "" {
+			if err := r.d.Store.SettleReservation(ctx, in.Pool, in.Assignment, nil, 0); err != nil {
+				r.fail(err)
+			}
+		}
+	}
 	return nil
 }

@@ -41,8 +41,11 @@ type EC2 interface {
 
 // LiveInstance is an EC2 instance of the deployment.
 type LiveInstance struct {
-	ID         string
-	Pool       string
+	ID   string
+	Pool string
+	// Assignment is the ghr:assignment tag: the capacity reservation the
+	// instance was launched under.
+	Assignment string
 	LaunchedAt time.Time
 }
 

@@ -112,9 +112,16 @@ func newWorld(t *testing.T) *world {
 // the control plane's clock).
 func (w *world) launch() string {
 	w.t.Helper()
+	return w.launchTagged(state.NewAssignment())
+}
+
+// launchTagged starts an instance tagged with the assignment (the capacity
+// reservation) it was launched under.
+func (w *world) launchTagged(assignment string) string {
+	w.t.Helper()
 	images, err := w.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{})
 	must(w.t, err)
-	tags := []ec2types.Tag{{Key: aws.String(fleet.TagEnvironment), Value: aws.String(w.name)}, {Key: aws.String(fleet.TagPool), Value: aws.String("linux")}, {Key: aws.String(fleet.TagOwner), Value: aws.String("acme")}}
+	tags := []ec2types.Tag{{Key: aws.String(fleet.TagEnvironment), Value: aws.String(w.name)}, {Key: aws.String(fleet.TagPool), Value: aws.String("linux")}, {Key: aws.String(fleet.TagOwner), Value: aws.String("acme")}, {Key: aws.String(fleet.TagAssignment), Value: aws.String(assignment)}}
 	out, err := w.ec2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: images.Images[0].ImageId, MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: ec2types.InstanceTypeC7iLarge,
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags}}})
 	must(w.t, err)
@@ -168,7 +175,7 @@ func (l liveEC2) Live(c context.Context) ([]refresh.LiveInstance, error) {
 	insts, err := l.f.List(c, fleet.Filter{})
 	out := make([]refresh.LiveInstance, len(insts))
 	for i, in := range insts {
-		out[i] = refresh.LiveInstance{ID: in.ID, Pool: in.Tags[fleet.TagPool], LaunchedAt: in.LaunchTime}
+		out[i] = refresh.LiveInstance{ID: in.ID, Pool: in.Tags[fleet.TagPool], Assignment: in.Tags[fleet.TagAssignment], LaunchedAt: in.LaunchTime}
 	}
 	return out, err
 }
@@ -321,5 +328,25 @@ func TestRefreshKeepsASilentRunningInstanceWhoseRunnerIsOnline(t *testing.T) {
 	must(t, err)
 	if len(out.Expired) != 1 || !strings.Contains(out.Expired[0].Reason, "silent") {
 		t.Fatalf("expired %+v, want the silent instance", out.Expired)
+	}
+}
+
+func TestRefreshFreesTheCapacityOfAProvisionThatDiedBeforeItsRecords(t *testing.T) {
+	w := newWorld(t)
+	none := func(context.Context) (map[string]string, error) { return nil, nil }
+	// The provision reserved two, launched them and died: no record, no
+	// settling.
+	must(t, w.cp.Reserve(ctx, "linux", "lost-launch", 2, 2, time.Hour, none))
+	a, b := w.launchTagged("lost-launch"), w.launchTagged("lost-launch")
+	if err := w.cp.Reserve(ctx, "linux", "next", 1, 2, time.Hour, none); !state.IsCapacity(err) {
+		t.Fatalf("the pool's capacity is held by the dead provision, yet: %v", err)
+	}
+	out, err := w.refresh()
+	must(t, err)
+	if w.alive(a) || w.alive(b) {
+		t.Fatalf("instances without a record survived refresh: %+v", out)
+	}
+	if err := w.cp.Reserve(ctx, "linux", "next", 1, 2, time.Hour, none); err != nil {
+		t.Fatalf("the dead provision's capacity was not freed with its instances: %v", err)
 	}
 }
