@@ -1,7 +1,7 @@
 // Command agent is the ghrunner instance agent: started by user data on
 // every runner instance, it registers the GitHub runner for the run its
 // record names, cleans up after each run and keeps the instance honest
-// (heartbeat, self-termination). See DESIGN.md §7.
+// (heartbeat, self-termination). See docs/design.md.
 package main
 
 import (

@@ -27,7 +27,7 @@ type badInput struct {
 
 // provisionBadInputs: every field of the provision payload with a wrong
 // type, a missing or out-of-range value, an injection attempt and an
-// oversized value; then the payload as a whole (DESIGN.md §6).
+// oversized value; then the payload as a whole (docs/design.md).
 func provisionBadInputs() []badInput {
 	mb := strings.Repeat("9", 1<<20)
 	with := func(field, value string) string {

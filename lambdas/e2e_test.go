@@ -9,7 +9,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
-// TestLifecycleWalkthrough plays seeds/lifecycle-walkthrough.md end to end:
+// TestLifecycleWalkthrough plays the lifecycle of docs/design.md end to end:
 // create → running → jobs only on the run's runner → release → idle in the
 // pool → a second workflow reuses the same instance → release.
 func TestLifecycleWalkthrough(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 // IAM policy documents the provider attaches. They are plain data built by
 // these functions so unit tests can assert every statement: moto does not
-// enforce IAM conditions (DESIGN.md §8).
+// enforce IAM conditions (docs/design.md).
 
 type policyDocument struct {
 	Version   string            `json:"Version"`

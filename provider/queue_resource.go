@@ -25,7 +25,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
-// ghrunner_queue: the SQS queue of one pool (DESIGN.md §5).
+// ghrunner_queue: the SQS queue of one pool (docs/design.md).
 
 type queueResource struct{ c *clients }
 

@@ -32,7 +32,7 @@ import (
 
 // ghrunner_schedule: an EventBridge Scheduler schedule that invokes one of the
 // deployment's functions (refresh, scale-down), with a role of its own
-// (DESIGN.md §6). A scheduled function must neither overlap nor be retried, so
+// (docs/design.md). A scheduled function must neither overlap nor be retried, so
 // the target never retries and the time window is always OFF.
 
 const (

@@ -26,7 +26,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
-// ghrunner_table: the DynamoDB state table of a deployment (DESIGN.md §3).
+// ghrunner_table: the DynamoDB state table of a deployment (docs/design.md).
 
 type tableResource struct{ c *clients }
 

@@ -1,5 +1,5 @@
 // Package templates renders the EC2 user data that installs and starts the
-// ghrunner instance agent (DESIGN.md §7).
+// ghrunner instance agent (docs/design.md).
 //
 // The user data is a bash script. It creates the unprivileged runner user,
 // keeps that user away from the instance metadata service, writes the agent

@@ -1,5 +1,4 @@
-// Package lifecycle is the agent's main loop (DESIGN.md §7, seed
-// instance-agent.md): one-time initialisation, then the heartbeat,
+// Package lifecycle is the agent's main loop (docs/design.md): one-time initialisation, then the heartbeat,
 // self-termination and spot-watch loops beside the reusability loop that
 // registers the runner for each assignment and cleans up after it.
 //

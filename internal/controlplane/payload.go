@@ -149,7 +149,7 @@ func jsonKind(goKind string) string {
 
 var runIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
-// CheckRunID applies the runId rule of DESIGN.md §6. The runId becomes the
+// CheckRunID applies the runId rule. The runId becomes the
 // runner's only label, so it must not carry commas, spaces or shell syntax;
 // and it is the argument of config.sh --labels, so it must not start with
 // '-' (config.sh would read "--ephemeral" as an option, not a label).

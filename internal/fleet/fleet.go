@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 )
 
-// EC2 tag keys (DESIGN.md §9). Every instance of a deployment carries
+// EC2 tag keys (docs/design.md). Every instance of a deployment carries
 // TagEnvironment; that tag is what List filters on, so one account can hold
 // several deployments.
 const (

@@ -1,4 +1,4 @@
-// Package pool is the SQS resource pool of DESIGN.md §5: release sends a
+// Package pool is the SQS resource pool of docs/design.md: release sends a
 // message for a clean idle instance; provision receives, matches and claims.
 // The queue is only a hint. DynamoDB is the truth: a claim is a conditional
 // write, so a duplicate or stale message can never claim an instance twice.

@@ -17,7 +17,7 @@ const (
 	Terminated State = "terminated"
 )
 
-// Signal names written by the agent (DESIGN.md §4).
+// Signal names written by the agent (docs/design.md).
 const (
 	SignalOK                 = "UD_OK"
 	SignalFailed             = "UD_FAILED"

@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
-// TestLifecycleWalkthrough follows seeds/lifecycle-walkthrough.md: create,
+// TestLifecycleWalkthrough follows the lifecycle of docs/design.md: create,
 // running, release to idle, claim by a second run, running, terminated.
 func TestLifecycleWalkthrough(t *testing.T) {
 	s, clk := newStore(t)

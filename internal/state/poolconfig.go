@@ -21,7 +21,7 @@ const (
 )
 
 // Timings are a pool's leases and limits, in seconds. Zero means the default
-// of DESIGN.md §3; tests and the sandbox shorten them.
+// of docs/design.md; tests and the sandbox shorten them.
 type Timings struct {
 	CreatedTTL        int64 `dynamodbav:"createdTTL" json:"createdTTL,omitempty"`
 	ClaimTTL          int64 `dynamodbav:"claimTTL" json:"claimTTL,omitempty"`

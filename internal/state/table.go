@@ -1,4 +1,4 @@
-// Package state is the DynamoDB state store of DESIGN.md §3–4: the single
+// Package state is the DynamoDB state store described in docs/design.md: the single
 // source of truth for instances, runs and pool configuration. Every change of
 // an instance's state is one conditional UpdateItem, so exactly one writer wins
 // and a loser learns which clause of the condition it failed.
@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Attribute and index names of the table (DESIGN.md §3).
+// Attribute and index names of the table (docs/design.md).
 const (
 	AttrPK         = "pk"
 	AttrRunID      = "runId"

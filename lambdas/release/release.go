@@ -1,5 +1,4 @@
-// Package release is the release function (DESIGN.md §6, seed
-// release-process.md): it hands a run's runners back to the pool through the
+// Package release is the release function (docs/design.md): it hands a run's runners back to the pool through the
 // asynchronous handshake with their agents.
 package release
 

@@ -1,5 +1,4 @@
-// Package scaledown is the scale-down function (DESIGN.md §6, seed
-// scale-down-two-phase.md), run every 5 minutes. Phase 1 settles instances
+// Package scaledown is the scale-down function (docs/design.md), run every 5 minutes. Phase 1 settles instances
 // tagged as orphans; phase 2 keeps each pool's idle instances within the
 // idle quota of its active idle window and retires the rest.
 //

@@ -88,7 +88,7 @@ func TestDecisionTable(t *testing.T) {
 		{name: "seed: active runner, quota full and busy", age: time.Hour, tags: plain, rec: rec(state.Running), runners: []github.Runner{{ID: 7, Name: "ghr-1-i-1", Busy: true}}, want: Keep},
 		{name: "seed: active runner missing, boot time exceeded", age: 10 * time.Minute, tags: plain, want: Orphan},
 		{name: "seed: active runner missing, still booting", age: time.Minute, tags: plain, want: Keep, reason: "still booting; its record may not be written yet"},
-		// Pooling and the improvements of DESIGN.md.
+		// Pooling, and where ghrunner improves on the original algorithm.
 		{name: "orphan whose record holds a live lease for the tagged assignment", age: time.Hour, tags: orphanTag("a1", ""), rec: rec(state.Running), want: Untag},
 		{name: "orphan whose record moved to another assignment", age: time.Hour, tags: orphanTag("a0", ""), rec: rec(state.Idle, clean), want: Untag},
 		{name: "orphan whose runner is gone from GitHub", age: time.Hour, tags: orphanTag("a1", "7"), rec: rec(state.Running, expired), lookup: gone, want: Terminate},
