@@ -96,8 +96,27 @@ func TestScaleDownAtScale(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // past the minimum running and boot times of 1 s
 	d.fake.SetBusy(runnerID, true)      // busy by the time scale-down re-reads it
 	termBefore := env.Calls("TerminateInstances")
+	// The fake marks a runner offline once it has not been heard from for
+	// a few seconds; a loaded machine can take that long to get to the
+	// re-read. This runner's listener is alive all along.
+	keepOnline := func() (stop func()) {
+		heard := make(chan struct{})
+		go func() {
+			for {
+				d.fake.SetOnline(runnerID, true)
+				select {
+				case <-heard:
+					return
+				case <-time.After(500 * time.Millisecond):
+				}
+			}
+		}()
+		return func() { close(heard) }
+	}
+	stop := keepOnline()
 	var out scaleDownOut
 	d.call("scale-down", map[string]any{}, &out)
+	stop()
 	if len(out.Errors) != 0 {
 		t.Fatalf("errors: %v", out.Errors)
 	}
@@ -145,9 +164,10 @@ func TestScaleDownAtScale(t *testing.T) {
 	// The next run terminates the orphans it tagged (no record, no runner id).
 	// The stuck runner is still on its job (the fake would report it offline
 	// after 5 s without a listener, and an offline busy runner is a ghost).
-	d.fake.SetOnline(runnerID, true)
+	stop = keepOnline()
 	var next scaleDownOut
 	d.call("scale-down", nil, &next)
+	stop()
 	orphans := 0
 	for _, k := range next.Terminated {
 		if want[k.InstanceID] == "orphaned" {
