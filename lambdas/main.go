@@ -209,6 +209,18 @@ func (l launcher) Running(ctx context.Context, ids []string) (map[string]bool, e
 	return running, nil
 }
 
+func (l launcher) Live(ctx context.Context, pool string) (map[string]string, error) {
+	insts, err := l.f.List(ctx, fleet.Filter{Pool: pool})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(insts))
+	for _, i := range insts {
+		out[i.ID] = i.Tags[fleet.TagAssignment]
+	}
+	return out, nil
+}
+
 func (l launcher) Terminate(ctx context.Context, ids []string) error {
 	_, err := l.f.Terminate(ctx, ids)
 	return err

@@ -102,14 +102,30 @@ func (p *provisioner) create(ctx context.Context, n int, reg *state.Registration
 // indexLag bounds how long a new record may take to appear in the index.
 const indexLag = 30 * time.Second
 
-// reserve holds n of the pool's maxInstances for a launch. Instances
+// reserve holds n of the pool's maxInstances for a launch, counting the
+// pool's records and its instances in EC2 (either may lag). Instances
 // launched by a provision that dies before writing their records count
 // until refresh must have terminated them (createdTTL after launch, twice
 // for the refresh period). At the cap, the pool's expired leases are
 // terminated first: they hold capacity no run can use.
 func (p *provisioner) reserve(ctx context.Context, id string, n int) error {
 	hold := 2 * state.D(p.req.pool.Timings.CreatedTTL)
-	count := func(ctx context.Context) (map[string]string, error) { return p.d.Store.LiveIDs(ctx, p.req.Pool) }
+	count := func(ctx context.Context) (map[string]string, error) {
+		live, err := p.d.Store.LiveIDs(ctx, p.req.Pool)
+		if err != nil {
+			return nil, err
+		}
+		inEC2, err := p.fleet.Live(ctx, p.req.Pool)
+		if err != nil {
+			return nil, err
+		}
+		for id, assignment := range inEC2 {
+			if _, ok := live[id]; !ok {
+				live[id] = assignment
+			}
+		}
+		return live, nil
+	}
 	err := p.d.Store.Reserve(ctx, p.req.Pool, id, n, p.req.pool.MaxInstances, hold, count)
 	if !state.IsCapacity(err) {
 		return err

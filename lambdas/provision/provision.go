@@ -74,6 +74,11 @@ type Launcher interface {
 	Launch(ctx context.Context, spec LaunchSpec) (launched []Launched, detail string, err error)
 	// Running reports which of ids are in the EC2 state running.
 	Running(ctx context.Context, ids []string) (map[string]bool, error)
+	// Live lists the pool's instances EC2 has not terminated, with their
+	// ghr:assignment tag: what counts against maxInstances whatever the
+	// records say (a provision killed before its records, a record
+	// terminated before its instance).
+	Live(ctx context.Context, pool string) (map[string]string, error)
 	// Terminate terminates instances; ones already gone are no error.
 	Terminate(ctx context.Context, ids []string) error
 }
