@@ -168,7 +168,7 @@ func (b *bundle) handle(ctx context.Context, payload json.RawMessage) (any, erro
 	case "release":
 		out, err = release.Handle(ctx, d, payload)
 	case "refresh":
-		out, err = refresh.Handle(ctx, d, liveEC2{b.fleet}, payload)
+		out, err = refresh.Handle(ctx, d, refresh.FleetEC2{Fleet: b.fleet}, payload)
 	case "scale-down":
 		out, err = scaledown.Handle(ctx, d, b.fleet, gh, payload)
 	}
@@ -222,26 +222,6 @@ func (l launcher) Live(ctx context.Context, pool string) (map[string]string, err
 }
 
 func (l launcher) Terminate(ctx context.Context, ids []string) error {
-	_, err := l.f.Terminate(ctx, ids)
-	return err
-}
-
-// liveEC2 is refresh's view of the fleet.
-type liveEC2 struct{ f *fleet.Fleet }
-
-func (l liveEC2) Live(ctx context.Context) ([]refresh.LiveInstance, error) {
-	insts, err := l.f.List(ctx, fleet.Filter{})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]refresh.LiveInstance, len(insts))
-	for i, inst := range insts {
-		out[i] = refresh.LiveInstance{ID: inst.ID, Pool: inst.Tags[fleet.TagPool], Assignment: inst.Tags[fleet.TagAssignment], LaunchedAt: inst.LaunchTime}
-	}
-	return out, nil
-}
-
-func (l liveEC2) Terminate(ctx context.Context, ids []string) error {
 	_, err := l.f.Terminate(ctx, ids)
 	return err
 }

@@ -4,8 +4,31 @@ import (
 	"context"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
+
+// FleetEC2 is refresh's view of a deployment's fleet.
+type FleetEC2 struct{ Fleet *fleet.Fleet }
+
+// Live lists the deployment's instances EC2 has not terminated.
+func (f FleetEC2) Live(ctx context.Context) ([]LiveInstance, error) {
+	insts, err := f.Fleet.List(ctx, fleet.Filter{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LiveInstance, len(insts))
+	for i, in := range insts {
+		out[i] = LiveInstance{ID: in.ID, Pool: in.Tags[fleet.TagPool], Assignment: in.Tags[fleet.TagAssignment], LaunchedAt: in.LaunchTime}
+	}
+	return out, nil
+}
+
+// Terminate terminates instances; ones already gone are no error.
+func (f FleetEC2) Terminate(ctx context.Context, ids []string) error {
+	_, err := f.Fleet.Terminate(ctx, ids)
+	return err
+}
 
 // reconcile compares EC2 with the records. An instance the index did not
 // show is terminated only once a consistent read finds its record absent or

@@ -159,7 +159,7 @@ func (w *world) idle() *state.Instance {
 
 func (w *world) refresh() (*refresh.Output, error) {
 	w.t.Helper()
-	return refresh.Handle(ctx, w.deps, liveEC2{w.fleet}, nil)
+	return refresh.Handle(ctx, w.deps, refresh.FleetEC2{Fleet: w.fleet}, nil)
 }
 
 func (w *world) alive(id string) bool {
@@ -167,22 +167,6 @@ func (w *world) alive(id string) bool {
 	insts, err := w.fleet.List(ctx, fleet.Filter{IDs: []string{id}})
 	must(w.t, err)
 	return len(insts) == 1
-}
-
-type liveEC2 struct{ f *fleet.Fleet }
-
-func (l liveEC2) Live(c context.Context) ([]refresh.LiveInstance, error) {
-	insts, err := l.f.List(c, fleet.Filter{})
-	out := make([]refresh.LiveInstance, len(insts))
-	for i, in := range insts {
-		out[i] = refresh.LiveInstance{ID: in.ID, Pool: in.Tags[fleet.TagPool], Assignment: in.Tags[fleet.TagAssignment], LaunchedAt: in.LaunchTime}
-	}
-	return out, err
-}
-
-func (l liveEC2) Terminate(c context.Context, ids []string) error {
-	_, err := l.f.Terminate(c, ids)
-	return err
 }
 
 func must(t testing.TB, err error) {
