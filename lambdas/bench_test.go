@@ -207,7 +207,7 @@ func BenchmarkScaleDown1000(b *testing.B) {
 			launched = append(launched, res.Instances...)
 		}
 		for i, inst := range launched {
-			runnerIDs[inst.InstanceID] = d.fake.AddRunner(owner, github.RunnerName(1, inst.InstanceID), false, "linux")
+			runnerIDs[inst.InstanceID] = d.fake.AddRunner(owner, state.RunnerName(1, inst.InstanceID), false, "linux")
 			_, err := d.store.Create(ctx, state.NewInstance{ID: inst.InstanceID, Pool: d.pool.Name, Owner: owner, RunID: fmt.Sprintf("r-%d-%d", o, i), Assignment: state.NewAssignment(),
 				InstanceType: inst.InstanceType, UsageClass: "on-demand", TTL: time.Hour})
 			must(b, err)

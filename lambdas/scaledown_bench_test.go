@@ -18,7 +18,6 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/lambdart"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/scaledown"
@@ -107,12 +106,12 @@ func scaleDownFleet(b *testing.B, n int) (*deployment, []fleet.Instance) {
 			switch k := start + i; {
 			case k%10 == 0: // running a job
 				rec.State, rec.RunID = state.Running, fmt.Sprintf("run-%d", k)
-				d.fake.AddRunner(owner, github.RunnerName(1, id), true, rec.RunID)
+				d.fake.AddRunner(owner, state.RunnerName(1, id), true, rec.RunID)
 			default:
 				rec.State = state.Idle
 				rec.Signals[state.SignalRemoveRegOK] = state.Signal{Assignment: rec.Assignment, At: now.Unix()}
 				if k%10 == 1 { // its last run's runner is still registered
-					d.fake.SetOnline(d.fake.AddRunner(owner, github.RunnerName(1, id), false, "old-run"), false)
+					d.fake.SetOnline(d.fake.AddRunner(owner, state.RunnerName(1, id), false, "old-run"), false)
 				}
 			}
 			rec.PoolState = state.PoolState(rec.Pool, rec.State)

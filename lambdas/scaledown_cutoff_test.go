@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -68,7 +67,7 @@ func TestScaleDownCutOffAtARandomPointIsRepairedByTheNextRun(t *testing.T) {
 	for i, id := range ids {
 		d.pooledIdle(id, "acme", 1, nil)
 		if i%4 == 0 {
-			d.fake.SetOnline(d.fake.AddRunner("acme", github.RunnerName(1, id), false, "seed-0"), false)
+			d.fake.SetOnline(d.fake.AddRunner("acme", state.RunnerName(1, id), false, "seed-0"), false)
 		}
 	}
 	time.Sleep(1100 * time.Millisecond)
@@ -118,7 +117,7 @@ func TestScaleDownStopsBeforeItsDeadlineAndLeavesNothingHalfDone(t *testing.T) {
 	ids := d.launchN(n, "acme")
 	for _, id := range ids {
 		d.pooledIdle(id, "acme", 1, nil)
-		d.fake.SetOnline(d.fake.AddRunner("acme", github.RunnerName(1, id), false, "seed-0"), false)
+		d.fake.SetOnline(d.fake.AddRunner("acme", state.RunnerName(1, id), false, "seed-0"), false)
 	}
 	time.Sleep(1100 * time.Millisecond)
 	d.fake.Inject(fakegithub.Fault{Method: "DELETE", Path: "/actions/runners/", Latency: 4 * time.Second})

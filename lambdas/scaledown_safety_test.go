@@ -144,7 +144,7 @@ func TestScaleDownSparesTheRunnerOfARunThatClaimedMeanwhile(t *testing.T) {
 	gh := &listHook{Client: d.gitHub(), before: func() {
 		claimed, err := d.store.Claim(ctx, id, state.ClaimRequest{RunID: "late-run", Pool: "linux", Owner: "acme", ClaimTTL: time.Minute})
 		must(t, err)
-		newRunner = d.fake.AddRunner("acme", github.RunnerName(claimed.Uses, id), false, "late-run")
+		newRunner = d.fake.AddRunner("acme", state.RunnerName(claimed.Uses, id), false, "late-run")
 	}}
 	out := d.scaleDownHere(ctx, d.store, gh)
 	if _, ok := d.fake.Runner(newRunner); !ok {
@@ -205,7 +205,7 @@ func TestScaleDownRenewRemovesTheStaleRunner(t *testing.T) {
 	d := scaleDownDeploy(t, 5, nil)
 	id := d.launchN(1, "acme")[0]
 	before := d.pooledIdle(id, "acme", 1, nil)
-	stale := d.fake.AddRunner("acme", github.RunnerName(1, id), false, "seed-0")
+	stale := d.fake.AddRunner("acme", state.RunnerName(1, id), false, "seed-0")
 	d.fake.SetOnline(stale, false)
 	time.Sleep(1100 * time.Millisecond)
 	var out scaleDownOut
@@ -247,12 +247,12 @@ func TestScaleDownSweepsGhostRunners(t *testing.T) {
 		d.fake.SetOnline(id, false)
 		return id
 	}
-	ghosts := []int64{offline(github.RunnerName(1, ids[0]), false), offline(github.RunnerName(1, ids[1]), false)}
+	ghosts := []int64{offline(state.RunnerName(1, ids[0]), false), offline(state.RunnerName(1, ids[1]), false)}
 	stay := map[string]int64{
-		"busy":             offline(github.RunnerName(2, ids[0]), true),
-		"online":           d.fake.AddRunner("acme", github.RunnerName(3, ids[0]), false, "x"),
-		"live record":      offline(github.RunnerName(1, ids[2]), false),
-		"unknown instance": offline(github.RunnerName(1, "i-0123456789abcdef0"), false),
+		"busy":             offline(state.RunnerName(2, ids[0]), true),
+		"online":           d.fake.AddRunner("acme", state.RunnerName(3, ids[0]), false, "x"),
+		"live record":      offline(state.RunnerName(1, ids[2]), false),
+		"unknown instance": offline(state.RunnerName(1, "i-0123456789abcdef0"), false),
 		"not ghrunner's":   offline("build-box-7", false),
 	}
 	time.Sleep(1100 * time.Millisecond)

@@ -19,10 +19,9 @@ func (a *Agent) setLocal(r registration, save bool) {
 	}
 }
 
-// runnerName is the name the runner registers under for an assignment: the
-// claim count makes it unique to the assignment on this instance.
+// runnerName is the name the runner registers under for an assignment.
 func runnerName(rec *state.Instance, instanceID string) string {
-	return fmt.Sprintf("ghr-%d-%s", rec.Uses, instanceID)
+	return state.RunnerName(rec.Uses, instanceID)
 }
 
 // register registers the runner for the record's run and assignment.

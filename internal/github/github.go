@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -387,6 +386,32 @@ func (c *Client) ListRunners(ctx context.Context, owner string) ([]Runner, error
 	}
 }
 
+// RunnerNamed returns owner's runner of this name (GitHub's name filter of
+// the list endpoint); IsNotFound when there is none. Names are unique per
+// owner: config.sh refuses a second runner of the same name.
+func (c *Client) RunnerNamed(ctx context.Context, owner, name string) (Runner, error) {
+	o, cl, err := c.owner(ctx, owner)
+	if err != nil {
+		return Runner{}, err
+	}
+	opts := &gh.ListRunnersOptions{Name: gh.String(name)}
+	var page *gh.Runners
+	if o.IsRepo() {
+		page, _, err = cl.Actions.ListRunners(ctx, o.Org, o.Repo, opts)
+	} else {
+		page, _, err = cl.Actions.ListOrganizationRunners(ctx, o.Org, opts)
+	}
+	if err != nil {
+		return Runner{}, fmt.Errorf("find runner %s of %s: %w", name, o, classify(err))
+	}
+	for _, r := range page.Runners {
+		if r.GetName() == name {
+			return fromGitHub(r), nil
+		}
+	}
+	return Runner{}, fmt.Errorf("find runner %s of %s: %w", name, o, ErrNotFound)
+}
+
 // GetRunner returns one runner; IsNotFound tells a runner that is gone.
 func (c *Client) GetRunner(ctx context.Context, owner string, id int64) (Runner, error) {
 	o, cl, err := c.owner(ctx, owner)
@@ -465,16 +490,10 @@ func fromGitHub(r *gh.Runner) Runner {
 	return out
 }
 
-// RunnerName is the name of an instance's runner at its nth use:
-// ghr-<uses>-<instanceId>. It ends with the instance id, so a runner can be
-// matched to its instance by name.
-func RunnerName(uses int, instanceID string) string {
-	return "ghr-" + strconv.Itoa(uses) + "-" + instanceID
-}
-
 var runnerNameRE = regexp.MustCompile(`^ghr-[0-9]+-(i-[0-9A-Za-z]+)$`)
 
-// InstanceOf returns the instance id a runner name of ours ends with.
+// InstanceOf returns the instance id a runner name of ours
+// (state.RunnerName) ends with.
 func InstanceOf(runnerName string) (string, bool) {
 	m := runnerNameRE.FindStringSubmatch(runnerName)
 	if m == nil {

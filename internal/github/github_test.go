@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
 var ctx = context.Background()
@@ -272,9 +273,31 @@ func TestListRunnersReadsEveryPage(t *testing.T) {
 	}
 }
 
+func TestRunnerNamedAsksGitHubForThatNameOnly(t *testing.T) {
+	fake, c, _ := world(t, fakegithub.Options{Orgs: []string{"acme"}})
+	for i := 0; i < 150; i++ {
+		fake.AddRunner("acme", state.RunnerName(1, fmt.Sprintf("i-%05d", i)), false, "run-1")
+	}
+	want := fake.AddRunner("acme/api", state.RunnerName(2, "i-00007"), false, "run-2")
+	r, err := c.RunnerNamed(ctx, "acme/api", "ghr-2-i-00007")
+	if err != nil || r.ID != want || r.Labels[0] != "run-2" {
+		t.Fatalf("RunnerNamed = %+v %v, want runner %d", r, err, want)
+	}
+	r, err = c.RunnerNamed(ctx, "acme", "ghr-1-i-00149")
+	if err != nil || r.Name != "ghr-1-i-00149" {
+		t.Fatalf("RunnerNamed on the org, past the first page = %+v %v", r, err)
+	}
+	if n := fake.Count("GET /orgs/{org}/actions/runners"); n != 1 {
+		t.Fatalf("%d org list requests, want 1 (the name filter, not a walk through every page)", n)
+	}
+	if _, err := c.RunnerNamed(ctx, "acme", "ghr-9-i-00001"); !IsNotFound(err) {
+		t.Fatalf("no such runner: %v, want IsNotFound", err)
+	}
+}
+
 func TestGetDeleteBusyAndNotFound(t *testing.T) {
 	fake, c, _ := world(t, fakegithub.Options{Orgs: []string{"acme"}})
-	id := fake.AddRunner("acme", RunnerName(3, "i-abc"), true, "r")
+	id := fake.AddRunner("acme", state.RunnerName(3, "i-abc"), true, "r")
 	r, err := c.GetRunner(ctx, "acme", id)
 	if err != nil || !r.Busy || r.Name != "ghr-3-i-abc" || r.ID != id {
 		t.Fatalf("get %+v %v", r, err)
@@ -520,7 +543,7 @@ func TestWaitsStopWithTheContext(t *testing.T) {
 }
 
 func TestRunnerNames(t *testing.T) {
-	name := RunnerName(3, "i-0abc123")
+	name := state.RunnerName(3, "i-0abc123")
 	if name != "ghr-3-i-0abc123" {
 		t.Fatalf("RunnerName = %s", name)
 	}

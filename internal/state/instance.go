@@ -3,6 +3,7 @@ package state
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
 	"time"
 )
 
@@ -163,4 +164,12 @@ func NewAssignment() string {
 		panic("crypto/rand failed: " + err.Error()) // never happens on Linux
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// RunnerName is the name of an instance's runner at its nth use:
+// ghr-<uses>-<instanceId>. The use count makes it unique to the assignment
+// on the instance; it ends with the instance id, so that a runner can be
+// matched to its instance by name.
+func RunnerName(uses int, instanceID string) string {
+	return "ghr-" + strconv.Itoa(uses) + "-" + instanceID
 }

@@ -392,14 +392,27 @@ func bound(r Ref) []check {
 // now (leaseCap).
 func (s *Store) MarkRunning(ctx context.Context, r Ref, maxRuntime, runtimeCap time.Duration) (*Instance, error) {
 	now := s.now()
+	return s.toRunning(ctx, "→running", r, maxRuntime, runtimeCap, leaseLive(now), signalBound(SignalRegOK, r.Assignment))
+}
+
+// Adopt moves a created or claimed instance to running for its assignment
+// without its UD_REG_OK and whatever its lease says: GitHub shows its runner
+// running a job of the run (the agent's note was never seen), so the
+// instance works for the run already and ending it would kill that job.
+func (s *Store) Adopt(ctx context.Context, r Ref, maxRuntime, runtimeCap time.Duration) (*Instance, error) {
+	return s.toRunning(ctx, "→running (adopted)", r, maxRuntime, runtimeCap)
+}
+
+func (s *Store) toRunning(ctx context.Context, name string, r Ref, maxRuntime, runtimeCap time.Duration, checks ...check) (*Instance, error) {
+	now := s.now()
 	threshold := now + secs(maxRuntime)
 	set := withState(nil, r.Pool, Running, now, threshold)
 	set["leaseCap"] = max(threshold, now+secs(runtimeCap))
 	set["leaseStep"] = secs(maxRuntime)
 	return s.apply(ctx, change{
-		transition: "→running",
+		transition: name,
 		id:         r.ID,
-		checks:     append(bound(r), stateIn(Created, Claimed), leaseLive(now), signalBound(SignalRegOK, r.Assignment)),
+		checks:     append(append(bound(r), stateIn(Created, Claimed)), checks...),
 		set:        set,
 		applied:    func(cur *Instance) bool { return cur.State == Running && cur.Assignment == r.Assignment },
 	})

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -106,14 +107,32 @@ func (p *provisioner) waitOne(ctx context.Context, m *member) error {
 }
 
 // giveUp retires a member that will not become ready, within the cleanup
-// deadline: a created instance is terminated; a claimed one goes back to
-// the pool only once its agent says it is clean, unless EC2 is taking it
-// back (then it is expired).
+// deadline. Its runner goes first: an agent whose note was never seen (its
+// record throttled, say) may have registered, and that runner would take
+// the run's jobs on an instance the run is not given. If GitHub shows it
+// running a job of the run already, the instance is adopted instead: ending
+// it would kill that job. Then a created instance is terminated (even when
+// its record cannot be read: nothing but this provision holds a created
+// instance of its assignment); a claimed one goes back to the pool only
+// once its agent says it is clean, unless EC2 is taking it back (then it
+// is expired).
 func (p *provisioner) giveUp(m *member, why error) {
 	ctx := p.cleanup
 	p.forget(m.inst.ID)
+	err := p.d.Unregister(ctx, p.req.Owner, state.RunnerName(m.inst.Uses, m.inst.ID))
+	if github.IsBusy(err) {
+		p.keepBusy(ctx, m)
+		return
+	}
+	if err != nil {
+		p.log.Warn("give up instance: its runner could not be deleted", "instanceId", m.inst.ID, "err", err)
+	}
 	cur, err := p.d.Store.Get(ctx, m.inst.ID)
 	if err != nil {
+		if m.inst.State == state.Created {
+			p.terminate(ctx, m.inst, "did not become ready; its record could not be read")
+			return
+		}
 		p.log.Warn("give up instance: read failed; its lease ends it", "instanceId", m.inst.ID, "err", err)
 		return
 	}
@@ -142,6 +161,18 @@ func (p *provisioner) giveUp(m *member, why error) {
 	case cur.State == state.Running && cur.RunID == p.req.RunID:
 		p.d.ReleaseInstance(ctx, p.req.RunID, cur.ID)
 	}
+}
+
+// keepBusy keeps a given-up instance whose runner runs a job of the run: it
+// becomes running for the run (release gives it back with the others). If
+// the record cannot be written, its lease ends it, as it would have.
+func (p *provisioner) keepBusy(ctx context.Context, m *member) {
+	t := p.req.pool.Timings
+	if _, err := p.d.Store.Adopt(ctx, m.inst.Ref(), state.D(t.MaxRuntime), state.D(t.RuntimeCap)); err != nil {
+		p.log.Error("adopt an instance whose runner runs a job of the run", "instanceId", m.inst.ID, "err", err)
+		return
+	}
+	p.log.Warn("adopted an instance given up while its runner runs a job of the run", "instanceId", m.inst.ID)
 }
 
 func (p *provisioner) terminate(ctx context.Context, inst *state.Instance, why string) {

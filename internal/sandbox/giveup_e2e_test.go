@@ -1,0 +1,101 @@
+package sandbox_test
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
+)
+
+// A provision that never sees its instance's registration gives the
+// instance up and replaces it. Here the instance's record is hot: its
+// agent reads it and registers, then every write to it (the UD_REG_OK note
+// included) and, once the runner is on GitHub, every read of it is
+// throttled, so that provision can neither see the note nor read the
+// record when it gives up. The runner that registered carries the run's
+// label: left alone it would take the run's jobs on an instance the run was
+// not given (a 200-workflow chaos run found exactly this). Provision must
+// withdraw it through GitHub's API.
+func TestE2E_AnInstanceProvisionGaveUpTakesNoJobOfItsRun(t *testing.T) {
+	sb, d, fn := deployed(t)
+	var mu sync.Mutex
+	victim, readsHot := "", false
+	sb.SetFaults(sandbox.Faults{DynamoDB: func(req sandbox.DynamoRequest) sandbox.DynamoAnswer {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range req.Keys {
+			if !strings.HasPrefix(k, "i-") {
+				continue
+			}
+			if victim == "" && req.Write {
+				victim = k // provision's Create of the first instance passes
+				return sandbox.DynamoAnswer{}
+			}
+			if k == victim && (req.Write || readsHot) {
+				return sandbox.DynamoAnswer{HotKeys: []string{k}}
+			}
+		}
+		return sandbox.DynamoAnswer{}
+	}})
+	defer sb.SetFaults(sandbox.Faults{})
+	registered := make(chan struct{})
+	go func() {
+		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			mu.Lock()
+			v := victim
+			mu.Unlock()
+			for _, r := range sb.GitHub.History() {
+				if inst, _ := github.InstanceOf(r.Name); v != "" && inst == v {
+					mu.Lock()
+					readsHot = true
+					mu.Unlock()
+					close(registered)
+					return
+				}
+			}
+		}
+	}()
+
+	var prov provision.Output
+	invoke(t, fn, d.Functions["provision"], `{"runId":"88001","pool":"linux"}`, &prov)
+	select {
+	case <-registered:
+	default:
+		t.Fatalf("the first instance (%s) never registered its runner: the test did not play its scenario", victim)
+	}
+	if prov.Status != "ready" || len(prov.Instances) != 1 || prov.Instances[0].InstanceID == victim {
+		t.Fatalf("provision = %+v: want one ready instance other than the given-up %s", prov, victim)
+	}
+	given := prov.Instances[0].InstanceID
+
+	// The given-up instance's runner is gone from GitHub, not merely offline.
+	for _, r := range sb.GitHub.Runners() {
+		if inst, _ := github.InstanceOf(r.Name); inst == victim {
+			t.Errorf("runner %s of the given-up %s is still registered with labels %v", r.Name, victim, r.Labels)
+		}
+	}
+	// And every job of the run runs on the instance the run was given.
+	for i := range 3 {
+		job := runJob(t, sb.URL, "88001", "echo job")
+		if inst, _ := github.InstanceOf(job.Runner); job.Result != "succeeded" || inst != given {
+			t.Errorf("job %d ran on %q (%s), want the given %s", i, job.Runner, job.Result, given)
+		}
+	}
+	ended := slices.IndexFunc(sb.GitHub.History(), func(r fakegithub.Registration) bool {
+		inst, _ := github.InstanceOf(r.Name)
+		return inst == victim && r.EndedBy == "api"
+	})
+	if ended < 0 {
+		t.Errorf("the given-up %s's registration was not ended through the API: %+v", victim, sb.GitHub.History())
+	}
+	sb.SetFaults(sandbox.Faults{})
+	var rel release.Output
+	invoke(t, fn, d.Functions["release"], `{"runId":"88001"}`, &rel)
+}
