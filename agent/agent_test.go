@@ -20,13 +20,13 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/imdsstub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/testbin"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/imdsstub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 )
 
 var env *awstest.Moto

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/lambdart"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/lambdart"
 )
 
 func TestConcurrentProvisionsNeverPassMaxInstances(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/lambdart"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/lambdart"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/scaledown"
 )
 

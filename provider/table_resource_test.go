@@ -13,8 +13,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
 
 func tableConfig(name string, pitr bool, tags string) string {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 )
 
 var ctx = context.Background()

@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
 
 var env *awstest.Moto

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 )
 
 // The DynamoDB faults of a chaos run, the clock skew, and the control

@@ -21,7 +21,7 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/lambdart"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/lambdart"
 )
 
 // functions runs the functions terraform deployed into moto, which stores

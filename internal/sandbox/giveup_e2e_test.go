@@ -5,11 +5,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
 )
@@ -26,48 +25,38 @@ import (
 func TestE2E_AnInstanceProvisionGaveUpTakesNoJobOfItsRun(t *testing.T) {
 	sb, d, fn := deployed(t)
 	var mu sync.Mutex
-	victim, readsHot := "", false
+	victim, hot := "", false
 	sb.SetFaults(sandbox.Faults{DynamoDB: func(req sandbox.DynamoRequest) sandbox.DynamoAnswer {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, k := range req.Keys {
-			if !strings.HasPrefix(k, "i-") {
-				continue
+			if victim == "" && req.Write && strings.HasPrefix(k, "i-") {
+				victim = k // provision's Create of the first instance
 			}
-			if victim == "" && req.Write {
-				victim = k // provision's Create of the first instance passes
-				return sandbox.DynamoAnswer{}
-			}
-			if k == victim && (req.Write || readsHot) {
+			if k == victim && hot {
 				return sandbox.DynamoAnswer{HotKeys: []string{k}}
 			}
 		}
 		return sandbox.DynamoAnswer{}
 	}})
 	defer sb.SetFaults(sandbox.Faults{})
-	registered := make(chan struct{})
-	go func() {
-		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			mu.Lock()
-			v := victim
-			mu.Unlock()
-			for _, r := range sb.GitHub.History() {
-				if inst, _ := github.InstanceOf(r.Name); v != "" && inst == v {
-					mu.Lock()
-					readsHot = true
-					mu.Unlock()
-					close(registered)
-					return
-				}
-			}
+	// The record turns hot the moment GitHub registers the victim's runner,
+	// before config.sh returns: the agent's UD_REG_OK never lands.
+	sb.GitHub.OnRegister(func(r fakegithub.Registration) {
+		mu.Lock()
+		defer mu.Unlock()
+		if inst, _ := github.InstanceOf(r.Name); inst != "" && inst == victim {
+			hot = true
 		}
-	}()
+	})
+	defer sb.GitHub.OnRegister(nil)
 
 	var prov provision.Output
 	invoke(t, fn, d.Functions["provision"], `{"runId":"88001","pool":"linux"}`, &prov)
-	select {
-	case <-registered:
-	default:
+	mu.Lock()
+	played := hot
+	mu.Unlock()
+	if !played {
 		t.Fatalf("the first instance (%s) never registered its runner: the test did not play its scenario", victim)
 	}
 	if prov.Status != "ready" || len(prov.Instances) != 1 || prov.Instances[0].InstanceID == victim {

@@ -7,10 +7,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 )
 
 // The invariants of the state the chaos run leaves behind (1-4), checked

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 )
 
 // history is what a chaos run records for the invariants that look back

@@ -31,11 +31,11 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/instancehost"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/instancehost"
 	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
 

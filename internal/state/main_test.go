@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
 
 var env *awstest.Moto

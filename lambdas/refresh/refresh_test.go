@@ -16,12 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
 
 // NewStore creates a fresh state table in moto and returns a store on it.

@@ -3,7 +3,7 @@ package lambdart
 import (
 	"context"
 	"encoding/json"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/testbin"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +13,7 @@ import (
 // build compiles the echo function once for the package.
 func build(t *testing.T) string {
 	t.Helper()
-	bin, err := testbin.Build(testbin.Module + "/internal/lambdart/echofn")
+	bin, err := testbin.Build(testbin.Module + "/internal/testenv/lambdart/echofn")
 	if err != nil {
 		t.Fatal(err)
 	}

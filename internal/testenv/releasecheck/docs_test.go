@@ -1,4 +1,4 @@
-package release
+package releasecheck
 
 import (
 	"os"
@@ -20,11 +20,11 @@ var (
 // every attribute needs a description, every resource an example and an
 // import section, every data source an example.
 func TestDocsDescribeEveryAttribute(t *testing.T) {
-	pages, err := filepath.Glob("../../docs/*/*.md")
+	pages, err := filepath.Glob("../../../docs/*/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pages = append(pages, "../../docs/index.md")
+	pages = append(pages, "../../../docs/index.md")
 	generated := 0
 	for _, page := range pages {
 		raw, err := os.ReadFile(page)
@@ -36,7 +36,7 @@ func TestDocsDescribeEveryAttribute(t *testing.T) {
 			continue // hand-written (docs/security.md, guides)
 		}
 		generated++
-		name := strings.TrimPrefix(page, "../../")
+		name := strings.TrimPrefix(page, "../../../")
 		attributes := 0
 		for line := range strings.Lines(text) {
 			m := attributeLine.FindStringSubmatch(strings.TrimRight(line, "\n"))

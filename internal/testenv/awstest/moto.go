@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/testbin"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 )
 
 // InstallHint is printed when moto_server is missing.

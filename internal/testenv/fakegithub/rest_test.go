@@ -17,7 +17,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v4"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 )
 
 // do sends a request to the fake and decodes its JSON answer.

@@ -26,7 +26,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/imdsstub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/imdsstub"
 )
 
 // EC2 is what the host reads of EC2.

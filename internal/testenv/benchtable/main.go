@@ -2,7 +2,7 @@
 // benchmarks report) into the table of BENCHMARKS.md: ours beside the peer
 // design's cost for the same work, and their ratio. make bench runs it.
 //
-//	go test -run '^$' -bench . ./lambdas | go run ./internal/benchtable
+//	go test -run '^$' -bench . ./lambdas | go run ./internal/testenv/benchtable
 package main
 
 import (
@@ -15,7 +15,7 @@ import (
 	"strings"
 )
 
-const usage = `usage: go test -run '^$' -bench ... | go run ./internal/benchtable
+const usage = `usage: go test -run '^$' -bench ... | go run ./internal/testenv/benchtable
 
 Reads benchmark output on standard input and prints the table of
 BENCHMARKS.md; a figure that was not measured prints as "—".

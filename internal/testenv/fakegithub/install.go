@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/testbin"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 )
 
 // BuildRunner compiles the fake runner once per process and returns its path.
 func BuildRunner() (string, error) {
-	return testbin.Build(testbin.Module + "/internal/fakegithub/fakerunner")
+	return testbin.Build(testbin.Module + "/internal/testenv/fakegithub/fakerunner")
 }
 
 // InstallRunner lays out a runner directory as the runner tarball would,

@@ -74,6 +74,7 @@ type Server struct {
 	tenantTokens     map[string]tokenInfo // what /actions/runner-registration hands a runner
 	runners          map[int64]*runner
 	history          []Registration
+	onRegister       func(Registration)
 	groups           map[string][]string // organization → runner group names
 	jobs             map[int64]*Job
 	jobWake          chan struct{}
@@ -394,7 +395,21 @@ func (s *Server) History() []Registration {
 // registered and unregistered keep the history. Called with s.mu held.
 func (s *Server) registered(rn *runner) {
 	s.unregistered(rn.id, "replaced")
-	s.history = append(s.history, Registration{RunnerID: rn.id, Name: rn.name, Labels: slices.Clone(rn.labels), From: time.Now()})
+	reg := Registration{RunnerID: rn.id, Name: rn.name, Labels: slices.Clone(rn.labels), From: time.Now()}
+	s.history = append(s.history, reg)
+	if s.onRegister != nil {
+		s.onRegister(reg)
+	}
+}
+
+// OnRegister calls f for every registration config.sh makes, before
+// config.sh hears that it succeeded: a test can act at that very moment
+// (nothing the runner or its agent does next can come first). f must not
+// call the server.
+func (s *Server) OnRegister(f func(Registration)) {
+	s.mu.Lock()
+	s.onRegister = f
+	s.mu.Unlock()
 }
 
 func (s *Server) unregistered(id int64, by string) {
