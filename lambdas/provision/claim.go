@@ -154,25 +154,17 @@ func (p *provisioner) reapExpired(ctx context.Context) int {
 	if err != nil {
 		return 0
 	}
-	reaped := 0
+	var expired []*state.Instance
 	for _, rec := range records {
-		if rec.State == state.Terminated || !rec.Expired(p.d.Store.Now()) {
-			continue
+		if rec.State != state.Terminated && rec.Expired(p.d.Store.Now()) {
+			expired = append(expired, rec)
 		}
-		if _, err := p.d.Store.Terminate(ctx, rec.ID, state.Termination{Assignment: rec.Assignment, IfExpired: true, Reason: "lease expired (reaped at the pool's cap)"}); err != nil {
-			continue
-		}
-		if err := p.fleet.Terminate(ctx, []string{rec.ID}); err != nil {
-			p.log.Warn("terminate expired instance", "instanceId", rec.ID, "err", err) // refresh terminates it again
-		}
-		if rec.GithubRunnerID != 0 {
-			if err := p.d.GitHub.DeleteRunner(ctx, rec.Owner, rec.GithubRunnerID); err != nil {
-				p.log.Warn("delete runner of expired instance", "instanceId", rec.ID, "err", err)
-			}
-		}
-		reaped++
 	}
-	return reaped
+	reaped, err := p.d.Retire(ctx, p.fleet, expired, "lease expired (reaped at the pool's cap)", true)
+	if err != nil {
+		p.log.Warn("reap expired instances", "err", err) // refresh finishes what is left
+	}
+	return len(reaped)
 }
 
 func idsOf(insts []*state.Instance) []string {

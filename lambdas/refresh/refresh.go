@@ -204,45 +204,19 @@ func (r *refresher) repool(ctx context.Context, p *state.PoolConfig, inst *state
 	}
 }
 
-// terminate marks records terminated (conditionally: a record renewed,
-// extended or claimed meanwhile is left alone), then terminates the
-// instances in EC2 and deletes their GitHub runners. If EC2 fails after the
-// records were marked, reconcile terminates the instances again on the next
-// run.
+// terminate ends instances through controlplane.Retire (records marked
+// first, conditionally; then EC2; then their runners) and notes them.
 func (r *refresher) terminate(ctx context.Context, insts []*state.Instance, reason string, ifExpired bool) error {
-	var ids []string
-	marked := map[string]*state.Instance{}
-	for _, inst := range insts {
-		t := state.Termination{Assignment: inst.Assignment, IfExpired: ifExpired, Reason: reason}
-		if inst.TerminatedReason != "" {
-			t.Reason = inst.TerminatedReason
-		}
-		if _, err := r.d.Store.Terminate(ctx, inst.ID, t); err != nil {
-			if state.ClauseOf(err) == "" {
-				r.fail(err)
-			}
-			continue
-		}
-		ids = append(ids, inst.ID)
-		marked[inst.ID] = inst
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	if err := r.ec2.Terminate(ctx, ids); err != nil {
-		return err
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		inst := marked[id]
+	retired, err := r.d.Retire(ctx, r.ec2, insts, reason, ifExpired)
+	sort.Slice(retired, func(i, j int) bool { return retired[i].ID < retired[j].ID })
+	for _, inst := range retired {
 		why := reason
 		if inst.TerminatedReason != "" {
 			why = reason + ": " + inst.TerminatedReason
 		}
-		r.out.Terminated = append(r.out.Terminated, Decision{id, inst.Pool, why})
-		r.deleteRunner(ctx, inst)
+		r.out.Terminated = append(r.out.Terminated, Decision{inst.ID, inst.Pool, why})
 	}
-	return nil
+	return err
 }
 
 func (r *refresher) deleteRunner(ctx context.Context, inst *state.Instance) {

@@ -1,0 +1,61 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// Terminator ends instances in EC2; ones already gone are no error.
+type Terminator interface {
+	Terminate(ctx context.Context, ids []string) error
+}
+
+// Retire ends instances whose lease is over (or that must go for reason),
+// in the one order that never ends a job: each record is first marked
+// terminated, conditionally on the assignment it had when it was read (and,
+// with ifExpired, on its lease still being over), so an instance renewed,
+// extended or claimed meanwhile is left alone; only the instances whose
+// records were marked are then terminated in EC2, and their GitHub runners
+// deleted. If EC2 fails after the records were marked, refresh's
+// reconciliation terminates the instances on its next run.
+//
+// It returns the instances it ended and everything that went wrong (a
+// marked record whose runner could not be deleted is still ended).
+func (d *Deps) Retire(ctx context.Context, ec2 Terminator, insts []*state.Instance, reason string, ifExpired bool) ([]*state.Instance, error) {
+	var errs []error
+	var marked []*state.Instance
+	for _, inst := range insts {
+		t := state.Termination{Assignment: inst.Assignment, IfExpired: ifExpired, Reason: reason}
+		if inst.TerminatedReason != "" {
+			t.Reason = inst.TerminatedReason
+		}
+		if _, err := d.Store.Terminate(ctx, inst.ID, t); err != nil {
+			if state.ClauseOf(err) == "" {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		marked = append(marked, inst)
+	}
+	if len(marked) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	ids := make([]string, len(marked))
+	for i, inst := range marked {
+		ids[i] = inst.ID
+	}
+	if err := ec2.Terminate(ctx, ids); err != nil {
+		return nil, errors.Join(append(errs, err)...)
+	}
+	for _, inst := range marked {
+		if inst.GithubRunnerID == 0 {
+			continue
+		}
+		if err := d.GitHub.DeleteRunner(ctx, inst.Owner, inst.GithubRunnerID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return marked, errors.Join(errs...)
+}
