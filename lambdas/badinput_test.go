@@ -10,7 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
 )
@@ -252,7 +254,7 @@ func otherBadInputs() []badInput {
 	} {
 		rows = append(rows, badInput{"release", c.payload, c.want, true})
 	}
-	for _, h := range []string{"refresh", "scale-down"} {
+	for _, h := range []string{"refresh", bundle.HandlerScaleDown} {
 		for _, c := range []struct{ payload, want string }{
 			{`{"force":true}`, "force: unknown field"},
 			{`{"pool":"linux"}`, "pool: unknown field"},
@@ -322,7 +324,7 @@ func TestBadInputCatalogue(t *testing.T) {
 	}
 	// Refresh and scale-down take nothing: white space, null and {} are
 	// accepted (EventBridge Scheduler sends {}).
-	for _, h := range []string{"refresh", "scale-down"} {
+	for _, h := range []string{"refresh", bundle.HandlerScaleDown} {
 		for _, p := range []string{"", " \n", "null", "{}", " { } "} {
 			if res := d.invoke(h, []byte(p)); res.FunctionError != "" {
 				t.Errorf("%s %q: %s", h, p, res.Payload)
@@ -352,4 +354,51 @@ func (d *deployment) tableKeys() []string {
 func jsonText(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "<", `\u003c`, ">", `\u003e`, "&", `\u0026`)
 	return r.Replace(s)
+}
+
+// TestBadPayloads: every malformed payload is a function error naming the
+// field, and changes nothing.
+func TestBadPayloads(t *testing.T) {
+	t.Parallel()
+	d := deploy(t, nil)
+	cases := []struct {
+		handler, payload, field string
+	}{
+		{"provision", ``, "empty payload"},
+		{"provision", `[]`, "JSON object"},
+		{"provision", `{"pool":"linux"}`, "runId: required"},
+		{"provision", `{"runId":"","pool":"linux"}`, "runId: required"},
+		{"provision", `{"runId":"1; rm -rf /","pool":"linux"}`, "runId:"},
+		{"provision", `{"runId":"a,b","pool":"linux"}`, "runId:"},
+		{"provision", `{"runId":123,"pool":"linux"}`, "runId: want a string"},
+		{"provision", `{"runId":"1"}`, "pool: required"},
+		{"provision", `{"runId":"1","pool":"gpu"}`, `pool: unknown pool \"gpu\"; known pools: linux`},
+		{"provision", `{"runId":"1","pool":"linux","instanceCount":0}`, "instanceCount: must be 1 to 20"},
+		{"provision", `{"runId":"1","pool":"linux","instanceCount":21}`, "instanceCount: must be 1 to 20"},
+		{"provision", `{"runId":"1","pool":"linux","instanceCount":"3"}`, "instanceCount: want an integer"},
+		{"provision", `{"runId":"1","pool":"linux","usageClass":"reserved"}`, "usageClass:"},
+		{"provision", `{"runId":"1","pool":"linux","allowedInstanceTypes":["r7*"]}`, "allowedInstanceTypes: [r7*] match none"},
+		{"provision", `{"runId":"1","pool":"linux","allowedInstanceTypes":["c*;x"]}`, "allowedInstanceTypes[0]:"},
+		{"provision", `{"runId":"1","pool":"linux","allowedInstanceTypes":"c*"}`, "allowedInstanceTypes: want an array"},
+		{"provision", `{"runId":"1","pool":"linux","owner":"other-org"}`, "owner:"},
+		{"provision", `{"runId":"1","pool":"linux","timeoutSeconds":5}`, "timeoutSeconds:"},
+		{"provision", `{"runId":"1","pool":"linux","instancecount":2}`, "instancecount: unknown field"},
+		{"provision", `{"runId":"1","pool":"linux","extra":true}`, "extra: unknown field"},
+		{"release", `{}`, "runId: required"},
+		{"release", `{"runId":"x y"}`, "runId:"},
+		{"release", `{"runID":"1"}`, "runID: unknown field"},
+		{"refresh", `{"force":true}`, "force: unknown field"},
+	}
+	for _, c := range cases {
+		res := d.invoke(c.handler, []byte(c.payload))
+		if res.FunctionError == "" || !strings.Contains(string(res.Payload), c.field) {
+			t.Errorf("%s %s: %s %s, want a function error containing %q", c.handler, c.payload, res.FunctionError, res.Payload, c.field)
+		}
+	}
+	if n := len(d.live()); n != 0 {
+		t.Fatalf("bad payloads launched %d instances", n)
+	}
+	if _, err := d.store.GetRun(ctx, "1"); !state.IsNotFound(err) {
+		t.Fatalf("a bad payload left a run item: %v", err)
+	}
 }

@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
-	ghbundle "github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
@@ -115,7 +116,7 @@ func (d *deployment) peerRelease(run string) releaseOut {
 	defer cancel()
 	payload, err := json.Marshal(map[string]any{"runId": run})
 	must(d.t, err)
-	out, err := release.Handle(rctx, deps, payload)
+	out, err := release.Handle(rctx, release.Deps{Deps: deps}, payload)
 	must(d.t, err)
 	return releaseOut{Released: out.Released, Expired: out.Expired, Note: out.Note}
 }
@@ -148,7 +149,7 @@ func BenchmarkColdStart(b *testing.B) {
 	b.ReportMetric(warm[len(warm)/2], "p50-warm-invoke-s")
 	b.ReportMetric(cold[len(cold)/2]-warm[len(warm)/2], "init-s")
 	for _, arch := range []string{"arm64", "amd64"} {
-		if st, err := os.Stat(filepath.Join("..", "provider", "assets", ghbundle.FunctionZip(arch))); err == nil {
+		if st, err := os.Stat(filepath.Join("..", "provider", "assets", bundle.FunctionZip(arch))); err == nil {
 			b.ReportMetric(float64(st.Size())/(1<<20), "zip-MB-"+arch)
 		}
 	}
@@ -219,7 +220,7 @@ func BenchmarkScaleDown1000(b *testing.B) {
 		batch := env.Calls("DynamoDB_20120810.BatchGetItem")
 		start := time.Now()
 		var out scaleDownOut
-		d.call("scale-down", nil, &out)
+		d.call(bundle.HandlerScaleDown, nil, &out)
 		b.ReportMetric(time.Since(start).Seconds(), "run-s")
 		b.ReportMetric(float64(len(out.Kept)+len(out.Terminated)+len(out.Orphaned)), "instances")
 		b.ReportMetric(float64(d.fake.Count("GET /orgs/{org}/actions/runners")+d.fake.Count("GET /repos/{org}/{repo}/actions/runners")-gh), "github-list-calls")

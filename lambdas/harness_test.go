@@ -17,6 +17,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
@@ -109,7 +110,7 @@ func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 	must(t, err)
 
 	awsEnv := []string{"AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_REGION=" + awstest.Region, "AWS_ENDPOINT_URL=" + env.URL}
-	for _, h := range Handlers {
+	for _, h := range bundle.Handlers {
 		fnEnv := map[string]string{"GHRUNNER_HANDLER": h, "GHRUNNER_TABLE": d.name, "GHRUNNER_ENVIRONMENT": d.name, "GHRUNNER_GITHUB_PARAMETER": param}
 		for _, kv := range awsEnv {
 			k, v, _ := strings.Cut(kv, "=")

@@ -33,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
@@ -43,12 +44,9 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/scaledown"
 )
 
-// Handlers lists the handler names GHRUNNER_HANDLER accepts.
-var Handlers = []string{"provision", "release", "refresh", "scale-down"}
-
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "-h" || os.Args[1] == "--help") {
-		fmt.Println("bootstrap: ghrunner's Lambda bundle; run by the Lambda runtime with GHRUNNER_HANDLER set to one of", strings.Join(Handlers, ", "))
+		fmt.Println("bootstrap: ghrunner's Lambda bundle; run by the Lambda runtime with GHRUNNER_HANDLER set to one of", strings.Join(bundle.Handlers, ", "))
 		return
 	}
 	b, err := setup(context.Background())
@@ -60,10 +58,10 @@ func main() {
 	lambda.Start(b)
 }
 
-// Invoke makes the bundle a lambda.Handler: the payload arrives as raw bytes,
+// Invoke makes the execution environment a lambda.Handler: the payload arrives as raw bytes,
 // so even an empty or malformed payload reaches our decoder and its clear
 // message, rather than a bare "EOF" from the runtime library.
-func (b *bundle) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+func (b *execEnv) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	out, err := b.handle(ctx, payload)
 	if err != nil {
 		return nil, err
@@ -71,8 +69,8 @@ func (b *bundle) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// bundle holds what lives across invocations of one execution environment.
-type bundle struct {
+// execEnv holds what lives across invocations of one execution environment.
+type execEnv struct {
 	handler string
 	aws     awsconf.Config
 	store   *state.Store
@@ -83,14 +81,14 @@ type bundle struct {
 	gh      *github.Client
 }
 
-func setup(ctx context.Context) (*bundle, error) {
-	b := &bundle{handler: os.Getenv("GHRUNNER_HANDLER"), ghParam: os.Getenv("GHRUNNER_GITHUB_PARAMETER")}
+func setup(ctx context.Context) (*execEnv, error) {
+	b := &execEnv{handler: os.Getenv("GHRUNNER_HANDLER"), ghParam: os.Getenv("GHRUNNER_GITHUB_PARAMETER")}
 	valid := false
-	for _, h := range Handlers {
+	for _, h := range bundle.Handlers {
 		valid = valid || h == b.handler
 	}
 	if !valid {
-		return nil, fmt.Errorf("GHRUNNER_HANDLER: %q must be one of %s", b.handler, strings.Join(Handlers, ", "))
+		return nil, fmt.Errorf("GHRUNNER_HANDLER: %q must be one of %s", b.handler, strings.Join(bundle.Handlers, ", "))
 	}
 	table, env := os.Getenv("GHRUNNER_TABLE"), os.Getenv("GHRUNNER_ENVIRONMENT")
 	if table == "" || env == "" {
@@ -123,7 +121,7 @@ func envOr(k, def string) string {
 
 // github reads the credentials once per execution environment; the client
 // then caches tokens across invocations.
-func (b *bundle) github(ctx context.Context) (*github.Client, error) {
+func (b *execEnv) github(ctx context.Context) (*github.Client, error) {
 	b.ghOnce.Lock()
 	defer b.ghOnce.Unlock()
 	if b.gh != nil {
@@ -149,7 +147,7 @@ func (b *bundle) github(ctx context.Context) (*github.Client, error) {
 	return b.gh, nil
 }
 
-func (b *bundle) handle(ctx context.Context, payload json.RawMessage) (any, error) {
+func (b *execEnv) handle(ctx context.Context, payload json.RawMessage) (any, error) {
 	log := b.log
 	if lc, ok := lambdacontext.FromContext(ctx); ok {
 		log = log.With("requestId", lc.AwsRequestID)
@@ -163,14 +161,14 @@ func (b *bundle) handle(ctx context.Context, payload json.RawMessage) (any, erro
 	start := time.Now()
 	var out any
 	switch b.handler {
-	case "provision":
-		out, err = provision.Handle(ctx, d, launcher{b.fleet}, payload)
-	case "release":
-		out, err = release.Handle(ctx, d, payload)
-	case "refresh":
-		out, err = refresh.Handle(ctx, d, refresh.FleetEC2{Fleet: b.fleet}, payload)
-	case "scale-down":
-		out, err = scaledown.Handle(ctx, d, b.fleet, gh, payload)
+	case bundle.HandlerProvision:
+		out, err = provision.Handle(ctx, provision.Deps{Deps: d, EC2: provision.FleetLauncher{Fleet: b.fleet}}, payload)
+	case bundle.HandlerRelease:
+		out, err = release.Handle(ctx, release.Deps{Deps: d}, payload)
+	case bundle.HandlerRefresh:
+		out, err = refresh.Handle(ctx, refresh.Deps{Deps: d, EC2: refresh.FleetEC2{Fleet: b.fleet}}, payload)
+	case bundle.HandlerScaleDown:
+		out, err = scaledown.Handle(ctx, scaledown.Deps{Deps: d, EC2: b.fleet}, payload)
 	}
 	if err != nil {
 		log.Error("invocation failed", "err", err, "seconds", time.Since(start).Seconds(), "githubRateRemaining", gh.RateRemaining())
@@ -178,50 +176,4 @@ func (b *bundle) handle(ctx context.Context, payload json.RawMessage) (any, erro
 	}
 	log.Info("invocation done", "seconds", time.Since(start).Seconds(), "githubRateRemaining", gh.RateRemaining())
 	return out, nil
-}
-
-// launcher is provision's view of the fleet.
-type launcher struct{ f *fleet.Fleet }
-
-func (l launcher) Launch(ctx context.Context, spec provision.LaunchSpec) ([]provision.Launched, string, error) {
-	res, err := l.f.Launch(ctx, fleet.LaunchRequest{
-		LaunchTemplateID: spec.Pool.LaunchTemplateID, LaunchTemplateVersion: spec.Pool.LaunchTemplateVersion,
-		InstanceTypes: spec.Types, SubnetIDs: spec.Pool.SubnetIDs, Count: spec.Count, UsageClass: spec.UsageClass,
-		OnDemandFallback: spec.Pool.OnDemandFallback, Pool: spec.Pool.Name, Owner: spec.Owner, Assignment: spec.Assignment,
-	})
-	now := time.Now()
-	out := make([]provision.Launched, len(res.Instances))
-	for i, inst := range res.Instances {
-		out[i] = provision.Launched{ID: inst.InstanceID, InstanceType: inst.InstanceType, UsageClass: inst.UsageClass, LaunchedAt: now}
-	}
-	return out, res.Detail(), err
-}
-
-func (l launcher) Running(ctx context.Context, ids []string) (map[string]bool, error) {
-	insts, err := l.f.List(ctx, fleet.Filter{IDs: ids, States: []string{"running"}})
-	if err != nil {
-		return nil, err
-	}
-	running := make(map[string]bool, len(insts))
-	for _, i := range insts {
-		running[i.ID] = true
-	}
-	return running, nil
-}
-
-func (l launcher) Live(ctx context.Context, pool string) (map[string]string, error) {
-	insts, err := l.f.List(ctx, fleet.Filter{Pool: pool})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]string, len(insts))
-	for _, i := range insts {
-		out[i.ID] = i.Tags[fleet.TagAssignment]
-	}
-	return out, nil
-}
-
-func (l launcher) Terminate(ctx context.Context, ids []string) error {
-	_, err := l.f.Terminate(ctx, ids)
-	return err
 }

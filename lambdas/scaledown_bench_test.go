@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
@@ -172,7 +173,7 @@ func report(b *testing.B, out *scaledown.Output, elapsed time.Duration, before, 
 // timedScaleDown invokes scale-down once through a function host with the
 // production timeout.
 func (d *deployment) timedScaleDown(b *testing.B, n int) {
-	spec := d.fnSpec("scale-down")
+	spec := d.fnSpec(bundle.HandlerScaleDown)
 	spec.Timeout = functionTimeout
 	h, err := lambdart.New(spec)
 	must(b, err)
@@ -208,7 +209,7 @@ func (d *deployment) scaleDownListedFromMemory(b *testing.B, launched []fleet.In
 	deps := &controlplane.Deps{Store: d.store, SQS: d.aws.SQS(), GitHub: d.gitHub(), Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	before := d.benchCalls()
 	start := time.Now()
-	out, err := scaledown.Handle(c, deps, listedEC2{d.fleet, launched}, d.gitHub(), nil)
+	out, err := scaledown.Handle(c, scaledown.Deps{Deps: deps, EC2: listedEC2{d.fleet, launched}}, nil)
 	elapsed := time.Since(start)
 	must(b, err)
 	report(b, out, elapsed, before, d.benchCalls())

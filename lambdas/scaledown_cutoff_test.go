@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 )
@@ -89,7 +90,7 @@ func TestScaleDownCutOffAtARandomPointIsRepairedByTheNextRun(t *testing.T) {
 	}
 
 	var next scaleDownOut
-	d.call("scale-down", nil, &next)
+	d.call(bundle.HandlerScaleDown, nil, &next)
 	d.checkConsistent(ids, "after the next run")
 	live := 0
 	for _, st := range d.ec2States() {
@@ -142,7 +143,7 @@ func TestScaleDownStopsBeforeItsDeadlineAndLeavesNothingHalfDone(t *testing.T) {
 		}
 	}
 	var next scaleDownOut
-	d.call("scale-down", nil, &next)
+	d.call(bundle.HandlerScaleDown, nil, &next)
 	d.checkConsistent(ids, "after the next run")
 	if left := len(d.live()); left != 0 {
 		t.Errorf("%d instances left after the next run, want 0", left)

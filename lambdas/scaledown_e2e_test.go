@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -115,7 +116,7 @@ func TestScaleDownAtScale(t *testing.T) {
 	}
 	stop := keepOnline()
 	var out scaleDownOut
-	d.call("scale-down", map[string]any{}, &out)
+	d.call(bundle.HandlerScaleDown, map[string]any{}, &out)
 	stop()
 	if len(out.Errors) != 0 {
 		t.Fatalf("errors: %v", out.Errors)
@@ -166,7 +167,7 @@ func TestScaleDownAtScale(t *testing.T) {
 	// after 5 s without a listener, and an offline busy runner is a ghost).
 	stop = keepOnline()
 	var next scaleDownOut
-	d.call("scale-down", nil, &next)
+	d.call(bundle.HandlerScaleDown, nil, &next)
 	stop()
 	orphans := 0
 	for _, k := range next.Terminated {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
@@ -90,10 +91,10 @@ func (d *deployment) gitHub() *github.Client {
 
 // scaleDownHere runs scale-down in this process with the given store and
 // GitHub, as the bundle runs it.
-func (d *deployment) scaleDownHere(c context.Context, store *state.Store, gh scaledown.GitHub) *scaledown.Output {
+func (d *deployment) scaleDownHere(c context.Context, store *state.Store, gh controlplane.GitHub) *scaledown.Output {
 	d.t.Helper()
-	deps := &controlplane.Deps{Store: store, SQS: d.aws.SQS(), GitHub: d.gitHub(), Log: slog.New(slog.NewJSONHandler(d.logs, nil))}
-	out, err := scaledown.Handle(c, deps, d.fleet, gh, nil)
+	deps := &controlplane.Deps{Store: store, SQS: d.aws.SQS(), GitHub: gh, Log: slog.New(slog.NewJSONHandler(d.logs, nil))}
+	out, err := scaledown.Handle(c, scaledown.Deps{Deps: deps, EC2: d.fleet}, nil)
 	must(d.t, err)
 	return out
 }
@@ -174,7 +175,7 @@ func TestScaleDownRetiresIdleInstancesNoClaimCanTake(t *testing.T) {
 	good := d.pooledIdle(ids[3], "acme", 1, nil)
 	time.Sleep(1100 * time.Millisecond)
 	var out scaleDownOut
-	d.call("scale-down", nil, &out)
+	d.call(bundle.HandlerScaleDown, nil, &out)
 	reasons := map[string]string{}
 	for _, k := range out.Terminated {
 		reasons[k.InstanceID] = k.Reason
@@ -209,7 +210,7 @@ func TestScaleDownRenewRemovesTheStaleRunner(t *testing.T) {
 	d.fake.SetOnline(stale, false)
 	time.Sleep(1100 * time.Millisecond)
 	var out scaleDownOut
-	d.call("scale-down", nil, &out)
+	d.call(bundle.HandlerScaleDown, nil, &out)
 	if len(out.Kept) != 1 || !strings.Contains(out.Kept[0].Reason, "within the idle quota") {
 		t.Fatalf("output %+v", out)
 	}
@@ -257,7 +258,7 @@ func TestScaleDownSweepsGhostRunners(t *testing.T) {
 	}
 	time.Sleep(1100 * time.Millisecond)
 	var out scaleDownOut
-	d.call("scale-down", nil, &out)
+	d.call(bundle.HandlerScaleDown, nil, &out)
 	for _, g := range ghosts {
 		if r, ok := d.fake.Runner(g); ok {
 			t.Errorf("ghost runner %s still registered (output %+v)", r.Name, out)

@@ -1,5 +1,6 @@
 // Package bundle names the artifacts the provider embeds (the Lambda bundle
-// and the agent, per architecture) and builds their deterministic zips.
+// and the agent, per architecture) and the bundle's handlers, and builds
+// their deterministic zips.
 package bundle
 
 import (
@@ -8,6 +9,18 @@ import (
 	"fmt"
 	"time"
 )
+
+// The handlers of the Lambda bundle: the values of GHRUNNER_HANDLER, of a
+// ghrunner_function's handler and of the module's function keys.
+const (
+	HandlerProvision = "provision"
+	HandlerRelease   = "release"
+	HandlerRefresh   = "refresh"
+	HandlerScaleDown = "scale-down"
+)
+
+// Handlers lists every handler, in the order a run uses them.
+var Handlers = []string{HandlerProvision, HandlerRelease, HandlerRefresh, HandlerScaleDown}
 
 // Architectures the provider ships artifacts for, in Lambda's spelling
 // (GOARCH is the same word).

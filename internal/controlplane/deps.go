@@ -24,6 +24,8 @@ type GitHub interface {
 	DeleteRunner(ctx context.Context, owner string, runnerID int64) error
 	// GetRunner reads one runner (status "online"/"offline", busy).
 	GetRunner(ctx context.Context, owner string, runnerID int64) (github.Runner, error)
+	// ListRunners lists every runner of owner.
+	ListRunners(ctx context.Context, owner string) ([]github.Runner, error)
 	// RunnerNamed reads owner's runner of this name; github.IsNotFound
 	// when there is none.
 	RunnerNamed(ctx context.Context, owner, name string) (github.Runner, error)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
@@ -171,7 +172,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	}{
 		{"", c.sampleFleet}, {"agent-kills", c.killAgents}, {"github", c.githubFaults}, {"dynamodb", c.dynamoFaults}, {"hot-items", c.hotItems},
 		{"control-plane", func(ctx context.Context) { c.controlLoop(ctx, "refresh", 2*time.Second, 5*time.Second) }},
-		{"control-plane", func(ctx context.Context) { c.controlLoop(ctx, "scale-down", 3*time.Second, 7*time.Second) }},
+		{"control-plane", func(ctx context.Context) { c.controlLoop(ctx, bundle.HandlerScaleDown, 3*time.Second, 7*time.Second) }},
 	} {
 		if !off[l.group] {
 			bgDone.Add(1)

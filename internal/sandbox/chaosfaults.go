@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 )
@@ -189,7 +190,7 @@ func (c *chaos) controlLoop(ctx context.Context, handler string, lo, hi time.Dur
 			c.activity[handler+" runs with errors"]++
 		}
 		c.activity[handler+" terminated"] += len(out.Terminated)
-		if handler == "scale-down" {
+		if handler == bundle.HandlerScaleDown {
 			c.activity[handler+" kept"] += len(out.Kept)
 		} else {
 			c.activity[handler+" expired"] += len(out.Expired)

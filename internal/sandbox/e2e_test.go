@@ -25,6 +25,7 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
@@ -135,7 +136,7 @@ func TestE2E_Story(t *testing.T) {
 	if !ok || len(st.Steps) < 10 {
 		t.Fatalf("story failed or too short: %d steps", len(st.Steps))
 	}
-	if n := sb.Invocations()[d.Functions["provision"]]; n != 4 {
+	if n := sb.Invocations()[d.Functions[bundle.HandlerProvision]]; n != 4 {
 		t.Errorf("provision invoked %d times through the endpoint, want 4", n)
 	}
 }
@@ -147,7 +148,7 @@ func TestE2E_ByHand(t *testing.T) {
 	ctx := context.Background()
 
 	var prov provision.Output
-	invoke(t, fn, d.Functions["provision"], `{"runId":"77001","pool":"linux","instanceCount":2}`, &prov)
+	invoke(t, fn, d.Functions[bundle.HandlerProvision], `{"runId":"77001","pool":"linux","instanceCount":2}`, &prov)
 	if prov.Status != "ready" || len(prov.Instances) != 2 || prov.Created != 2 {
 		t.Fatalf("provision: %+v", prov)
 	}
@@ -165,7 +166,7 @@ func TestE2E_ByHand(t *testing.T) {
 	}
 
 	var rel release.Output
-	invoke(t, fn, d.Functions["release"], `{"runId":"77001"}`, &rel)
+	invoke(t, fn, d.Functions[bundle.HandlerRelease], `{"runId":"77001"}`, &rel)
 	if len(rel.Released) != 2 {
 		t.Fatalf("release: %+v", rel)
 	}
@@ -178,7 +179,7 @@ func TestE2E_ByHand(t *testing.T) {
 	}
 
 	// Bad input: a FunctionError naming the field, and nothing launched.
-	res, err := fn.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(d.Functions["provision"]),
+	res, err := fn.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(d.Functions[bundle.HandlerProvision]),
 		Payload: []byte(`{"runId":"1; rm -rf /","pool":"linux","instanceCount":1}`)})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
@@ -52,7 +53,7 @@ func TestE2E_AnInstanceProvisionGaveUpTakesNoJobOfItsRun(t *testing.T) {
 	defer sb.GitHub.OnRegister(nil)
 
 	var prov provision.Output
-	invoke(t, fn, d.Functions["provision"], `{"runId":"88001","pool":"linux"}`, &prov)
+	invoke(t, fn, d.Functions[bundle.HandlerProvision], `{"runId":"88001","pool":"linux"}`, &prov)
 	mu.Lock()
 	played := hot
 	mu.Unlock()
@@ -86,5 +87,5 @@ func TestE2E_AnInstanceProvisionGaveUpTakesNoJobOfItsRun(t *testing.T) {
 	}
 	sb.SetFaults(sandbox.Faults{})
 	var rel release.Output
-	invoke(t, fn, d.Functions["release"], `{"runId":"88001"}`, &rel)
+	invoke(t, fn, d.Functions[bundle.HandlerRelease], `{"runId":"88001"}`, &rel)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
@@ -210,7 +211,7 @@ func (st *Story) workflow(ctx context.Context, name, runID string, count, wantCr
 func (st *Story) scaleDown(ctx context.Context) {
 	start := time.Now()
 	var out scaledown.Output
-	err := st.invoke(ctx, "scale-down", map[string]any{}, &out)
+	err := st.invoke(ctx, bundle.HandlerScaleDown, map[string]any{}, &out)
 	live := -1
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(500 * time.Millisecond) {
 		in, lerr := st.fleet.List(ctx, fleet.Filter{Pool: "linux"})
@@ -241,7 +242,7 @@ func (st *Story) scaleDown(ctx context.Context) {
 // checks that the run succeeded.
 func (st *Story) scheduledRefresh(ctx context.Context) {
 	start := time.Now()
-	name := st.d.Functions["refresh"] // the module names each schedule after its function
+	name := st.d.Functions[bundle.HandlerRefresh] // the module names each schedule after its function
 	fmt.Fprintf(st.out, "[%5.1fs]      waiting for the schedule %s to fire (its first run is a minute after deploy) ...\n", time.Since(st.start).Seconds(), name)
 	var results []error
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Second) {

@@ -117,9 +117,16 @@ type request struct {
 	pool    *state.PoolConfig
 }
 
+// Deps are what provision runs with: the control plane's and EC2.
+type Deps struct {
+	*controlplane.Deps
+	EC2 Launcher // FleetLauncher in the bundle
+}
+
 // Handle runs one provision.
-func Handle(ctx context.Context, d *controlplane.Deps, fleet Launcher, payload json.RawMessage) (*Output, error) {
+func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
+	d, fleet := deps.Deps, deps.EC2
 	req, err := parse(ctx, d, payload)
 	if err != nil {
 		return nil, err

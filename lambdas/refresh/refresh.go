@@ -39,6 +39,12 @@ type EC2 interface {
 	Terminate(ctx context.Context, ids []string) error
 }
 
+// Deps are what refresh runs with: the control plane's and EC2.
+type Deps struct {
+	*controlplane.Deps
+	EC2 EC2 // FleetEC2 in the bundle
+}
+
 // LiveInstance is an EC2 instance of the deployment.
 type LiveInstance struct {
 	ID   string
@@ -69,8 +75,9 @@ type Output struct {
 // Handle runs one refresh. The payload may be empty or {}. It fails when any
 // step failed (after doing what was safe), so the schedule's metrics and
 // on-failure destination see it.
-func Handle(ctx context.Context, d *controlplane.Deps, ec2 EC2, payload json.RawMessage) (*Output, error) {
+func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
+	d, ec2 := deps.Deps, deps.EC2
 	if err := controlplane.DecodeNone(payload); err != nil {
 		return nil, err
 	}

@@ -159,7 +159,7 @@ func (w *world) idle() *state.Instance {
 
 func (w *world) refresh() (*refresh.Output, error) {
 	w.t.Helper()
-	return refresh.Handle(ctx, w.deps, refresh.FleetEC2{Fleet: w.fleet}, nil)
+	return refresh.Handle(ctx, refresh.Deps{Deps: w.deps, EC2: refresh.FleetEC2{Fleet: w.fleet}}, nil)
 }
 
 func (w *world) alive(id string) bool {

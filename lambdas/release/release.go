@@ -38,9 +38,16 @@ func ParsePayload(payload []byte) (Input, error) {
 	return in, controlplane.CheckRunID(in.RunID)
 }
 
+// Deps are what release runs with: the control plane's only (it never
+// calls EC2: an instance it cannot pool is expired, and refresh ends it).
+type Deps struct {
+	*controlplane.Deps
+}
+
 // Handle runs one release.
-func Handle(ctx context.Context, d *controlplane.Deps, payload json.RawMessage) (*Output, error) {
+func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
+	d := deps.Deps
 	in, err := ParsePayload(payload)
 	if err != nil {
 		return nil, err

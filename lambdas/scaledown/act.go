@@ -41,7 +41,7 @@ func stopMargin(left time.Duration) time.Duration {
 type executor struct {
 	d    *controlplane.Deps
 	ec2  EC2
-	gh   GitHub
+	gh   controlplane.GitHub
 	in   Input
 	stop time.Time // no action starts after it; zero: no deadline
 	term *terminator

@@ -24,11 +24,11 @@ type EC2 interface {
 	UntagOrphan(ctx context.Context, id string) error
 }
 
-// GitHub is what scale-down asks of GitHub (a *github.Client).
-type GitHub interface {
-	ListRunners(ctx context.Context, owner string) ([]github.Runner, error)
-	GetRunner(ctx context.Context, owner string, id int64) (github.Runner, error)
-	DeleteRunner(ctx context.Context, owner string, id int64) error
+// Deps are what scale-down runs with: the control plane's (GitHub
+// included) and EC2.
+type Deps struct {
+	*controlplane.Deps
+	EC2 EC2 // a *fleet.Fleet in the bundle
 }
 
 // Output is the run's summary: every instance with what happened and why.
@@ -56,8 +56,9 @@ type Output struct {
 // instances are terminated, and instances are terminated in batches as the
 // run goes, so what a cut leaves is a record marked whose instance the next
 // run (or refresh) terminates.
-func Handle(ctx context.Context, d *controlplane.Deps, ec2 EC2, gh GitHub, payload json.RawMessage) (*Output, error) {
+func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
+	d, ec2, gh := deps.Deps, deps.EC2, deps.GitHub
 	if err := controlplane.DecodeNone(payload); err != nil {
 		return nil, err
 	}
@@ -161,7 +162,7 @@ func (e *executor) act(ctx context.Context, decisions []Decision) *Output {
 // gather reads the pools, the live instances, their records and one runner
 // listing per owner: of the instances, of the records and of the pools (a
 // ghost may outlive every instance of its owner).
-func gather(ctx context.Context, d *controlplane.Deps, ec2 EC2, gh GitHub) (Input, error) {
+func gather(ctx context.Context, d *controlplane.Deps, ec2 EC2, gh controlplane.GitHub) (Input, error) {
 	in := Input{Now: d.Store.Now(), Pools: map[string]state.PoolConfig{}, Runners: map[string][]github.Runner{}}
 	pools, err := d.Store.ListPoolConfigs(ctx)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
 )
 
@@ -202,8 +203,8 @@ func up(dir, mirror string) error {
 		{"AWS_ENDPOINT_URL", sb.URL}, {"AWS_REGION", sandbox.Region}, {"AWS_DEFAULT_REGION", sandbox.Region},
 		{"AWS_ACCESS_KEY_ID", "sandbox"}, {"AWS_SECRET_ACCESS_KEY", "sandbox"}, {"AWS_MAX_ATTEMPTS", "1"},
 		{"GHRUNNER_SANDBOX_URL", sb.URL}, {"GHRUNNER_FAKE_GITHUB_URL", sb.GitHub.URL()}, {"GHRUNNER_TABLE", d.Table},
-		{"GHRUNNER_PROVISION_FUNCTION", d.Functions["provision"]}, {"GHRUNNER_RELEASE_FUNCTION", d.Functions["release"]},
-		{"GHRUNNER_REFRESH_FUNCTION", d.Functions["refresh"]}, {"GHRUNNER_SCALE_DOWN_FUNCTION", d.Functions["scale-down"]},
+		{"GHRUNNER_PROVISION_FUNCTION", d.Functions[bundle.HandlerProvision]}, {"GHRUNNER_RELEASE_FUNCTION", d.Functions[bundle.HandlerRelease]},
+		{"GHRUNNER_REFRESH_FUNCTION", d.Functions[bundle.HandlerRefresh]}, {"GHRUNNER_SCALE_DOWN_FUNCTION", d.Functions[bundle.HandlerScaleDown]},
 	} {
 		fmt.Fprintf(&b, "export %s=%s\n", kv[0], strconv.Quote(kv[1]))
 	}
@@ -215,7 +216,7 @@ func up(dir, mirror string) error {
 		"  echo '{\"runId\":\"42\",\"pool\":\"linux\",\"instanceCount\":1}' > p.json\n"+
 		"  aws lambda invoke --function-name %s --payload fileb://p.json out.json && cat out.json\n"+
 		"  %s job 42 'echo built on $(hostname)'\n",
-		envFile, d.Functions["provision"], "go run ./internal/sandbox/cmd/ghrunner-sandbox")
+		envFile, d.Functions[bundle.HandlerProvision], "go run ./internal/sandbox/cmd/ghrunner-sandbox")
 	<-ctx.Done()
 	os.Remove(envFile)
 	fmt.Println("sandbox stopping")

@@ -1,0 +1,54 @@
+package provision
+
+import (
+	"context"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+)
+
+// FleetLauncher is provision's view of a deployment's fleet.
+type FleetLauncher struct{ Fleet *fleet.Fleet }
+
+func (l FleetLauncher) Launch(ctx context.Context, spec LaunchSpec) ([]Launched, string, error) {
+	res, err := l.Fleet.Launch(ctx, fleet.LaunchRequest{
+		LaunchTemplateID: spec.Pool.LaunchTemplateID, LaunchTemplateVersion: spec.Pool.LaunchTemplateVersion,
+		InstanceTypes: spec.Types, SubnetIDs: spec.Pool.SubnetIDs, Count: spec.Count, UsageClass: spec.UsageClass,
+		OnDemandFallback: spec.Pool.OnDemandFallback, Pool: spec.Pool.Name, Owner: spec.Owner, Assignment: spec.Assignment,
+	})
+	now := time.Now()
+	out := make([]Launched, len(res.Instances))
+	for i, inst := range res.Instances {
+		out[i] = Launched{ID: inst.InstanceID, InstanceType: inst.InstanceType, UsageClass: inst.UsageClass, LaunchedAt: now}
+	}
+	return out, res.Detail(), err
+}
+
+func (l FleetLauncher) Running(ctx context.Context, ids []string) (map[string]bool, error) {
+	insts, err := l.Fleet.List(ctx, fleet.Filter{IDs: ids, States: []string{"running"}})
+	if err != nil {
+		return nil, err
+	}
+	running := make(map[string]bool, len(insts))
+	for _, i := range insts {
+		running[i.ID] = true
+	}
+	return running, nil
+}
+
+func (l FleetLauncher) Live(ctx context.Context, pool string) (map[string]string, error) {
+	insts, err := l.Fleet.List(ctx, fleet.Filter{Pool: pool})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(insts))
+	for _, i := range insts {
+		out[i.ID] = i.Tags[fleet.TagAssignment]
+	}
+	return out, nil
+}
+
+func (l FleetLauncher) Terminate(ctx context.Context, ids []string) error {
+	_, err := l.Fleet.Terminate(ctx, ids)
+	return err
+}
