@@ -380,6 +380,9 @@ func processesUnder(dir string) int {
 // A small chaos run on every `make test` (make chaos plays 60 workflows):
 // faults injected, no invariant violated.
 func TestE2E_Chaos(t *testing.T) {
+	// Beside the give-up test, which mostly waits out a lease: each has a
+	// sandbox of its own (moto, endpoint, fake GitHub, instances).
+	t.Parallel()
 	sb, d, _ := deployedWith(t, sandbox.ChaosDeploy)
 	var out bytes.Buffer
 	rep, err := sb.Chaos(context.Background(), d, sandbox.ChaosOptions{Workflows: 12, Seed: 7, Out: &out})

@@ -24,6 +24,7 @@ import (
 // not given (a 200-workflow chaos run found exactly this). Provision must
 // withdraw it through GitHub's API.
 func TestE2E_AnInstanceProvisionGaveUpTakesNoJobOfItsRun(t *testing.T) {
+	t.Parallel() // it mostly waits out a lease; see TestE2E_Chaos
 	sb, d, fn := deployed(t)
 	var mu sync.Mutex
 	victim, hot := "", false
