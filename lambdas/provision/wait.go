@@ -134,6 +134,7 @@ func (p *provisioner) giveUp(m *member, why error) {
 			return
 		}
 		p.log.Warn("give up instance: read failed; its lease ends it", "instanceId", m.inst.ID, "err", err)
+		p.watchRunner(ctx, m)
 		return
 	}
 	var sf *state.SignalFailedError
@@ -147,7 +148,14 @@ func (p *provisioner) giveUp(m *member, why error) {
 			p.d.Expire(ctx, cur.Ref(), rerr.Error())
 			return
 		}
-		if idle, uerr := p.d.Store.Unclaim(ctx, cur.Ref(), state.D(p.req.pool.Timings.IdleTTL), removal); uerr == nil {
+		idle, uerr := p.d.Store.Unclaim(ctx, cur.Ref(), state.D(p.req.pool.Timings.IdleTTL), removal)
+		if uerr != nil {
+			// Its lease ran out (the usual reason to give up) or the write
+			// failed: the agent never hears it was given up. Refresh ends
+			// the instance; until then its runner must take no job.
+			p.watchRunner(ctx, m)
+		}
+		if uerr == nil {
 			// Repool expires the instance when its agent does not confirm
 			// in time; that must happen before the invocation ends.
 			wait := 30 * time.Second
@@ -160,6 +168,31 @@ func (p *provisioner) giveUp(m *member, why error) {
 		p.terminate(ctx, cur, "did not become ready")
 	case cur.State == state.Running && cur.RunID == p.req.RunID:
 		p.d.ReleaseInstance(ctx, p.req.RunID, cur.ID)
+	}
+}
+
+// watchRunner keeps withdrawing the runner of a given-up claimed instance
+// whose record could not be moved on: its agent, slowed by the same trouble
+// (a throttled record), may still register after giveUp looked (a
+// 200-workflow chaos run saw one register 6 s later), and would take the
+// run's jobs. Bounded by 30 s and the cleanup deadline; after that the
+// instance's lease and refresh end it.
+func (p *provisioner) watchRunner(ctx context.Context, m *member) {
+	until := time.Now().Add(30 * time.Second)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-3*time.Second).Before(until) {
+		until = dl.Add(-3 * time.Second)
+	}
+	name := state.RunnerName(m.inst.Uses, m.inst.ID)
+	for time.Now().Before(until) {
+		if err := p.d.Unregister(ctx, p.req.Owner, name); github.IsBusy(err) {
+			p.keepBusy(ctx, m)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
 	}
 }
 
