@@ -12,6 +12,10 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
 
+// The provider's bad-input catalogue: one test per resource, named
+// TestAcc<Resource>_badInput, so that -run TestAccPool runs a resource's bad
+// input with the rest of its tests.
+
 // badAttr is one row of the Terraform attribute catalogue: a configuration
 // that terraform plan must refuse with a message holding want, which names
 // the attribute (terraform prints it with the diagnostic) and the rule.
@@ -44,13 +48,14 @@ func runBadAttrs(t *testing.T, rows []badAttr) {
 		t.Run(c.name, func(t *testing.T) {
 			resource.Test(t, resource.TestCase{
 				ProtoV6ProviderFactories: factories,
+				CheckDestroy:             checkDestroyed,
 				Steps:                    []resource.TestStep{{Config: c.config, PlanOnly: true, ExpectError: regexp.MustCompile(c.want)}},
 			})
 		})
 	}
 }
 
-func TestAccBadInput_table(t *testing.T) {
+func TestAccTable_badInput(t *testing.T) {
 	table := func(attrs string) string {
 		return providerConfig() + "resource \"ghrunner_table\" \"state\" {\n" + attrs + "\n}\n"
 	}
@@ -70,7 +75,7 @@ func TestAccBadInput_table(t *testing.T) {
 	})
 }
 
-func TestAccBadInput_queue(t *testing.T) {
+func TestAccQueue_badInput(t *testing.T) {
 	queue := func(attrs string) string {
 		return providerConfig() + "resource \"ghrunner_queue\" \"linux\" {\n" + attrs + "\n}\n"
 	}
@@ -91,7 +96,7 @@ func TestAccBadInput_queue(t *testing.T) {
 	})
 }
 
-func TestAccBadInput_function(t *testing.T) {
+func TestAccFunction_badInput(t *testing.T) {
 	fn := func(name, handler, extra string) string {
 		return functionConfig("tbl-badinput", name, handler, extra)
 	}
@@ -118,7 +123,7 @@ func TestAccBadInput_function(t *testing.T) {
 	})
 }
 
-func TestAccBadInput_schedule(t *testing.T) {
+func TestAccSchedule_badInput(t *testing.T) {
 	fn := "arn:aws:lambda:us-east-1:123456789012:function:ghr-refresh"
 	schedule := func(a scheduleArgs) string {
 		if a.name == "" {
@@ -149,7 +154,7 @@ func TestAccBadInput_schedule(t *testing.T) {
 	})
 }
 
-func TestAccBadInput_pool(t *testing.T) {
+func TestAccPool_badInput(t *testing.T) {
 	f := newPoolFixture(t)
 	set := func(attr, value string) string {
 		cfg := f.config("")
@@ -212,7 +217,7 @@ func TestAccBadInput_pool(t *testing.T) {
 	})
 }
 
-func TestAccBadInput_userData(t *testing.T) {
+func TestAccUserData_badInput(t *testing.T) {
 	ud := func(attrs string) string {
 		return providerConfig() + "data \"ghrunner_user_data\" \"x\" {\n  table = \"ghr-state\"\n  agent_path = \"/usr/local/bin/ghrunner-agent\"\n" + attrs + "\n}\n"
 	}
@@ -244,10 +249,10 @@ const hostileScript = "#!/bin/bash\n" +
 	"nul:\x00:end\n" +
 	"exit 0"
 
-// TestAccBadInput_hostileScripts: scripts that must be accepted — quotes,
+// TestAccUserData_hostileScripts: scripts that must be accepted — quotes,
 // EOF lines, $(...), a NUL byte — render, travel only as base64 and come
 // back from templates.Parse byte-exact.
-func TestAccBadInput_hostileScripts(t *testing.T) {
+func TestAccUserData_hostileScripts(t *testing.T) {
 	hcl := func(s string) string {
 		// An HCL string: escape what HCL reads specially (${ and %{ too).
 		q := fmt.Sprintf("%q", s)

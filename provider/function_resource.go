@@ -2,24 +2,17 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
-	logstypes "github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs/types"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/iam"
-	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
-	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -30,13 +23,23 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 )
 
-// ghrunner_function: one handler of the Lambda bundle the provider embeds,
-// with its own role, least-privilege policy and log group.
+var (
+	_ resource.Resource                = &functionResource{}
+	_ resource.ResourceWithConfigure   = &functionResource{}
+	_ resource.ResourceWithModifyPlan  = &functionResource{}
+	_ resource.ResourceWithImportState = &functionResource{}
+)
 
-type functionResource struct{ c *clients }
+func newFunctionResource() resource.Resource { return &functionResource{} }
+
+// functionResource is ghrunner_function: one handler of the Lambda bundle the
+// provider embeds, with its own role, least-privilege policy (policy.go) and
+// log group.
+type functionResource struct{ configured }
 
 type functionModel struct {
 	ID                  types.String `tfsdk:"id"`
@@ -57,8 +60,6 @@ type functionModel struct {
 	LogGroup            types.String `tfsdk:"log_group"`
 	CodeSHA256          types.String `tfsdk:"code_sha256"`
 }
-
-func newFunctionResource() resource.Resource { return &functionResource{} }
 
 var (
 	functionNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -117,12 +118,6 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 	}
 }
 
-func (r *functionResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	if c, ok := req.ProviderData.(*clients); ok {
-		r.c = c
-	}
-}
-
 // ModifyPlan fills the handler-dependent defaults and shows the embedded
 // bundle's hash, so a new provider version plans an update; a provider built
 // without its bundle fails here, before anything is created.
@@ -156,17 +151,6 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
 
-func (r *functionResource) roleName(name string) string {
-	return iamName("ghr-" + r.c.environment + "-fn-" + name)
-}
-
-func (r *functionResource) environment(m functionModel) map[string]string {
-	return map[string]string{
-		"GHRUNNER_HANDLER": m.Handler.ValueString(), "GHRUNNER_TABLE": m.Table.ValueString(), "GHRUNNER_ENVIRONMENT": r.c.environment,
-		"GHRUNNER_GITHUB_PARAMETER": m.GitHubParameter.ValueString(), "GHRUNNER_LOG_LEVEL": m.LogLevel.ValueString(),
-	}
-}
-
 func (r *functionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan functionModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
@@ -179,8 +163,9 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 		resp.Diagnostics.AddError("The provider has no Lambda bundle", err.Error())
 		return
 	}
-	tags := r.tags(ctx, plan, &resp.Diagnostics)
-	roleARN, d := r.ensureRole(ctx, plan, tags)
+	tags, diags := r.c.resourceTags(ctx, plan.Tags)
+	resp.Diagnostics.Append(diags...)
+	roleARN, d := r.ensureRole(ctx, plan, tags, nil)
 	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -202,8 +187,7 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 	}
 	// A new role takes a few seconds to become assumable on AWS.
 	var out *lambda.CreateFunctionOutput
-	roleNotReady := func(err error) bool { return strings.Contains(err.Error(), "cannot be assumed") }
-	err = retryWhile(ctx, 5*time.Second, 2*time.Minute, roleNotReady, func() (err error) {
+	err = retryWhile(ctx, 5*time.Second, 2*time.Minute, lambdaRoleNotReady, func() (err error) {
 		out, err = r.c.aws.Lambda().CreateFunction(ctx, in)
 		return err
 	})
@@ -221,86 +205,6 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 	if err := r.applySettings(ctx, plan); err != nil {
 		resp.Diagnostics.AddError("Configuring the function failed", err.Error())
 	}
-}
-
-// applySettings sets what CreateFunction cannot: concurrency and the
-// no-retry rule for asynchronous invocations.
-func (r *functionResource) applySettings(ctx context.Context, m functionModel) error {
-	name := aws.String(m.Name.ValueString())
-	client := r.c.aws.Lambda()
-	if c := m.ReservedConcurrency.ValueInt64(); c >= 0 {
-		if _, err := client.PutFunctionConcurrency(ctx, &lambda.PutFunctionConcurrencyInput{FunctionName: name, ReservedConcurrentExecutions: aws.Int32(int32(c))}); err != nil {
-			return fmt.Errorf("reserved concurrency: %w", err)
-		}
-	} else if _, err := client.DeleteFunctionConcurrency(ctx, &lambda.DeleteFunctionConcurrencyInput{FunctionName: name}); err != nil && !isLambdaNotFound(err) {
-		return fmt.Errorf("reserved concurrency: %w", err)
-	}
-	_, err := client.PutFunctionEventInvokeConfig(ctx, &lambda.PutFunctionEventInvokeConfigInput{FunctionName: name, MaximumRetryAttempts: aws.Int32(0)})
-	if err != nil {
-		return fmt.Errorf("asynchronous invocation config: %w", err)
-	}
-	return nil
-}
-
-func (r *functionResource) waitReady(ctx context.Context, name string) error {
-	w := lambda.NewFunctionUpdatedV2Waiter(r.c.aws.Lambda(), func(o *lambda.FunctionUpdatedV2WaiterOptions) { o.MinDelay, o.MaxDelay = time.Second, 5*time.Second })
-	return w.Wait(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)}, 5*time.Minute)
-}
-
-func (r *functionResource) tags(ctx context.Context, m functionModel, diags *diag.Diagnostics) map[string]string {
-	own := map[string]string{}
-	diags.Append(m.Tags.ElementsAs(ctx, &own, false)...)
-	return r.c.tags(own)
-}
-
-func (r *functionResource) ensureLogGroup(ctx context.Context, m functionModel, tags map[string]string) error {
-	logs := r.c.aws.Logs()
-	_, err := logs.CreateLogGroup(ctx, &cloudwatchlogs.CreateLogGroupInput{LogGroupName: aws.String(m.LogGroup.ValueString()), Tags: tags})
-	var exists *logstypes.ResourceAlreadyExistsException
-	if err != nil && !errors.As(err, &exists) {
-		return err
-	}
-	_, err = logs.PutRetentionPolicy(ctx, &cloudwatchlogs.PutRetentionPolicyInput{LogGroupName: aws.String(m.LogGroup.ValueString()), RetentionInDays: aws.Int32(int32(m.LogRetentionDays.ValueInt64()))})
-	return err
-}
-
-func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags map[string]string) (string, diag.Diagnostics) {
-	var diags diag.Diagnostics
-	desc, err := r.c.aws.DynamoDB().DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(m.Table.ValueString())})
-	if err != nil {
-		diags.AddAttributeError(path.Root("table"), "State table not found", fmt.Sprintf("table %q: %v (create it with ghrunner_table)", m.Table.ValueString(), err))
-		return "", diags
-	}
-	var queues []string
-	diags.Append(m.QueueARNs.ElementsAs(ctx, &queues, false)...)
-	policy, err := functionPolicy(m.Handler.ValueString(), aws.ToString(desc.Table.TableArn), queues, m.GitHubParameter.ValueString(), m.Name.ValueString(), r.c.environment)
-	if err != nil {
-		diags.AddError("Building the function policy failed", err.Error())
-		return "", diags
-	}
-	client, name := r.c.aws.IAM(), r.roleName(m.Name.ValueString())
-	out, err := client.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(trustPolicy("lambda.amazonaws.com")), Tags: iamTags(tags),
-		Description: aws.String("ghrunner function " + m.Name.ValueString())})
-	var exists *iamtypes.EntityAlreadyExistsException
-	arn := ""
-	switch {
-	case errors.As(err, &exists):
-		got, err := client.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
-		if err != nil {
-			diags.AddError("Reading the function role failed", err.Error())
-			return "", diags
-		}
-		arn = aws.ToString(got.Role.Arn)
-	case err != nil:
-		diags.AddError("Creating the function role failed", err.Error())
-		return "", diags
-	default:
-		arn = aws.ToString(out.Role.Arn)
-	}
-	if _, err := client.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String(name), PolicyName: aws.String("ghrunner-function"), PolicyDocument: aws.String(policy)}); err != nil {
-		diags.AddError("Attaching the function policy failed", err.Error())
-	}
-	return arn, diags
 }
 
 func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -321,55 +225,6 @@ func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, r
 	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
 }
 
-func isLambdaNotFound(err error) bool {
-	var nf *lambdatypes.ResourceNotFoundException
-	return errors.As(err, &nf)
-}
-
-func (r *functionResource) read(ctx context.Context, name string, m *functionModel) (bool, error) {
-	client := r.c.aws.Lambda()
-	out, err := client.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
-	if isLambdaNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	cfg := out.Configuration
-	m.ID, m.Name, m.ARN = types.StringValue(name), types.StringValue(aws.ToString(cfg.FunctionName)), types.StringValue(aws.ToString(cfg.FunctionArn))
-	m.CodeSHA256 = types.StringValue(aws.ToString(cfg.CodeSha256))
-	m.Timeout, m.MemorySize = types.Int64Value(int64(aws.ToInt32(cfg.Timeout))), types.Int64Value(int64(aws.ToInt32(cfg.MemorySize)))
-	if len(cfg.Architectures) == 1 {
-		m.Architecture = types.StringValue(map[lambdatypes.Architecture]string{lambdatypes.ArchitectureArm64: "arm64", lambdatypes.ArchitectureX8664: "amd64"}[cfg.Architectures[0]])
-	}
-	if cfg.Environment != nil {
-		v := cfg.Environment.Variables
-		m.Handler, m.Table, m.GitHubParameter = types.StringValue(v["GHRUNNER_HANDLER"]), types.StringValue(v["GHRUNNER_TABLE"]), types.StringValue(v["GHRUNNER_GITHUB_PARAMETER"])
-		m.LogLevel = types.StringValue(v["GHRUNNER_LOG_LEVEL"])
-	}
-	role := aws.ToString(cfg.Role)
-	m.RoleName = types.StringValue(role[strings.LastIndex(role, "/")+1:])
-	conc, err := client.GetFunctionConcurrency(ctx, &lambda.GetFunctionConcurrencyInput{FunctionName: aws.String(name)})
-	if err != nil {
-		return false, err
-	}
-	m.ReservedConcurrency = types.Int64Value(-1)
-	if conc.ReservedConcurrentExecutions != nil {
-		m.ReservedConcurrency = types.Int64Value(int64(*conc.ReservedConcurrentExecutions))
-	}
-	m.LogGroup = types.StringValue("/aws/lambda/" + name)
-	groups, err := r.c.aws.Logs().DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(m.LogGroup.ValueString())})
-	if err != nil {
-		return false, err
-	}
-	for _, g := range groups.LogGroups {
-		if aws.ToString(g.LogGroupName) == m.LogGroup.ValueString() {
-			m.LogRetentionDays = types.Int64Value(int64(aws.ToInt32(g.RetentionInDays)))
-		}
-	}
-	return true, nil
-}
-
 func (r *functionResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan, prior functionModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
@@ -378,8 +233,10 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 		return
 	}
 	name := plan.Name.ValueString()
-	tags := r.tags(ctx, plan, &resp.Diagnostics)
-	if _, d := r.ensureRole(ctx, plan, tags); d.HasError() {
+	tags, diags := r.c.resourceTags(ctx, plan.Tags)
+	resp.Diagnostics.Append(diags...)
+	old, _ := r.c.resourceTags(ctx, prior.Tags)
+	if _, d := r.ensureRole(ctx, plan, tags, droppedTags(old, tags)); d.HasError() {
 		resp.Diagnostics.Append(d...)
 		return
 	}
@@ -434,16 +291,15 @@ func (r *functionResource) Delete(ctx context.Context, req resource.DeleteReques
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if _, err := r.c.aws.Lambda().DeleteFunction(ctx, &lambda.DeleteFunctionInput{FunctionName: aws.String(st.ID.ValueString())}); err != nil && !isLambdaNotFound(err) {
+	if _, err := r.c.aws.Lambda().DeleteFunction(ctx, &lambda.DeleteFunctionInput{FunctionName: aws.String(st.ID.ValueString())}); awserr.IgnoreNotFound(err) != nil {
 		resp.Diagnostics.AddError("Deleting the function failed", err.Error())
 		return
 	}
-	var gone *logstypes.ResourceNotFoundException
-	if _, err := r.c.aws.Logs().DeleteLogGroup(ctx, &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: aws.String("/aws/lambda/" + st.ID.ValueString())}); err != nil && !errors.As(err, &gone) {
+	if _, err := r.c.aws.Logs().DeleteLogGroup(ctx, &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: aws.String("/aws/lambda/" + st.ID.ValueString())}); awserr.IgnoreNotFound(err) != nil {
 		resp.Diagnostics.AddError("Deleting the log group failed", err.Error())
 		return
 	}
-	if err := deleteRole(ctx, r.c.aws.IAM(), r.roleName(st.ID.ValueString()), "ghrunner-function"); err != nil {
+	if err := deleteRole(ctx, r.c.aws.IAM(), r.roleName(st.ID.ValueString()), functionPolicyName); err != nil {
 		resp.Diagnostics.AddError("Deleting the function role failed", err.Error())
 	}
 }
@@ -457,61 +313,92 @@ func (r *functionResource) ImportState(ctx context.Context, req resource.ImportS
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 }
 
-// functionPolicy grants one handler what its code calls and nothing else:
-// the table and its indexes, the pool queues, EC2 only on instances tagged
-// with this environment (launches only through the deployment's templates
-// and roles), the GitHub parameter, and its own log group.
-func functionPolicy(handler, tableARN string, queueARNs []string, parameter, functionName, environment string) (string, error) {
-	a, err := parseARN(tableARN)
+// read fills m from Lambda and the log group; found is false when the
+// function is gone.
+func (r *functionResource) read(ctx context.Context, name string, m *functionModel) (bool, error) {
+	client := r.c.aws.Lambda()
+	out, err := client.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
+	if awserr.IsNotFound(err) {
+		return false, nil
+	}
 	if err != nil {
-		return "", fmt.Errorf("table arn: %w", err)
+		return false, err
 	}
-	arn := func(service, resource string) string {
-		return fmt.Sprintf("arn:%s:%s:%s:%s:%s", a.partition, service, a.region, a.account, resource)
+	cfg := out.Configuration
+	m.ID, m.Name, m.ARN = types.StringValue(name), types.StringValue(aws.ToString(cfg.FunctionName)), types.StringValue(aws.ToString(cfg.FunctionArn))
+	m.CodeSHA256 = types.StringValue(aws.ToString(cfg.CodeSha256))
+	m.Timeout, m.MemorySize = types.Int64Value(int64(aws.ToInt32(cfg.Timeout))), types.Int64Value(int64(aws.ToInt32(cfg.MemorySize)))
+	if len(cfg.Architectures) == 1 {
+		m.Architecture = types.StringValue(map[lambdatypes.Architecture]string{lambdatypes.ArchitectureArm64: "arm64", lambdatypes.ArchitectureX8664: "amd64"}[cfg.Architectures[0]])
 	}
-	ours := map[string]map[string]any{"StringEquals": {"aws:ResourceTag/ghr:environment": environment}}
-	st := []policyStatement{
-		{Sid: "StateTable", Effect: "Allow", Resource: []string{tableARN, tableARN + "/index/*"},
-			Action: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:TransactWriteItems"}},
-		{Sid: "GitHubCredentials", Effect: "Allow", Action: []string{"ssm:GetParameter"},
-			Resource: []string{arn("ssm", "parameter/"+strings.TrimPrefix(parameter, "/"))}},
-		{Sid: "DecryptGitHubCredentials", Effect: "Allow", Action: []string{"kms:Decrypt"}, Resource: []string{arn("kms", "key/*")},
-			Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": "ssm." + a.region + ".amazonaws.com"}}},
-		{Sid: "Logs", Effect: "Allow", Action: []string{"logs:CreateLogStream", "logs:PutLogEvents"},
-			Resource: []string{arn("logs", "log-group:/aws/lambda/"+functionName+":*")}},
-		{Sid: "ListInstances", Effect: "Allow", Action: []string{"ec2:DescribeInstances"}, Resource: []string{"*"}},
-		{Sid: "TerminateOwnInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
-			Resource: []string{arn("ec2", "instance/*")}, Condition: ours},
+	if cfg.Environment != nil {
+		v := cfg.Environment.Variables
+		m.Handler, m.Table, m.GitHubParameter = types.StringValue(v["GHRUNNER_HANDLER"]), types.StringValue(v["GHRUNNER_TABLE"]), types.StringValue(v["GHRUNNER_GITHUB_PARAMETER"])
+		m.LogLevel = types.StringValue(v["GHRUNNER_LOG_LEVEL"])
 	}
-	// Scale-down never touches the queues: a message of an instance it
-	// terminated is dropped by the next provision's claim.
-	actions := map[string][]string{
-		"provision": {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage"},
-		"release":   {"sqs:SendMessage"},
-		"refresh":   {"sqs:SendMessage"},
-	}[handler]
-	if len(queueARNs) > 0 && len(actions) > 0 {
-		st = append(st, policyStatement{Sid: "PoolQueues", Effect: "Allow", Action: actions, Resource: queueARNs})
+	m.RoleName = types.StringValue(roleNameOf(aws.ToString(cfg.Role)))
+	conc, err := client.GetFunctionConcurrency(ctx, &lambda.GetFunctionConcurrencyInput{FunctionName: aws.String(name)})
+	if err != nil {
+		return false, err
 	}
-	switch handler {
-	case "provision":
-		st = append(st,
-			policyStatement{Sid: "LaunchFromTemplates", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateTags"},
-				Resource: []string{"*"}, Condition: map[string]map[string]any{"StringEquals": {"aws:RequestTag/ghr:environment": environment}}},
-			policyStatement{Sid: "LaunchResources", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances"},
-				Resource: []string{arn("ec2", "launch-template/*"), arn("ec2", "subnet/*"), arn("ec2", "security-group/*"), arn("ec2", "network-interface/*"),
-					arn("ec2", "volume/*"), fmt.Sprintf("arn:%s:ec2:%s::image/*", a.partition, a.region)}},
-			policyStatement{Sid: "TagVolumes", Effect: "Allow", Action: []string{"ec2:CreateTags"}, Resource: []string{arn("ec2", "volume/*")}},
-			policyStatement{Sid: "ReadTemplates", Effect: "Allow", Action: []string{"ec2:DescribeLaunchTemplateVersions", "ec2:DescribeVolumes"}, Resource: []string{"*"}},
-			policyStatement{Sid: "PassInstanceRoles", Effect: "Allow", Action: []string{"iam:PassRole"},
-				Resource:  []string{fmt.Sprintf("arn:%s:iam::%s:role/ghr-%s-*", a.partition, a.account, environment)},
-				Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
-			policyStatement{Sid: "SpotServiceRole", Effect: "Allow", Action: []string{"iam:CreateServiceLinkedRole"}, Resource: []string{"*"},
-				Condition: map[string]map[string]any{"StringEquals": {"iam:AWSServiceName": "spot.amazonaws.com"}}},
-		)
-	case "scale-down":
-		st = append(st, policyStatement{Sid: "OrphanTags", Effect: "Allow", Action: []string{"ec2:CreateTags", "ec2:DeleteTags"},
-			Resource: []string{arn("ec2", "instance/*")}, Condition: ours})
+	m.ReservedConcurrency = types.Int64Value(-1)
+	if conc.ReservedConcurrentExecutions != nil {
+		m.ReservedConcurrency = types.Int64Value(int64(*conc.ReservedConcurrentExecutions))
 	}
-	return policyDocument{Version: "2012-10-17", Statement: st}.String(), nil
+	m.LogGroup = types.StringValue("/aws/lambda/" + name)
+	groups, err := r.c.aws.Logs().DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(m.LogGroup.ValueString())})
+	if err != nil {
+		return false, err
+	}
+	for _, g := range groups.LogGroups {
+		if aws.ToString(g.LogGroupName) == m.LogGroup.ValueString() {
+			m.LogRetentionDays = types.Int64Value(int64(aws.ToInt32(g.RetentionInDays)))
+		}
+	}
+	return true, nil
+}
+
+// waitReady waits until Lambda has applied the last change to the function.
+func (r *functionResource) waitReady(ctx context.Context, name string) error {
+	w := lambda.NewFunctionUpdatedV2Waiter(r.c.aws.Lambda(), func(o *lambda.FunctionUpdatedV2WaiterOptions) { o.MinDelay, o.MaxDelay = time.Second, 5*time.Second })
+	return w.Wait(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)}, 5*time.Minute)
+}
+
+// environment is what the bundle reads its settings from.
+func (r *functionResource) environment(m functionModel) map[string]string {
+	return map[string]string{
+		"GHRUNNER_HANDLER": m.Handler.ValueString(), "GHRUNNER_TABLE": m.Table.ValueString(), "GHRUNNER_ENVIRONMENT": r.c.environment,
+		"GHRUNNER_GITHUB_PARAMETER": m.GitHubParameter.ValueString(), "GHRUNNER_LOG_LEVEL": m.LogLevel.ValueString(),
+	}
+}
+
+// applySettings sets what CreateFunction cannot: concurrency and the
+// no-retry rule for asynchronous invocations.
+func (r *functionResource) applySettings(ctx context.Context, m functionModel) error {
+	name := aws.String(m.Name.ValueString())
+	client := r.c.aws.Lambda()
+	if c := m.ReservedConcurrency.ValueInt64(); c >= 0 {
+		if _, err := client.PutFunctionConcurrency(ctx, &lambda.PutFunctionConcurrencyInput{FunctionName: name, ReservedConcurrentExecutions: aws.Int32(int32(c))}); err != nil {
+			return fmt.Errorf("reserved concurrency: %w", err)
+		}
+	} else if _, err := client.DeleteFunctionConcurrency(ctx, &lambda.DeleteFunctionConcurrencyInput{FunctionName: name}); awserr.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("reserved concurrency: %w", err)
+	}
+	_, err := client.PutFunctionEventInvokeConfig(ctx, &lambda.PutFunctionEventInvokeConfigInput{FunctionName: name, MaximumRetryAttempts: aws.Int32(0)})
+	if err != nil {
+		return fmt.Errorf("asynchronous invocation config: %w", err)
+	}
+	return nil
+}
+
+// ensureLogGroup makes the function's log group, or takes the one that
+// exists, and sets its retention.
+func (r *functionResource) ensureLogGroup(ctx context.Context, m functionModel, tags map[string]string) error {
+	logs := r.c.aws.Logs()
+	_, err := logs.CreateLogGroup(ctx, &cloudwatchlogs.CreateLogGroupInput{LogGroupName: aws.String(m.LogGroup.ValueString()), Tags: tags})
+	if err != nil && !awserr.IsAlreadyExists(err) {
+		return err
+	}
+	_, err = logs.PutRetentionPolicy(ctx, &cloudwatchlogs.PutRetentionPolicyInput{LogGroupName: aws.String(m.LogGroup.ValueString()), RetentionInDays: aws.Int32(int32(m.LogRetentionDays.ValueInt64()))})
+	return err
 }

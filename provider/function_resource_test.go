@@ -95,6 +95,7 @@ func TestAccFunction_basic_update_import(t *testing.T) {
 	table, name := awstest.Name(t, "tbl"), awstest.Name(t, "fn")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
 			{
 				Config: functionConfig(table, name, "provision", ""),
@@ -126,6 +127,7 @@ func TestAccFunction_scheduledDefaults(t *testing.T) {
 	table, name := awstest.Name(t, "tbl"), awstest.Name(t, "fn")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
 			Config: functionConfig(table, name, "scale-down", ""),
 			Check:  checkFunction(name, "arm64", 300, 512, 1, 30),
@@ -137,6 +139,7 @@ func TestAccFunction_disappears(t *testing.T) {
 	table, name := awstest.Name(t, "tbl"), awstest.Name(t, "fn")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
 			Config: functionConfig(table, name, "release", ""),
 			Check: func(*terraform.State) error {
@@ -163,6 +166,7 @@ func TestAccFunction_validation(t *testing.T) {
 			}
 			resource.Test(t, resource.TestCase{
 				ProtoV6ProviderFactories: factories,
+				CheckDestroy:             checkDestroyed,
 				Steps:                    []resource.TestStep{{Config: cfg, PlanOnly: true, ExpectError: regexp.MustCompile(c.want)}},
 			})
 		})
@@ -175,6 +179,7 @@ func TestAccFunction_withoutBundle(t *testing.T) {
 	defer func() { assets = saved }()
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{Config: functionConfig("tbl-nobundle", "fn-nobundle", "provision", ""), PlanOnly: true,
 			ExpectError: regexp.MustCompile(`built without bundle: run make build`)}},
 	})
@@ -333,6 +338,7 @@ func TestAccFunction_newBundleIsAnUpdate(t *testing.T) {
 	sum := sha256.Sum256(newer)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
 			{Config: functionConfig(table, name, "release", "")},
 			{

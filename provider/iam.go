@@ -6,40 +6,132 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
-// Helpers the resources that own roles and tagged objects share.
+// Roles. The provider makes three kinds — a function's execution role, a
+// pool's instance role, a schedule's invoker role — and makes, adopts and
+// deletes all of them with ensureRole and deleteRole.
 
-func iamTags(tags map[string]string) []iamtypes.Tag {
-	out := make([]iamtypes.Tag, 0, len(tags))
-	for k, v := range tags {
-		out = append(out, iamtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
-	}
-	return out
+// roleSpec is a role as its resource wants it.
+type roleSpec struct {
+	name        string // iamName of the resource's role name
+	kind        string // "function", "pool" or "schedule", for messages
+	service     string // the AWS service that, alone, may assume the role
+	description string
+	// policyName and policy are the role's one inline policy.
+	policyName, policy string
+	// tags are all the tags the role carries: the deployment's, the
+	// resource's own and, for a pool or a schedule, its owner tag
+	// (ownerTagKeys).
+	tags map[string]string
+	// drop are keys the role was tagged with before and no longer is.
+	drop []string
 }
 
-func ec2Tags(tags map[string]string) []ec2types.Tag {
-	out := make([]ec2types.Tag, 0, len(tags))
-	for k, v := range tags {
-		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(v)})
+// ensureRole makes the role spec describes exist, with its trust, tags and
+// policy, and returns its ARN and whether this call created it (a caller
+// whose next step fails removes a role it created).
+//
+// Ownership, one rule for every kind: a role of that name that exists
+// already is adopted — its trust policy restored, its tags set, its policy
+// replaced — only when its tags say it is this resource's: ghr:environment
+// is this deployment's environment, and each owner tag (ghr:pool,
+// ghr:schedule) has the value spec.tags gives it, or is absent as it is from
+// spec.tags. Role names are made of the environment and the resource's
+// name, so a role that fails this belongs to something else — another kind
+// of resource (pool "fn-x" and function "x" both name their role
+// ghr-<env>-fn-x), another deployment, or a person — and ensureRole changes
+// nothing and fails, naming the role and what to do. This is the strictest
+// of the rules the resources had (ghrunner_schedule's; function and pool
+// roles adopted any role of their name). A function's role has no owner tag,
+// so the roles earlier versions made for functions, tagged just like today,
+// are still adopted.
+func ensureRole(ctx context.Context, svc *iam.Client, environment string, spec roleSpec) (arn string, created bool, err error) {
+	trust := trustPolicy(spec.service)
+	got, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(spec.name)})
+	switch {
+	case awserr.IsNotFound(err):
+		out, err := svc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(spec.name), AssumeRolePolicyDocument: aws.String(trust),
+			Description: aws.String(spec.description), Tags: iamTags(spec.tags)})
+		if err != nil {
+			return "", false, fmt.Errorf("create role %s: %w", spec.name, err)
+		}
+		arn, created = aws.ToString(out.Role.Arn), true
+	case err != nil:
+		return "", false, fmt.Errorf("get role %s: %w", spec.name, err)
+	default:
+		if want, ok := ownsRole(got.Role.Tags, environment, spec.tags); !ok {
+			return "", false, fmt.Errorf("role %s already exists but is not this %s's (a %s's role carries %s). "+
+				"It belongs to another resource or deployment, or was made by hand: delete or rename it, then apply again; "+
+				"if it is this %s's own role, tag it so instead", spec.name, spec.kind, spec.kind, want, spec.kind)
+		}
+		arn = aws.ToString(got.Role.Arn)
+		if err := adoptRole(ctx, svc, got.Role, trust, spec); err != nil {
+			return "", false, err
+		}
 	}
-	return out
+	if _, err := svc.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String(spec.name), PolicyName: aws.String(spec.policyName),
+		PolicyDocument: aws.String(spec.policy)}); err != nil {
+		return arn, created, fmt.Errorf("put policy %s on role %s: %w", spec.policyName, spec.name, err)
+	}
+	return arn, created, nil
+}
+
+// ownsRole applies ensureRole's ownership rule to the tags an existing role
+// carries; want lists, for the message, what the tags of a role of this
+// resource are.
+func ownsRole(have []iamtypes.Tag, environment string, tags map[string]string) (want string, ok bool) {
+	ok = hasTag(have, tagEnvironment, environment)
+	need := []string{tagEnvironment + "=" + environment}
+	for _, key := range ownerTagKeys {
+		v, wanted := tags[key]
+		got, has := tagValue(have, key)
+		if wanted {
+			need = append(need, key+"="+v)
+		} else if has {
+			need = append(need, "no "+key+" tag")
+		}
+		ok = ok && wanted == has && got == v
+	}
+	return strings.Join(need, ", "), ok
+}
+
+// adoptRole brings a role that is the resource's own back to what ensureRole
+// makes: the trust policy, and the tags spec gives it.
+func adoptRole(ctx context.Context, svc *iam.Client, role *iamtypes.Role, trust string, spec roleSpec) error {
+	if !samePolicy(aws.ToString(role.AssumeRolePolicyDocument), trust) {
+		if _, err := svc.UpdateAssumeRolePolicy(ctx, &iam.UpdateAssumeRolePolicyInput{RoleName: aws.String(spec.name), PolicyDocument: aws.String(trust)}); err != nil {
+			return fmt.Errorf("restore the trust policy of role %s: %w", spec.name, err)
+		}
+	}
+	if len(spec.drop) > 0 {
+		if _, err := svc.UntagRole(ctx, &iam.UntagRoleInput{RoleName: aws.String(spec.name), TagKeys: spec.drop}); err != nil {
+			return fmt.Errorf("untag role %s: %w", spec.name, err)
+		}
+	}
+	if len(spec.tags) > 0 {
+		if _, err := svc.TagRole(ctx, &iam.TagRoleInput{RoleName: aws.String(spec.name), Tags: iamTags(spec.tags)}); err != nil {
+			return fmt.Errorf("tag role %s: %w", spec.name, err)
+		}
+	}
+	return nil
 }
 
 // deleteRole removes a role's inline policy and the role; either may
 // already be gone.
 func deleteRole(ctx context.Context, svc *iam.Client, role, policy string) error {
-	var nf *iamtypes.NoSuchEntityException
-	if _, err := svc.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(policy)}); err != nil && !errors.As(err, &nf) {
+	if _, err := svc.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(policy)}); awserr.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete policy %s of role %s: %w", policy, role, err)
 	}
-	if _, err := svc.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: aws.String(role)}); err != nil && !errors.As(err, &nf) {
+	if _, err := svc.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: aws.String(role)}); awserr.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete role %s: %w", role, err)
 	}
 	return nil
@@ -72,4 +164,13 @@ func iamName(n string) string {
 	}
 	sum := sha256.Sum256([]byte(n))
 	return n[:55] + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+// roleNameOf takes the name out of a role or instance profile ARN (the part
+// after the path), or "" for what is not an ARN.
+func roleNameOf(arn string) string {
+	if !strings.HasPrefix(arn, "arn:") {
+		return ""
+	}
+	return arn[strings.LastIndex(arn, "/")+1:]
 }

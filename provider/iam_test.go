@@ -1,8 +1,16 @@
 package provider
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
 
 // Role and profile names fit IAM's 64 characters without two long names
@@ -18,5 +26,110 @@ func TestIAMName(t *testing.T) {
 	}
 	if iamName(long+"linux-x64") != a {
 		t.Error("not deterministic")
+	}
+}
+
+// ownsRole is ensureRole's ownership rule: the deployment's environment and
+// exactly the owner tags the resource gives its role.
+func TestOwnsRole(t *testing.T) {
+	tags := func(kv ...string) []iamtypes.Tag {
+		var out []iamtypes.Tag
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, iamtypes.Tag{Key: aws.String(kv[i]), Value: aws.String(kv[i+1])})
+		}
+		return out
+	}
+	function := map[string]string{tagEnvironment: "acc", "team": "ci"}
+	pool := map[string]string{tagEnvironment: "acc", tagPool: "linux"}
+	schedule := map[string]string{tagEnvironment: "acc", tagSchedule: "refresh"}
+	cases := []struct {
+		name string
+		have []iamtypes.Tag
+		want map[string]string
+		ok   bool
+	}{
+		{"function role", tags(tagEnvironment, "acc", "team", "other"), function, true},
+		{"pool role", tags(tagEnvironment, "acc", tagPool, "linux"), pool, true},
+		{"schedule role", tags(tagEnvironment, "acc", tagSchedule, "refresh"), schedule, true},
+		{"untagged", nil, function, false},
+		{"another environment", tags(tagEnvironment, "prod"), function, false},
+		{"a pool's role taken for a function's", tags(tagEnvironment, "acc", tagPool, "fn-x"), function, false},
+		{"a function's role taken for a pool's", tags(tagEnvironment, "acc"), pool, false},
+		{"another pool's role", tags(tagEnvironment, "acc", tagPool, "gpu"), pool, false},
+		{"a schedule's role taken for a pool's", tags(tagEnvironment, "acc", tagPool, "linux", tagSchedule, "linux"), pool, false},
+		{"schedule role without its tag", tags(tagEnvironment, "acc"), schedule, false},
+	}
+	for _, c := range cases {
+		want, ok := ownsRole(c.have, "acc", c.want)
+		if ok != c.ok {
+			t.Errorf("%s: ownsRole = %v, want %v", c.name, ok, c.ok)
+		}
+		if !strings.HasPrefix(want, "ghr:environment=acc") {
+			t.Errorf("%s: the message's tags %q do not start with the environment", c.name, want)
+		}
+	}
+}
+
+// ensureRole against moto: it creates a missing role, adopts (and repairs)
+// its own, and refuses, changing nothing, a role of its name that is not its.
+func TestEnsureRole(t *testing.T) {
+	ctx, svc := context.Background(), env.Config(t).IAM()
+	name := iamName("ghr-acc-fn-" + awstest.Name(t, "role"))
+	spec := roleSpec{name: name, kind: "function", service: "lambda.amazonaws.com", description: "test",
+		policyName: functionPolicyName, policy: scheduleInvokePolicy("arn:aws:lambda:us-east-1:123456789012:function:f"),
+		tags: map[string]string{tagEnvironment: "acc", "team": "ci", "old": "x"}}
+	arn, created, err := ensureRole(ctx, svc, "acc", spec)
+	if err != nil || !created || !strings.HasSuffix(arn, "/"+name) {
+		t.Fatalf("create: %q, %v, %v", arn, created, err)
+	}
+
+	// Its own role, with its trust changed outside Terraform: adopted, the
+	// trust restored, the tags set and the dropped one removed.
+	if _, err := svc.UpdateAssumeRolePolicy(ctx, &iam.UpdateAssumeRolePolicyInput{RoleName: aws.String(name), PolicyDocument: aws.String(trustPolicy("ec2.amazonaws.com"))}); err != nil {
+		t.Fatal(err)
+	}
+	spec.tags = map[string]string{tagEnvironment: "acc", "team": "infra"}
+	spec.drop = []string{"old"}
+	again, created, err := ensureRole(ctx, svc, "acc", spec)
+	if err != nil || created || again != arn {
+		t.Fatalf("adopt: %q, %v, %v", again, created, err)
+	}
+	got, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !samePolicy(aws.ToString(got.Role.AssumeRolePolicyDocument), trustPolicy("lambda.amazonaws.com")) {
+		t.Errorf("trust not restored: %s", aws.ToString(got.Role.AssumeRolePolicyDocument))
+	}
+	if _, has := tagValue(got.Role.Tags, "old"); has || !hasTag(got.Role.Tags, "team", "infra") {
+		t.Errorf("tags %+v: want team=infra and no old", got.Role.Tags)
+	}
+
+	// A role of the name that is not this resource's: refused, untouched.
+	foreign := iamName("ghr-acc-fn-" + awstest.Name(t, "foreign"))
+	if _, err := svc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(foreign), AssumeRolePolicyDocument: aws.String(trustPolicy("ec2.amazonaws.com")),
+		Tags: iamTags(map[string]string{tagEnvironment: "acc", tagPool: "fn-x"})}); err != nil {
+		t.Fatal(err)
+	}
+	spec.name = foreign
+	_, created, err = ensureRole(ctx, svc, "acc", spec)
+	if err == nil || created || !strings.Contains(err.Error(), "role "+foreign+" already exists but is not this function's") ||
+		!strings.Contains(err.Error(), "no ghr:pool tag") || !strings.Contains(err.Error(), "delete or rename it") {
+		t.Fatalf("foreign role: created %v, err %v", created, err)
+	}
+	_, err = svc.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(foreign), PolicyName: aws.String(functionPolicyName)})
+	if !awserr.IsNotFound(err) {
+		t.Errorf("the foreign role got a policy (%v)", err)
+	}
+	kept, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(foreign)})
+	if err != nil || !samePolicy(aws.ToString(kept.Role.AssumeRolePolicyDocument), trustPolicy("ec2.amazonaws.com")) || hasTag(kept.Role.Tags, "team", "infra") {
+		t.Errorf("the foreign role changed: %+v, %v", kept, err)
+	}
+
+	if err := deleteRole(ctx, svc, name, functionPolicyName); err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteRole(ctx, svc, name, functionPolicyName); err != nil {
+		t.Errorf("deleting a role already gone: %v", err)
 	}
 }

@@ -3,6 +3,8 @@ package provider
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"reflect"
 	"strings"
 )
 
@@ -37,6 +39,25 @@ func trustPolicy(service string) string {
 	return policyDocument{Version: "2012-10-17", Statement: []policyStatement{{
 		Effect: "Allow", Principal: map[string]string{"Service": service}, Action: []string{"sts:AssumeRole"},
 	}}}.String()
+}
+
+// samePolicy reports whether an IAM document (URL-encoded, as IAM returns it)
+// says the same as want, whitespace and key order aside.
+func samePolicy(encoded, want string) bool {
+	doc, err := url.QueryUnescape(encoded)
+	if err != nil {
+		doc = encoded
+	}
+	return sameJSON(doc, want)
+}
+
+// sameJSON reports whether two JSON texts hold the same value.
+func sameJSON(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // arnParts splits an ARN into partition, region and account.
@@ -99,4 +120,71 @@ func agentPolicy(tableARN, environment, pool, agentBucket string) (string, error
 		})
 	}
 	return policyDocument{Version: "2012-10-17", Statement: st}.String(), nil
+}
+
+// functionPolicy grants one handler what its code calls and nothing else:
+// the table and its indexes, the pool queues, EC2 only on instances tagged
+// with this environment (launches only through the deployment's templates
+// and roles), the GitHub parameter, and its own log group.
+func functionPolicy(handler, tableARN string, queueARNs []string, parameter, functionName, environment string) (string, error) {
+	a, err := parseARN(tableARN)
+	if err != nil {
+		return "", fmt.Errorf("table arn: %w", err)
+	}
+	arn := func(service, resource string) string {
+		return fmt.Sprintf("arn:%s:%s:%s:%s:%s", a.partition, service, a.region, a.account, resource)
+	}
+	ours := map[string]map[string]any{"StringEquals": {"aws:ResourceTag/ghr:environment": environment}}
+	st := []policyStatement{
+		{Sid: "StateTable", Effect: "Allow", Resource: []string{tableARN, tableARN + "/index/*"},
+			Action: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:TransactWriteItems"}},
+		{Sid: "GitHubCredentials", Effect: "Allow", Action: []string{"ssm:GetParameter"},
+			Resource: []string{arn("ssm", "parameter/"+strings.TrimPrefix(parameter, "/"))}},
+		{Sid: "DecryptGitHubCredentials", Effect: "Allow", Action: []string{"kms:Decrypt"}, Resource: []string{arn("kms", "key/*")},
+			Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": "ssm." + a.region + ".amazonaws.com"}}},
+		{Sid: "Logs", Effect: "Allow", Action: []string{"logs:CreateLogStream", "logs:PutLogEvents"},
+			Resource: []string{arn("logs", "log-group:/aws/lambda/"+functionName+":*")}},
+		{Sid: "ListInstances", Effect: "Allow", Action: []string{"ec2:DescribeInstances"}, Resource: []string{"*"}},
+		{Sid: "TerminateOwnInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
+			Resource: []string{arn("ec2", "instance/*")}, Condition: ours},
+	}
+	// Scale-down never touches the queues: a message of an instance it
+	// terminated is dropped by the next provision's claim.
+	actions := map[string][]string{
+		"provision": {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage"},
+		"release":   {"sqs:SendMessage"},
+		"refresh":   {"sqs:SendMessage"},
+	}[handler]
+	if len(queueARNs) > 0 && len(actions) > 0 {
+		st = append(st, policyStatement{Sid: "PoolQueues", Effect: "Allow", Action: actions, Resource: queueARNs})
+	}
+	switch handler {
+	case "provision":
+		st = append(st,
+			policyStatement{Sid: "LaunchFromTemplates", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateTags"},
+				Resource: []string{"*"}, Condition: map[string]map[string]any{"StringEquals": {"aws:RequestTag/ghr:environment": environment}}},
+			policyStatement{Sid: "LaunchResources", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances"},
+				Resource: []string{arn("ec2", "launch-template/*"), arn("ec2", "subnet/*"), arn("ec2", "security-group/*"), arn("ec2", "network-interface/*"),
+					arn("ec2", "volume/*"), fmt.Sprintf("arn:%s:ec2:%s::image/*", a.partition, a.region)}},
+			policyStatement{Sid: "TagVolumes", Effect: "Allow", Action: []string{"ec2:CreateTags"}, Resource: []string{arn("ec2", "volume/*")}},
+			policyStatement{Sid: "ReadTemplates", Effect: "Allow", Action: []string{"ec2:DescribeLaunchTemplateVersions", "ec2:DescribeVolumes"}, Resource: []string{"*"}},
+			policyStatement{Sid: "PassInstanceRoles", Effect: "Allow", Action: []string{"iam:PassRole"},
+				Resource:  []string{fmt.Sprintf("arn:%s:iam::%s:role/ghr-%s-*", a.partition, a.account, environment)},
+				Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
+			policyStatement{Sid: "SpotServiceRole", Effect: "Allow", Action: []string{"iam:CreateServiceLinkedRole"}, Resource: []string{"*"},
+				Condition: map[string]map[string]any{"StringEquals": {"iam:AWSServiceName": "spot.amazonaws.com"}}},
+		)
+	case "scale-down":
+		st = append(st, policyStatement{Sid: "OrphanTags", Effect: "Allow", Action: []string{"ec2:CreateTags", "ec2:DeleteTags"},
+			Resource: []string{arn("ec2", "instance/*")}, Condition: ours})
+	}
+	return policyDocument{Version: "2012-10-17", Statement: st}.String(), nil
+}
+
+// scheduleInvokePolicy is a schedule role's only policy: it may invoke
+// exactly one function.
+func scheduleInvokePolicy(functionARN string) string {
+	return policyDocument{Version: "2012-10-17", Statement: []policyStatement{{
+		Effect: "Allow", Action: []string{"lambda:InvokeFunction"}, Resource: []string{functionARN},
+	}}}.String()
 }

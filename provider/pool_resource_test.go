@@ -130,7 +130,7 @@ func TestAccPool_basic_update_import(t *testing.T) {
 	f := newPoolFixture(t)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
-		CheckDestroy:             f.checkDestroyed,
+		CheckDestroy:             resource.ComposeAggregateTestCheckFunc(checkDestroyed, f.checkNothingLeft),
 		Steps: []resource.TestStep{
 			{
 				Config: f.config(fmt.Sprintf(poolExtra, 5)),
@@ -154,9 +154,10 @@ func TestAccPool_basic_update_import(t *testing.T) {
 	})
 }
 
-// checkDestroyed: destroy leaves nothing — no config item, template,
-// bucket, role or instance of the pool.
-func (f poolFixture) checkDestroyed(s *terraform.State) error {
+// checkNothingLeft adds to checkDestroyed a search by name: destroy leaves no
+// template, role, profile, agent bucket or instance of the pool, even one
+// the state never recorded.
+func (f poolFixture) checkNothingLeft(*terraform.State) error {
 	ctx := context.Background()
 	c := env.Config(&testing.T{})
 	lts, err := c.EC2().DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{"ghr-acc-linux"}})
@@ -208,7 +209,7 @@ func TestAccPool_destroyTerminatesInstances(t *testing.T) {
 	f := newPoolFixture(t)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
-		CheckDestroy:             f.checkDestroyed,
+		CheckDestroy:             resource.ComposeAggregateTestCheckFunc(checkDestroyed, f.checkNothingLeft),
 		Steps:                    []resource.TestStep{{Config: f.config(""), Check: f.launchInPool}},
 	})
 }
@@ -217,6 +218,7 @@ func TestAccPool_disappears(t *testing.T) {
 	f := newPoolFixture(t)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
 			Config: f.config(""),
 			Check: func(s *terraform.State) error {
@@ -234,6 +236,7 @@ func TestAccPool_drift(t *testing.T) {
 	f := newPoolFixture(t)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
 			Config: f.config(""),
 			Check: func(*terraform.State) error {
@@ -271,6 +274,7 @@ func TestAccPool_validation(t *testing.T) {
 			cfg := strings.Replace(f.config(c.extra), `owner              = "acme"`, "", strings.Count(c.extra, "owner"))
 			resource.Test(t, resource.TestCase{
 				ProtoV6ProviderFactories: factories,
+				CheckDestroy:             checkDestroyed,
 				Steps:                    []resource.TestStep{{Config: cfg, PlanOnly: true, ExpectError: regexp.MustCompile(regexp.QuoteMeta(c.want))}},
 			})
 		})
@@ -278,6 +282,7 @@ func TestAccPool_validation(t *testing.T) {
 	t.Run("bad image", func(t *testing.T) {
 		resource.Test(t, resource.TestCase{
 			ProtoV6ProviderFactories: factories,
+			CheckDestroy:             checkDestroyed,
 			Steps: []resource.TestStep{{Config: strings.Replace(f.config(""), f.ami, "ami-00000000000000000", 1),
 				ExpectError: regexp.MustCompile(`image_id "ami-00000000000000000": not found`)}},
 		})
@@ -292,6 +297,7 @@ func TestAccPool_withoutBundle(t *testing.T) {
 	defer func() { assets = saved }()
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps:                    []resource.TestStep{{Config: f.config(""), PlanOnly: true, ExpectError: regexp.MustCompile(`built without bundle: run make build`)}},
 	})
 }

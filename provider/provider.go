@@ -4,6 +4,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -58,17 +59,24 @@ type clients struct {
 	defaultTags map[string]string
 }
 
-// tags returns the tags every object of the deployment carries, merged with
-// the resource's own (which win).
-func (c *clients) tags(own map[string]string) map[string]string {
-	out := map[string]string{"ghr:environment": c.environment}
-	for k, v := range c.defaultTags {
-		out[k] = v
+// configured is embedded in every resource: it holds the provider's clients,
+// and its Configure is the resources' one.
+type configured struct{ c *clients }
+
+// Configure takes the clients the provider's Configure made. Terraform also
+// calls it before the provider is configured (validation, an early plan),
+// with no data: the resource then has no clients and must not need them.
+func (r *configured) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	if req.ProviderData == nil {
+		return
 	}
-	for k, v := range own {
-		out[k] = v
+	c, ok := req.ProviderData.(*clients)
+	if !ok {
+		resp.Diagnostics.AddError("Unexpected provider data",
+			fmt.Sprintf("A ghrunner resource expects the ghrunner provider's *clients, got %T. This is a bug in the provider: please report it.", req.ProviderData))
+		return
 	}
-	return out
+	r.c = c
 }
 
 var environmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)

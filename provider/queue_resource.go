@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -23,11 +22,21 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
-// ghrunner_queue: the SQS queue of one pool (docs/design.md).
+var (
+	_ resource.Resource                = &queueResource{}
+	_ resource.ResourceWithConfigure   = &queueResource{}
+	_ resource.ResourceWithImportState = &queueResource{}
+)
 
-type queueResource struct{ c *clients }
+func newQueueResource() resource.Resource { return &queueResource{} }
+
+// queueResource is ghrunner_queue: the SQS queue of one pool, where
+// released, clean instances wait for the next provision (docs/design.md).
+type queueResource struct{ configured }
 
 type queueModel struct {
 	ID                types.String `tfsdk:"id"`
@@ -40,8 +49,6 @@ type queueModel struct {
 	URL               types.String `tfsdk:"url"`
 	ARN               types.String `tfsdk:"arn"`
 }
-
-func newQueueResource() resource.Resource { return &queueResource{} }
 
 var queueNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
 
@@ -87,60 +94,15 @@ func (r *queueResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 	}
 }
 
-func (r *queueResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	if c, ok := req.ProviderData.(*clients); ok {
-		r.c = c
-	}
-}
-
-// redrivePolicy is the queue's RedrivePolicy attribute.
-type redrivePolicy struct {
-	DeadLetterTargetARN string `json:"deadLetterTargetArn"`
-	// MaxReceiveCount is written as a number and read raw, so that a policy
-	// set elsewhere with the count as a JSON string ("5") parses too.
-	MaxReceiveCount json.RawMessage `json:"maxReceiveCount"`
-}
-
-// attributes are the queue attributes for m. prior is the queue's state on
-// update (nil on create): a redrive policy it had and m does not is removed.
-func (r *queueResource) attributes(m queueModel, prior *queueModel) map[string]string {
-	a := map[string]string{
-		"VisibilityTimeout":             strconv.FormatInt(m.VisibilityTimeout.ValueInt64(), 10),
-		"MessageRetentionPeriod":        strconv.FormatInt(m.MessageRetention.ValueInt64(), 10),
-		"SqsManagedSseEnabled":          "true",
-		"ReceiveMessageWaitTimeSeconds": "1",
-	}
-	if arn := m.DeadLetterARN.ValueString(); arn != "" {
-		count := json.RawMessage(strconv.FormatInt(m.MaxReceiveCount.ValueInt64(), 10))
-		policy, _ := json.Marshal(redrivePolicy{DeadLetterTargetARN: arn, MaxReceiveCount: count})
-		a["RedrivePolicy"] = string(policy)
-	} else if prior != nil && prior.DeadLetterARN.ValueString() != "" {
-		a["RedrivePolicy"] = "" // SQS drops the policy on an empty value
-	}
-	return a
-}
-
-// listTags returns the tags of the queue.
-func (r *queueResource) listTags(ctx context.Context, url string) (map[string]string, error) {
-	out, err := r.c.aws.SQS().ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(url)})
-	if err != nil {
-		return nil, err
-	}
-	if out.Tags == nil {
-		return map[string]string{}, nil
-	}
-	return out.Tags, nil
-}
-
 func (r *queueResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan queueModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	own := map[string]string{}
-	resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &own, false)...)
-	out, err := r.c.aws.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(plan.Name.ValueString()), Attributes: r.attributes(plan, nil), Tags: r.c.tags(own)})
+	tags, diags := r.c.resourceTags(ctx, plan.Tags)
+	resp.Diagnostics.Append(diags...)
+	out, err := r.c.aws.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(plan.Name.ValueString()), Attributes: r.attributes(plan, nil), Tags: tags})
 	if err != nil {
 		resp.Diagnostics.AddError("Creating the pool queue failed", err.Error())
 		return
@@ -150,46 +112,6 @@ func (r *queueResource) Create(ctx context.Context, req resource.CreateRequest, 
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-// read fills m from the queue's attributes; found is false when the queue is
-// gone. Tags are left alone: Read lists them, Create and Update keep the tags
-// they just wrote.
-func (r *queueResource) read(ctx context.Context, url string, m *queueModel) (bool, error) {
-	out, err := r.c.aws.SQS().GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
-	var gone *sqstypes.QueueDoesNotExist
-	if errors.As(err, &gone) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	a := out.Attributes
-	vis, _ := strconv.ParseInt(a["VisibilityTimeout"], 10, 64)
-	ret, _ := strconv.ParseInt(a["MessageRetentionPeriod"], 10, 64)
-	arn := a["QueueArn"]
-	name := arn[regexp.MustCompile(`[^:]*$`).FindStringIndex(arn)[0]:]
-	m.ID, m.URL, m.ARN, m.Name = types.StringValue(url), types.StringValue(url), types.StringValue(arn), types.StringValue(name)
-	m.VisibilityTimeout, m.MessageRetention = types.Int64Value(vis), types.Int64Value(ret)
-	if policy := a["RedrivePolicy"]; policy != "" {
-		var p redrivePolicy
-		if err := json.Unmarshal([]byte(policy), &p); err != nil {
-			return false, fmt.Errorf("the queue's RedrivePolicy %q is not JSON: %w", policy, err)
-		}
-		count, err := strconv.ParseInt(strings.Trim(string(p.MaxReceiveCount), `"`), 10, 64)
-		if err != nil {
-			return false, fmt.Errorf("the queue's RedrivePolicy %q has no numeric maxReceiveCount", policy)
-		}
-		m.DeadLetterARN, m.MaxReceiveCount = types.StringValue(p.DeadLetterTargetARN), types.Int64Value(count)
-	} else {
-		// No redrive policy: max_receive_count has nothing to read back and
-		// keeps its planned (or prior, or default) value.
-		m.DeadLetterARN = types.StringNull()
-		if m.MaxReceiveCount.IsNull() || m.MaxReceiveCount.IsUnknown() {
-			m.MaxReceiveCount = types.Int64Value(defaultMaxReceiveCount)
-		}
-	}
-	return true, nil
 }
 
 func (r *queueResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -231,8 +153,8 @@ func (r *queueResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		resp.Diagnostics.AddError("Updating the pool queue failed", err.Error())
 		return
 	}
-	own := map[string]string{}
-	resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &own, false)...)
+	tags, diags := r.c.resourceTags(ctx, plan.Tags)
+	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -241,7 +163,7 @@ func (r *queueResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		resp.Diagnostics.AddError("Reading the pool queue's tags failed", err.Error())
 		return
 	}
-	set, remove := tagChanges(r.c.tags(own), have)
+	set, remove := tagChanges(tags, have)
 	if len(remove) > 0 {
 		if _, err := client.UntagQueue(ctx, &sqs.UntagQueueInput{QueueUrl: aws.String(url), TagKeys: remove}); err != nil {
 			resp.Diagnostics.AddError("Removing tags from the pool queue failed", err.Error())
@@ -268,8 +190,7 @@ func (r *queueResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 		return
 	}
 	_, err := r.c.aws.SQS().DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(st.ID.ValueString())})
-	var gone *sqstypes.QueueDoesNotExist
-	if err != nil && !errors.As(err, &gone) {
+	if awserr.IgnoreNotFound(err) != nil {
 		resp.Diagnostics.AddError("Deleting the pool queue failed", err.Error())
 	}
 }
@@ -286,4 +207,82 @@ func (r *queueResource) ImportState(ctx context.Context, req resource.ImportStat
 		url = aws.ToString(out.QueueUrl)
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), url)...)
+}
+
+// read fills m from the queue's attributes; found is false when the queue is
+// gone. Tags are left alone: Read lists them, Create and Update keep the tags
+// they just wrote.
+func (r *queueResource) read(ctx context.Context, url string, m *queueModel) (bool, error) {
+	out, err := r.c.aws.SQS().GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
+	if awserr.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	a := out.Attributes
+	vis, _ := strconv.ParseInt(a["VisibilityTimeout"], 10, 64)
+	ret, _ := strconv.ParseInt(a["MessageRetentionPeriod"], 10, 64)
+	arn := a["QueueArn"]
+	name := arn[regexp.MustCompile(`[^:]*$`).FindStringIndex(arn)[0]:]
+	m.ID, m.URL, m.ARN, m.Name = types.StringValue(url), types.StringValue(url), types.StringValue(arn), types.StringValue(name)
+	m.VisibilityTimeout, m.MessageRetention = types.Int64Value(vis), types.Int64Value(ret)
+	if policy := a["RedrivePolicy"]; policy != "" {
+		var p redrivePolicy
+		if err := json.Unmarshal([]byte(policy), &p); err != nil {
+			return false, fmt.Errorf("the queue's RedrivePolicy %q is not JSON: %w", policy, err)
+		}
+		count, err := strconv.ParseInt(strings.Trim(string(p.MaxReceiveCount), `"`), 10, 64)
+		if err != nil {
+			return false, fmt.Errorf("the queue's RedrivePolicy %q has no numeric maxReceiveCount", policy)
+		}
+		m.DeadLetterARN, m.MaxReceiveCount = types.StringValue(p.DeadLetterTargetARN), types.Int64Value(count)
+	} else {
+		// No redrive policy: max_receive_count has nothing to read back and
+		// keeps its planned (or prior, or default) value.
+		m.DeadLetterARN = types.StringNull()
+		if m.MaxReceiveCount.IsNull() || m.MaxReceiveCount.IsUnknown() {
+			m.MaxReceiveCount = types.Int64Value(defaultMaxReceiveCount)
+		}
+	}
+	return true, nil
+}
+
+// redrivePolicy is the queue's RedrivePolicy attribute.
+type redrivePolicy struct {
+	DeadLetterTargetARN string `json:"deadLetterTargetArn"`
+	// MaxReceiveCount is written as a number and read raw, so that a policy
+	// set elsewhere with the count as a JSON string ("5") parses too.
+	MaxReceiveCount json.RawMessage `json:"maxReceiveCount"`
+}
+
+// attributes are the queue attributes for m. prior is the queue's state on
+// update (nil on create): a redrive policy it had and m does not is removed.
+func (r *queueResource) attributes(m queueModel, prior *queueModel) map[string]string {
+	a := map[string]string{
+		"VisibilityTimeout":             strconv.FormatInt(m.VisibilityTimeout.ValueInt64(), 10),
+		"MessageRetentionPeriod":        strconv.FormatInt(m.MessageRetention.ValueInt64(), 10),
+		"SqsManagedSseEnabled":          "true",
+		"ReceiveMessageWaitTimeSeconds": "1",
+	}
+	if arn := m.DeadLetterARN.ValueString(); arn != "" {
+		count := json.RawMessage(strconv.FormatInt(m.MaxReceiveCount.ValueInt64(), 10))
+		policy, _ := json.Marshal(redrivePolicy{DeadLetterTargetARN: arn, MaxReceiveCount: count})
+		a["RedrivePolicy"] = string(policy)
+	} else if prior != nil && prior.DeadLetterARN.ValueString() != "" {
+		a["RedrivePolicy"] = "" // SQS drops the policy on an empty value
+	}
+	return a
+}
+
+// listTags returns the tags of the queue.
+func (r *queueResource) listTags(ctx context.Context, url string) (map[string]string, error) {
+	out, err := r.c.aws.SQS().ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(url)})
+	if err != nil {
+		return nil, err
+	}
+	if out.Tags == nil {
+		return map[string]string{}, nil
+	}
+	return out.Tags, nil
 }

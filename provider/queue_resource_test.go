@@ -49,6 +49,7 @@ func TestAccQueue_basic_update_import(t *testing.T) {
 	name := awstest.Name(t, "pool")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
 			{
 				Config: queueConfig(name, 30),
@@ -69,6 +70,7 @@ func TestAccQueue_disappears(t *testing.T) {
 	name := awstest.Name(t, "pool")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
 			Config: queueConfig(name, 30),
 			Check: func(s *terraform.State) error {
@@ -84,6 +86,7 @@ func TestAccQueue_disappears(t *testing.T) {
 func TestAccQueue_validation(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
 			{Config: queueConfig("has space", 30), ExpectError: regexp.MustCompile(`must be 1-80 characters`), PlanOnly: true},
 			{Config: queueConfig("ok", 50000), ExpectError: regexp.MustCompile(`between 0 and 43200`), PlanOnly: true},
@@ -133,6 +136,7 @@ func TestAccQueue_tagsDrift(t *testing.T) {
 	list := func() (map[string]string, error) { return queueTags(name) }
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
 			{
 				// A tag changed outside Terraform shows in the plan.
@@ -237,6 +241,7 @@ func TestAccQueue_deadLetter(t *testing.T) {
 	name := awstest.Name(t, "pool")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
 			{
 				Config: queueDLQConfig(name, true, -1),
@@ -293,6 +298,7 @@ resource "ghrunner_queue" "linux" {
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
 			{Config: withDLQ(`"arn:aws:sns:us-east-1:123456789012:topic"`, "10"), ExpectError: regexp.MustCompile(`must be the ARN of a standard SQS queue`), PlanOnly: true},
 			{Config: withDLQ(`"arn:aws:sqs:us-east-1:123456789012:dlq.fifo"`, "10"), ExpectError: regexp.MustCompile(`must be the ARN of a standard SQS queue`), PlanOnly: true},

@@ -16,7 +16,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
-	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
@@ -130,7 +129,7 @@ func checkSchedule(a scheduleArgs, wantInput string) resource.TestCheckFunc {
 		check("Target.Input", aws.ToString(out.Target.Input), wantInput)
 		check("Target.RetryPolicy.MaximumRetryAttempts", aws.ToInt32(out.Target.RetryPolicy.MaximumRetryAttempts), int32(0))
 		check("Target.RetryPolicy.MaximumEventAgeInSeconds", aws.ToInt32(out.Target.RetryPolicy.MaximumEventAgeInSeconds), int32(60))
-		check("Target.RoleArn", scheduleRoleNameOf(aws.ToString(out.Target.RoleArn)), scheduleRoleName("acc", a.name))
+		check("Target.RoleArn", roleNameOf(aws.ToString(out.Target.RoleArn)), scheduleRoleName("acc", a.name))
 		if len(problems) > 0 {
 			return errors.New(strings.Join(problems, "; "))
 		}
@@ -148,10 +147,10 @@ func checkScheduleRole(environment, name, fn string) resource.TestCheckFunc {
 		if err != nil {
 			return fmt.Errorf("role %s: %w", roleName, err)
 		}
-		if !scheduleSamePolicy(aws.ToString(role.Role.AssumeRolePolicyDocument), trustPolicy("scheduler.amazonaws.com")) {
+		if !samePolicy(aws.ToString(role.Role.AssumeRolePolicyDocument), trustPolicy("scheduler.amazonaws.com")) {
 			return fmt.Errorf("trust policy of %s: %s", roleName, aws.ToString(role.Role.AssumeRolePolicyDocument))
 		}
-		if !scheduleHasTag(role.Role.Tags, "ghr:environment", environment) || !scheduleHasTag(role.Role.Tags, "ghr:schedule", name) || !scheduleHasTag(role.Role.Tags, "team", "ci") {
+		if !hasTag(role.Role.Tags, "ghr:environment", environment) || !hasTag(role.Role.Tags, "ghr:schedule", name) || !hasTag(role.Role.Tags, "team", "ci") {
 			return fmt.Errorf("role %s tags: %+v", roleName, role.Role.Tags)
 		}
 		pol, err := c.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(roleName), PolicyName: aws.String(schedulePolicyName)})
@@ -170,28 +169,17 @@ func checkScheduleRole(environment, name, fn string) resource.TestCheckFunc {
 	}
 }
 
-func roleGone(roleName string) error {
-	_, err := env.Config(&testing.T{}).IAM().GetRole(context.Background(), &iam.GetRoleInput{RoleName: aws.String(roleName)})
-	var nf *iamtypes.NoSuchEntityException
-	if !errors.As(err, &nf) {
-		return fmt.Errorf("role %s still there (%v)", roleName, err)
-	}
-	return nil
-}
-
+// checkScheduleDestroyed is checkDestroyed, and also checks by name that the
+// schedule and every role it had (one per environment it lived in) are gone.
 func checkScheduleDestroyed(name string, roles ...string) resource.TestCheckFunc {
-	return func(*terraform.State) error {
-		_, err := env.Config(&testing.T{}).Scheduler().GetSchedule(context.Background(), &scheduler.GetScheduleInput{Name: aws.String(name)})
-		var nf *schedtypes.ResourceNotFoundException
-		if !errors.As(err, &nf) {
-			return fmt.Errorf("schedule %s still there (%v)", name, err)
-		}
+	return func(s *terraform.State) error {
+		ctx, c := context.Background(), env.Config(&testing.T{})
+		_, err := c.Scheduler().GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(name)})
+		errs := []error{checkDestroyed(s), gone("schedule "+name, err)}
 		for _, r := range roles {
-			if err := roleGone(r); err != nil {
-				return err
-			}
+			errs = append(errs, roleGone(ctx, c, r))
 		}
-		return nil
+		return errors.Join(errs...)
 	}
 }
 
@@ -353,7 +341,9 @@ func TestAccSchedule_environmentMovesRole(t *testing.T) {
 				Check: resource.ComposeAggregateTestCheckFunc(
 					checkScheduleRole("acc2", a.name, a.fn),
 					resource.TestMatchResourceAttr(scheduleAddr, "role_arn", regexp.MustCompile(`role/`+regexp.QuoteMeta(scheduleRoleName("acc2", a.name))+`$`)),
-					func(*terraform.State) error { return roleGone(scheduleRoleName("acc", a.name)) },
+					func(*terraform.State) error {
+						return roleGone(context.Background(), env.Config(&testing.T{}), scheduleRoleName("acc", a.name))
+					},
 				),
 			},
 		},
@@ -399,7 +389,7 @@ func TestAccSchedule_validation(t *testing.T) {
 	for _, s := range steps {
 		ts = append(ts, resource.TestStep{Config: s.config, PlanOnly: true, ExpectError: words(s.want)})
 	}
-	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: factories, Steps: ts})
+	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: factories, CheckDestroy: checkDestroyed, Steps: ts})
 }
 
 func TestScheduleExpressions(t *testing.T) {
@@ -506,10 +496,10 @@ func TestSchedulePolicies(t *testing.T) {
 		}
 	}
 	// IAM returns documents URL-encoded and may space them differently.
-	if !scheduleSamePolicy(url.QueryEscape("{ \"Version\": \"2012-10-17\",\n \"Statement\": "+strings.TrimPrefix(scheduleInvokePolicy(fn), `{"Version":"2012-10-17","Statement":`)), scheduleInvokePolicy(fn)) {
+	if !samePolicy(url.QueryEscape("{ \"Version\": \"2012-10-17\",\n \"Statement\": "+strings.TrimPrefix(scheduleInvokePolicy(fn), `{"Version":"2012-10-17","Statement":`)), scheduleInvokePolicy(fn)) {
 		t.Error("an encoded, re-spaced copy of the invoke policy does not compare equal")
 	}
-	if scheduleSamePolicy(url.QueryEscape(scheduleInvokePolicy(fn+"-other")), scheduleInvokePolicy(fn)) {
+	if samePolicy(url.QueryEscape(scheduleInvokePolicy(fn+"-other")), scheduleInvokePolicy(fn)) {
 		t.Error("policies for different functions compare equal")
 	}
 }
@@ -530,7 +520,7 @@ func TestScheduleRoleName(t *testing.T) {
 	if !regexp.MustCompile(`^[\w+=,.@-]{1,64}$`).MatchString(n1) {
 		t.Errorf("%q is not a valid IAM role name", n1)
 	}
-	if got := scheduleRoleNameOf("arn:aws:iam::123456789012:role/some/path/ghr-prod-sched-refresh"); got != "ghr-prod-sched-refresh" {
+	if got := roleNameOf("arn:aws:iam::123456789012:role/some/path/ghr-prod-sched-refresh"); got != "ghr-prod-sched-refresh" {
 		t.Errorf("role name of a pathed ARN: %q", got)
 	}
 }

@@ -2,11 +2,8 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,12 +20,21 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
-// ghrunner_table: the DynamoDB state table of a deployment (docs/design.md).
+var (
+	_ resource.Resource                = &tableResource{}
+	_ resource.ResourceWithConfigure   = &tableResource{}
+	_ resource.ResourceWithImportState = &tableResource{}
+)
 
-type tableResource struct{ c *clients }
+func newTableResource() resource.Resource { return &tableResource{} }
+
+// tableResource is ghrunner_table: the DynamoDB state table of a deployment
+// (docs/design.md).
+type tableResource struct{ configured }
 
 type tableModel struct {
 	ID                  types.String `tfsdk:"id"`
@@ -38,8 +44,6 @@ type tableModel struct {
 	Tags                types.Map    `tfsdk:"tags"`
 	ARN                 types.String `tfsdk:"arn"`
 }
-
-func newTableResource() resource.Resource { return &tableResource{} }
 
 var tableNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
 
@@ -67,109 +71,15 @@ func (r *tableResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 	}
 }
 
-func (r *tableResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	if req.ProviderData == nil {
-		return
-	}
-	c, ok := req.ProviderData.(*clients)
-	if !ok {
-		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T", req.ProviderData))
-		return
-	}
-	r.c = c
-}
-
-func (r *tableResource) tags(ctx context.Context, m tableModel) (map[string]string, error) {
-	own := map[string]string{}
-	if diags := m.Tags.ElementsAs(ctx, &own, false); diags.HasError() {
-		return nil, errors.New("tags: must be a map of strings")
-	}
-	return r.c.tags(own), nil
-}
-
-// ownTags picks, out of the tags an object carries, the ones its resource
-// declares itself (shared by ghrunner_table and ghrunner_queue). Left out are
-// AWS's own aws: tags and the tags the provider adds (ghr:environment and the
-// default_tags) while they carry the provider's value: a provider tag with
-// another value was set or changed by someone else and so shows as drift. A key
-// the prior tags list with the value found stays, so that tags repeating a
-// default do not plan a change forever. With nothing left and a null prior the
-// result stays null, so an unset attribute does not turn into an empty map.
-func ownTags(ctx context.Context, c *clients, remote map[string]string, prior types.Map) (types.Map, diag.Diagnostics) {
-	var diags diag.Diagnostics
-	had := map[string]string{}
-	if !prior.IsNull() && !prior.IsUnknown() {
-		diags.Append(prior.ElementsAs(ctx, &had, false)...)
-	}
-	provided := c.tags(nil)
-	own := map[string]string{}
-	for k, v := range remote {
-		if strings.HasPrefix(k, "aws:") {
-			continue
-		}
-		if pv, ok := provided[k]; ok && pv == v {
-			if hv, declared := had[k]; !declared || hv != v {
-				continue
-			}
-		}
-		own[k] = v
-	}
-	if len(own) == 0 && (prior.IsNull() || prior.IsUnknown()) {
-		return types.MapNull(types.StringType), diags
-	}
-	m, d := types.MapValueFrom(ctx, types.StringType, own)
-	diags.Append(d...)
-	return m, diags
-}
-
-// tagChanges compares the tags an object should carry with those it carries:
-// set holds the missing and changed ones, remove (sorted) the keys no longer
-// wanted. aws: tags are AWS's and are never removed.
-func tagChanges(want, have map[string]string) (set map[string]string, remove []string) {
-	set = map[string]string{}
-	for k, v := range want {
-		if hv, ok := have[k]; !ok || hv != v {
-			set[k] = v
-		}
-	}
-	for k := range have {
-		if _, ok := want[k]; !ok && !strings.HasPrefix(k, "aws:") {
-			remove = append(remove, k)
-		}
-	}
-	sort.Strings(remove)
-	return set, remove
-}
-
-// listTags returns the tags of the table. Should a key come back twice (moto
-// appends on TagResource instead of replacing), the last value wins.
-func (r *tableResource) listTags(ctx context.Context, arn string) (map[string]string, error) {
-	out := map[string]string{}
-	in := &dynamodb.ListTagsOfResourceInput{ResourceArn: aws.String(arn)}
-	for {
-		page, err := r.c.aws.DynamoDB().ListTagsOfResource(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range page.Tags {
-			out[aws.ToString(t.Key)] = aws.ToString(t.Value)
-		}
-		if aws.ToString(page.NextToken) == "" {
-			return out, nil
-		}
-		in.NextToken = page.NextToken
-	}
-}
-
 func (r *tableResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan tableModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	tags, err := r.tags(ctx, plan)
-	if err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("tags"), "Invalid tags", err.Error())
+	tags, diags := r.c.resourceTags(ctx, plan.Tags)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
 		return
 	}
 	db := r.c.aws.DynamoDB()
@@ -184,30 +94,6 @@ func (r *tableResource) Create(ctx context.Context, req resource.CreateRequest, 
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-// read fills m from AWS; found is false when the table is gone. Tags are left
-// alone: Read lists them, while Create and Update keep the tags they just
-// wrote (DynamoDB's tag listing may lag behind a TagResource).
-func (r *tableResource) read(ctx context.Context, name string, m *tableModel) (bool, error) {
-	db := r.c.aws.DynamoDB()
-	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
-	var nf *ddbtypes.ResourceNotFoundException
-	if errors.As(err, &nf) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	m.ID, m.Name, m.ARN = types.StringValue(name), types.StringValue(name), types.StringValue(aws.ToString(out.Table.TableArn))
-	backups, err := db.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(name)})
-	if err != nil {
-		return false, err
-	}
-	pitr := backups.ContinuousBackupsDescription != nil && backups.ContinuousBackupsDescription.PointInTimeRecoveryDescription != nil &&
-		backups.ContinuousBackupsDescription.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus == ddbtypes.PointInTimeRecoveryStatusEnabled
-	m.PointInTimeRecovery = types.BoolValue(pitr)
-	return true, nil
 }
 
 func (r *tableResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -253,9 +139,9 @@ func (r *tableResource) Update(ctx context.Context, req resource.UpdateRequest, 
 			return
 		}
 	}
-	tags, err := r.tags(ctx, plan)
-	if err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("tags"), "Invalid tags", err.Error())
+	tags, diags := r.c.resourceTags(ctx, plan.Tags)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
 		return
 	}
 	arn := aws.String(st.ARN.ValueString())
@@ -272,11 +158,7 @@ func (r *tableResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		}
 	}
 	if len(set) > 0 {
-		var list []ddbtypes.Tag
-		for k, v := range set {
-			list = append(list, ddbtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
-		}
-		if _, err := db.TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: arn, Tags: list}); err != nil {
+		if _, err := db.TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: arn, Tags: dynamoDBTags(set)}); err != nil {
 			resp.Diagnostics.AddError("Updating tags failed", err.Error())
 			return
 		}
@@ -296,8 +178,7 @@ func (r *tableResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	}
 	db := r.c.aws.DynamoDB()
 	_, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(st.ID.ValueString())})
-	var nf *ddbtypes.ResourceNotFoundException
-	if err != nil && !errors.As(err, &nf) {
+	if awserr.IgnoreNotFound(err) != nil {
 		resp.Diagnostics.AddError("Deleting the state table failed", err.Error())
 		return
 	}
@@ -307,7 +188,63 @@ func (r *tableResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	}
 }
 
+// ImportState takes the table name.
 func (r *tableResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+}
+
+// read fills m from AWS; found is false when the table is gone. Tags are left
+// alone: Read lists them, while Create and Update keep the tags they just
+// wrote (DynamoDB's tag listing may lag behind a TagResource).
+func (r *tableResource) read(ctx context.Context, name string, m *tableModel) (bool, error) {
+	db := r.c.aws.DynamoDB()
+	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if awserr.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	m.ID, m.Name, m.ARN = types.StringValue(name), types.StringValue(name), types.StringValue(aws.ToString(out.Table.TableArn))
+	backups, err := db.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(name)})
+	if err != nil {
+		return false, err
+	}
+	pitr := backups.ContinuousBackupsDescription != nil && backups.ContinuousBackupsDescription.PointInTimeRecoveryDescription != nil &&
+		backups.ContinuousBackupsDescription.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus == ddbtypes.PointInTimeRecoveryStatusEnabled
+	m.PointInTimeRecovery = types.BoolValue(pitr)
+	return true, nil
+}
+
+// listTags returns the tags of the table. Should a key come back twice (moto
+// appends on TagResource instead of replacing), the last value wins.
+func (r *tableResource) listTags(ctx context.Context, arn string) (map[string]string, error) {
+	out := map[string]string{}
+	in := &dynamodb.ListTagsOfResourceInput{ResourceArn: aws.String(arn)}
+	for {
+		page, err := r.c.aws.DynamoDB().ListTagsOfResource(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range page.Tags {
+			out[aws.ToString(t.Key)] = aws.ToString(t.Value)
+		}
+		if aws.ToString(page.NextToken) == "" {
+			return out, nil
+		}
+		in.NextToken = page.NextToken
+	}
+}
+
+// stateTableARN is the ARN of the state table a function or a pool names.
+func stateTableARN(ctx context.Context, c *clients, table string) (string, error) {
+	out, err := c.aws.DynamoDB().DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if awserr.IsNotFound(err) {
+		return "", fmt.Errorf("table %q does not exist: create it with ghrunner_table and pass ghrunner_table.<name>.name", table)
+	}
+	if err != nil {
+		return "", err
+	}
+	return aws.ToString(out.Table.TableArn), nil
 }

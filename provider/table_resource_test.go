@@ -57,6 +57,7 @@ func TestAccTable_basic(t *testing.T) {
 	name := awstest.Name(t, "tf")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
 			{
 				Config: tableConfig(name, false, `{ purpose = "state" }`),
@@ -80,6 +81,7 @@ func TestAccTable_update(t *testing.T) {
 	name := awstest.Name(t, "tf")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
 			{Config: tableConfig(name, false, `{}`), Check: checkTable(name, false)},
 			{
@@ -98,6 +100,7 @@ func TestAccTable_disappears(t *testing.T) {
 	name := awstest.Name(t, "tf")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
 			{
 				Config: tableConfig(name, false, `{}`),
@@ -114,6 +117,7 @@ func TestAccTable_disappears(t *testing.T) {
 func TestAccTable_validation(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
 			{Config: tableConfig("ab", false, `{}`), ExpectError: regexp.MustCompile(`must be 3-255 characters`), PlanOnly: true},
 			{Config: providerConfig() + `
@@ -155,6 +159,7 @@ func TestAccTable_tagsDrift(t *testing.T) {
 	list := func() (map[string]string, error) { return tableTags(name) }
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
 			{
 				// A tag changed outside Terraform shows in the plan.

@@ -12,9 +12,13 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
 
-// data ghrunner_user_data: renders the EC2 user data that installs and
-// starts the agent (templates package).
+var _ datasource.DataSource = &userDataSource{}
 
+func newUserDataSource() datasource.DataSource { return &userDataSource{} }
+
+// userDataSource is data ghrunner_user_data: it renders the EC2 user data
+// that installs and starts the agent (templates package). It calls no AWS
+// API, so it takes nothing from the provider.
 type userDataSource struct{}
 
 type userDataModel struct {
@@ -32,8 +36,6 @@ type userDataModel struct {
 	Rendered          types.String `tfsdk:"rendered"`
 	Size              types.Int64  `tfsdk:"size"`
 }
-
-func newUserDataSource() datasource.DataSource { return &userDataSource{} }
 
 func (d *userDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_user_data"

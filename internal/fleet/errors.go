@@ -1,35 +1,19 @@
 package fleet
 
 import (
-	"errors"
-	"strings"
-
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/smithy-go"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
-// ErrorCode is the API error code in err's chain, or "" when err did not
-// come from an AWS API answer.
-func ErrorCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
-}
-
-// IsNotFound reports an error saying EC2 does not know a resource, such as
-// InvalidInstanceID.NotFound. For instances that is either "already gone for
-// good" or "too new to be visible yet"; the caller knows which.
-func IsNotFound(err error) bool {
-	code := ErrorCode(err)
-	return strings.HasSuffix(code, ".NotFound") || strings.HasSuffix(code, "NotFoundException")
-}
+// Not-found and the error code come from internal/awserr, the vocabulary
+// every AWS caller shares; what is EC2's alone — throttling and capacity —
+// is here.
 
 // IsThrottling reports EC2 (or another AWS API) refusing a call for its rate.
 // The SDK already retried such a call; seeing it here means "back off longer".
 func IsThrottling(err error) bool {
-	code := ErrorCode(err)
+	code := awserr.Code(err)
 	if _, ok := retry.DefaultThrottleErrorCodes[code]; ok {
 		return true
 	}
@@ -38,7 +22,7 @@ func IsThrottling(err error) bool {
 
 // IsCapacity reports an API error saying EC2 has no capacity for the request
 // now; see IsCapacityCode.
-func IsCapacity(err error) bool { return IsCapacityCode(ErrorCode(err)) }
+func IsCapacity(err error) bool { return IsCapacityCode(awserr.Code(err)) }
 
 // capacityCodes are the documented EC2 error codes meaning "not enough
 // capacity for this request right now" — the failures another usage class,

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
 func TestErrorClassifiers(t *testing.T) {
@@ -31,9 +33,9 @@ func TestErrorClassifiers(t *testing.T) {
 		{nil, false, false, false},
 	}
 	for _, c := range cases {
-		if IsNotFound(c.err) != c.notFound || IsCapacity(c.err) != c.capacity || IsThrottling(c.err) != c.throttl {
+		if awserr.IsNotFound(c.err) != c.notFound || IsCapacity(c.err) != c.capacity || IsThrottling(c.err) != c.throttl {
 			t.Errorf("%v: IsNotFound %v, IsCapacity %v, IsThrottling %v; want %v, %v, %v",
-				c.err, IsNotFound(c.err), IsCapacity(c.err), IsThrottling(c.err), c.notFound, c.capacity, c.throttl)
+				c.err, awserr.IsNotFound(c.err), IsCapacity(c.err), IsThrottling(c.err), c.notFound, c.capacity, c.throttl)
 		}
 	}
 	for _, code := range []string{"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
@@ -44,8 +46,5 @@ func TestErrorClassifiers(t *testing.T) {
 	}
 	if IsCapacityCode("") || IsCapacityCode("insufficientinstancecapacity") {
 		t.Error("IsCapacityCode accepts a code EC2 does not send")
-	}
-	if ErrorCode(wrapped("X")) != "X" || ErrorCode(errors.New("x")) != "" {
-		t.Error("ErrorCode")
 	}
 }

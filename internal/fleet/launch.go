@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
 // LaunchRequest is one launch of Count instances from a launch template.
@@ -279,7 +281,7 @@ func (f *Fleet) describeNew(ctx context.Context, ids []string) ([]types.Instance
 	attempts, wait := max(f.DescribeAttempts, 1), f.DescribeBackoff
 	for attempt := 1; ; attempt++ {
 		insts, err := f.describeByID(ctx, ids)
-		if err == nil || !IsNotFound(err) || attempt == attempts {
+		if err == nil || !awserr.IsNotFound(err) || attempt == attempts {
 			return insts, err
 		}
 		if err := f.Sleep(ctx, wait); err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
 // pairsSent lists the type@subnet overrides of a CreateFleet request, sorted.
@@ -387,7 +389,7 @@ func TestFailedFallbackStillReturnsTheSpotInstances(t *testing.T) {
 
 	res, err := f.Launch(ctx, req)
 
-	if err == nil || ErrorCode(err) != "InternalError" || !strings.Contains(err.Error(), "fallback for 2") {
+	if err == nil || awserr.Code(err) != "InternalError" || !strings.Contains(err.Error(), "fallback for 2") {
 		t.Errorf("error %v, want the fallback's InternalError", err)
 	}
 	if len(res.Instances) != 1 || res.Instances[0].UsageClass != Spot {

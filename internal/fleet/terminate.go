@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
 // TerminateResult says what Terminate did with each id.
@@ -34,7 +36,7 @@ func (f *Fleet) Terminate(ctx context.Context, ids []string) (TerminateResult, e
 		switch {
 		case err == nil:
 			res.Terminated = append(res.Terminated, part...)
-		case IsNotFound(err) && len(part) == 1:
+		case awserr.IsNotFound(err) && len(part) == 1:
 			res.Gone = append(res.Gone, part...)
 		case isBadID(err) && len(part) > 1:
 			errs = append(errs, f.terminateOneByOne(ctx, part, &res)...)
@@ -52,7 +54,7 @@ func (f *Fleet) terminateOneByOne(ctx context.Context, ids []string, res *Termin
 		switch {
 		case err == nil:
 			res.Terminated = append(res.Terminated, id)
-		case IsNotFound(err):
+		case awserr.IsNotFound(err):
 			res.Gone = append(res.Gone, id)
 		default:
 			errs = append(errs, fmt.Errorf("terminate %s: %w", id, err))
@@ -68,7 +70,7 @@ func (f *Fleet) terminate(ctx context.Context, ids []string) error {
 
 // isBadID reports an error EC2 gives for a whole call because of one id.
 func isBadID(err error) bool {
-	return IsNotFound(err) || ErrorCode(err) == "InvalidInstanceID.Malformed"
+	return awserr.IsNotFound(err) || awserr.Code(err) == "InvalidInstanceID.Malformed"
 }
 
 func distinct(ids []string) []string {

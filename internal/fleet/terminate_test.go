@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
 const ghost = "i-0123456789abcdef0" // well formed, never launched
@@ -127,7 +129,7 @@ func TestTerminateMalformedIDInABatch(t *testing.T) {
 		return next(ctx, in)
 	}
 	res, err := f.Terminate(ctx, []string{ids[0], "i-bad", ids[1]})
-	if ErrorCode(err) != "InvalidInstanceID.Malformed" || !reflect.DeepEqual(sorted(res.Terminated), sorted(ids)) || len(res.Gone) != 0 {
+	if awserr.Code(err) != "InvalidInstanceID.Malformed" || !reflect.DeepEqual(sorted(res.Terminated), sorted(ids)) || len(res.Gone) != 0 {
 		t.Errorf("result %+v, %v; want both terminated and an error for i-bad", res, err)
 	}
 }

@@ -1,0 +1,58 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+)
+
+// The execution role of a function: Lambda assumes it to run the handler,
+// whose policy (functionPolicy, policy.go) grants what its code calls.
+
+// functionPolicyName is the execution role's one inline policy.
+const functionPolicyName = "ghrunner-function"
+
+// roleName is the execution role of function name.
+func (r *functionResource) roleName(name string) string {
+	return iamName("ghr-" + r.c.environment + "-fn-" + name)
+}
+
+// ensureRole makes the function's execution role, with the policy its
+// handler needs (ensureRole in iam.go says when an existing role is taken
+// over), and returns its ARN.
+func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags map[string]string, drop []string) (string, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	tableARN, err := stateTableARN(ctx, r.c, m.Table.ValueString())
+	if err != nil {
+		diags.AddAttributeError(path.Root("table"), "State table not found", err.Error())
+		return "", diags
+	}
+	var queues []string
+	diags.Append(m.QueueARNs.ElementsAs(ctx, &queues, false)...)
+	policy, err := functionPolicy(m.Handler.ValueString(), tableARN, queues, m.GitHubParameter.ValueString(), m.Name.ValueString(), r.c.environment)
+	if err != nil {
+		diags.AddError("Building the function policy failed", err.Error())
+		return "", diags
+	}
+	arn, _, err := ensureRole(ctx, r.c.aws.IAM(), r.c.environment, roleSpec{
+		name: r.roleName(m.Name.ValueString()), kind: "function", service: "lambda.amazonaws.com",
+		description: "ghrunner function " + m.Name.ValueString(),
+		policyName:  functionPolicyName, policy: policy, tags: tags, drop: drop,
+	})
+	if err != nil {
+		diags.AddError("Creating the function role failed", err.Error())
+	}
+	return arn, diags
+}
+
+// lambdaRoleNotReady: Lambda refuses a role created moments ago until IAM
+// has propagated it ("The role defined for the function cannot be assumed
+// by Lambda."; moto has no such delay).
+func lambdaRoleNotReady(err error) bool {
+	var invalid *lambdatypes.InvalidParameterValueException
+	return errors.As(err, &invalid) && strings.Contains(invalid.ErrorMessage(), "cannot be assumed")
+}

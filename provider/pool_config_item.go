@@ -1,0 +1,120 @@
+package provider
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// The pool config item: the pool's settings in the state table, which the
+// functions read at run time, so a change applies without redeploying them.
+// It is written last on apply and deleted first on destroy: a function only
+// ever sees a pool whose launch template exists.
+
+// idleWindow is one of the item's idle windows (scale-down reads them).
+type idleWindow struct {
+	Cron             types.String `tfsdk:"cron"`
+	TimeZone         types.String `tfsdk:"time_zone"`
+	IdleCount        types.Int64  `tfsdk:"idle_count"`
+	EvictionStrategy types.String `tfsdk:"eviction_strategy"`
+}
+
+var idleWindowType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"cron": types.StringType, "time_zone": types.StringType, "idle_count": types.Int64Type, "eviction_strategy": types.StringType}}
+
+// windows returns the idle windows, or nil while they are unknown.
+func (m poolModel) windows(ctx context.Context) ([]idleWindow, diag.Diagnostics) {
+	if m.IdleWindows.IsUnknown() || m.IdleWindows.IsNull() {
+		return nil, nil
+	}
+	var out []idleWindow
+	d := m.IdleWindows.ElementsAs(ctx, &out, false)
+	return out, d
+}
+
+// putConfigItem writes the pool config item of m.
+func (r *poolResource) putConfigItem(ctx context.Context, m poolModel) diag.Diagnostics {
+	cfg, diags := poolConfigOf(ctx, m)
+	if diags.HasError() {
+		return diags
+	}
+	if err := state.New(r.c.aws.DynamoDB(), m.Table.ValueString()).PutPoolConfig(ctx, cfg); err != nil {
+		diags.AddError("Writing the pool config failed", err.Error())
+	}
+	return diags
+}
+
+// poolConfigOf is the pool config item of m.
+func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	var types_, subnets []string
+	diags.Append(m.InstanceTypes.ElementsAs(ctx, &types_, false)...)
+	diags.Append(m.SubnetIDs.ElementsAs(ctx, &subnets, false)...)
+	cfg := state.PoolConfig{
+		Name: m.Name.ValueString(), Owner: m.Owner.ValueString(), QueueURL: m.QueueURL.ValueString(),
+		LaunchTemplateID: m.LaunchTemplateID.ValueString(), LaunchTemplateVersion: m.LaunchTemplateVersion.ValueString(),
+		InstanceTypes: types_, SubnetIDs: subnets, UsageClass: m.UsageClass.ValueString(), OnDemandFallback: m.OnDemandFallback.ValueBool(),
+		MaxInstances: int(m.MaxInstances.ValueInt64()), OS: "linux", UpdatedAt: time.Now().Unix(),
+		Timings: state.Timings{
+			CreatedTTL: m.CreatedTTL.ValueInt64(), ClaimTTL: m.ClaimTTL.ValueInt64(), MaxRuntime: m.MaxRuntime.ValueInt64(), IdleTTL: m.IdleTTL.ValueInt64(),
+			BootTime: m.BootTime.ValueInt64(), MinRunningTime: m.MinRunningTime.ValueInt64(), HeartbeatInterval: m.HeartbeatInterval.ValueInt64(),
+			StaleAfter: m.StaleAfter.ValueInt64(), MaxAge: m.MaxAge.ValueInt64(), MaxUses: int(m.MaxUses.ValueInt64()), ReleaseWait: m.ReleaseWait.ValueInt64(),
+			RuntimeCap: m.RuntimeCap.ValueInt64(),
+		},
+	}
+	windows, d := m.windows(ctx)
+	diags.Append(d...)
+	for _, w := range windows {
+		cfg.IdleWindows = append(cfg.IdleWindows, state.IdleWindow{Cron: w.Cron.ValueString(), TimeZone: w.TimeZone.ValueString(),
+			IdleCount: int(w.IdleCount.ValueInt64()), EvictionStrategy: w.EvictionStrategy.ValueString()})
+	}
+	return cfg, diags
+}
+
+// getConfigItem returns the pool config item, or nil when it (or its table)
+// is gone.
+func (r *poolResource) getConfigItem(ctx context.Context, table, name string) (*state.PoolConfig, error) {
+	cfg, err := state.New(r.c.aws.DynamoDB(), table).GetPoolConfig(ctx, name)
+	if awserr.IsNotFound(err) {
+		return nil, nil
+	}
+	return cfg, err
+}
+
+// setFromConfigItem refreshes m from the pool config item.
+func (m *poolModel) setFromConfigItem(ctx context.Context, table string, cfg *state.PoolConfig) {
+	m.ID = types.StringValue(table + ":" + cfg.Name)
+	m.Owner, m.QueueURL = types.StringValue(cfg.Owner), types.StringValue(cfg.QueueURL)
+	m.LaunchTemplateID, m.LaunchTemplateVersion = types.StringValue(cfg.LaunchTemplateID), types.StringValue(cfg.LaunchTemplateVersion)
+	m.InstanceTypes, _ = types.ListValueFrom(ctx, types.StringType, cfg.InstanceTypes)
+	m.SubnetIDs, _ = types.ListValueFrom(ctx, types.StringType, cfg.SubnetIDs)
+	m.UsageClass, m.OnDemandFallback = types.StringValue(cfg.UsageClass), types.BoolValue(cfg.OnDemandFallback)
+	m.MaxInstances = types.Int64Value(int64(cfg.MaxInstances))
+	t := cfg.Timings
+	m.CreatedTTL, m.ClaimTTL, m.MaxRuntime, m.IdleTTL = types.Int64Value(t.CreatedTTL), types.Int64Value(t.ClaimTTL), types.Int64Value(t.MaxRuntime), types.Int64Value(t.IdleTTL)
+	m.BootTime, m.MinRunningTime, m.HeartbeatInterval = types.Int64Value(t.BootTime), types.Int64Value(t.MinRunningTime), types.Int64Value(t.HeartbeatInterval)
+	m.StaleAfter, m.MaxAge, m.MaxUses, m.ReleaseWait = types.Int64Value(t.StaleAfter), types.Int64Value(t.MaxAge), types.Int64Value(int64(t.MaxUses)), types.Int64Value(t.ReleaseWait)
+	m.RuntimeCap = types.Int64Value(t.RuntimeCap)
+	// An empty list in the configuration stays empty, an unset one null.
+	if !m.IdleWindows.IsNull() || len(cfg.IdleWindows) > 0 {
+		windows := []idleWindow{}
+		for _, w := range cfg.IdleWindows {
+			windows = append(windows, idleWindow{Cron: types.StringValue(w.Cron), TimeZone: types.StringValue(w.TimeZone),
+				IdleCount: types.Int64Value(int64(w.IdleCount)), EvictionStrategy: types.StringValue(w.EvictionStrategy)})
+		}
+		m.IdleWindows, _ = types.ListValueFrom(ctx, idleWindowType, windows)
+	}
+}
+
+// deleteConfigItem deletes the pool config item; one already gone, or in a
+// table already gone, is fine.
+func (r *poolResource) deleteConfigItem(ctx context.Context, m poolModel) error {
+	err := state.New(r.c.aws.DynamoDB(), m.Table.ValueString()).DeletePoolConfig(ctx, m.Name.ValueString())
+	return awserr.IgnoreNotFound(err)
+}

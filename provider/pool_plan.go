@@ -1,0 +1,117 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// Plan-time work of ghrunner_pool: the checks single-attribute validators
+// cannot make, and the plan of what a provider release changes.
+
+// ValidateConfig checks what single-attribute validators cannot: scripts,
+// cross-field timings and idle windows, with the same rules the functions
+// apply when they read the pool config.
+func (r *poolResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m poolModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	windows, _ := m.windows(ctx) // unknown elements are checked at apply
+	for i, w := range windows {
+		p := path.Root("idle_windows").AtListIndex(i)
+		iw := state.IdleWindow{Cron: w.Cron.ValueString(), TimeZone: w.TimeZone.ValueString(), IdleCount: int(w.IdleCount.ValueInt64()), EvictionStrategy: w.EvictionStrategy.ValueString()}
+		if iw.TimeZone == "" {
+			iw.TimeZone = "UTC"
+		}
+		if iw.EvictionStrategy == "" {
+			iw.EvictionStrategy = "oldest_first"
+		}
+		if w.Cron.IsUnknown() || w.TimeZone.IsUnknown() {
+			continue
+		}
+		if err := iw.Validate(); err != nil {
+			field := map[string]string{"cron": "cron", "timeZone": "time_zone", "idleCount": "idle_count", "evictionStrategy": "eviction_strategy"}[strings.SplitN(err.Error(), ":", 2)[0]]
+			resp.Diagnostics.AddAttributeError(p.AtName(field), "Invalid idle window", err.Error())
+		}
+	}
+	if !m.HeartbeatInterval.IsNull() && !m.HeartbeatInterval.IsUnknown() && !m.StaleAfter.IsNull() && !m.StaleAfter.IsUnknown() &&
+		m.StaleAfter.ValueInt64() < 2*m.HeartbeatInterval.ValueInt64() {
+		resp.Diagnostics.AddAttributeError(path.Root("stale_after_seconds"), "Heartbeats would look stale",
+			fmt.Sprintf("stale_after_seconds (%d) must be at least twice heartbeat_interval_seconds (%d)", m.StaleAfter.ValueInt64(), m.HeartbeatInterval.ValueInt64()))
+	}
+	if rt, limit, ok := effective(m.MaxRuntime, state.DefaultTimings("linux").MaxRuntime), effective(m.RuntimeCap, state.DefaultTimings("linux").RuntimeCap), !m.MaxRuntime.IsUnknown() && !m.RuntimeCap.IsUnknown(); ok && limit < rt {
+		resp.Diagnostics.AddAttributeError(path.Root("runtime_cap_seconds"), "Runtime cap below the running lease",
+			fmt.Sprintf("runtime_cap_seconds (%d) must be at least max_runtime_seconds (%d): the agent extends the running lease up to the cap", limit, rt))
+	}
+	if m.RunnerTarballURL.IsNull() != m.RunnerTarballSHA.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("runner_tarball_sha256"), "Runner tarball needs its checksum",
+			"set runner_tarball_url and runner_tarball_sha256 together")
+	}
+	// Render with a stand-in checksum so size limits and script rules fail at
+	// plan time, not at apply.
+	if m.PreRunnerScript.IsUnknown() || m.CleanupScript.IsUnknown() || m.AgentPath.IsUnknown() || m.AgentEndpoint.IsUnknown() {
+		return
+	}
+	if _, err := r.userData(m, "table-placeholder", "us-east-1", strings.Repeat("0", 64), "https://bucket.s3.us-east-1.amazonaws.com/agent/x/ghrunner-agent"); err != nil {
+		resp.Diagnostics.AddError("Invalid user data settings", err.Error())
+	}
+}
+
+// ModifyPlan shows a new embedded agent as a change, marks the launch
+// template version as changing with its inputs, and refuses to plan a pool
+// with a provider built without its agent.
+func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan poolModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	var prior *poolModel
+	if !req.State.Raw.IsNull() {
+		prior = &poolModel{}
+		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
+	}
+	if plan.AgentPath.IsNull() {
+		arch := "arm64"
+		if prior != nil && prior.Architecture.ValueString() != "" {
+			arch = prior.Architecture.ValueString()
+		}
+		a, err := agentAsset(arch)
+		if err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("agent_path"), "The provider has no agent to upload", err.Error()+"; or set agent_path to an agent preinstalled in the AMI")
+			return
+		}
+		if prior != nil {
+			plan.AgentSHA256 = types.StringValue(a.sha256Hex)
+		} else {
+			plan.AgentSHA256 = types.StringUnknown() // the AMI's architecture decides
+		}
+	} else {
+		plan.AgentSHA256 = types.StringValue("")
+	}
+	if prior != nil && launchTemplateInputs(plan) == launchTemplateInputs(*prior) && plan.AgentSHA256.Equal(prior.AgentSHA256) {
+		plan.LaunchTemplateVersion, plan.UserDataSize = prior.LaunchTemplateVersion, prior.UserDataSize
+	} else {
+		plan.LaunchTemplateVersion, plan.UserDataSize = types.StringUnknown(), types.Int64Unknown()
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// effective is a number attribute's value, or def when it is not set.
+func effective(v types.Int64, def int64) int64 {
+	if v.IsNull() || v.IsUnknown() {
+		return def
+	}
+	return v.ValueInt64()
+}
