@@ -337,8 +337,12 @@ func TestFakeRunnerRunsItsJobsOneAtATimeAndStaysOnline(t *testing.T) {
 	}
 	// A SIGINT to run.sh's whole process group, as the agent stops it,
 	// reaches the listener but not the job, which finishes first.
-	last := r.fake.EnqueueJob("run-1", "sleep 0.5; echo finished")
-	eventually(t, 5*time.Second, "last job running", func() bool { return r.only().Busy })
+	// Busy on the server means the job was handed over, not that its
+	// process started: wait for the script itself (a loaded machine can
+	// take a while between the two).
+	started := filepath.Join(t.TempDir(), "started")
+	last := r.fake.EnqueueJob("run-1", "touch "+started+"; sleep 0.5; echo finished")
+	eventually(t, 5*time.Second, "last job running", func() bool { _, err := os.Stat(started); return err == nil })
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT)
 	if j, err := r.fake.WaitJob(last, 5*time.Second); err != nil || j.ExitCode != 0 || j.Output != "finished\n" {
 		t.Fatalf("job during a group SIGINT: %+v %v", j, err)
