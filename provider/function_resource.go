@@ -64,12 +64,14 @@ type functionModel struct {
 var (
 	functionNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	ssmParameterRE = regexp.MustCompile(`^/?[A-Za-z0-9_./-]+$`)
-	handlers       = []string{"provision", "release", "refresh", "scale-down"}
+	handlers       = bundle.Handlers
 	logRetentions  = []int64{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
 )
 
 // Scheduled handlers must never overlap: one at a time.
-func scheduled(handler string) bool { return handler == "refresh" || handler == "scale-down" }
+func scheduled(handler string) bool {
+	return handler == bundle.HandlerRefresh || handler == bundle.HandlerScaleDown
+}
 
 func (r *functionResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_function"
@@ -132,7 +134,7 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	}
 	if plan.Timeout.IsUnknown() {
 		plan.Timeout = types.Int64Value(300)
-		if plan.Handler.ValueString() == "provision" {
+		if plan.Handler.ValueString() == bundle.HandlerProvision {
 			plan.Timeout = types.Int64Value(900)
 		}
 	}

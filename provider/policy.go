@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 )
 
 // IAM policy documents the provider attaches. They are plain data built by
@@ -151,15 +153,15 @@ func functionPolicy(handler, tableARN string, queueARNs []string, parameter, fun
 	// Scale-down never touches the queues: a message of an instance it
 	// terminated is dropped by the next provision's claim.
 	actions := map[string][]string{
-		"provision": {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage"},
-		"release":   {"sqs:SendMessage"},
-		"refresh":   {"sqs:SendMessage"},
+		bundle.HandlerProvision: {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage"},
+		bundle.HandlerRelease:   {"sqs:SendMessage"},
+		bundle.HandlerRefresh:   {"sqs:SendMessage"},
 	}[handler]
 	if len(queueARNs) > 0 && len(actions) > 0 {
 		st = append(st, policyStatement{Sid: "PoolQueues", Effect: "Allow", Action: actions, Resource: queueARNs})
 	}
 	switch handler {
-	case "provision":
+	case bundle.HandlerProvision:
 		st = append(st,
 			policyStatement{Sid: "LaunchFromTemplates", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateTags"},
 				Resource: []string{"*"}, Condition: map[string]map[string]any{"StringEquals": {"aws:RequestTag/ghr:environment": environment}}},
@@ -174,7 +176,7 @@ func functionPolicy(handler, tableARN string, queueARNs []string, parameter, fun
 			policyStatement{Sid: "SpotServiceRole", Effect: "Allow", Action: []string{"iam:CreateServiceLinkedRole"}, Resource: []string{"*"},
 				Condition: map[string]map[string]any{"StringEquals": {"iam:AWSServiceName": "spot.amazonaws.com"}}},
 		)
-	case "scale-down":
+	case bundle.HandlerScaleDown:
 		st = append(st, policyStatement{Sid: "OrphanTags", Effect: "Allow", Action: []string{"ec2:CreateTags", "ec2:DeleteTags"},
 			Resource: []string{arn("ec2", "instance/*")}, Condition: ours})
 	}
