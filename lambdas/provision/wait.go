@@ -154,16 +154,11 @@ func (p *provisioner) giveUp(m *member, why error) {
 			// failed: the agent never hears it was given up. Refresh ends
 			// the instance; until then its runner must take no job.
 			p.watchRunner(ctx, m)
+			return
 		}
-		if uerr == nil {
-			// Repool expires the instance when its agent does not confirm
-			// in time; that must happen before the invocation ends.
-			wait := 30 * time.Second
-			if dl, ok := ctx.Deadline(); ok {
-				wait = min(wait, time.Until(dl)-3*time.Second)
-			}
-			p.d.Repool(ctx, idle, p.req.pool, wait)
-		}
+		// Repool expires the instance when its agent does not confirm in
+		// time; that must happen before the invocation ends.
+		p.d.Repool(ctx, idle, p.req.pool, withinCleanup(ctx, 30*time.Second))
 	case cur.State == state.Created && cur.Assignment == m.inst.Assignment:
 		p.terminate(ctx, cur, "did not become ready")
 	case cur.State == state.Running && cur.RunID == p.req.RunID:
@@ -178,22 +173,29 @@ func (p *provisioner) giveUp(m *member, why error) {
 // run's jobs. Bounded by 30 s and the cleanup deadline; after that the
 // instance's lease and refresh end it.
 func (p *provisioner) watchRunner(ctx context.Context, m *member) {
-	until := time.Now().Add(30 * time.Second)
-	if dl, ok := ctx.Deadline(); ok && dl.Add(-3*time.Second).Before(until) {
-		until = dl.Add(-3 * time.Second)
-	}
+	until := time.Now().Add(withinCleanup(ctx, 30*time.Second))
 	name := state.RunnerName(m.inst.Uses, m.inst.ID)
-	for time.Now().Before(until) {
-		if err := p.d.Unregister(ctx, p.req.Owner, name); github.IsBusy(err) {
-			p.keepBusy(ctx, m)
-			return
-		}
+	// giveUp has just looked: the first look is one interval on.
+	for time.Now().Add(2 * time.Second).Before(until) {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(2 * time.Second):
 		}
+		if err := p.d.Unregister(ctx, p.req.Owner, name); github.IsBusy(err) {
+			p.keepBusy(ctx, m)
+			return
+		}
 	}
+}
+
+// withinCleanup bounds a wait of giveUp by the cleanup deadline, less the
+// few seconds what follows the wait needs.
+func withinCleanup(ctx context.Context, d time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return min(d, time.Until(dl)-3*time.Second)
+	}
+	return d
 }
 
 // keepBusy keeps a given-up instance whose runner runs a job of the run: it
