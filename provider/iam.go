@@ -25,6 +25,7 @@ type roleSpec struct {
 	name        string // iamName of the resource's role name
 	kind        string // "function", "pool" or "schedule", for messages
 	service     string // the AWS service that, alone, may assume the role
+	trust       string // the trust policy, when more than trustPolicy(service)
 	description string
 	// policyName and policy are the role's one inline policy.
 	policyName, policy string
@@ -55,7 +56,10 @@ type roleSpec struct {
 // so the roles earlier versions made for functions, tagged just like today,
 // are still adopted.
 func ensureRole(ctx context.Context, svc *iam.Client, environment string, spec roleSpec) (arn string, created bool, err error) {
-	trust := trustPolicy(spec.service)
+	trust := spec.trust
+	if trust == "" {
+		trust = trustPolicy(spec.service, nil)
+	}
 	got, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(spec.name)})
 	switch {
 	case awserr.IsNotFound(err):

@@ -85,7 +85,7 @@ func TestEnsureRole(t *testing.T) {
 
 	// Its own role, with its trust changed outside Terraform: adopted, the
 	// trust restored, the tags set and the dropped one removed.
-	if _, err := svc.UpdateAssumeRolePolicy(ctx, &iam.UpdateAssumeRolePolicyInput{RoleName: aws.String(name), PolicyDocument: aws.String(trustPolicy("ec2.amazonaws.com"))}); err != nil {
+	if _, err := svc.UpdateAssumeRolePolicy(ctx, &iam.UpdateAssumeRolePolicyInput{RoleName: aws.String(name), PolicyDocument: aws.String(trustPolicy("ec2.amazonaws.com", nil))}); err != nil {
 		t.Fatal(err)
 	}
 	spec.tags = map[string]string{tagEnvironment: "acc", "team": "infra"}
@@ -98,7 +98,7 @@ func TestEnsureRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !samePolicy(aws.ToString(got.Role.AssumeRolePolicyDocument), trustPolicy("lambda.amazonaws.com")) {
+	if !samePolicy(aws.ToString(got.Role.AssumeRolePolicyDocument), trustPolicy("lambda.amazonaws.com", nil)) {
 		t.Errorf("trust not restored: %s", aws.ToString(got.Role.AssumeRolePolicyDocument))
 	}
 	if _, has := tagValue(got.Role.Tags, "old"); has || !hasTag(got.Role.Tags, "team", "infra") {
@@ -107,7 +107,7 @@ func TestEnsureRole(t *testing.T) {
 
 	// A role of the name that is not this resource's: refused, untouched.
 	foreign := iamName("ghr-acc-fn-" + awstest.Name(t, "foreign"))
-	if _, err := svc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(foreign), AssumeRolePolicyDocument: aws.String(trustPolicy("ec2.amazonaws.com")),
+	if _, err := svc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(foreign), AssumeRolePolicyDocument: aws.String(trustPolicy("ec2.amazonaws.com", nil)),
 		Tags: iamTags(map[string]string{tagEnvironment: "acc", tagPool: "fn-x"})}); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestEnsureRole(t *testing.T) {
 		t.Errorf("the foreign role got a policy (%v)", err)
 	}
 	kept, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(foreign)})
-	if err != nil || !samePolicy(aws.ToString(kept.Role.AssumeRolePolicyDocument), trustPolicy("ec2.amazonaws.com")) || hasTag(kept.Role.Tags, "team", "infra") {
+	if err != nil || !samePolicy(aws.ToString(kept.Role.AssumeRolePolicyDocument), trustPolicy("ec2.amazonaws.com", nil)) || hasTag(kept.Role.Tags, "team", "infra") {
 		t.Errorf("the foreign role changed: %+v, %v", kept, err)
 	}
 

@@ -8,11 +8,14 @@ import (
 	"strings"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 )
 
 // IAM policy documents the provider attaches. They are plain data built by
-// these functions so unit tests can assert every statement: moto does not
-// enforce IAM conditions (docs/design.md).
+// these functions: unit tests assert their statements, iam_catalogue_test.go
+// asks a real IAM evaluator what they allow and forbid, and the sandbox
+// enforces them on every request the product makes (docs/security.md, "IAM
+// in the sandbox").
 
 type policyDocument struct {
 	Version   string            `json:"Version"`
@@ -36,10 +39,10 @@ func (d policyDocument) String() string {
 	return string(b)
 }
 
-// trustPolicy lets one AWS service assume a role.
-func trustPolicy(service string) string {
+// trustPolicy lets one AWS service assume a role, under conditions if any.
+func trustPolicy(service string, condition map[string]map[string]any) string {
 	return policyDocument{Version: "2012-10-17", Statement: []policyStatement{{
-		Effect: "Allow", Principal: map[string]string{"Service": service}, Action: []string{"sts:AssumeRole"},
+		Effect: "Allow", Principal: map[string]string{"Service": service}, Action: []string{"sts:AssumeRole"}, Condition: condition,
 	}}}.String()
 }
 
@@ -136,10 +139,12 @@ func functionPolicy(handler, tableARN string, queueARNs []string, parameter, fun
 	arn := func(service, resource string) string {
 		return fmt.Sprintf("arn:%s:%s:%s:%s:%s", a.partition, service, a.region, a.account, resource)
 	}
-	ours := map[string]map[string]any{"StringEquals": {"aws:ResourceTag/ghr:environment": environment}}
+	ours := map[string]map[string]any{"StringEquals": {"aws:ResourceTag/" + tagEnvironment: environment}}
 	st := []policyStatement{
+		// TransactWriteItems is not an IAM action: each part of a
+		// transaction is authorized as PutItem or UpdateItem.
 		{Sid: "StateTable", Effect: "Allow", Resource: []string{tableARN, tableARN + "/index/*"},
-			Action: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:TransactWriteItems"}},
+			Action: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"}},
 		{Sid: "GitHubCredentials", Effect: "Allow", Action: []string{"ssm:GetParameter"},
 			Resource: []string{arn("ssm", "parameter/"+strings.TrimPrefix(parameter, "/"))}},
 		{Sid: "DecryptGitHubCredentials", Effect: "Allow", Action: []string{"kms:Decrypt"}, Resource: []string{arn("kms", "key/*")},
@@ -162,23 +167,44 @@ func functionPolicy(handler, tableARN string, queueARNs []string, parameter, fun
 	}
 	switch handler {
 	case bundle.HandlerProvision:
+		requestTagged := map[string]any{"aws:RequestTag/" + tagEnvironment: environment}
 		st = append(st,
-			policyStatement{Sid: "LaunchFromTemplates", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateTags"},
-				Resource: []string{"*"}, Condition: map[string]map[string]any{"StringEquals": {"aws:RequestTag/ghr:environment": environment}}},
+			// What a launch creates (the fleet, its instances, a spot
+			// request) must carry this environment's tag from the start.
+			policyStatement{Sid: "LaunchTagged", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances"},
+				Resource: []string{"*"}, Condition: map[string]map[string]any{"StringEquals": requestTagged}},
+			// Tags only as part of a launch: never on an instance that
+			// exists (which would make it this environment's, hence
+			// terminable by it).
+			policyStatement{Sid: "TagAtLaunch", Effect: "Allow", Action: []string{"ec2:CreateTags"}, Resource: []string{"*"},
+				Condition: map[string]map[string]any{"StringEquals": requestTagged, "ForAnyValue:StringEquals": {"ec2:CreateAction": []string{"CreateFleet", "RunInstances"}}}},
+			// Only this deployment's launch templates.
+			policyStatement{Sid: "OwnLaunchTemplates", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances"},
+				Resource: []string{arn("ec2", "launch-template/*")}, Condition: ours},
 			policyStatement{Sid: "LaunchResources", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances"},
-				Resource: []string{arn("ec2", "launch-template/*"), arn("ec2", "subnet/*"), arn("ec2", "security-group/*"), arn("ec2", "network-interface/*"),
+				Resource: []string{arn("ec2", "subnet/*"), arn("ec2", "security-group/*"), arn("ec2", "network-interface/*"),
 					arn("ec2", "volume/*"), fmt.Sprintf("arn:%s:ec2:%s::image/*", a.partition, a.region)}},
 			policyStatement{Sid: "TagVolumes", Effect: "Allow", Action: []string{"ec2:CreateTags"}, Resource: []string{arn("ec2", "volume/*")}},
 			policyStatement{Sid: "ReadTemplates", Effect: "Allow", Action: []string{"ec2:DescribeLaunchTemplateVersions", "ec2:DescribeVolumes"}, Resource: []string{"*"}},
+			// Only pool roles (tagged with their pool), never a function's
+			// or a schedule's, and only to EC2.
 			policyStatement{Sid: "PassInstanceRoles", Effect: "Allow", Action: []string{"iam:PassRole"},
-				Resource:  []string{fmt.Sprintf("arn:%s:iam::%s:role/ghr-%s-*", a.partition, a.account, environment)},
-				Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
+				Resource: []string{fmt.Sprintf("arn:%s:iam::%s:role/ghr-%s-*", a.partition, a.account, environment)},
+				Condition: map[string]map[string]any{
+					"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com", "aws:ResourceTag/" + tagEnvironment: environment},
+					"Null":         {"aws:ResourceTag/" + tagPool: "false"},
+				}},
 			policyStatement{Sid: "SpotServiceRole", Effect: "Allow", Action: []string{"iam:CreateServiceLinkedRole"}, Resource: []string{"*"},
 				Condition: map[string]map[string]any{"StringEquals": {"iam:AWSServiceName": "spot.amazonaws.com"}}},
 		)
 	case bundle.HandlerScaleDown:
+		// Only its own marks: never ghr:environment or any other tag.
 		st = append(st, policyStatement{Sid: "OrphanTags", Effect: "Allow", Action: []string{"ec2:CreateTags", "ec2:DeleteTags"},
-			Resource: []string{arn("ec2", "instance/*")}, Condition: ours})
+			Resource: []string{arn("ec2", "instance/*")}, Condition: map[string]map[string]any{
+				"StringEquals":              ours["StringEquals"],
+				"ForAllValues:StringEquals": {"aws:TagKeys": []string{fleet.TagOrphan, fleet.TagGithubRunnerID}},
+				"Null":                      {"aws:TagKeys": "false"},
+			}})
 	}
 	return policyDocument{Version: "2012-10-17", Statement: st}.String(), nil
 }

@@ -127,7 +127,14 @@ func (r *poolResource) templateData(ctx context.Context, m poolModel, img imageI
 			Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(int32(m.RootVolumeSize.ValueInt64())),
 				VolumeType: ec2types.VolumeType(m.RootVolumeType.ValueString()), Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true)},
 		}},
-		TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{{ResourceType: ec2types.ResourceTypeVolume, Tags: ec2Tags(tags)}},
+		// What a launch creates besides the instance carries the pool's
+		// tags from the start (the provision role may only create what is
+		// tagged with its environment).
+		TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: ec2Tags(tags)},
+			{ResourceType: ec2types.ResourceTypeNetworkInterface, Tags: ec2Tags(tags)},
+			{ResourceType: ec2types.ResourceTypeSpotInstancesRequest, Tags: ec2Tags(tags)},
+		},
 	}
 }
 

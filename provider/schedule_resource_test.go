@@ -33,7 +33,7 @@ func scheduleFunction(t *testing.T, prefix string) string {
 	t.Helper()
 	ctx, cfg := context.Background(), env.Config(t)
 	name := awstest.Name(t, prefix)
-	role, err := cfg.IAM().CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(trustPolicy("lambda.amazonaws.com"))})
+	role, err := cfg.IAM().CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(trustPolicy("lambda.amazonaws.com", nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func checkScheduleRole(environment, name, fn string) resource.TestCheckFunc {
 		if err != nil {
 			return fmt.Errorf("role %s: %w", roleName, err)
 		}
-		if !samePolicy(aws.ToString(role.Role.AssumeRolePolicyDocument), trustPolicy("scheduler.amazonaws.com")) {
+		if !samePolicy(aws.ToString(role.Role.AssumeRolePolicyDocument), scheduleTrustPolicy(fn)) {
 			return fmt.Errorf("trust policy of %s: %s", roleName, aws.ToString(role.Role.AssumeRolePolicyDocument))
 		}
 		if !hasTag(role.Role.Tags, "ghr:environment", environment) || !hasTag(role.Role.Tags, "ghr:schedule", name) || !hasTag(role.Role.Tags, "team", "ci") {
@@ -479,7 +479,7 @@ func TestSchedulePolicies(t *testing.T) {
 		t.Errorf("invoke statement: %+v", st)
 	}
 	var trust policyDocument
-	if err := json.Unmarshal([]byte(scheduleTrustPolicy()), &trust); err != nil {
+	if err := json.Unmarshal([]byte(scheduleTrustPolicy(fn)), &trust); err != nil {
 		t.Fatal(err)
 	}
 	if len(trust.Statement) != 1 {
@@ -490,7 +490,7 @@ func TestSchedulePolicies(t *testing.T) {
 		!reflect.DeepEqual(tr.Principal, map[string]string{"Service": "scheduler.amazonaws.com"}) || tr.Resource != nil {
 		t.Errorf("trust statement: %+v", tr)
 	}
-	for _, doc := range []string{scheduleInvokePolicy(fn), scheduleTrustPolicy()} {
+	for _, doc := range []string{scheduleInvokePolicy(fn), scheduleTrustPolicy(fn)} {
 		if strings.Contains(doc, "*") {
 			t.Errorf("wildcard in %s", doc)
 		}

@@ -27,15 +27,27 @@ func scheduleRoleName(environment, name string) string {
 	return iamName("ghr-" + environment + "-sched-" + name)
 }
 
-// scheduleTrustPolicy lets EventBridge Scheduler, and nothing else, assume the role.
-func scheduleTrustPolicy() string { return trustPolicy("scheduler.amazonaws.com") }
+// scheduleTrustPolicy lets EventBridge Scheduler, and nothing else, assume
+// the role, and only for schedules of the function's own account and of the
+// group ghrunner's schedules live in: Scheduler acting for another account
+// (the confused deputy) is refused.
+func scheduleTrustPolicy(functionARN string) string {
+	a, err := parseARN(functionARN)
+	if err != nil {
+		return trustPolicy("scheduler.amazonaws.com", nil) // validated at plan time; never reached
+	}
+	return trustPolicy("scheduler.amazonaws.com", map[string]map[string]any{
+		"StringEquals": {"aws:SourceAccount": a.account},
+		"ArnEquals":    {"aws:SourceArn": fmt.Sprintf("arn:%s:scheduler:%s:%s:schedule-group/%s", a.partition, a.region, a.account, scheduleGroup)},
+	})
+}
 
 // ensureRole makes the schedule's role roleName, allowed to invoke
 // functionARN only, with tags (dropping the keys in drop); see ensureRole in
 // iam.go for when an existing role is taken over.
 func (r *scheduleResource) ensureRole(ctx context.Context, roleName, functionARN string, tags map[string]string, drop []string) (arn string, created bool, err error) {
 	return ensureRole(ctx, r.c.aws.IAM(), r.c.environment, roleSpec{
-		name: roleName, kind: "schedule", service: "scheduler.amazonaws.com",
+		name: roleName, kind: "schedule", trust: scheduleTrustPolicy(functionARN),
 		description: "EventBridge Scheduler role of ghrunner schedule " + roleName,
 		policyName:  schedulePolicyName, policy: scheduleInvokePolicy(functionARN),
 		tags: tags, drop: drop,
@@ -78,7 +90,7 @@ func (r *scheduleResource) roleIntact(ctx context.Context, roleARN, want, functi
 	if err != nil {
 		return false, fmt.Errorf("get role %s: %w", roleName, err)
 	}
-	if aws.ToString(role.Role.Arn) != roleARN || !samePolicy(aws.ToString(role.Role.AssumeRolePolicyDocument), scheduleTrustPolicy()) {
+	if aws.ToString(role.Role.Arn) != roleARN || !samePolicy(aws.ToString(role.Role.AssumeRolePolicyDocument), scheduleTrustPolicy(functionARN)) {
 		return false, nil
 	}
 	pol, err := svc.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(roleName), PolicyName: aws.String(schedulePolicyName)})

@@ -197,7 +197,11 @@ func fleetInput(req LaunchRequest, class string, count int, tags map[string]stri
 		TargetCapacitySpecification: &types.TargetCapacitySpecificationRequest{
 			TotalTargetCapacity: aws.Int32(int32(count)),
 		},
-		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: ec2Tags(tags)}},
+		// The fleet is tagged too: IAM authorizes CreateFleet on the fleet
+		// itself, and the deployment's policy requires its tag on all
+		// that a launch creates (the launch template tags volumes,
+		// network interfaces and spot requests).
+		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeFleet, Tags: ec2Tags(tags)}, {ResourceType: types.ResourceTypeInstance, Tags: ec2Tags(tags)}},
 	}
 	capacity := in.TargetCapacitySpecification
 	if class == Spot {

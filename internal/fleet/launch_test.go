@@ -68,8 +68,8 @@ func TestLaunchOffersEveryTypeInEverySubnet(t *testing.T) {
 	if aws.ToString(spec.LaunchTemplateId) != n.templateID || spec.LaunchTemplateName != nil || aws.ToString(spec.Version) != "$Latest" {
 		t.Errorf("launch template sent %+v", *spec)
 	}
-	if len(in.TagSpecifications) != 1 || in.TagSpecifications[0].ResourceType != types.ResourceTypeInstance {
-		t.Errorf("tag specifications %+v, want one for instances", in.TagSpecifications)
+	if len(in.TagSpecifications) != 2 || in.TagSpecifications[0].ResourceType != types.ResourceTypeFleet || in.TagSpecifications[1].ResourceType != types.ResourceTypeInstance {
+		t.Errorf("tag specifications %+v, want the fleet's and the instances'", in.TagSpecifications)
 	}
 
 	if len(res.Instances) != 3 || len(res.Errors) != 0 || len(res.Warnings) != 0 {

@@ -92,6 +92,9 @@ func deployedWith(t *testing.T, o sandbox.DeployOptions) (*sandbox.Sandbox, sand
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		for _, d := range sb.Denials() {
+			t.Errorf("IAM denied a request the product made: %s", d)
+		}
 		sb.Stop()
 		if t.Failed() {
 			raw, _ := os.ReadFile(logs.Name())
@@ -139,6 +142,7 @@ func TestE2E_Story(t *testing.T) {
 	if n := sb.Invocations()[d.Functions[bundle.HandlerProvision]]; n != 4 {
 		t.Errorf("provision invoked %d times through the endpoint, want 4", n)
 	}
+	t.Logf("what IAM allowed each role (role action count):\n%s", strings.Join(sb.IAMAllowed(), "\n"))
 }
 
 // What README's quick start does by hand: provision a runId, run a job
@@ -198,6 +202,8 @@ func TestE2E_ByHand(t *testing.T) {
 	if !errors.As(err, &nf) {
 		t.Errorf("unknown function: %v, want ResourceNotFoundException", err)
 	}
+
+	deniedWithoutLaunchStatement(t, sb, d, fn)
 }
 
 // `ghrunner-sandbox up` in the background and `down`: the env file names

@@ -34,6 +34,9 @@ type functions struct {
 	dir    string // bootstraps unpacked by code hash
 	env    map[string]string
 	output io.Writer
+	// credentials issues a function's execution role credentials, as Lambda
+	// puts them in the function's environment.
+	credentials func(ctx context.Context, roleARN, session, instance string) (akid, secret, token string, err error)
 
 	mu    sync.Mutex
 	hosts map[string]*deployed // by function name
@@ -97,7 +100,7 @@ func (f *functions) host(ctx context.Context, name string) (*lambdart.Host, erro
 		env[k] = v
 	}
 	sum := aws.ToString(cfg.CodeSha256)
-	key := fmt.Sprintf("%s|%d|%d|%v", sum, aws.ToInt32(cfg.Timeout), aws.ToInt32(cfg.MemorySize), sortedEnv(env))
+	key := fmt.Sprintf("%s|%d|%d|%s|%v", sum, aws.ToInt32(cfg.Timeout), aws.ToInt32(cfg.MemorySize), aws.ToString(cfg.Role), sortedEnv(env))
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -107,6 +110,13 @@ func (f *functions) host(ctx context.Context, name string) (*lambdart.Host, erro
 	bootstrap, err := f.bootstrap(sum, arch)
 	if err != nil {
 		return nil, fmt.Errorf("function %s: %w", name, err)
+	}
+	if f.credentials != nil {
+		akid, secret, token, err := f.credentials(ctx, aws.ToString(cfg.Role), name, "")
+		if err != nil {
+			return nil, fmt.Errorf("function %s: its execution role: %w", name, err)
+		}
+		env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env["AWS_SESSION_TOKEN"] = akid, secret, token
 	}
 	host, err := lambdart.New(lambdart.Function{Name: name, Bootstrap: bootstrap, Env: env, Timeout: time.Duration(aws.ToInt32(cfg.Timeout)) * time.Second,
 		MemoryMB: int(aws.ToInt32(cfg.MemorySize)), Region: env["AWS_REGION"], Output: f.output})

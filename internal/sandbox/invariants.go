@@ -92,6 +92,12 @@ func (c *chaos) check(ctx context.Context) []string {
 // happened: settling cannot change them.
 func (c *chaos) checkOnce() []string {
 	var v []string
+	// Every AWS request of a function or an agent was allowed by the
+	// policies terraform deployed (iam.go): a fault never makes the product
+	// ask for what its roles may not do.
+	for _, d := range c.sb.Denials() {
+		v = append(v, "IAM denied: "+d.String())
+	}
 	// 2. No instance held two runIds at once: its runner registrations for
 	// different labels never overlap in time.
 	byInstance := map[string][]fakegithub.Registration{}

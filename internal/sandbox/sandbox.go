@@ -26,15 +26,20 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/iamsim"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/imdsstub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/instancehost"
 	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
@@ -69,6 +74,8 @@ type Sandbox struct {
 	functions *functions
 	instances *instancehost.Host
 	schedules *schedules
+	iam       *iamGate
+	evaluator *iamsim.Evaluator
 
 	mu     sync.Mutex
 	table  string // the state table, known once deployed
@@ -134,6 +141,14 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 		return nil, err
 	}
 	s.GitHub = fakegithub.NewServer(fakegithub.Options{Orgs: []string{Org}})
+	if s.evaluator, err = iamsim.Start(filepath.Join(o.Repo, "tools", "iamsim")); err != nil {
+		return nil, err
+	}
+	id, err := s.AWS.STS().GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return nil, fmt.Errorf("moto's account: %w", err)
+	}
+	s.iam = newIAMGate(s.iamChecks, s.evaluator, s.AWS.IAM(), aws.ToString(id.Account))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -142,6 +157,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	s.URL = "http://" + ln.Addr().String()
 	awsEnv := map[string]string{"AWS_ENDPOINT_URL": s.URL, "AWS_ACCESS_KEY_ID": "sandbox", "AWS_SECRET_ACCESS_KEY": "sandbox", "AWS_REGION": Region}
 	s.functions = newFunctions(s.AWS.Lambda(), filepath.Join(o.Repo, "provider", "assets"), filepath.Join(o.Dir, "bootstraps"), awsEnv, o.Logs)
+	s.functions.credentials = s.iam.issue
 	s.front = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	go s.front.Serve(ln)
 
@@ -158,11 +174,13 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	}
 	var env []string
 	for k, v := range awsEnv {
-		env = append(env, k+"="+v)
+		if !strings.HasPrefix(k, "AWS_ACCESS_KEY_ID") && !strings.HasPrefix(k, "AWS_SECRET_ACCESS_KEY") {
+			env = append(env, k+"="+v) // an agent's credentials come from its instance profile
+		}
 	}
 	s.instances, err = instancehost.Start(context.Background(), instancehost.Options{
 		EC2: s.AWS.EC2(), Region: Region, Environment: Environment, AgentBinary: agent, Root: filepath.Join(o.Dir, "instances"),
-		Config: s.agentConfig, Env: env, Output: o.Logs,
+		Config: s.agentConfig, Env: env, Output: o.Logs, Role: s.instanceRole,
 		PrepareRunner: func(dir string) error { return fakegithub.InstallRunner(dir, runner) },
 	})
 	if err != nil {
@@ -193,6 +211,64 @@ func (s *Sandbox) Stop() {
 	if s.Moto != nil {
 		s.Moto.Stop()
 	}
+	if s.evaluator != nil {
+		s.evaluator.Close()
+	}
+}
+
+// Denials lists the AWS requests of functions and agents that IAM refused.
+// A correct deployment has none: every test that plays a story checks it.
+func (s *Sandbox) Denials() []Denial { return s.iam.Denials() }
+
+// IAMAllowed lists, per role, the actions IAM allowed it so far and how
+// often ("role action count").
+func (s *Sandbox) IAMAllowed() []string { return s.iam.Allowed() }
+
+// TakeDenials returns the denials so far and forgets them: a test that
+// provokes denials on purpose takes and checks its own.
+func (s *Sandbox) TakeDenials() []Denial { return s.iam.take() }
+
+// instanceRole gives an instance the credentials of its instance profile's
+// role, as EC2 does through the metadata service.
+func (s *Sandbox) instanceRole(id string) (string, imdsstub.Credentials, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := s.AWS.EC2().DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if err != nil {
+		return "", imdsstub.Credentials{}, err
+	}
+	var profile, pool string
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			if i.IamInstanceProfile != nil {
+				profile = aws.ToString(i.IamInstanceProfile.Arn)
+			}
+			for _, t := range i.Tags {
+				if aws.ToString(t.Key) == fleet.TagPool {
+					pool = aws.ToString(t.Value)
+				}
+			}
+		}
+	}
+	if profile == "" && pool != "" {
+		// moto does not copy a launch template's instance profile onto the
+		// instances of a fleet; EC2 does: read it from the pool's template.
+		if profile, err = s.templateProfile(ctx, pool); err != nil {
+			return "", imdsstub.Credentials{}, err
+		}
+	}
+	if profile == "" {
+		return "", imdsstub.Credentials{}, fmt.Errorf("instance %s has no instance profile", id)
+	}
+	role, err := s.profileRole(ctx, profile, "")
+	if err != nil {
+		return "", imdsstub.Credentials{}, err
+	}
+	akid, secret, token, err := s.iam.issue(ctx, role, id, id)
+	if err != nil {
+		return "", imdsstub.Credentials{}, err
+	}
+	return role[strings.LastIndex(role, "/")+1:], imdsstub.Credentials{AccessKeyID: akid, SecretAccessKey: secret, Token: token, Expiration: time.Now().Add(6 * time.Hour)}, nil
 }
 
 func (s *Sandbox) putGitHubCredentials(ctx context.Context) error {
@@ -227,20 +303,11 @@ func (s *Sandbox) agentConfig(id string, tags map[string]string) config.Config {
 }
 
 func (s *Sandbox) userDataConfig(ctx context.Context, pool string) (config.Config, error) {
-	table := s.Table()
-	if table == "" {
-		return config.Config{}, errors.New("no deployment yet")
+	data, err := s.poolTemplate(ctx, pool)
+	if err != nil {
+		return config.Config{}, err
 	}
-	p, err := state.New(s.AWS.DynamoDB(), table).GetPoolConfig(ctx, pool)
-	if err != nil || p == nil {
-		return config.Config{}, fmt.Errorf("pool %q: %v", pool, err)
-	}
-	out, err := s.AWS.EC2().DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
-		LaunchTemplateId: aws.String(p.LaunchTemplateID), Versions: []string{p.LaunchTemplateVersion}})
-	if err != nil || len(out.LaunchTemplateVersions) != 1 {
-		return config.Config{}, fmt.Errorf("launch template %s: %v", p.LaunchTemplateID, err)
-	}
-	raw, err := base64.StdEncoding.DecodeString(aws.ToString(out.LaunchTemplateVersions[0].LaunchTemplateData.UserData))
+	raw, err := base64.StdEncoding.DecodeString(aws.ToString(data.UserData))
 	if err != nil {
 		return config.Config{}, err
 	}
@@ -249,6 +316,34 @@ func (s *Sandbox) userDataConfig(ctx context.Context, pool string) (config.Confi
 		return config.Config{}, err
 	}
 	return u.Agent, nil
+}
+
+// templateProfile is the instance profile the pool's launch template gives
+// its instances.
+func (s *Sandbox) templateProfile(ctx context.Context, pool string) (string, error) {
+	data, err := s.poolTemplate(ctx, pool)
+	if err != nil || data.IamInstanceProfile == nil {
+		return "", err
+	}
+	return aws.ToString(data.IamInstanceProfile.Arn), nil
+}
+
+// poolTemplate reads the launch template version the pool's config names.
+func (s *Sandbox) poolTemplate(ctx context.Context, pool string) (*ec2types.ResponseLaunchTemplateData, error) {
+	table := s.Table()
+	if table == "" {
+		return nil, errors.New("no deployment yet")
+	}
+	p, err := state.New(s.AWS.DynamoDB(), table).GetPoolConfig(ctx, pool)
+	if err != nil || p == nil {
+		return nil, fmt.Errorf("pool %q: %v", pool, err)
+	}
+	out, err := s.AWS.EC2().DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
+		LaunchTemplateId: aws.String(p.LaunchTemplateID), Versions: []string{p.LaunchTemplateVersion}})
+	if err != nil || len(out.LaunchTemplateVersions) != 1 {
+		return nil, fmt.Errorf("launch template %s: %v", p.LaunchTemplateID, err)
+	}
+	return out.LaunchTemplateVersions[0].LaunchTemplateData, nil
 }
 
 // SetTable tells the instance host which table the deployment uses.
@@ -291,7 +386,7 @@ func (s *Sandbox) routes() http.Handler {
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.serveInvoke)
 	mux.HandleFunc("POST /_sandbox/jobs", s.serveEnqueue)
 	mux.HandleFunc("GET /_sandbox/jobs/{id}", s.serveJob)
-	mux.Handle("/", s.withFaults(moto))
+	mux.Handle("/", s.iam.handler(s.withFaults(moto)))
 	return mux
 }
 

@@ -104,6 +104,13 @@ func (st *Story) Play(ctx context.Context) bool {
 		return false
 	}
 	st.scheduledRefresh(ctx)
+	st.check("IAM allowed every request of the functions and agents", "0 requests denied by the deployed policies", func() (string, bool) {
+		d := st.sb.Denials()
+		if len(d) == 0 {
+			return "0 denied", true
+		}
+		return fmt.Sprintf("%d denied, first: %s", len(d), d[0]), false
+	})
 	return st.ok()
 }
 

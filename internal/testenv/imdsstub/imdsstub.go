@@ -1,6 +1,7 @@
 // Package imdsstub serves the part of the EC2 instance metadata service
 // (IMDSv2) the agent reads, for one instance: session tokens, instance id,
-// region, instance tags and the spot interruption notice. Tests and the
+// region, instance tags, the instance profile's credentials and the spot
+// interruption notice. Tests and the
 // sandbox run one per instance.
 package imdsstub
 
@@ -26,6 +27,8 @@ type Server struct {
 	mu     sync.Mutex
 	tags   map[string]string
 	spot   []byte // the instance-action document, nil when none
+	role   string // the instance profile's role; "" when the instance has none
+	creds  []byte // its credentials document
 	tokens map[string]time.Time
 }
 
@@ -51,6 +54,26 @@ func (s *Server) InterruptSpot(action string, at time.Time) {
 	doc, _ := json.Marshal(map[string]string{"action": action, "time": at.UTC().Format(time.RFC3339)})
 	s.mu.Lock()
 	s.spot = doc
+	s.mu.Unlock()
+}
+
+// Credentials are an instance profile role's temporary credentials.
+type Credentials struct {
+	AccessKeyID, SecretAccessKey, Token string
+	Expiration                          time.Time
+}
+
+// SetRole serves the role's credentials as EC2 does for an instance with an
+// instance profile: the role name under iam/security-credentials/, and under
+// it the document the SDKs' instance-role provider reads.
+func (s *Server) SetRole(role string, c Credentials) {
+	doc, _ := json.Marshal(map[string]string{
+		"Code": "Success", "LastUpdated": time.Now().UTC().Format(time.RFC3339), "Type": "AWS-HMAC",
+		"AccessKeyId": c.AccessKeyID, "SecretAccessKey": c.SecretAccessKey, "Token": c.Token,
+		"Expiration": c.Expiration.UTC().Format(time.RFC3339),
+	})
+	s.mu.Lock()
+	s.role, s.creds = role, doc
 	s.mu.Unlock()
 }
 
@@ -117,6 +140,8 @@ func (s *Server) lookup(path string) ([]byte, bool) {
 	case "/latest/dynamic/instance-identity/document":
 		doc, _ := json.Marshal(map[string]string{"instanceId": s.InstanceID, "region": s.Region, "instanceType": s.InstanceType})
 		return doc, true
+	case "/latest/meta-data/iam/security-credentials", "/latest/meta-data/iam/security-credentials/":
+		return []byte(s.role), s.role != ""
 	case "/latest/meta-data/spot/instance-action":
 		return s.spot, s.spot != nil
 	case "/latest/meta-data/tags/instance", "/latest/meta-data/tags/instance/":
@@ -126,6 +151,9 @@ func (s *Server) lookup(path string) ([]byte, bool) {
 		}
 		sort.Strings(keys)
 		return []byte(strings.Join(keys, "\n")), true
+	}
+	if role, ok := strings.CutPrefix(path, "/latest/meta-data/iam/security-credentials/"); ok {
+		return s.creds, s.role != "" && role == s.role
 	}
 	if key, ok := strings.CutPrefix(path, "/latest/meta-data/tags/instance/"); ok {
 		v, found := s.tags[key]

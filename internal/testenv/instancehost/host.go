@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,7 +48,12 @@ type Options struct {
 	// PrepareRunner installs the runner software into dir.
 	PrepareRunner func(dir string) error
 	// Env is added to every agent's environment (credentials, endpoints).
-	Env    []string
+	Env []string
+	// Role, when set, gives an instance its instance profile's role and
+	// credentials; the metadata service serves them and the agent finds
+	// them as on EC2, through the SDK's default chain (Env must then hold
+	// no credentials). An error is noted and the agent started without.
+	Role   func(instanceID string) (string, imdsstub.Credentials, error)
 	Poll   time.Duration // default 200 ms
 	Output io.Writer     // agents' logs; default discarded
 }
@@ -246,6 +252,14 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 				return err
 			}
 		}
+		if h.opts.Role != nil {
+			role, creds, err := h.opts.Role(id)
+			if err != nil {
+				h.note(fmt.Errorf("instance %s: its role: %w", id, err))
+			} else {
+				a.IMDS.SetRole(role, creds)
+			}
+		}
 		cfg := h.opts.Config(id, tags)
 		cfg.RunnerDir, cfg.WorkDir, cfg.StateDir = filepath.Join(dir, "runner"), filepath.Join(dir, "work"), filepath.Join(dir, "state")
 		cfg.IMDSEndpoint = a.IMDS.URL()
@@ -256,6 +270,15 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 	}
 	cmd := exec.CommandContext(ctx, h.opts.AgentBinary, "-config", filepath.Join(a.Dir, "etc", "agent.json"))
 	cmd.Env = append(os.Environ(), h.opts.Env...)
+	if h.opts.Role != nil {
+		// As on EC2: credentials come from the metadata service, never the
+		// environment or a file.
+		cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool {
+			k, _, _ := strings.Cut(kv, "=")
+			return k == "AWS_ACCESS_KEY_ID" || k == "AWS_SECRET_ACCESS_KEY" || k == "AWS_SESSION_TOKEN" || k == "AWS_PROFILE"
+		})
+		cmd.Env = append(cmd.Env, "AWS_EC2_METADATA_SERVICE_ENDPOINT="+a.IMDS.URL(), "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_CONFIG_FILE=/dev/null")
+	}
 	cmd.Stdout, cmd.Stderr = h.opts.Output, h.opts.Output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -310,6 +333,9 @@ func (a *Agent) exitedLongAgo() bool {
 }
 
 func (h *Host) note(err error) {
+	if h.opts.Output != nil {
+		fmt.Fprintf(h.opts.Output, "instancehost: %v\n", err)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.errs = append(h.errs, err)

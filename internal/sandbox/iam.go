@@ -1,0 +1,348 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/iamsim"
+)
+
+// IAM at the front endpoint. moto evaluates no policy, so the endpoint does,
+// as AWS would: every request signed with credentials the sandbox issued to
+// a role (a function's execution role, an instance's profile role) is
+// authorized against the policies terraform attached to that role, by a
+// real evaluator (internal/testenv/iamsim), before moto sees it. A denied
+// request gets AWS's AccessDenied answer of its protocol and changes
+// nothing. Requests signed with other keys (the deployer: terraform, the
+// sandbox itself, tests) pass unevaluated.
+//
+// The request context the endpoint builds for each action is in
+// iamcontext.go; an action it has no mapping for is denied and recorded,
+// never allowed.
+
+// principal is who a set of issued credentials belongs to.
+type principal struct {
+	role, roleARN, roleID string
+	session               string // the function name, or the instance id
+	instance              string // set for an instance profile session
+}
+
+func (p principal) arn(account string) string {
+	return fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/%s", account, p.role, p.session)
+}
+
+// Denial is one request the endpoint refused.
+type Denial struct {
+	Principal string // the assumed-role session ARN
+	Action    string
+	Resource  string
+	Why       []string
+}
+
+func (d Denial) String() string {
+	return fmt.Sprintf("%s may not %s on %s: %s", d.Principal, d.Action, d.Resource, strings.Join(d.Why, "; "))
+}
+
+type iamGate struct {
+	checks  func(context.Context, awsRequest) ([]check, error) // iamcontext.go
+	eval    *iamsim.Evaluator
+	iam     *iam.Client // moto's IAM, read as the deployer
+	account string
+
+	mu       sync.Mutex
+	keys     map[string]principal // by access key id
+	policies map[string]rolePolicies
+	denials  []Denial
+	checked  map[string]int // allowed checks by "role action"
+}
+
+type rolePolicies struct {
+	read       time.Time
+	policies   []iamsim.Policy
+	boundaries []iamsim.Policy
+}
+
+// PolicyTTL bounds how stale the endpoint's copy of a role's policies is:
+// IAM itself takes seconds to propagate a change.
+const PolicyTTL = 2 * time.Second
+
+func newIAMGate(checks func(context.Context, awsRequest) ([]check, error), eval *iamsim.Evaluator, client *iam.Client, account string) *iamGate {
+	return &iamGate{checks: checks, eval: eval, iam: client, account: account, keys: map[string]principal{}, policies: map[string]rolePolicies{}, checked: map[string]int{}}
+}
+
+// issue makes temporary credentials for a role session.
+func (g *iamGate) issue(ctx context.Context, roleARN, session, instance string) (akid, secret, token string, err error) {
+	name := roleARN[strings.LastIndex(roleARN, "/")+1:]
+	out, err := g.iam.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
+	if err != nil {
+		return "", "", "", fmt.Errorf("role %s: %w", roleARN, err)
+	}
+	var b [10]byte
+	rand.Read(b[:])
+	akid = "ASIA" + strings.ToUpper(hex.EncodeToString(b[:]))[:16]
+	rand.Read(b[:])
+	secret, token = hex.EncodeToString(b[:]), "sandbox-session-"+akid
+	g.mu.Lock()
+	g.keys[akid] = principal{role: name, roleARN: aws.ToString(out.Role.Arn), roleID: aws.ToString(out.Role.RoleId), session: session, instance: instance}
+	g.mu.Unlock()
+	return akid, secret, token, nil
+}
+
+// Allowed lists, per role, the actions it was allowed and how often:
+// "role action count" lines, sorted.
+func (g *iamGate) Allowed() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for k, n := range g.checked {
+		out = append(out, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Denials lists the requests refused so far.
+func (g *iamGate) Denials() []Denial {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]Denial(nil), g.denials...)
+}
+
+// take returns the denials so far and forgets them.
+func (g *iamGate) take() []Denial {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d := g.denials
+	g.denials = nil
+	return d
+}
+
+var credentialScope = regexp.MustCompile(`Credential=([A-Z0-9]+)/\d{8}/([a-z0-9-]+)/([a-z0-9-]+)/aws4_request`)
+
+// handler authorizes requests signed with issued keys, then passes them on.
+func (g *iamGate) handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m := credentialScope.FindStringSubmatch(r.Header.Get("Authorization"))
+		if m == nil {
+			if q, err := url.QueryUnescape(r.URL.Query().Get("X-Amz-Credential")); err == nil {
+				m = credentialScope.FindStringSubmatch("Credential=" + q)
+			}
+		}
+		if m == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		g.mu.Lock()
+		p, issued := g.keys[m[1]]
+		g.mu.Unlock()
+		if !issued {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		req := awsRequest{service: m[3], region: m[2], account: g.account, r: r, body: body}
+		if d, ok := g.authorize(r.Context(), p, req); !ok {
+			g.mu.Lock()
+			g.denials = append(g.denials, d)
+			g.mu.Unlock()
+			accessDenied(w, req, d)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorize evaluates every check the request needs; the first one denied
+// (or one the endpoint cannot build) refuses the whole request, as AWS does.
+func (g *iamGate) authorize(ctx context.Context, p principal, req awsRequest) (Denial, bool) {
+	who := p.arn(g.account)
+	checks, err := g.checks(ctx, req)
+	if err != nil {
+		return Denial{Principal: who, Action: req.service + ":?", Why: []string{"the sandbox cannot authorize this request: " + err.Error()}}, false
+	}
+	pol, err := g.rolePolicies(ctx, p.role)
+	if err != nil {
+		return Denial{Principal: who, Action: req.service + ":?", Why: []string{err.Error()}}, false
+	}
+	for _, c := range checks {
+		cx := map[string][]string{
+			"aws:PrincipalArn":     {p.roleARN},
+			"aws:PrincipalAccount": {g.account},
+			"aws:PrincipalType":    {"AssumedRole"},
+			"aws:userid":           {p.roleID + ":" + p.session},
+			"aws:RequestedRegion":  {req.region},
+		}
+		if p.instance != "" {
+			cx["ec2:SourceInstanceARN"] = []string{fmt.Sprintf("arn:aws:ec2:%s:%s:instance/%s", req.region, g.account, p.instance)}
+			cx["ec2:RoleDelivery"] = []string{"2.0"}
+		}
+		for k, v := range c.context {
+			cx[k] = v
+		}
+		d, err := g.eval.Evaluate(ctx, iamsim.Request{Principal: who, Account: g.account, Action: c.action, Resource: c.resource,
+			Context: cx, Policies: pol.policies, Boundaries: pol.boundaries})
+		if err != nil {
+			return Denial{Principal: who, Action: c.action, Resource: c.resource, Why: []string{err.Error()}}, false
+		}
+		if ignored := unexpectedIgnored(d.Ignored, c.context); len(ignored) > 0 {
+			// A key the action does not know is a mistake in iamcontext.go.
+			return Denial{Principal: who, Action: c.action, Resource: c.resource, Why: []string{"the sandbox built context keys the action does not use: " + strings.Join(ignored, ", ")}}, false
+		}
+		if !d.Allowed() {
+			return Denial{Principal: who, Action: c.action, Resource: c.resource, Why: append([]string{d.Result}, d.Why...)}, false
+		}
+		g.mu.Lock()
+		g.checked[p.role+" "+c.action]++
+		g.mu.Unlock()
+	}
+	return Denial{}, true
+}
+
+// unexpectedIgnored keeps the ignored keys the check itself asked for (the
+// principal's own keys apply to every action and are not listed).
+func unexpectedIgnored(ignored []string, asked map[string][]string) []string {
+	var out []string
+	for _, k := range ignored {
+		for a := range asked {
+			if strings.EqualFold(a, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// rolePolicies reads the role's inline and attached policies and its
+// permissions boundary from IAM, at most PolicyTTL old.
+func (g *iamGate) rolePolicies(ctx context.Context, role string) (rolePolicies, error) {
+	g.mu.Lock()
+	cached, ok := g.policies[role]
+	g.mu.Unlock()
+	if ok && time.Since(cached.read) < PolicyTTL {
+		return cached, nil
+	}
+	out := rolePolicies{read: time.Now()}
+	names, err := g.iam.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: aws.String(role)})
+	if err != nil {
+		return out, fmt.Errorf("read the policies of role %s: %w", role, err)
+	}
+	for _, n := range names.PolicyNames {
+		p, err := g.iam.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(n)})
+		if err != nil {
+			return out, fmt.Errorf("read policy %s of role %s: %w", n, role, err)
+		}
+		doc, err := decodePolicy(aws.ToString(p.PolicyDocument))
+		if err != nil {
+			return out, fmt.Errorf("policy %s of role %s: %w", n, role, err)
+		}
+		out.policies = append(out.policies, iamsim.Policy{Name: n, Document: doc})
+	}
+	attached, err := g.iam.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(role)})
+	if err != nil {
+		return out, fmt.Errorf("read the attached policies of role %s: %w", role, err)
+	}
+	for _, a := range attached.AttachedPolicies {
+		doc, err := g.managedPolicy(ctx, aws.ToString(a.PolicyArn))
+		if err != nil {
+			return out, err
+		}
+		out.policies = append(out.policies, iamsim.Policy{Name: aws.ToString(a.PolicyName), Document: doc})
+	}
+	r, err := g.iam.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)})
+	if err != nil {
+		return out, fmt.Errorf("read role %s: %w", role, err)
+	}
+	if b := r.Role.PermissionsBoundary; b != nil {
+		doc, err := g.managedPolicy(ctx, aws.ToString(b.PermissionsBoundaryArn))
+		if err != nil {
+			return out, err
+		}
+		out.boundaries = []iamsim.Policy{{Name: "boundary", Document: doc}}
+	}
+	g.mu.Lock()
+	g.policies[role] = out
+	g.mu.Unlock()
+	return out, nil
+}
+
+func (g *iamGate) managedPolicy(ctx context.Context, arn string) (json.RawMessage, error) {
+	p, err := g.iam.GetPolicy(ctx, &iam.GetPolicyInput{PolicyArn: aws.String(arn)})
+	if err != nil {
+		return nil, fmt.Errorf("read policy %s: %w", arn, err)
+	}
+	v, err := g.iam.GetPolicyVersion(ctx, &iam.GetPolicyVersionInput{PolicyArn: aws.String(arn), VersionId: p.Policy.DefaultVersionId})
+	if err != nil {
+		return nil, fmt.Errorf("read policy %s: %w", arn, err)
+	}
+	return decodePolicy(aws.ToString(v.PolicyVersion.Document))
+}
+
+// decodePolicy takes a document as IAM returns it (URL-encoded).
+func decodePolicy(s string) (json.RawMessage, error) {
+	if d, err := url.QueryUnescape(s); err == nil {
+		s = d
+	}
+	if !json.Valid([]byte(s)) {
+		return nil, errors.New("not JSON")
+	}
+	return json.RawMessage(s), nil
+}
+
+// accessDenied answers as the service would: the error shape of its
+// protocol, AWS's wording, nothing changed.
+func accessDenied(w http.ResponseWriter, req awsRequest, d Denial) {
+	because := "because no identity-based policy allows the " + d.Action + " action"
+	if len(d.Why) > 0 && d.Why[0] == "ExplicitlyDenied" {
+		because = "with an explicit deny in an identity-based policy"
+	}
+	msg := fmt.Sprintf("User: %s is not authorized to perform: %s on resource: %s %s", d.Principal, d.Action, d.Resource, because)
+	switch req.service {
+	case "dynamodb", "ssm", "sqs":
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		if req.service == "sqs" {
+			w.Header().Set("X-Amzn-Query-Error", "AccessDenied;Sender")
+		}
+		w.WriteHeader(http.StatusBadRequest)
+		json.NewEncoder(w).Encode(map[string]string{"__type": "com.amazon.coral.service#AccessDeniedException", "message": msg})
+	case "ec2":
+		w.Header().Set("Content-Type", "text/xml")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not authorized to perform this operation. %s</Message></Error></Errors><RequestID>sandbox-iam</RequestID></Response>`, xmlEscape(msg))
+	case "s3":
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>%s</Message><RequestId>sandbox-iam</RequestId></Error>`, xmlEscape(msg))
+	default:
+		w.Header().Set("Content-Type", "text/xml")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, `<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>%s</Message></Error><RequestId>sandbox-iam</RequestId></ErrorResponse>`, xmlEscape(msg))
+	}
+}
+
+func xmlEscape(s string) string {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s))
+	return b.String()
+}

@@ -1,0 +1,106 @@
+package sandbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
+)
+
+// withoutStatement removes the statement sid from the one inline policy of
+// the function's role and returns a func that puts the policy back.
+func withoutStatement(t *testing.T, sb *sandbox.Sandbox, fn *lambda.Client, function, sid string) (restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := fn.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(function)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := aws.ToString(got.Configuration.Role)
+	role = role[strings.LastIndex(role, "/")+1:]
+	svc := sb.AWS.IAM()
+	names, err := svc.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: aws.String(role)})
+	if err != nil || len(names.PolicyNames) != 1 {
+		t.Fatalf("policies of %s: %v %v", role, names, err)
+	}
+	name := names.PolicyNames[0]
+	pol, err := svc.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	original, _ := url.QueryUnescape(aws.ToString(pol.PolicyDocument))
+	var doc struct {
+		Version   string
+		Statement []map[string]any
+	}
+	if err := json.Unmarshal([]byte(original), &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := len(doc.Statement)
+	doc.Statement = slices.DeleteFunc(doc.Statement, func(s map[string]any) bool { return s["Sid"] == sid })
+	if len(doc.Statement) != n-1 {
+		t.Fatalf("policy %s of %s has no statement %s", name, role, sid)
+	}
+	put := func(d string) {
+		if _, err := svc.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(name), PolicyDocument: aws.String(d)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(sandbox.PolicyTTL) // as IAM, the endpoint sees a change within seconds
+	}
+	cut, _ := json.Marshal(doc)
+	put(string(cut))
+	return func() { put(original) }
+}
+
+// deniedWithoutLaunchStatement: the sandbox enforces the policies terraform
+// deployed. With the provision role's statement that allows launching
+// tagged resources removed, a provision that must launch fails with EC2's
+// UnauthorizedOperation, nothing is launched, and the endpoint recorded the
+// denial of ec2:CreateFleet. Put back, the same provision succeeds.
+func deniedWithoutLaunchStatement(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, fn *lambda.Client) {
+	ctx := context.Background()
+	list := func() int {
+		live, err := fleet.New(sb.AWS.EC2(), sandbox.Environment).List(ctx, fleet.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(live)
+	}
+	before := list()
+	provision := d.Functions[bundle.HandlerProvision]
+	restore := withoutStatement(t, sb, fn, provision, "LaunchTagged")
+	payload := `{"runId":"77002","pool":"linux","instanceCount":` + itoa(before+1) + `}`
+	res, err := fn.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(provision), Payload: []byte(payload)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FunctionError == nil || !strings.Contains(string(res.Payload), "UnauthorizedOperation") {
+		t.Errorf("provision without LaunchTagged: FunctionError %v, payload %s; want EC2's UnauthorizedOperation", aws.ToString(res.FunctionError), res.Payload)
+	}
+	denied := sb.TakeDenials()
+	if !slices.ContainsFunc(denied, func(d sandbox.Denial) bool { return d.Action == "ec2:CreateFleet" }) {
+		t.Errorf("denials %v, want ec2:CreateFleet", denied)
+	}
+	if n := list(); n != before {
+		t.Errorf("%d instances after the refused launch, want %d", n, before)
+	}
+	restore()
+	var out struct{ Status string }
+	invoke(t, fn, provision, `{"runId":"77003","pool":"linux","instanceCount":`+itoa(before+1)+`}`, &out)
+	if out.Status != "ready" {
+		t.Errorf("provision with the policy restored: %+v", out)
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }

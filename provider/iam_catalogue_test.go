@@ -1,0 +1,254 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/iamsim"
+)
+
+// The policies the provider writes, asked of a real IAM evaluator
+// (internal/testenv/iamsim): what each role must be able to do, and a
+// catalogue of what it must not, each one denied. The sandbox enforces the
+// same policies on every request the product makes (internal/sandbox,
+// iam.go); this catalogue asks what the product never does, the requests a
+// compromised function, instance or job would make.
+
+const (
+	catAccount = "123456789012"
+	catRegion  = "eu-west-1"
+	catEnv     = "prod"
+	catTable   = "arn:aws:dynamodb:eu-west-1:123456789012:table/ghr-prod"
+	catQueue   = "arn:aws:sqs:eu-west-1:123456789012:ghr-prod-linux"
+)
+
+func catARN(service, resource string) string {
+	return fmt.Sprintf("arn:aws:%s:%s:%s:%s", service, catRegion, catAccount, resource)
+}
+
+// catSTS is a role session's ARN: global, no region.
+func catSTS(resource string) string { return "arn:aws:sts::" + catAccount + ":" + resource }
+
+// catIAM is an IAM ARN: global, no region.
+func catIAM(resource string) string { return "arn:aws:iam::" + catAccount + ":" + resource }
+
+// evaluator starts the evaluator once per test binary.
+func evaluator(t *testing.T) *iamsim.Evaluator {
+	t.Helper()
+	dir, err := iamsim.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := iamsim.Start(dir)
+	if err != nil {
+		t.Fatal(err) // never a skip: says how to install it
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+// ask is one request of the catalogue.
+type ask struct {
+	name     string
+	action   string
+	resource string
+	context  map[string][]string
+	allowed  bool
+}
+
+func tags(prefix string, kv ...string) map[string][]string {
+	out := map[string][]string{}
+	var keys []string
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[prefix+kv[i]] = []string{kv[i+1]}
+		keys = append(keys, kv[i])
+	}
+	if prefix == "aws:RequestTag/" {
+		out["aws:TagKeys"] = keys
+	}
+	return out
+}
+
+func with(cxs ...map[string][]string) map[string][]string {
+	out := map[string][]string{}
+	for _, cx := range cxs {
+		for k, v := range cx {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func runCatalogue(t *testing.T, e *iamsim.Evaluator, principal string, policy string, base map[string][]string, asks []ask) {
+	t.Helper()
+	for _, a := range asks {
+		d, err := e.Evaluate(context.Background(), iamsim.Request{Principal: principal, Account: catAccount, Action: a.action, Resource: a.resource,
+			Context: with(base, a.context), Policies: []iamsim.Policy{{Name: "generated", Document: json.RawMessage(policy)}}})
+		if err != nil {
+			t.Errorf("%s: %v", a.name, err)
+			continue
+		}
+		if d.Allowed() != a.allowed {
+			t.Errorf("%s: %s %s on %s: got %s, want allowed=%v\n  %s", a.name, principal, a.action, a.resource, d.Result, a.allowed, strings.Join(d.Why, "\n  "))
+		}
+	}
+}
+
+func TestEveryActionOfTheGeneratedPoliciesIsARealIAMAction(t *testing.T) {
+	e := evaluator(t)
+	var docs []string
+	for _, h := range bundle.Handlers {
+		p, err := functionPolicy(h, catTable, []string{catQueue}, "/ghrunner/github", "ghrunner-prod-"+h, catEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, p)
+	}
+	agent, err := agentPolicy(catTable, catEnv, "linux", "ghr-prod-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := catARN("lambda", "function:ghrunner-prod-refresh")
+	docs = append(docs, agent, scheduleInvokePolicy(fn), scheduleTrustPolicy(fn))
+	seen := 0
+	for _, doc := range docs {
+		var pd policyDocument
+		if err := json.Unmarshal([]byte(doc), &pd); err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range pd.Statement {
+			for _, action := range st.Action {
+				seen++
+				// Any resource will do: an action IAM does not know is an
+				// error whatever the resource; a known one just is denied.
+				_, err := e.Evaluate(context.Background(), iamsim.Request{Principal: catIAM("role/x"), Account: catAccount, Action: action, Resource: "*"})
+				if err != nil && strings.Contains(err.Error(), "invalid.action") {
+					t.Errorf("statement %s: %s is not an IAM action", st.Sid, action)
+				}
+			}
+		}
+	}
+	if seen < 30 {
+		t.Fatalf("only %d actions seen", seen)
+	}
+}
+
+func TestTheProvisionRoleLaunchesTaggedAndNothingElse(t *testing.T) {
+	e := evaluator(t)
+	policy, err := functionPolicy(bundle.HandlerProvision, catTable, []string{catQueue}, "/ghrunner/github", "ghrunner-prod-provision", catEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := tags("aws:RequestTag/", "ghr:environment", catEnv, "ghr:pool", "linux")
+	launch := map[string][]string{"ec2:CreateAction": {"CreateFleet"}}
+	poolRole := tags("aws:ResourceTag/", "ghr:environment", catEnv, "ghr:pool", "linux")
+	runCatalogue(t, e, catSTS("assumed-role/ghr-prod-fn-provision/ghrunner-prod-provision"), policy, nil, []ask{
+		{"the fleet it creates, tagged", "ec2:CreateFleet", catARN("ec2", "fleet/*"), ours, true},
+		{"the fleet it creates, untagged (blocker 1)", "ec2:CreateFleet", catARN("ec2", "fleet/*"), nil, false},
+		{"the instances it launches, tagged", "ec2:RunInstances", catARN("ec2", "instance/*"), ours, true},
+		{"a spot request, tagged by the template", "ec2:RunInstances", catARN("ec2", "spot-instances-request/*"), ours, true},
+		{"its own launch template", "ec2:CreateFleet", catARN("ec2", "launch-template/lt-1"), tags("aws:ResourceTag/", "ghr:environment", catEnv), true},
+		{"another deployment's launch template", "ec2:CreateFleet", catARN("ec2", "launch-template/lt-2"), tags("aws:ResourceTag/", "ghr:environment", "staging"), false},
+		{"tags at launch", "ec2:CreateTags", catARN("ec2", "instance/*"), with(ours, launch), true},
+		{"tag an instance that exists with its environment, to terminate it next (item 6)", "ec2:CreateTags", catARN("ec2", "instance/i-foreign"), ours, false},
+		{"terminate its environment's instance", "ec2:TerminateInstances", catARN("ec2", "instance/i-1"), tags("aws:ResourceTag/", "ghr:environment", catEnv), true},
+		{"terminate another environment's instance", "ec2:TerminateInstances", catARN("ec2", "instance/i-2"), tags("aws:ResourceTag/", "ghr:environment", "staging"), false},
+		{"terminate an untagged instance", "ec2:TerminateInstances", catARN("ec2", "instance/i-3"), nil, false},
+		{"pass a pool role to EC2", "iam:PassRole", catIAM("role/ghr-prod-linux"), with(poolRole, map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}), true},
+		{"pass a pool role to Lambda", "iam:PassRole", catIAM("role/ghr-prod-linux"), with(poolRole, map[string][]string{"iam:PassedToService": {"lambda.amazonaws.com"}}), false},
+		{"pass a function role to EC2 (item 8)", "iam:PassRole", catIAM("role/ghr-prod-fn-provision"),
+			with(tags("aws:ResourceTag/", "ghr:environment", catEnv), map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}), false},
+		{"pass a schedule role to EC2 (item 8)", "iam:PassRole", catIAM("role/ghr-prod-sched-refresh"),
+			with(tags("aws:ResourceTag/", "ghr:environment", catEnv, "ghr:schedule", "refresh"), map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}), false},
+		{"read its table", "dynamodb:GetItem", catTable, nil, true},
+		{"read another deployment's table", "dynamodb:GetItem", catARN("dynamodb", "table/ghr-staging"), nil, false},
+		{"delete a record", "dynamodb:DeleteItem", catTable, nil, false},
+		{"scan the table", "dynamodb:Scan", catTable, nil, false},
+		{"receive from its pool queue", "sqs:ReceiveMessage", catQueue, nil, true},
+		{"receive from another deployment's queue", "sqs:ReceiveMessage", catARN("sqs", "ghr-staging-linux"), nil, false},
+		{"purge its pool queue", "sqs:PurgeQueue", catQueue, nil, false},
+		{"read its GitHub parameter", "ssm:GetParameter", catARN("ssm", "parameter/ghrunner/github"), nil, true},
+		{"read another parameter", "ssm:GetParameter", catARN("ssm", "parameter/other/secret"), nil, false},
+		{"change a role", "iam:PutRolePolicy", catIAM("role/ghr-prod-linux"), nil, false},
+	})
+}
+
+func TestScaleDownMarksOrphansAndTouchesNoOtherTag(t *testing.T) {
+	e := evaluator(t)
+	policy, err := functionPolicy(bundle.HandlerScaleDown, catTable, nil, "/ghrunner/github", "ghrunner-prod-scale-down", catEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := tags("aws:ResourceTag/", "ghr:environment", catEnv)
+	runCatalogue(t, e, catSTS("assumed-role/ghr-prod-fn-scale-down/ghrunner-prod-scale-down"), policy, nil, []ask{
+		{"mark an orphan", "ec2:CreateTags", catARN("ec2", "instance/i-1"), with(mine, tags("aws:RequestTag/", "ghr:orphan", "a-1", "ghr:github_runner_id", "7")), true},
+		{"unmark an orphan", "ec2:DeleteTags", catARN("ec2", "instance/i-1"), with(mine, map[string][]string{"aws:TagKeys": {"ghr:orphan"}}), true},
+		{"rewrite ghr:environment (item 9)", "ec2:CreateTags", catARN("ec2", "instance/i-1"), with(mine, tags("aws:RequestTag/", "ghr:environment", "staging")), false},
+		{"remove ghr:environment (item 9)", "ec2:DeleteTags", catARN("ec2", "instance/i-1"), with(mine, map[string][]string{"aws:TagKeys": {"ghr:environment"}}), false},
+		{"delete every tag (no keys)", "ec2:DeleteTags", catARN("ec2", "instance/i-1"), mine, false},
+		{"mark another environment's instance", "ec2:CreateTags", catARN("ec2", "instance/i-2"),
+			with(tags("aws:ResourceTag/", "ghr:environment", "staging"), tags("aws:RequestTag/", "ghr:orphan", "a-1")), false},
+		{"send to a pool queue", "sqs:SendMessage", catQueue, nil, false},
+		{"launch", "ec2:RunInstances", catARN("ec2", "instance/*"), tags("aws:RequestTag/", "ghr:environment", catEnv), false},
+	})
+}
+
+func TestTheAgentReachesOnlyItsOwnInstance(t *testing.T) {
+	e := evaluator(t)
+	policy, err := agentPolicy(catTable, catEnv, "linux", "ghr-prod-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := map[string][]string{"ec2:SourceInstanceARN": {catARN("ec2", "instance/i-self")}}
+	pool := tags("aws:ResourceTag/", "ghr:environment", catEnv, "ghr:pool", "linux")
+	runCatalogue(t, e, catSTS("assumed-role/ghr-prod-linux/i-self"), policy, self, []ask{
+		{"read its own record", "dynamodb:GetItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"i-self"}}, true},
+		{"read a pool config item", "dynamodb:GetItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"pool#linux"}}, false},
+		{"write a run item", "dynamodb:UpdateItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"run#1"}}, false},
+		{"put a record", "dynamodb:PutItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"i-self"}}, false},
+		{"query the table", "dynamodb:Query", catTable, map[string][]string{"dynamodb:LeadingKeys": {"i-self"}}, false},
+		{"scan the table", "dynamodb:Scan", catTable, nil, false},
+		{"terminate itself", "ec2:TerminateInstances", catARN("ec2", "instance/i-self"), with(pool, map[string][]string{"ec2:InstanceID": {"i-self"}}), true},
+		{"terminate another instance of its pool", "ec2:TerminateInstances", catARN("ec2", "instance/i-other"), with(pool, map[string][]string{"ec2:InstanceID": {"i-other"}}), false},
+		{"download the agent", "s3:GetObject", "arn:aws:s3:::ghr-prod-agent/agent/ghrunner-agent-linux-arm64", nil, true},
+		{"read another object of the bucket", "s3:GetObject", "arn:aws:s3:::ghr-prod-agent/state/x", nil, false},
+		{"read the GitHub credentials", "ssm:GetParameter", catARN("ssm", "parameter/ghrunner/github"), nil, false},
+		{"send a pool message", "sqs:SendMessage", catQueue, nil, false},
+		{"launch an instance", "ec2:RunInstances", catARN("ec2", "instance/*"), tags("aws:RequestTag/", "ghr:environment", catEnv), false},
+		{"tag itself into another pool", "ec2:CreateTags", catARN("ec2", "instance/i-self"), with(pool, tags("aws:RequestTag/", "ghr:pool", "gpu")), false},
+	})
+}
+
+func TestScheduleRolesInvokeOneFunctionForTheirOwnAccount(t *testing.T) {
+	e := evaluator(t)
+	fn := catARN("lambda", "function:ghrunner-prod-refresh")
+	runCatalogue(t, e, catSTS("assumed-role/ghr-prod-sched-refresh/s"), scheduleInvokePolicy(fn), nil, []ask{
+		{"invoke its function", "lambda:InvokeFunction", fn, nil, true},
+		{"invoke another function", "lambda:InvokeFunction", catARN("lambda", "function:ghrunner-prod-provision"), nil, false},
+	})
+	// The trust policy is the role's resource policy for sts:AssumeRole.
+	trust := json.RawMessage(scheduleTrustPolicy(fn))
+	role := catIAM("role/ghr-prod-sched-refresh")
+	for _, c := range []struct {
+		name    string
+		context map[string][]string
+		allowed bool
+	}{
+		{"Scheduler for a schedule of this account", map[string][]string{"aws:SourceAccount": {catAccount}, "aws:SourceArn": {catARN("scheduler", "schedule-group/default")}}, true},
+		{"Scheduler for another account (confused deputy, item 9)", map[string][]string{"aws:SourceAccount": {"210987654321"}, "aws:SourceArn": {"arn:aws:scheduler:eu-west-1:210987654321:schedule-group/default"}}, false},
+		{"Scheduler without a source", nil, false},
+	} {
+		d, err := e.Evaluate(context.Background(), iamsim.Request{Principal: "scheduler.amazonaws.com", Account: catAccount, Action: "sts:AssumeRole",
+			Resource: role, Context: c.context, ResourcePolicy: trust})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if d.Allowed() != c.allowed {
+			t.Errorf("%s: got %s, want allowed=%v\n  %s", c.name, d.Result, c.allowed, strings.Join(d.Why, "\n  "))
+		}
+	}
+}
