@@ -374,8 +374,13 @@ func (r *functionResource) environment(m functionModel) map[string]string {
 	}
 }
 
-// applySettings sets what CreateFunction cannot: concurrency and the
-// no-retry rule for asynchronous invocations.
+// maxEventAge bounds how long Lambda keeps an asynchronous invocation (a
+// schedule's firing) it could not run yet, e.g. while throttled: by default
+// six hours, by when dozens of later firings have done the same work.
+const maxEventAge = 10 * 60
+
+// applySettings sets what CreateFunction cannot: concurrency and, for
+// asynchronous invocations, no retry and a short maximum age.
 func (r *functionResource) applySettings(ctx context.Context, m functionModel) error {
 	name := aws.String(m.Name.ValueString())
 	client := r.c.aws.Lambda()
@@ -386,7 +391,8 @@ func (r *functionResource) applySettings(ctx context.Context, m functionModel) e
 	} else if _, err := client.DeleteFunctionConcurrency(ctx, &lambda.DeleteFunctionConcurrencyInput{FunctionName: name}); awserr.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("reserved concurrency: %w", err)
 	}
-	_, err := client.PutFunctionEventInvokeConfig(ctx, &lambda.PutFunctionEventInvokeConfigInput{FunctionName: name, MaximumRetryAttempts: aws.Int32(0)})
+	_, err := client.PutFunctionEventInvokeConfig(ctx, &lambda.PutFunctionEventInvokeConfigInput{FunctionName: name, MaximumRetryAttempts: aws.Int32(0),
+		MaximumEventAgeInSeconds: aws.Int32(maxEventAge)})
 	if err != nil {
 		return fmt.Errorf("asynchronous invocation config: %w", err)
 	}

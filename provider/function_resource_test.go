@@ -80,8 +80,8 @@ func checkFunction(name, arch string, timeout, memory, concurrency, retention in
 			return fmt.Errorf("reserved concurrency %v, want %d", conc.ReservedConcurrentExecutions, concurrency)
 		}
 		async, err := c.Lambda().GetFunctionEventInvokeConfig(ctx, &lambda.GetFunctionEventInvokeConfigInput{FunctionName: aws.String(name)})
-		if err != nil || aws.ToInt32(async.MaximumRetryAttempts) != 0 {
-			return fmt.Errorf("asynchronous retries: %v %v", err, async)
+		if err != nil || aws.ToInt32(async.MaximumRetryAttempts) != 0 || aws.ToInt32(async.MaximumEventAgeInSeconds) != maxEventAge {
+			return fmt.Errorf("asynchronous invocations: %v %+v, want no retry and a maximum age of %d s", err, async, maxEventAge)
 		}
 		groups, err := c.Logs().DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String("/aws/lambda/" + name)})
 		if err != nil || len(groups.LogGroups) != 1 || aws.ToInt32(groups.LogGroups[0].RetentionInDays) != retention {

@@ -116,6 +116,9 @@ func (r *poolResource) templateData(ctx context.Context, m poolModel, img imageI
 		UserData:           aws.String(base64.StdEncoding.EncodeToString(userData)),
 		IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Arn: aws.String(profileARN)},
 		SecurityGroupIds:   sgs,
+		// A job that powers the machine off ends the instance: stopped, it
+		// would go on costing its volume and hold a pool slot.
+		InstanceInitiatedShutdownBehavior: ec2types.ShutdownBehaviorTerminate,
 		MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
 			HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointStateEnabled,
 			HttpTokens:              ec2types.LaunchTemplateHttpTokensStateRequired,

@@ -42,6 +42,12 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 			resp.Diagnostics.AddAttributeError(p.AtName(field), "Invalid idle window", err.Error())
 		}
 	}
+	if m.SecurityGroupIDs.IsNull() || (!m.SecurityGroupIDs.IsUnknown() && len(m.SecurityGroupIDs.Elements()) == 0) {
+		resp.Diagnostics.AddAttributeWarning(path.Root("security_group_ids"), "Instances get the VPC's default security group",
+			"security_group_ids is not set, so EC2 gives the pool's instances the default security group of the subnets' VPC, "+
+				"which usually admits traffic from everything else in that group. Set a group that allows egress only "+
+				"(to GitHub and AWS); the runners need no inbound traffic.")
+	}
 	if !m.HeartbeatInterval.IsNull() && !m.HeartbeatInterval.IsUnknown() && !m.StaleAfter.IsNull() && !m.StaleAfter.IsUnknown() &&
 		m.StaleAfter.ValueInt64() < 2*m.HeartbeatInterval.ValueInt64() {
 		resp.Diagnostics.AddAttributeError(path.Root("stale_after_seconds"), "Heartbeats would look stale",

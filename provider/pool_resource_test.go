@@ -85,6 +85,20 @@ func (f poolFixture) checkPool(maxInstances int, preRunner string, version strin
 		if md == nil || md.HttpTokens != "required" || aws.ToInt32(md.HttpPutResponseHopLimit) != 1 || md.InstanceMetadataTags != "enabled" {
 			return fmt.Errorf("metadata options %+v: want IMDSv2 required, hop limit 1, tags enabled", md)
 		}
+		if data.InstanceInitiatedShutdownBehavior != ec2types.ShutdownBehaviorTerminate {
+			return fmt.Errorf("shutdown behaviour %q: want terminate (a job's poweroff must not leave a stopped instance)", data.InstanceInitiatedShutdownBehavior)
+		}
+		specs := map[ec2types.ResourceType]bool{}
+		for _, ts := range data.TagSpecifications {
+			for _, tg := range ts.Tags {
+				if aws.ToString(tg.Key) == "ghr:environment" && aws.ToString(tg.Value) == "acc" {
+					specs[ts.ResourceType] = true
+				}
+			}
+		}
+		if !specs[ec2types.ResourceTypeVolume] || !specs[ec2types.ResourceTypeNetworkInterface] || !specs[ec2types.ResourceTypeSpotInstancesRequest] {
+			return fmt.Errorf("template tag specifications %+v: want the environment's tag on volumes, network interfaces and spot requests", data.TagSpecifications)
+		}
 		if ebs := data.BlockDeviceMappings[0].Ebs; !aws.ToBool(ebs.Encrypted) || aws.ToInt32(ebs.VolumeSize) != 30 {
 			return fmt.Errorf("root volume %+v: want encrypted 30 GiB", ebs)
 		}

@@ -3,10 +3,12 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -102,7 +104,13 @@ func (r *queueResource) Create(ctx context.Context, req resource.CreateRequest, 
 	}
 	tags, diags := r.c.resourceTags(ctx, plan.Tags)
 	resp.Diagnostics.Append(diags...)
-	out, err := r.c.aws.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(plan.Name.ValueString()), Attributes: r.attributes(plan, nil), Tags: tags})
+	var out *sqs.CreateQueueOutput
+	// SQS refuses a queue name deleted less than 60 s ago: a pool
+	// recreated (destroy then apply, a rename back) waits that out.
+	err := retryWhile(ctx, 5*time.Second, 75*time.Second, queueDeletedRecently, func() (err error) {
+		out, err = r.c.aws.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(plan.Name.ValueString()), Attributes: r.attributes(plan, nil), Tags: tags})
+		return err
+	})
 	if err != nil {
 		resp.Diagnostics.AddError("Creating the pool queue failed", err.Error())
 		return
@@ -285,4 +293,10 @@ func (r *queueResource) listTags(ctx context.Context, url string) (map[string]st
 		return map[string]string{}, nil
 	}
 	return out.Tags, nil
+}
+
+// queueDeletedRecently: SQS keeps a deleted queue's name for 60 seconds.
+func queueDeletedRecently(err error) bool {
+	var recent *sqstypes.QueueDeletedRecently
+	return errors.As(err, &recent) || awserr.Code(err) == "AWS.SimpleQueueService.QueueDeletedRecently"
 }
