@@ -96,7 +96,7 @@ func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 	d.pool = state.PoolConfig{
 		Name: "linux", Owner: "acme", QueueURL: aws.ToString(q.QueueUrl), LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId),
 		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large", "m7i.large"}, SubnetIDs: []string{aws.ToString(sn.Subnet.SubnetId)},
-		UsageClass: "on-demand", MaxInstances: 20, OS: "linux",
+		UsageClass: "on-demand", MaxInstances: 20, OS: "linux", Tags: map[string]string{"cost-center": "ci"},
 		Timings: state.Timings{CreatedTTL: 60, ClaimTTL: 30, MaxRuntime: 600, IdleTTL: 300, BootTime: 30, HeartbeatInterval: 1, StaleAfter: 10, ReleaseWait: 20},
 	}
 	if tune != nil {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -19,6 +20,12 @@ func TestLifecycleWalkthrough(t *testing.T) {
 		t.Fatalf("first provision = %+v", first)
 	}
 	id := first.Instances[0].InstanceID
+	// The pool's tags (default tags, the pool's own) reach the instance.
+	live, err := fleet.New(d.aws.EC2(), d.name).List(ctx, fleet.Filter{IDs: []string{id}})
+	must(t, err)
+	if len(live) != 1 || live[0].Tags["cost-center"] != "ci" {
+		t.Fatalf("instance %s tags %+v, want the pool's cost-center=ci", id, live)
+	}
 	rec, err := d.store.Get(ctx, id)
 	must(t, err)
 	if rec.State != state.Running || rec.RunID != "7890" || rec.Registration != nil {

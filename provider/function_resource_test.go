@@ -130,7 +130,7 @@ func TestAccFunction_scheduledDefaults(t *testing.T) {
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
 			Config: functionConfig(table, name, "scale-down", ""),
-			Check:  checkFunction(name, "arm64", 300, 512, 1, 30),
+			Check:  checkFunction(name, "arm64", 300, 512, -1, 30),
 		}},
 	})
 }
@@ -215,7 +215,7 @@ func TestFunctionPolicy(t *testing.T) {
 		"refresh":    {has: []string{"ec2:TerminateInstances", "sqs:SendMessage"}, hasNot: []string{"ec2:CreateFleet", "ec2:CreateTags"}},
 		"scale-down": {has: []string{"ec2:CreateTags", "ec2:DeleteTags", "ec2:TerminateInstances"}, hasNot: []string{"ec2:CreateFleet", "sqs:SendMessage", "sqs:ReceiveMessage"}},
 	} {
-		doc, err := functionPolicy(handler, table, queues, "/ghrunner/github", "ci-"+handler, "prod")
+		doc, err := functionPolicy(handler, table, "", queues, "/ghrunner/github", "ci-"+handler, "prod")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func TestFunctionPolicy(t *testing.T) {
 			t.Errorf("%s: logs resource %v", handler, got)
 		}
 	}
-	if _, err := functionPolicy("provision", "not-an-arn", nil, "/p", "f", "e"); err == nil {
+	if _, err := functionPolicy("provision", "not-an-arn", "", nil, "/p", "f", "e"); err == nil {
 		t.Error("accepted a table ARN that is not an ARN")
 	}
 }
@@ -251,7 +251,7 @@ func TestFunctionPolicy(t *testing.T) {
 // within its environment and pool), the agent download only. IAM is not
 // enforced by moto, so the document itself is what is checked.
 func TestAgentPolicy(t *testing.T) {
-	raw, err := agentPolicy("arn:aws:dynamodb:eu-west-1:123456789012:table/ghr", "prod", "linux", "ghr-prod-agent-1")
+	raw, err := agentPolicy("arn:aws:dynamodb:eu-west-1:123456789012:table/ghr", "", "prod", "linux", "ghr-prod-agent-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,14 +314,14 @@ func TestAgentPolicy(t *testing.T) {
 	if get.Sid != "DownloadAgent" || !slices.Equal(get.Resource, []string{"arn:aws:s3:::ghr-prod-agent-1/agent/*"}) || get.Condition != nil {
 		t.Errorf("download statement %+v", get)
 	}
-	if doc, _ := agentPolicy("arn:aws:dynamodb:eu-west-1:1:table/ghr", "prod", "linux", ""); strings.Contains(doc, "s3:") {
+	if doc, _ := agentPolicy("arn:aws:dynamodb:eu-west-1:1:table/ghr", "", "prod", "linux", ""); strings.Contains(doc, "s3:") {
 		t.Errorf("preinstalled agent still allowed to download: %s", doc)
 	}
 	// Other partitions keep their partition in every ARN.
-	if doc, _ := agentPolicy("arn:aws-cn:dynamodb:cn-north-1:1:table/ghr", "prod", "linux", "b"); strings.Contains(doc, "arn:aws:") {
+	if doc, _ := agentPolicy("arn:aws-cn:dynamodb:cn-north-1:1:table/ghr", "", "prod", "linux", "b"); strings.Contains(doc, "arn:aws:") {
 		t.Errorf("partition lost: %s", doc)
 	}
-	if _, err := agentPolicy("not-an-arn", "prod", "linux", ""); err == nil {
+	if _, err := agentPolicy("not-an-arn", "", "prod", "linux", ""); err == nil {
 		t.Error("accepted a table ARN that is not an ARN")
 	}
 }

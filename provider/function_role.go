@@ -26,14 +26,14 @@ func (r *functionResource) roleName(name string) string {
 // over), and returns its ARN.
 func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags map[string]string, drop []string) (string, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	tableARN, err := stateTableARN(ctx, r.c, m.Table.ValueString())
+	tableARN, tableKey, err := stateTableARN(ctx, r.c, m.Table.ValueString())
 	if err != nil {
 		diags.AddAttributeError(path.Root("table"), "State table not found", err.Error())
 		return "", diags
 	}
 	var queues []string
 	diags.Append(m.QueueARNs.ElementsAs(ctx, &queues, false)...)
-	policy, err := functionPolicy(m.Handler.ValueString(), tableARN, queues, m.GitHubParameter.ValueString(), m.Name.ValueString(), r.c.environment)
+	policy, err := functionPolicy(m.Handler.ValueString(), tableARN, tableKey, queues, m.GitHubParameter.ValueString(), m.Name.ValueString(), r.c.environment)
 	if err != nil {
 		diags.AddError("Building the function policy failed", err.Error())
 		return "", diags

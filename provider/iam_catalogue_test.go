@@ -85,9 +85,20 @@ func with(cxs ...map[string][]string) map[string][]string {
 
 func runCatalogue(t *testing.T, e *iamsim.Evaluator, principal string, policy string, base map[string][]string, asks []ask) {
 	t.Helper()
+	runCatalogueOn(t, e, principal, policy, "", base, asks)
+}
+
+// runCatalogueOn asks with the resources' own policy too (a KMS key always
+// has one: IAM policies count only when it lets them).
+func runCatalogueOn(t *testing.T, e *iamsim.Evaluator, principal, policy, resourcePolicy string, base map[string][]string, asks []ask) {
+	t.Helper()
 	for _, a := range asks {
-		d, err := e.Evaluate(context.Background(), iamsim.Request{Principal: principal, Account: catAccount, Action: a.action, Resource: a.resource,
-			Context: with(base, a.context), Policies: []iamsim.Policy{{Name: "generated", Document: json.RawMessage(policy)}}})
+		req := iamsim.Request{Principal: principal, Account: catAccount, Action: a.action, Resource: a.resource,
+			Context: with(base, a.context), Policies: []iamsim.Policy{{Name: "generated", Document: json.RawMessage(policy)}}}
+		if resourcePolicy != "" {
+			req.ResourcePolicy = json.RawMessage(resourcePolicy)
+		}
+		d, err := e.Evaluate(context.Background(), req)
 		if err != nil {
 			t.Errorf("%s: %v", a.name, err)
 			continue
@@ -102,13 +113,13 @@ func TestEveryActionOfTheGeneratedPoliciesIsARealIAMAction(t *testing.T) {
 	e := evaluator(t)
 	var docs []string
 	for _, h := range bundle.Handlers {
-		p, err := functionPolicy(h, catTable, []string{catQueue}, "/ghrunner/github", "ghrunner-prod-"+h, catEnv)
+		p, err := functionPolicy(h, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-"+h, catEnv)
 		if err != nil {
 			t.Fatal(err)
 		}
 		docs = append(docs, p)
 	}
-	agent, err := agentPolicy(catTable, catEnv, "linux", "ghr-prod-agent")
+	agent, err := agentPolicy(catTable, "", catEnv, "linux", "ghr-prod-agent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +150,7 @@ func TestEveryActionOfTheGeneratedPoliciesIsARealIAMAction(t *testing.T) {
 
 func TestTheProvisionRoleLaunchesTaggedAndNothingElse(t *testing.T) {
 	e := evaluator(t)
-	policy, err := functionPolicy(bundle.HandlerProvision, catTable, []string{catQueue}, "/ghrunner/github", "ghrunner-prod-provision", catEnv)
+	policy, err := functionPolicy(bundle.HandlerProvision, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-provision", catEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +190,7 @@ func TestTheProvisionRoleLaunchesTaggedAndNothingElse(t *testing.T) {
 
 func TestScaleDownMarksOrphansAndTouchesNoOtherTag(t *testing.T) {
 	e := evaluator(t)
-	policy, err := functionPolicy(bundle.HandlerScaleDown, catTable, nil, "/ghrunner/github", "ghrunner-prod-scale-down", catEnv)
+	policy, err := functionPolicy(bundle.HandlerScaleDown, catTable, "", nil, "/ghrunner/github", "ghrunner-prod-scale-down", catEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +210,7 @@ func TestScaleDownMarksOrphansAndTouchesNoOtherTag(t *testing.T) {
 
 func TestTheAgentReachesOnlyItsOwnInstance(t *testing.T) {
 	e := evaluator(t)
-	policy, err := agentPolicy(catTable, catEnv, "linux", "ghr-prod-agent")
+	policy, err := agentPolicy(catTable, "", catEnv, "linux", "ghr-prod-agent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,5 +261,30 @@ func TestScheduleRolesInvokeOneFunctionForTheirOwnAccount(t *testing.T) {
 		if d.Allowed() != c.allowed {
 			t.Errorf("%s: got %s, want allowed=%v\n  %s", c.name, d.Result, c.allowed, strings.Join(d.Why, "\n  "))
 		}
+	}
+}
+
+func TestATableKeyIsUsableOnlyThroughDynamoDB(t *testing.T) {
+	e := evaluator(t)
+	key := catARN("kms", "key/1234abcd-12ab-34cd-56ef-1234567890ab")
+	fn, err := functionPolicy(bundle.HandlerRelease, catTable, key, []string{catQueue}, "/ghrunner/github", "ghrunner-prod-release", catEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := agentPolicy(catTable, key, catEnv, "linux", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaDynamo := map[string][]string{"kms:ViaService": {"dynamodb." + catRegion + ".amazonaws.com"}}
+	// The key policy AWS gives a new key: IAM policies of the account decide.
+	keyPolicy := `{"Version":"2012-10-17","Statement":[{"Sid":"Enable IAM User Permissions","Effect":"Allow",` +
+		`"Principal":{"AWS":"arn:aws:iam::` + catAccount + `:root"},"Action":"kms:*","Resource":"*"}]}`
+	for who, policy := range map[string]string{"release": fn, "agent": agent} {
+		runCatalogueOn(t, e, catSTS("assumed-role/"+who+"/s"), policy, keyPolicy, nil, []ask{
+			{who + " decrypts the table's data key through DynamoDB (item 3)", "kms:Decrypt", key, viaDynamo, true},
+			{who + " makes a data key through DynamoDB (item 3)", "kms:GenerateDataKey", key, viaDynamo, true},
+			{who + " decrypts with the table's key directly", "kms:Decrypt", key, map[string][]string{"kms:ViaService": {"s3." + catRegion + ".amazonaws.com"}}, false},
+			{who + " uses another key through DynamoDB", "kms:Decrypt", catARN("kms", "key/other"), viaDynamo, false},
+		})
 	}
 }

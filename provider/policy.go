@@ -91,7 +91,7 @@ func parseARN(arn string) (arnParts, error) {
 //     ${ec2:SourceInstanceARN} in Resource is not in ARN format, which IAM
 //     refuses), and the target must carry this environment's and pool's tags;
 //   - it downloads only the agent.
-func agentPolicy(tableARN, environment, pool, agentBucket string) (string, error) {
+func agentPolicy(tableARN, tableKey, environment, pool, agentBucket string) (string, error) {
 	a, err := parseARN(tableARN)
 	if err != nil {
 		return "", fmt.Errorf("table arn: %w", err)
@@ -117,6 +117,7 @@ func agentPolicy(tableARN, environment, pool, agentBucket string) (string, error
 			},
 		},
 	}
+	st = append(st, tableKeyStatement(tableKey, a.region)...)
 	if agentBucket != "" {
 		st = append(st, policyStatement{
 			Sid: "DownloadAgent", Effect: "Allow",
@@ -131,7 +132,7 @@ func agentPolicy(tableARN, environment, pool, agentBucket string) (string, error
 // the table and its indexes, the pool queues, EC2 only on instances tagged
 // with this environment (launches only through the deployment's templates
 // and roles), the GitHub parameter, and its own log group.
-func functionPolicy(handler, tableARN string, queueARNs []string, parameter, functionName, environment string) (string, error) {
+func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, parameter, functionName, environment string) (string, error) {
 	a, err := parseARN(tableARN)
 	if err != nil {
 		return "", fmt.Errorf("table arn: %w", err)
@@ -155,6 +156,7 @@ func functionPolicy(handler, tableARN string, queueARNs []string, parameter, fun
 		{Sid: "TerminateOwnInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
 			Resource: []string{arn("ec2", "instance/*")}, Condition: ours},
 	}
+	st = append(st, tableKeyStatement(tableKey, a.region)...)
 	// Scale-down never touches the queues: a message of an instance it
 	// terminated is dropped by the next provision's claim.
 	actions := map[string][]string{
@@ -207,6 +209,19 @@ func functionPolicy(handler, tableARN string, queueARNs []string, parameter, fun
 			}})
 	}
 	return policyDocument{Version: "2012-10-17", Statement: st}.String(), nil
+}
+
+// tableKeyStatement lets a role use the state table's KMS key, and only
+// through DynamoDB: a table encrypted with a customer managed key refuses
+// every read and write of a role without it. None for the AWS owned key.
+func tableKeyStatement(key, region string) []policyStatement {
+	if key == "" {
+		return nil
+	}
+	return []policyStatement{{Sid: "StateTableKey", Effect: "Allow",
+		Action:    []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:DescribeKey"},
+		Resource:  []string{key},
+		Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": "dynamodb." + region + ".amazonaws.com"}}}}
 }
 
 // scheduleInvokePolicy is a schedule role's only policy: it may invoke

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -41,8 +42,18 @@ func (m poolModel) windows(ctx context.Context) ([]idleWindow, diag.Diagnostics)
 // putConfigItem writes the pool config item of m.
 func (r *poolResource) putConfigItem(ctx context.Context, m poolModel) diag.Diagnostics {
 	cfg, diags := poolConfigOf(ctx, m)
+	tags, d := r.tags(ctx, m)
+	diags.Append(d...)
 	if diags.HasError() {
 		return diags
+	}
+	for k, v := range tags {
+		if !strings.HasPrefix(k, "ghr:") { // a launch adds its own
+			if cfg.Tags == nil {
+				cfg.Tags = map[string]string{}
+			}
+			cfg.Tags[k] = v
+		}
 	}
 	if err := state.New(r.c.aws.DynamoDB(), m.Table.ValueString()).PutPoolConfig(ctx, cfg); err != nil {
 		diags.AddError("Writing the pool config failed", err.Error())

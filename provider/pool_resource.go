@@ -332,7 +332,7 @@ func (r *poolResource) ImportState(ctx context.Context, req resource.ImportState
 // idempotent, so an interrupted apply can simply be run again.
 func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.Diagnostics {
 	var diags diag.Diagnostics
-	tableARN, err := stateTableARN(ctx, r.c, plan.Table.ValueString())
+	tableARN, tableKey, err := stateTableARN(ctx, r.c, plan.Table.ValueString())
 	if err != nil {
 		diags.AddAttributeError(path.Root("table"), "State table not found", err.Error())
 		return diags
@@ -352,7 +352,7 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	}
 
 	// The role, its policy and the instance profile.
-	policy, err := agentPolicy(tableARN, r.c.environment, plan.Name.ValueString(), plan.AgentBucket.ValueString())
+	policy, err := agentPolicy(tableARN, tableKey, r.c.environment, plan.Name.ValueString(), plan.AgentBucket.ValueString())
 	if err != nil {
 		diags.AddError("Building the agent policy failed", err.Error())
 		return diags

@@ -72,7 +72,8 @@ func (f poolFixture) checkPool(maxInstances int, preRunner string, version strin
 		}
 		if cfg.MaxInstances != maxInstances || cfg.LaunchTemplateID != attrs["launch_template_id"] || cfg.LaunchTemplateVersion != version ||
 			cfg.UsageClass != "spot" || !cfg.OnDemandFallback || strings.Join(cfg.InstanceTypes, ",") != "c7i.large,m7i.large" ||
-			cfg.Timings.HeartbeatInterval != 15 || len(cfg.IdleWindows) != 1 || cfg.IdleWindows[0].TimeZone != "Europe/Berlin" {
+			cfg.Timings.HeartbeatInterval != 15 || len(cfg.IdleWindows) != 1 || cfg.IdleWindows[0].TimeZone != "Europe/Berlin" ||
+			cfg.Tags["team"] != "ci" || cfg.Tags["ghr:environment"] != "" {
 			return fmt.Errorf("pool config item %+v (want maxInstances %d, template version %s)", cfg, maxInstances, version)
 		}
 		c := env.Config(&testing.T{})

@@ -5,13 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"regexp"
-	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -320,35 +314,14 @@ resource "ghrunner_queue" "linux" {
 // proxy answers the first CreateQueue so; the apply waits it out and succeeds.
 func TestAccQueue_recreatedWithinAMinute(t *testing.T) {
 	name := awstest.Name(t, "pool")
-	target, _ := url.Parse(env.URL)
-	var refused atomic.Int32
-	moto := httputil.NewSingleHostReverseProxy(target)
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Amz-Target") == "AmazonSQS.CreateQueue" && refused.Add(1) == 1 {
-			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-			w.Header().Set("X-Amzn-Query-Error", "AWS.SimpleQueueService.QueueDeletedRecently;Sender")
-			w.WriteHeader(http.StatusBadRequest)
-			fmt.Fprint(w, `{"__type":"com.amazonaws.sqs#QueueDeletedRecently","message":"You must wait 60 seconds after deleting a queue before you can create another with the same name."}`)
-			return
-		}
-		moto.ServeHTTP(w, r)
-	}))
-	defer proxy.Close()
-	config := strings.Replace(queueConfig(name, 30), fmt.Sprintf("sqs       = %q", env.URL), fmt.Sprintf("sqs       = %q", proxy.URL), 1)
+	p := refuseFirst(t, "AmazonSQS.CreateQueue", "AWS.SimpleQueueService.QueueDeletedRecently;Sender",
+		`{"__type":"com.amazonaws.sqs#QueueDeletedRecently","message":"You must wait 60 seconds after deleting a queue before you can create another with the same name."}`)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
-			Config: config,
-			Check: resource.ComposeAggregateTestCheckFunc(
-				queueAttr(name, "VisibilityTimeout", "30"),
-				func(*terraform.State) error {
-					if n := refused.Load(); n < 2 {
-						return fmt.Errorf("CreateQueue asked %d times, want a retry after QueueDeletedRecently", n)
-					}
-					return nil
-				},
-			),
+			Config: p.config("sqs", queueConfig(name, 30)),
+			Check:  resource.ComposeAggregateTestCheckFunc(queueAttr(name, "VisibilityTimeout", "30"), p.retried),
 		}},
 	})
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -83,17 +84,46 @@ func (r *tableResource) Create(ctx context.Context, req resource.CreateRequest, 
 		return
 	}
 	db := r.c.aws.DynamoDB()
-	opts := state.TableOptions{PointInTimeRecovery: plan.PointInTimeRecovery.ValueBool(), KMSKeyARN: plan.KMSKeyARN.ValueString(), Tags: tags}
+	// Point-in-time recovery comes after the table: DynamoDB refuses it for
+	// a while after CreateTable (ContinuousBackupsUnavailableException).
+	opts := state.TableOptions{KMSKeyARN: plan.KMSKeyARN.ValueString(), Tags: tags}
 	if err := state.CreateTable(ctx, db, plan.Name.ValueString(), opts); err != nil {
 		resp.Diagnostics.AddError("Creating the state table failed", err.Error())
 		return
 	}
+	pitrErr := error(nil)
+	if want := plan.PointInTimeRecovery.ValueBool(); want {
+		pitrErr = retryWhile(ctx, 10*time.Second, 5*time.Minute, backupsUnavailable, func() error { return r.setPITR(ctx, plan.Name.ValueString(), true) })
+	}
+	want := plan.PointInTimeRecovery
 	found, err := r.read(ctx, plan.Name.ValueString(), &plan)
 	if err != nil || !found {
 		resp.Diagnostics.AddError("Reading the new state table failed", fmt.Sprint(err))
 		return
 	}
+	if pitrErr != nil {
+		// The table exists and must be in state, not tainted (a tainted
+		// state table would be replaced, records and all): keep what the
+		// configuration asks, so the next plan's refresh sees the
+		// difference and its apply enables recovery.
+		plan.PointInTimeRecovery = want
+		resp.Diagnostics.AddAttributeWarning(path.Root("point_in_time_recovery"), "Point-in-time recovery is not enabled yet",
+			fmt.Sprintf("The table %s was created, but enabling point-in-time recovery failed: %v. Run terraform apply again to enable it.", plan.Name.ValueString(), pitrErr))
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *tableResource) setPITR(ctx context.Context, name string, on bool) error {
+	_, err := r.c.aws.DynamoDB().UpdateContinuousBackups(ctx, &dynamodb.UpdateContinuousBackupsInput{TableName: aws.String(name),
+		PointInTimeRecoverySpecification: &ddbtypes.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: aws.Bool(on)}})
+	return err
+}
+
+// backupsUnavailable: DynamoDB is still setting up continuous backups of a
+// new table.
+func backupsUnavailable(err error) bool {
+	var unavailable *ddbtypes.ContinuousBackupsUnavailableException
+	return errors.As(err, &unavailable)
 }
 
 func (r *tableResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -132,8 +162,7 @@ func (r *tableResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	db := r.c.aws.DynamoDB()
 	name := st.ID.ValueString()
 	if !plan.PointInTimeRecovery.Equal(st.PointInTimeRecovery) {
-		_, err := db.UpdateContinuousBackups(ctx, &dynamodb.UpdateContinuousBackupsInput{TableName: aws.String(name),
-			PointInTimeRecoverySpecification: &ddbtypes.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: aws.Bool(plan.PointInTimeRecovery.ValueBool())}})
+		err := retryWhile(ctx, 10*time.Second, 5*time.Minute, backupsUnavailable, func() error { return r.setPITR(ctx, name, plan.PointInTimeRecovery.ValueBool()) })
 		if err != nil {
 			resp.Diagnostics.AddError("Updating point-in-time recovery failed", err.Error())
 			return
@@ -238,13 +267,18 @@ func (r *tableResource) listTags(ctx context.Context, arn string) (map[string]st
 }
 
 // stateTableARN is the ARN of the state table a function or a pool names.
-func stateTableARN(ctx context.Context, c *clients, table string) (string, error) {
+// It also returns the table's KMS key when one encrypts it (the roles that
+// use the table need it); "" for the AWS owned key.
+func stateTableARN(ctx context.Context, c *clients, table string) (arn, key string, err error) {
 	out, err := c.aws.DynamoDB().DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if awserr.IsNotFound(err) {
-		return "", fmt.Errorf("table %q does not exist: create it with ghrunner_table and pass ghrunner_table.<name>.name", table)
+		return "", "", fmt.Errorf("table %q does not exist: create it with ghrunner_table and pass ghrunner_table.<name>.name", table)
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return aws.ToString(out.Table.TableArn), nil
+	if sse := out.Table.SSEDescription; sse != nil && sse.SSEType == ddbtypes.SSETypeKms {
+		key = aws.ToString(sse.KMSMasterKeyArn)
+	}
+	return aws.ToString(out.Table.TableArn), key, nil
 }

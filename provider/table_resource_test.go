@@ -49,8 +49,30 @@ func checkTable(name string, pitr bool) resource.TestCheckFunc {
 		if got != pitr {
 			return fmt.Errorf("point-in-time recovery %v, want %v", got, pitr)
 		}
+		// Without kms_key_arn: the AWS owned key, which DynamoDB reports as
+		// no SSE description (an AWS managed key would be billed by KMS).
+		if sse := out.Table.SSEDescription; sse != nil && sse.SSEType == "KMS" && sse.Status == "ENABLED" {
+			return fmt.Errorf("encryption %+v: want the AWS owned key", *sse)
+		}
 		return nil
 	}
+}
+
+// TestAccTable_recoveryRightAfterCreate: DynamoDB refuses point-in-time
+// recovery for a while after CreateTable (moto never does). A proxy refuses
+// the first request; the apply waits it out, recovery ends up enabled.
+func TestAccTable_recoveryRightAfterCreate(t *testing.T) {
+	name := awstest.Name(t, "tf")
+	p := refuseFirst(t, "DynamoDB_20120810.UpdateContinuousBackups", "",
+		`{"__type":"com.amazonaws.dynamodb.v20120810#ContinuousBackupsUnavailableException","message":"Backups are being enabled for the table: `+name+`. Please retry later"}`)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
+		Steps: []resource.TestStep{{
+			Config: p.config("dynamodb", tableConfig(name, true, `{}`)),
+			Check:  resource.ComposeAggregateTestCheckFunc(checkTable(name, true), p.retried),
+		}},
+	})
 }
 
 func TestAccTable_basic(t *testing.T) {

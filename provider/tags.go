@@ -34,13 +34,15 @@ var ownerTagKeys = []string{tagPool, tagSchedule}
 // tags returns the tags every object of the deployment carries, merged with
 // the resource's own (which win).
 func (c *clients) tags(own map[string]string) map[string]string {
-	out := map[string]string{tagEnvironment: c.environment}
+	out := map[string]string{}
 	for k, v := range c.defaultTags {
 		out[k] = v
 	}
 	for k, v := range own {
 		out[k] = v
 	}
+	// Last: a resource's tags cannot move it to another environment.
+	out[tagEnvironment] = c.environment
 	return out
 }
 

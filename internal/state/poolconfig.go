@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -108,8 +109,16 @@ type PoolConfig struct {
 	OS                    string       `dynamodbav:"os" json:"os"`
 	Timings               Timings      `dynamodbav:"timings" json:"timings"`
 	IdleWindows           []IdleWindow `dynamodbav:"idleWindows" json:"idleWindows"`
-	UpdatedAt             int64        `dynamodbav:"updatedAt" json:"updatedAt,omitempty"`
+	// Tags go on everything a launch creates besides ghrunner's own ghr:
+	// tags: the deployment's default tags and the pool's (cost allocation,
+	// tag-enforcing SCPs).
+	Tags      map[string]string `dynamodbav:"tags,omitempty" json:"tags,omitempty"`
+	UpdatedAt int64             `dynamodbav:"updatedAt" json:"updatedAt,omitempty"`
 }
+
+// maxPoolTags leaves room, within EC2's 50 tags per resource, for the
+// ghr: tags a launch adds.
+const maxPoolTags = 40
 
 var (
 	poolNameRE     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -135,6 +144,8 @@ func (p PoolConfig) Validate() error {
 		return fmt.Errorf("instanceTypes: at least one instance type is required")
 	case len(p.SubnetIDs) == 0:
 		return fmt.Errorf("subnetIds: at least one subnet is required")
+	case len(p.Tags) > maxPoolTags:
+		return fmt.Errorf("tags: %d tags, at most %d (EC2 allows 50 per resource and ghrunner adds its own)", len(p.Tags), maxPoolTags)
 	case p.UsageClass != "spot" && p.UsageClass != "on-demand":
 		return fmt.Errorf("usageClass: %q must be spot or on-demand", p.UsageClass)
 	case p.MaxInstances < 1:
@@ -153,6 +164,11 @@ func (p PoolConfig) Validate() error {
 	for i, w := range p.IdleWindows {
 		if err := w.Validate(); err != nil {
 			return fmt.Errorf("idleWindows[%d].%w", i, err)
+		}
+	}
+	for k := range p.Tags {
+		if strings.HasPrefix(k, "ghr:") || strings.HasPrefix(k, "aws:") {
+			return fmt.Errorf("tags: %q: the ghr: and aws: prefixes are reserved", k)
 		}
 	}
 	return nil

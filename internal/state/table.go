@@ -70,11 +70,11 @@ func TableDefinition(name string, opts TableOptions) *dynamodb.CreateTableInput 
 				Projection: projection,
 			},
 		},
-		SSESpecification: &types.SSESpecification{Enabled: aws.Bool(true)},
 	}
+	// No SSESpecification is the AWS owned key (free). Enabled without a key
+	// would be the AWS managed key, which KMS bills per request.
 	if opts.KMSKeyARN != "" {
-		in.SSESpecification.SSEType = types.SSETypeKms
-		in.SSESpecification.KMSMasterKeyId = aws.String(opts.KMSKeyARN)
+		in.SSESpecification = &types.SSESpecification{Enabled: aws.Bool(true), SSEType: types.SSETypeKms, KMSMasterKeyId: aws.String(opts.KMSKeyARN)}
 	}
 	for k, v := range opts.Tags {
 		in.Tags = append(in.Tags, types.Tag{Key: aws.String(k), Value: aws.String(v)})

@@ -15,6 +15,7 @@ func (l FleetLauncher) Launch(ctx context.Context, spec LaunchSpec) ([]Launched,
 		LaunchTemplateID: spec.Pool.LaunchTemplateID, LaunchTemplateVersion: spec.Pool.LaunchTemplateVersion,
 		InstanceTypes: spec.Types, SubnetIDs: spec.Pool.SubnetIDs, Count: spec.Count, UsageClass: spec.UsageClass,
 		OnDemandFallback: spec.Pool.OnDemandFallback, Pool: spec.Pool.Name, Owner: spec.Owner, Assignment: spec.Assignment,
+		Tags: spec.Pool.Tags,
 	})
 	now := time.Now()
 	out := make([]Launched, len(res.Instances))
