@@ -46,7 +46,7 @@ func runBadAttrs(t *testing.T, rows []badAttr) {
 	t.Helper()
 	for _, c := range rows {
 		t.Run(c.name, func(t *testing.T) {
-			resource.Test(t, resource.TestCase{
+			resource.ParallelTest(t, resource.TestCase{
 				ProtoV6ProviderFactories: factories,
 				CheckDestroy:             checkDestroyed,
 				Steps:                    []resource.TestStep{{Config: c.config, PlanOnly: true, ExpectError: regexp.MustCompile(c.want)}},
@@ -261,7 +261,7 @@ func TestAccUserData_hostileScripts(t *testing.T) {
 		return strings.ReplaceAll(q, "%{", "%%{")
 	}
 	cleanup := "#!/bin/sh\n# EOF\nrm -rf \"/tmp/$(printf '%s' \"x'y\")\"\nEOF\n"
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		Steps: []resource.TestStep{{
 			Config: providerConfig() + fmt.Sprintf(`

@@ -93,7 +93,7 @@ func checkFunction(name, arch string, timeout, memory, concurrency, retention in
 
 func TestAccFunction_basic_update_import(t *testing.T) {
 	table, name := awstest.Name(t, "tbl"), awstest.Name(t, "fn")
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
@@ -125,7 +125,7 @@ func TestAccFunction_basic_update_import(t *testing.T) {
 // Scheduled handlers run one at a time.
 func TestAccFunction_scheduledDefaults(t *testing.T) {
 	table, name := awstest.Name(t, "tbl"), awstest.Name(t, "fn")
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
@@ -137,7 +137,7 @@ func TestAccFunction_scheduledDefaults(t *testing.T) {
 
 func TestAccFunction_disappears(t *testing.T) {
 	table, name := awstest.Name(t, "tbl"), awstest.Name(t, "fn")
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
@@ -164,7 +164,7 @@ func TestAccFunction_validation(t *testing.T) {
 			if strings.Contains(c.extra, "queue_arns") {
 				cfg = strings.Replace(cfg, "  queue_arns       = [ghrunner_queue.linux.arn]\n", "", 1)
 			}
-			resource.Test(t, resource.TestCase{
+			resource.ParallelTest(t, resource.TestCase{
 				ProtoV6ProviderFactories: factories,
 				CheckDestroy:             checkDestroyed,
 				Steps:                    []resource.TestStep{{Config: cfg, PlanOnly: true, ExpectError: regexp.MustCompile(c.want)}},

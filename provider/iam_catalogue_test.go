@@ -60,27 +60,13 @@ type ask struct {
 	allowed  bool
 }
 
+// tags are the condition keys of key, value pairs (iamsim.Tags).
 func tags(prefix string, kv ...string) map[string][]string {
-	out := map[string][]string{}
-	var keys []string
+	m := map[string]string{}
 	for i := 0; i+1 < len(kv); i += 2 {
-		out[prefix+kv[i]] = []string{kv[i+1]}
-		keys = append(keys, kv[i])
+		m[kv[i]] = kv[i+1]
 	}
-	if prefix == "aws:RequestTag/" {
-		out["aws:TagKeys"] = keys
-	}
-	return out
-}
-
-func with(cxs ...map[string][]string) map[string][]string {
-	out := map[string][]string{}
-	for _, cx := range cxs {
-		for k, v := range cx {
-			out[k] = v
-		}
-	}
-	return out
+	return iamsim.Tags(prefix, m)
 }
 
 func runCatalogue(t *testing.T, e *iamsim.Evaluator, principal string, policy string, base map[string][]string, asks []ask) {
@@ -94,7 +80,7 @@ func runCatalogueOn(t *testing.T, e *iamsim.Evaluator, principal, policy, resour
 	t.Helper()
 	for _, a := range asks {
 		req := iamsim.Request{Principal: principal, Account: catAccount, Action: a.action, Resource: a.resource,
-			Context: with(base, a.context), Policies: []iamsim.Policy{{Name: "generated", Document: json.RawMessage(policy)}}}
+			Context: iamsim.Merge(base, a.context), Policies: []iamsim.Policy{{Name: "generated", Document: json.RawMessage(policy)}}}
 		if resourcePolicy != "" {
 			req.ResourcePolicy = json.RawMessage(resourcePolicy)
 		}
@@ -164,17 +150,17 @@ func TestTheProvisionRoleLaunchesTaggedAndNothingElse(t *testing.T) {
 		{"a spot request, tagged by the template", "ec2:RunInstances", catARN("ec2", "spot-instances-request/*"), ours, true},
 		{"its own launch template", "ec2:CreateFleet", catARN("ec2", "launch-template/lt-1"), tags("aws:ResourceTag/", "ghr:environment", catEnv), true},
 		{"another deployment's launch template", "ec2:CreateFleet", catARN("ec2", "launch-template/lt-2"), tags("aws:ResourceTag/", "ghr:environment", "staging"), false},
-		{"tags at launch", "ec2:CreateTags", catARN("ec2", "instance/*"), with(ours, launch), true},
+		{"tags at launch", "ec2:CreateTags", catARN("ec2", "instance/*"), iamsim.Merge(ours, launch), true},
 		{"tag an instance that exists with its environment, to terminate it next (item 6)", "ec2:CreateTags", catARN("ec2", "instance/i-foreign"), ours, false},
 		{"terminate its environment's instance", "ec2:TerminateInstances", catARN("ec2", "instance/i-1"), tags("aws:ResourceTag/", "ghr:environment", catEnv), true},
 		{"terminate another environment's instance", "ec2:TerminateInstances", catARN("ec2", "instance/i-2"), tags("aws:ResourceTag/", "ghr:environment", "staging"), false},
 		{"terminate an untagged instance", "ec2:TerminateInstances", catARN("ec2", "instance/i-3"), nil, false},
-		{"pass a pool role to EC2", "iam:PassRole", catIAM("role/ghr-prod-linux"), with(poolRole, map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}), true},
-		{"pass a pool role to Lambda", "iam:PassRole", catIAM("role/ghr-prod-linux"), with(poolRole, map[string][]string{"iam:PassedToService": {"lambda.amazonaws.com"}}), false},
+		{"pass a pool role to EC2", "iam:PassRole", catIAM("role/ghr-prod-linux"), iamsim.Merge(poolRole, map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}), true},
+		{"pass a pool role to Lambda", "iam:PassRole", catIAM("role/ghr-prod-linux"), iamsim.Merge(poolRole, map[string][]string{"iam:PassedToService": {"lambda.amazonaws.com"}}), false},
 		{"pass a function role to EC2 (item 8)", "iam:PassRole", catIAM("role/ghr-prod-fn-provision"),
-			with(tags("aws:ResourceTag/", "ghr:environment", catEnv), map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}), false},
+			iamsim.Merge(tags("aws:ResourceTag/", "ghr:environment", catEnv), map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}), false},
 		{"pass a schedule role to EC2 (item 8)", "iam:PassRole", catIAM("role/ghr-prod-sched-refresh"),
-			with(tags("aws:ResourceTag/", "ghr:environment", catEnv, "ghr:schedule", "refresh"), map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}), false},
+			iamsim.Merge(tags("aws:ResourceTag/", "ghr:environment", catEnv, "ghr:schedule", "refresh"), map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}), false},
 		{"read its table", "dynamodb:GetItem", catTable, nil, true},
 		{"read another deployment's table", "dynamodb:GetItem", catARN("dynamodb", "table/ghr-staging"), nil, false},
 		{"delete a record", "dynamodb:DeleteItem", catTable, nil, false},
@@ -196,13 +182,13 @@ func TestScaleDownMarksOrphansAndTouchesNoOtherTag(t *testing.T) {
 	}
 	mine := tags("aws:ResourceTag/", "ghr:environment", catEnv)
 	runCatalogue(t, e, catSTS("assumed-role/ghr-prod-fn-scale-down/ghrunner-prod-scale-down"), policy, nil, []ask{
-		{"mark an orphan", "ec2:CreateTags", catARN("ec2", "instance/i-1"), with(mine, tags("aws:RequestTag/", "ghr:orphan", "a-1", "ghr:github_runner_id", "7")), true},
-		{"unmark an orphan", "ec2:DeleteTags", catARN("ec2", "instance/i-1"), with(mine, map[string][]string{"aws:TagKeys": {"ghr:orphan"}}), true},
-		{"rewrite ghr:environment (item 9)", "ec2:CreateTags", catARN("ec2", "instance/i-1"), with(mine, tags("aws:RequestTag/", "ghr:environment", "staging")), false},
-		{"remove ghr:environment (item 9)", "ec2:DeleteTags", catARN("ec2", "instance/i-1"), with(mine, map[string][]string{"aws:TagKeys": {"ghr:environment"}}), false},
+		{"mark an orphan", "ec2:CreateTags", catARN("ec2", "instance/i-1"), iamsim.Merge(mine, tags("aws:RequestTag/", "ghr:orphan", "a-1", "ghr:github_runner_id", "7")), true},
+		{"unmark an orphan", "ec2:DeleteTags", catARN("ec2", "instance/i-1"), iamsim.Merge(mine, map[string][]string{"aws:TagKeys": {"ghr:orphan"}}), true},
+		{"rewrite ghr:environment (item 9)", "ec2:CreateTags", catARN("ec2", "instance/i-1"), iamsim.Merge(mine, tags("aws:RequestTag/", "ghr:environment", "staging")), false},
+		{"remove ghr:environment (item 9)", "ec2:DeleteTags", catARN("ec2", "instance/i-1"), iamsim.Merge(mine, map[string][]string{"aws:TagKeys": {"ghr:environment"}}), false},
 		{"delete every tag (no keys)", "ec2:DeleteTags", catARN("ec2", "instance/i-1"), mine, false},
 		{"mark another environment's instance", "ec2:CreateTags", catARN("ec2", "instance/i-2"),
-			with(tags("aws:ResourceTag/", "ghr:environment", "staging"), tags("aws:RequestTag/", "ghr:orphan", "a-1")), false},
+			iamsim.Merge(tags("aws:ResourceTag/", "ghr:environment", "staging"), tags("aws:RequestTag/", "ghr:orphan", "a-1")), false},
 		{"send to a pool queue", "sqs:SendMessage", catQueue, nil, false},
 		{"launch", "ec2:RunInstances", catARN("ec2", "instance/*"), tags("aws:RequestTag/", "ghr:environment", catEnv), false},
 	})
@@ -223,14 +209,14 @@ func TestTheAgentReachesOnlyItsOwnInstance(t *testing.T) {
 		{"put a record", "dynamodb:PutItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"i-self"}}, false},
 		{"query the table", "dynamodb:Query", catTable, map[string][]string{"dynamodb:LeadingKeys": {"i-self"}}, false},
 		{"scan the table", "dynamodb:Scan", catTable, nil, false},
-		{"terminate itself", "ec2:TerminateInstances", catARN("ec2", "instance/i-self"), with(pool, map[string][]string{"ec2:InstanceID": {"i-self"}}), true},
-		{"terminate another instance of its pool", "ec2:TerminateInstances", catARN("ec2", "instance/i-other"), with(pool, map[string][]string{"ec2:InstanceID": {"i-other"}}), false},
+		{"terminate itself", "ec2:TerminateInstances", catARN("ec2", "instance/i-self"), iamsim.Merge(pool, map[string][]string{"ec2:InstanceID": {"i-self"}}), true},
+		{"terminate another instance of its pool", "ec2:TerminateInstances", catARN("ec2", "instance/i-other"), iamsim.Merge(pool, map[string][]string{"ec2:InstanceID": {"i-other"}}), false},
 		{"download the agent", "s3:GetObject", "arn:aws:s3:::ghr-prod-agent/agent/ghrunner-agent-linux-arm64", nil, true},
 		{"read another object of the bucket", "s3:GetObject", "arn:aws:s3:::ghr-prod-agent/state/x", nil, false},
 		{"read the GitHub credentials", "ssm:GetParameter", catARN("ssm", "parameter/ghrunner/github"), nil, false},
 		{"send a pool message", "sqs:SendMessage", catQueue, nil, false},
 		{"launch an instance", "ec2:RunInstances", catARN("ec2", "instance/*"), tags("aws:RequestTag/", "ghr:environment", catEnv), false},
-		{"tag itself into another pool", "ec2:CreateTags", catARN("ec2", "instance/i-self"), with(pool, tags("aws:RequestTag/", "ghr:pool", "gpu")), false},
+		{"tag itself into another pool", "ec2:CreateTags", catARN("ec2", "instance/i-self"), iamsim.Merge(pool, tags("aws:RequestTag/", "ghr:pool", "gpu")), false},
 	})
 }
 

@@ -47,7 +47,7 @@ func queueAttr(name, attr, want string) resource.TestCheckFunc {
 
 func TestAccQueue_basic_update_import(t *testing.T) {
 	name := awstest.Name(t, "pool")
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
@@ -68,7 +68,7 @@ func TestAccQueue_basic_update_import(t *testing.T) {
 
 func TestAccQueue_disappears(t *testing.T) {
 	name := awstest.Name(t, "pool")
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
@@ -84,7 +84,7 @@ func TestAccQueue_disappears(t *testing.T) {
 }
 
 func TestAccQueue_validation(t *testing.T) {
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
@@ -134,7 +134,7 @@ func checkTagsEqual(list func() (map[string]string, error), want map[string]stri
 func TestAccQueue_tagsDrift(t *testing.T) {
 	name := awstest.Name(t, "pool")
 	list := func() (map[string]string, error) { return queueTags(name) }
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
@@ -239,7 +239,7 @@ func checkRedrive(name string, count int) resource.TestCheckFunc {
 
 func TestAccQueue_deadLetter(t *testing.T) {
 	name := awstest.Name(t, "pool")
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
@@ -296,7 +296,7 @@ resource "ghrunner_queue" "linux" {
 }
 `, arn, count)
 	}
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
@@ -316,7 +316,7 @@ func TestAccQueue_recreatedWithinAMinute(t *testing.T) {
 	name := awstest.Name(t, "pool")
 	p := refuseFirst(t, "AmazonSQS.CreateQueue", "AWS.SimpleQueueService.QueueDeletedRecently;Sender",
 		`{"__type":"com.amazonaws.sqs#QueueDeletedRecently","message":"You must wait 60 seconds after deleting a queue before you can create another with the same name."}`)
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{

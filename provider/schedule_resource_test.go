@@ -188,7 +188,7 @@ const scheduleAddr = "ghrunner_schedule.refresh"
 func TestAccSchedule_basic(t *testing.T) {
 	a := scheduleArgs{name: awstest.Name(t, "sched"), fn: scheduleFunction(t, "fn"), expr: "cron(0/2 * * * ? *)",
 		timezone: "Europe/Berlin", payload: `jsonencode({ mode = "refresh" })`, tags: `{ purpose = "refresh" }`}
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkScheduleDestroyed(a.name, scheduleRoleName("acc", a.name)),
 		Steps: []resource.TestStep{
@@ -214,7 +214,7 @@ func TestAccSchedule_update(t *testing.T) {
 	b := a
 	b.fn, b.expr, b.payload, b.disabled, b.description = scheduleFunction(t, "fn2"), "cron(0 8 ? * MON-FRI *)", `"{\"mode\": \"scale-down\"}"`, true, "weekday mornings"
 	b.timezone = "America/New_York"
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkScheduleDestroyed(a.name, scheduleRoleName("acc", a.name)),
 		Steps: []resource.TestStep{
@@ -246,7 +246,7 @@ func TestAccSchedule_update(t *testing.T) {
 
 func TestAccSchedule_disappears(t *testing.T) {
 	a := scheduleArgs{name: awstest.Name(t, "sched"), fn: scheduleFunction(t, "fn"), expr: "rate(5 minutes)"}
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkScheduleDestroyed(a.name, scheduleRoleName("acc", a.name)),
 		Steps: []resource.TestStep{
@@ -270,7 +270,7 @@ func TestAccSchedule_roleDrift(t *testing.T) {
 	a := scheduleArgs{name: awstest.Name(t, "sched"), fn: scheduleFunction(t, "fn"), expr: "rate(5 minutes)"}
 	roleName := scheduleRoleName("acc", a.name)
 	iamc := func() *iam.Client { return env.Config(&testing.T{}).IAM() }
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkScheduleDestroyed(a.name, roleName),
 		Steps: []resource.TestStep{
@@ -330,7 +330,7 @@ func TestAccSchedule_environmentMovesRole(t *testing.T) {
 	if renamed == scheduleConfig(a) {
 		t.Fatal("providerConfig no longer sets environment = \"acc\"")
 	}
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkScheduleDestroyed(a.name, scheduleRoleName("acc", a.name), scheduleRoleName("acc2", a.name)),
 		Steps: []resource.TestStep{
@@ -389,7 +389,7 @@ func TestAccSchedule_validation(t *testing.T) {
 	for _, s := range steps {
 		ts = append(ts, resource.TestStep{Config: s.config, PlanOnly: true, ExpectError: words(s.want)})
 	}
-	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: factories, CheckDestroy: checkDestroyed, Steps: ts})
+	resource.ParallelTest(t, resource.TestCase{ProtoV6ProviderFactories: factories, CheckDestroy: checkDestroyed, Steps: ts})
 }
 
 func TestScheduleExpressions(t *testing.T) {

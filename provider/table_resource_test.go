@@ -65,7 +65,7 @@ func TestAccTable_recoveryRightAfterCreate(t *testing.T) {
 	name := awstest.Name(t, "tf")
 	p := refuseFirst(t, "DynamoDB_20120810.UpdateContinuousBackups", "",
 		`{"__type":"com.amazonaws.dynamodb.v20120810#ContinuousBackupsUnavailableException","message":"Backups are being enabled for the table: `+name+`. Please retry later"}`)
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
@@ -77,7 +77,7 @@ func TestAccTable_recoveryRightAfterCreate(t *testing.T) {
 
 func TestAccTable_basic(t *testing.T) {
 	name := awstest.Name(t, "tf")
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
@@ -101,7 +101,7 @@ func TestAccTable_basic(t *testing.T) {
 
 func TestAccTable_update(t *testing.T) {
 	name := awstest.Name(t, "tf")
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
@@ -120,7 +120,7 @@ func TestAccTable_update(t *testing.T) {
 
 func TestAccTable_disappears(t *testing.T) {
 	name := awstest.Name(t, "tf")
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
@@ -137,7 +137,7 @@ func TestAccTable_disappears(t *testing.T) {
 }
 
 func TestAccTable_validation(t *testing.T) {
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
@@ -179,7 +179,7 @@ func tableTags(name string) (map[string]string, error) {
 func TestAccTable_tagsDrift(t *testing.T) {
 	name := awstest.Name(t, "tf")
 	list := func() (map[string]string, error) { return tableTags(name) }
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{

@@ -156,12 +156,10 @@ func (g *iamGate) handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+		body, ok := readBody(w, r)
+		if !ok {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		req := awsRequest{service: m[3], region: m[2], account: g.account, r: r, body: body}
 		d, ok := g.authorize(r.Context(), p, req)
 		if !ok && r.Context().Err() != nil {
@@ -352,4 +350,16 @@ func xmlEscape(s string) string {
 	var b strings.Builder
 	xml.EscapeText(&b, []byte(s))
 	return b.String()
+}
+
+// readBody reads a request's body and puts it back for the next handler;
+// false when it could not be read (the answer is written).
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, true
 }

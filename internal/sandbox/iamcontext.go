@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/iamsim"
 )
 
 // The request context AWS builds for each action the product calls, as the
@@ -224,32 +225,6 @@ func s3Checks(req awsRequest) ([]check, error) {
 	return nil, fmt.Errorf("no IAM mapping for s3 %s %s", req.r.Method, req.r.URL.Path)
 }
 
-// tagContext is the condition keys of tags: the tags a request sets, or the
-// tags a resource has.
-func tagContext(prefix string, tags map[string]string) map[string][]string {
-	cx := map[string][]string{}
-	var keys []string
-	for k, v := range tags {
-		cx[prefix+k] = []string{v}
-		keys = append(keys, k)
-	}
-	if prefix == "aws:RequestTag/" && len(keys) > 0 {
-		sort.Strings(keys)
-		cx["aws:TagKeys"] = keys
-	}
-	return cx
-}
-
-func merge(cxs ...map[string][]string) map[string][]string {
-	out := map[string][]string{}
-	for _, cx := range cxs {
-		for k, v := range cx {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 func (s *Sandbox) ec2Checks(ctx context.Context, req awsRequest) ([]check, error) {
 	form, err := url.ParseQuery(string(req.body))
 	if err != nil {
@@ -267,7 +242,7 @@ func (s *Sandbox) ec2Checks(ctx context.Context, req awsRequest) ([]check, error
 				return nil, err
 			}
 			out = append(out, check{"ec2:TerminateInstances", req.arn("ec2", "instance/"+id),
-				merge(tagContext("aws:ResourceTag/", tags), map[string][]string{"ec2:InstanceID": {id}})})
+				iamsim.Merge(iamsim.Tags("aws:ResourceTag/", tags), map[string][]string{"ec2:InstanceID": {id}})})
 		}
 		return out, nil
 	case action == "CreateTags" || action == "DeleteTags":
@@ -285,7 +260,7 @@ func (s *Sandbox) ec2Checks(ctx context.Context, req awsRequest) ([]check, error
 			if err != nil {
 				return nil, err
 			}
-			cx := merge(tagContext("aws:ResourceTag/", tags), tagContext("aws:RequestTag/", set))
+			cx := iamsim.Merge(iamsim.Tags("aws:ResourceTag/", tags), iamsim.Tags("aws:RequestTag/", set))
 			if typ == "instance" {
 				cx["ec2:InstanceID"] = []string{id}
 			}
@@ -392,10 +367,10 @@ func (s *Sandbox) createFleetChecks(ctx context.Context, req awsRequest, form ur
 		created["spot-instances-request"] = req.arn("ec2", "spot-instances-request/*")
 	}
 	newResource := func(action, typ string) check {
-		return check{action, created[typ], tagContext("aws:RequestTag/", newTags[typ])}
+		return check{action, created[typ], iamsim.Tags("aws:RequestTag/", newTags[typ])}
 	}
 	image := fmt.Sprintf("arn:aws:ec2:%s::image/%s", req.region, aws.ToString(data.ImageId))
-	template := check{"", req.arn("ec2", "launch-template/"+ltID), tagContext("aws:ResourceTag/", ltTags)}
+	template := check{"", req.arn("ec2", "launch-template/"+ltID), iamsim.Tags("aws:ResourceTag/", ltTags)}
 
 	var out []check
 	out = append(out, newResource("ec2:CreateFleet", "fleet"), newResource("ec2:CreateFleet", "instance"), newResource("ec2:CreateFleet", "volume"),
@@ -416,7 +391,7 @@ func (s *Sandbox) createFleetChecks(ctx context.Context, req awsRequest, form ur
 		if err != nil {
 			return nil, err
 		}
-		sub := check{"", req.arn("ec2", "subnet/"+id), tagContext("aws:ResourceTag/", tags)}
+		sub := check{"", req.arn("ec2", "subnet/"+id), iamsim.Tags("aws:ResourceTag/", tags)}
 		out = append(out, check{"ec2:CreateFleet", sub.resource, sub.context})
 		run = append(run, check{"ec2:RunInstances", sub.resource, sub.context})
 	}
@@ -445,7 +420,7 @@ func (s *Sandbox) createFleetChecks(ctx context.Context, req awsRequest, form ur
 		for _, t := range got.Role.Tags {
 			tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 		}
-		out = append(out, check{"iam:PassRole", role, merge(tagContext("aws:ResourceTag/", tags), map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}})})
+		out = append(out, check{"iam:PassRole", role, iamsim.Merge(iamsim.Tags("aws:ResourceTag/", tags), map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}})})
 	}
 	return out, nil
 }

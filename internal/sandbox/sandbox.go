@@ -401,12 +401,10 @@ func (s *Sandbox) withFaults(moto http.Handler) http.Handler {
 			moto.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+		body, ok := readBody(w, r)
+		if !ok {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		if dynamo {
 			s.serveDynamo(w, r, body, f, moto)
 			return

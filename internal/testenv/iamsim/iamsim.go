@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -194,4 +195,32 @@ func (e *Evaluator) Evaluate(ctx context.Context, r Request) (Decision, error) {
 func (e *Evaluator) Close() {
 	e.stdin.Close()
 	e.cmd.Wait()
+}
+
+// Tags are the condition keys of a set of tags: with the prefix
+// "aws:RequestTag/" the tags a request sets (and aws:TagKeys, sorted), with
+// "aws:ResourceTag/" the tags a resource has.
+func Tags(prefix string, tags map[string]string) map[string][]string {
+	cx := map[string][]string{}
+	keys := make([]string, 0, len(tags))
+	for k, v := range tags {
+		cx[prefix+k] = []string{v}
+		keys = append(keys, k)
+	}
+	if prefix == "aws:RequestTag/" && len(keys) > 0 {
+		sort.Strings(keys)
+		cx["aws:TagKeys"] = keys
+	}
+	return cx
+}
+
+// Merge joins request contexts; a later one's key wins.
+func Merge(cxs ...map[string][]string) map[string][]string {
+	out := map[string][]string{}
+	for _, cx := range cxs {
+		for k, v := range cx {
+			out[k] = v
+		}
+	}
+	return out
 }
