@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -106,7 +105,7 @@ func (s *Sandbox) dynamoChecks(req awsRequest, op string) ([]check, error) {
 		var items map[string]struct{ Keys []json.RawMessage }
 		json.Unmarshal(in["RequestItems"], &items)
 		var out []check
-		for _, t := range sortedKeys(items) {
+		for _, t := range sortedKeysOf(items) {
 			out = append(out, check{"dynamodb:BatchGetItem", tableARN(t), leading(t, items[t].Keys...)})
 		}
 		return out, nil
@@ -117,7 +116,7 @@ func (s *Sandbox) dynamoChecks(req awsRequest, op string) ([]check, error) {
 		}
 		json.Unmarshal(in["RequestItems"], &items)
 		var out []check
-		for _, t := range sortedKeys(items) {
+		for _, t := range sortedKeysOf(items) {
 			var keys []json.RawMessage
 			for _, wr := range items[t] {
 				if wr.PutRequest != nil {
@@ -386,7 +385,7 @@ func (s *Sandbox) createFleetChecks(ctx context.Context, req awsRequest, form ur
 			subnets[id] = true
 		}
 	}
-	for _, id := range sortedKeys(subnets) {
+	for _, id := range sortedKeysOf(subnets) {
 		tags, err := s.subnetTags(ctx, id)
 		if err != nil {
 			return nil, err
@@ -399,7 +398,7 @@ func (s *Sandbox) createFleetChecks(ctx context.Context, req awsRequest, form ur
 		run = append(run, check{"ec2:RunInstances", req.arn("ec2", "security-group/"+sg), nil})
 	}
 	out = append(out, run...)
-	for _, typ := range sortedKeys(newTags) {
+	for _, typ := range sortedKeysOf(newTags) {
 		if created[typ] == "" {
 			continue
 		}
@@ -452,13 +451,4 @@ func (s *Sandbox) profileRole(ctx context.Context, arn, name string) (string, er
 		return "", fmt.Errorf("instance profile %s holds %d roles", name, len(out.InstanceProfile.Roles))
 	}
 	return aws.ToString(out.InstanceProfile.Roles[0].Arn), nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
