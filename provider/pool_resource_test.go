@@ -28,6 +28,8 @@ type poolFixture struct {
 	table, queue, ami, subnet, sg string
 }
 
+// Pool tests run one at a time (resource.Test): every fixture's pool is
+// "linux" in environment "acc", and its launch template name is regional.
 func newPoolFixture(t *testing.T) poolFixture {
 	n := env.Network(t)
 	return poolFixture{table: awstest.Name(t, "tbl"), queue: awstest.Name(t, "q"), ami: n.AMI, subnet: n.Subnet, sg: n.SecurityGroup}
@@ -143,7 +145,7 @@ const poolExtra = `
 
 func TestAccPool_basic_update_import(t *testing.T) {
 	f := newPoolFixture(t)
-	resource.ParallelTest(t, resource.TestCase{
+	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             resource.ComposeAggregateTestCheckFunc(checkDestroyed, f.checkNothingLeft),
 		Steps: []resource.TestStep{
@@ -222,7 +224,7 @@ func (f poolFixture) launchInPool(*terraform.State) error {
 
 func TestAccPool_destroyTerminatesInstances(t *testing.T) {
 	f := newPoolFixture(t)
-	resource.ParallelTest(t, resource.TestCase{
+	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             resource.ComposeAggregateTestCheckFunc(checkDestroyed, f.checkNothingLeft),
 		Steps:                    []resource.TestStep{{Config: f.config(""), Check: f.launchInPool}},
@@ -231,7 +233,7 @@ func TestAccPool_destroyTerminatesInstances(t *testing.T) {
 
 func TestAccPool_disappears(t *testing.T) {
 	f := newPoolFixture(t)
-	resource.ParallelTest(t, resource.TestCase{
+	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
@@ -249,7 +251,7 @@ func TestAccPool_disappears(t *testing.T) {
 // Drift: a changed config item shows in the plan.
 func TestAccPool_drift(t *testing.T) {
 	f := newPoolFixture(t)
-	resource.ParallelTest(t, resource.TestCase{
+	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
@@ -287,7 +289,7 @@ func TestAccPool_validation(t *testing.T) {
 	} {
 		t.Run(c.want, func(t *testing.T) {
 			cfg := strings.Replace(f.config(c.extra), `owner              = "acme"`, "", strings.Count(c.extra, "owner"))
-			resource.ParallelTest(t, resource.TestCase{
+			resource.Test(t, resource.TestCase{
 				ProtoV6ProviderFactories: factories,
 				CheckDestroy:             checkDestroyed,
 				Steps:                    []resource.TestStep{{Config: cfg, PlanOnly: true, ExpectError: regexp.MustCompile(regexp.QuoteMeta(c.want))}},
@@ -295,7 +297,7 @@ func TestAccPool_validation(t *testing.T) {
 		})
 	}
 	t.Run("bad image", func(t *testing.T) {
-		resource.ParallelTest(t, resource.TestCase{
+		resource.Test(t, resource.TestCase{
 			ProtoV6ProviderFactories: factories,
 			CheckDestroy:             checkDestroyed,
 			Steps: []resource.TestStep{{Config: strings.Replace(f.config(""), f.ami, "ami-00000000000000000", 1),
