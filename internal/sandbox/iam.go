@@ -89,7 +89,7 @@ func newIAMGate(checks func(context.Context, awsRequest) ([]check, error), eval 
 
 // issue makes temporary credentials for a role session.
 func (g *iamGate) issue(ctx context.Context, roleARN, session, instance string) (akid, secret, token string, err error) {
-	name := roleARN[strings.LastIndex(roleARN, "/")+1:]
+	name := lastSegment(roleARN)
 	out, err := g.iam.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
 	if err != nil {
 		return "", "", "", fmt.Errorf("role %s: %w", roleARN, err)

@@ -167,11 +167,7 @@ func queryLeadingKey(sc *tableSchema, in map[string]json.RawMessage) (string, er
 	if name := jsonString(in["IndexName"]); name != "" {
 		ix = sc.indexes[name]
 	}
-	var names map[string]string
-	var values map[string]json.RawMessage
-	json.Unmarshal(in["ExpressionAttributeNames"], &names)
-	json.Unmarshal(in["ExpressionAttributeValues"], &values)
-	kc, ok := parseKeyCondition(jsonString(in["KeyConditionExpression"]), names, values, ix)
+	kc, ok := queryKeyCondition(in, ix)
 	if !ok {
 		return "", fmt.Errorf("dynamodb Query: cannot read the key condition %q", jsonString(in["KeyConditionExpression"]))
 	}
@@ -186,7 +182,7 @@ func sqsChecks(req awsRequest, op string) ([]check, error) {
 	}
 	name := in.QueueName
 	if u, err := url.Parse(in.QueueUrl); err == nil && in.QueueUrl != "" {
-		name = u.Path[strings.LastIndex(u.Path, "/")+1:]
+		name = lastSegment(u.Path)
 	}
 	// Batch APIs are authorized as their single-message action.
 	action := map[string]string{
@@ -386,7 +382,7 @@ func (s *Sandbox) createFleetChecks(ctx context.Context, req awsRequest, form ur
 		}
 	}
 	for _, id := range sortedKeysOf(subnets) {
-		tags, err := s.subnetTags(ctx, id)
+		tags, err := s.resourceTags(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -411,7 +407,7 @@ func (s *Sandbox) createFleetChecks(ctx context.Context, req awsRequest, form ur
 		if err != nil {
 			return nil, err
 		}
-		got, err := s.AWS.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role[strings.LastIndex(role, "/")+1:])})
+		got, err := s.AWS.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(lastSegment(role))})
 		if err != nil {
 			return nil, fmt.Errorf("role %s: %w", role, err)
 		}
@@ -424,24 +420,10 @@ func (s *Sandbox) createFleetChecks(ctx context.Context, req awsRequest, form ur
 	return out, nil
 }
 
-func (s *Sandbox) subnetTags(ctx context.Context, id string) (map[string]string, error) {
-	out, err := s.AWS.EC2().DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{id}})
-	tags := map[string]string{}
-	if err != nil {
-		return tags, nil // no such subnet: EC2 answers so after authorizing
-	}
-	for _, sn := range out.Subnets {
-		for _, t := range sn.Tags {
-			tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
-		}
-	}
-	return tags, nil
-}
-
 // profileRole is the ARN of the role an instance profile holds.
 func (s *Sandbox) profileRole(ctx context.Context, arn, name string) (string, error) {
 	if name == "" {
-		name = arn[strings.LastIndex(arn, "/")+1:]
+		name = lastSegment(arn)
 	}
 	out, err := s.AWS.IAM().GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
 	if err != nil {
@@ -452,3 +434,7 @@ func (s *Sandbox) profileRole(ctx context.Context, arn, name string) (string, er
 	}
 	return aws.ToString(out.InstanceProfile.Roles[0].Arn), nil
 }
+
+// lastSegment is what follows the last "/": a role's or a profile's name
+// in its ARN, a queue's name in its URL.
+func lastSegment(s string) string { return s[strings.LastIndex(s, "/")+1:] }

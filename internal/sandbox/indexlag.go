@@ -221,11 +221,7 @@ func (s *Sandbox) lagged(req map[string]json.RawMessage, schema *tableSchema, cu
 	if !ok {
 		return nil, false
 	}
-	var names map[string]string
-	var values map[string]json.RawMessage
-	json.Unmarshal(req["ExpressionAttributeNames"], &names)
-	json.Unmarshal(req["ExpressionAttributeValues"], &values)
-	cond, ok := parseKeyCondition(jsonString(req["KeyConditionExpression"]), names, values, ix)
+	cond, ok := queryKeyCondition(req, ix)
 	if !ok {
 		return nil, false
 	}

@@ -25,6 +25,16 @@ type keyCond struct {
 
 var keyCondToken = regexp.MustCompile(`#\w+|:\w+|<=|>=|=|<|>|\(|\)|,|[A-Za-z_][\w.]*`)
 
+// queryKeyCondition reads a Query request's key condition against index ix
+// (the table's own keys for a base-table query).
+func queryKeyCondition(req map[string]json.RawMessage, ix indexSchema) (keyCond, bool) {
+	var names map[string]string
+	var values map[string]json.RawMessage
+	json.Unmarshal(req["ExpressionAttributeNames"], &names)
+	json.Unmarshal(req["ExpressionAttributeValues"], &values)
+	return parseKeyCondition(jsonString(req["KeyConditionExpression"]), names, values, ix)
+}
+
 func parseKeyCondition(expr string, names map[string]string, values map[string]json.RawMessage, ix indexSchema) (keyCond, bool) {
 	toks := keyCondToken.FindAllString(expr, -1)
 	if strings.Join(toks, "") != strings.Join(strings.Fields(expr), "") {

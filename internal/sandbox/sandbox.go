@@ -268,7 +268,7 @@ func (s *Sandbox) instanceRole(id string) (string, imdsstub.Credentials, error) 
 	if err != nil {
 		return "", imdsstub.Credentials{}, err
 	}
-	return role[strings.LastIndex(role, "/")+1:], imdsstub.Credentials{AccessKeyID: akid, SecretAccessKey: secret, Token: token, Expiration: time.Now().Add(6 * time.Hour)}, nil
+	return lastSegment(role), imdsstub.Credentials{AccessKeyID: akid, SecretAccessKey: secret, Token: token, Expiration: time.Now().Add(6 * time.Hour)}, nil
 }
 
 func (s *Sandbox) putGitHubCredentials(ctx context.Context) error {
