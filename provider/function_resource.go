@@ -113,7 +113,7 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 				Description: "`debug`, `info`, `warn` or `error`. Default info.", Validators: []validator.String{stringvalidator.OneOf("debug", "info", "warn", "error")}},
 			"tags":        schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags of the function, role and log group."},
 			"arn":         schema.StringAttribute{Computed: true, Description: "Function ARN.", PlanModifiers: keep},
-			"role_name":   schema.StringAttribute{Computed: true, Description: "Execution role name.", PlanModifiers: keep},
+			"role_name":   schema.StringAttribute{Computed: true, Description: "Execution role name: ghr-<environment>-<region>-fn-<name> (IAM names are global; the region keeps two regions' deployments apart). A function made by an earlier version moves to it on the next apply.", PlanModifiers: keep},
 			"log_group":   schema.StringAttribute{Computed: true, Description: "Log group name.", PlanModifiers: keep},
 			"code_sha256": schema.StringAttribute{Computed: true, Description: "Lambda's CodeSha256 of the deployed bundle."},
 		},
@@ -143,6 +143,13 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		if scheduled(plan.Handler.ValueString()) {
 			plan.ReservedConcurrency = types.Int64Value(1)
 		}
+	}
+	if r.c != nil && !req.State.Raw.IsNull() && !plan.Name.IsUnknown() {
+		// A function made before role names carried the region moves to
+		// its new role on the next apply; the plan shows it. (On create the
+		// name stays unknown until the role is made: a failed create must
+		// not record a role it did not make.)
+		plan.RoleName = types.StringValue(r.roleName(plan.Name.ValueString()))
 	}
 	code, err := functionAsset(plan.Architecture.ValueString())
 	if err != nil {
@@ -238,7 +245,8 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 	tags, diags := r.c.resourceTags(ctx, plan.Tags)
 	resp.Diagnostics.Append(diags...)
 	old, _ := r.c.resourceTags(ctx, prior.Tags)
-	if _, d := r.ensureRole(ctx, plan, tags, droppedTags(old, tags)); d.HasError() {
+	roleARN, d := r.ensureRole(ctx, plan, tags, droppedTags(old, tags))
+	if d.HasError() {
 		resp.Diagnostics.Append(d...)
 		return
 	}
@@ -258,15 +266,26 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 			return
 		}
 	}
-	if _, err := client.UpdateFunctionConfiguration(ctx, &lambda.UpdateFunctionConfigurationInput{FunctionName: aws.String(name),
-		Timeout: aws.Int32(int32(plan.Timeout.ValueInt64())), MemorySize: aws.Int32(int32(plan.MemorySize.ValueInt64())),
-		Environment: &lambdatypes.Environment{Variables: r.environment(plan)}}); err != nil {
+	err := retryWhile(ctx, 5*time.Second, 2*time.Minute, lambdaRoleNotReady, func() error {
+		_, err := client.UpdateFunctionConfiguration(ctx, &lambda.UpdateFunctionConfigurationInput{FunctionName: aws.String(name),
+			Role:    aws.String(roleARN),
+			Timeout: aws.Int32(int32(plan.Timeout.ValueInt64())), MemorySize: aws.Int32(int32(plan.MemorySize.ValueInt64())),
+			Environment: &lambdatypes.Environment{Variables: r.environment(plan)}})
+		return err
+	})
+	if err != nil {
 		resp.Diagnostics.AddError("Updating the function configuration failed", err.Error())
 		return
 	}
 	if err := r.waitReady(ctx, name); err != nil {
 		resp.Diagnostics.AddError("Waiting for the function failed", err.Error())
 		return
+	}
+	// The role of an older naming (recorded in state, so ours), now unused.
+	if was := prior.RoleName.ValueString(); was != "" && was != r.roleName(name) {
+		if err := deleteRole(ctx, r.c.aws.IAM(), was, functionPolicyName); err != nil {
+			resp.Diagnostics.AddWarning("The function's previous role was left behind", fmt.Sprintf("the function uses %s now; deleting %s failed: %v. Delete it by hand.", r.roleName(name), was, err))
+		}
 	}
 	if _, err := client.TagResource(ctx, &lambda.TagResourceInput{Resource: aws.String(prior.ARN.ValueString()), Tags: tags}); err != nil {
 		resp.Diagnostics.AddError("Tagging the function failed", err.Error())
@@ -301,7 +320,11 @@ func (r *functionResource) Delete(ctx context.Context, req resource.DeleteReques
 		resp.Diagnostics.AddError("Deleting the log group failed", err.Error())
 		return
 	}
-	if err := deleteRole(ctx, r.c.aws.IAM(), r.roleName(st.ID.ValueString()), functionPolicyName); err != nil {
+	role := st.RoleName.ValueString() // as recorded: a function may predate the naming roleName gives
+	if role == "" {
+		role = r.roleName(st.ID.ValueString())
+	}
+	if err := deleteRole(ctx, r.c.aws.IAM(), role, functionPolicyName); err != nil {
 		resp.Diagnostics.AddError("Deleting the function role failed", err.Error())
 	}
 }

@@ -101,7 +101,7 @@ func TestAccFunction_basic_update_import(t *testing.T) {
 				Config: functionConfig(table, name, "provision", ""),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					checkFunction(name, "arm64", 900, 512, -1, 30),
-					resource.TestCheckResourceAttr("ghrunner_function.fn", "role_name", "ghr-acc-fn-"+name),
+					resource.TestCheckResourceAttr("ghrunner_function.fn", "role_name", roleNameIn("acc", awstest.Region, "fn-", name)),
 					resource.TestMatchResourceAttr("ghrunner_function.fn", "arn", regexp.MustCompile(`:function:`+name+`$`)),
 				),
 			},

@@ -18,7 +18,7 @@ const functionPolicyName = "ghrunner-function"
 
 // roleName is the execution role of function name.
 func (r *functionResource) roleName(name string) string {
-	return iamName("ghr-" + r.c.environment + "-fn-" + name)
+	return r.c.roleName("fn-", name)
 }
 
 // ensureRole makes the function's execution role, with the policy its
@@ -38,10 +38,14 @@ func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags
 		diags.AddError("Building the function policy failed", err.Error())
 		return "", diags
 	}
+	roleTags := map[string]string{tagTable: m.Table.ValueString()}
+	for k, v := range tags {
+		roleTags[k] = v
+	}
 	arn, _, err := ensureRole(ctx, r.c.aws.IAM(), r.c.environment, roleSpec{
 		name: r.roleName(m.Name.ValueString()), kind: "function", service: "lambda.amazonaws.com",
 		description: "ghrunner function " + m.Name.ValueString(),
-		policyName:  functionPolicyName, policy: policy, tags: tags, drop: drop,
+		policyName:  functionPolicyName, policy: policy, tags: roleTags, drop: drop,
 	})
 	if err != nil {
 		diags.AddError("Creating the function role failed", err.Error())

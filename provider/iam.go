@@ -46,10 +46,12 @@ type roleSpec struct {
 // replaced — only when its tags say it is this resource's: ghr:environment
 // is this deployment's environment, and each owner tag (ghr:pool,
 // ghr:schedule) has the value spec.tags gives it, or is absent as it is from
-// spec.tags. Role names are made of the environment and the resource's
-// name, so a role that fails this belongs to something else — another kind
-// of resource (pool "fn-x" and function "x" both name their role
-// ghr-<env>-fn-x), another deployment, or a person — and ensureRole changes
+// spec.tags (ghr:table, for a function's or a pool's role, names the
+// deployment's table). Role names are made of the environment, the region
+// and the resource's name (clients.roleName), so a role that fails this
+// belongs to something else — another kind of resource (pool "fn-x" and
+// function "x" both name their role ghr-<env>-<region>-fn-x), another
+// deployment of the environment in the region, or a person — and ensureRole changes
 // nothing and fails, naming the role and what to do. This is the strictest
 // of the rules the resources had (ghrunner_schedule's; function and pool
 // roles adopted any role of their name). A function's role has no owner tag,
@@ -157,6 +159,31 @@ func retryWhile(ctx context.Context, every, limit time.Duration, transient func(
 		case <-time.After(every):
 		}
 	}
+}
+
+// roleName is the name of a role the provider makes: kind ("fn-" for a
+// function's, "sched-" for a schedule's, "" for a pool's) and the resource's
+// name, after the deployment's environment and region. IAM names are global
+// to the account while everything else the provider makes is regional, so
+// without the region a second region's deployment of the same environment
+// would take the first one's roles over (rewriting their policies, deleting
+// them on destroy). Two deployments of one environment in one region still
+// share names; the ghr:table tag (ownerTagKeys) makes the second one's
+// apply fail instead of adopting the first one's roles.
+func (c *clients) roleName(kind, name string) string {
+	return roleNameIn(c.environment, c.aws.AWS.Region, kind, name)
+}
+
+// roleNameIn is clients.roleName for a given environment and region.
+func roleNameIn(environment, region, kind, name string) string {
+	return iamName("ghr-" + environment + "-" + region + "-" + kind + name)
+}
+
+// legacyRoleName is what roleName was before it carried the region. A
+// resource made then still has its role under this name: an update moves
+// the resource to roleName's and removes this one once nothing uses it.
+func (c *clients) legacyRoleName(kind, name string) string {
+	return iamName("ghr-" + c.environment + "-" + kind + name)
 }
 
 // iamName bounds a role or instance profile name to IAM's 64 characters: a

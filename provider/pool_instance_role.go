@@ -2,11 +2,14 @@ package provider
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 )
 
 // The instance role of a pool and its instance profile, both named like the
@@ -20,11 +23,15 @@ const agentPolicyName = "ghrunner-agent"
 // ensureInstanceRole makes the pool's role (ensureRole in iam.go says when an
 // existing role is taken over) and its instance profile, and returns the
 // profile's ARN and whether the role was created.
-func (r *poolResource) ensureInstanceRole(ctx context.Context, name, policy string, tags map[string]string, drop []string) (string, bool, error) {
+func (r *poolResource) ensureInstanceRole(ctx context.Context, name, policy, table string, tags map[string]string, drop []string) (string, bool, error) {
+	roleTags := map[string]string{tagTable: table}
+	for k, v := range tags {
+		roleTags[k] = v
+	}
 	_, created, err := ensureRole(ctx, r.c.aws.IAM(), r.c.environment, roleSpec{
 		name: name, kind: "pool", service: "ec2.amazonaws.com",
 		description: "ghrunner agent on instances of pool " + name,
-		policyName:  agentPolicyName, policy: policy, tags: tags, drop: drop,
+		policyName:  agentPolicyName, policy: policy, tags: roleTags, drop: drop,
 	})
 	if err != nil {
 		return "", created, err
@@ -70,4 +77,48 @@ func (r *poolResource) deleteInstanceRole(ctx context.Context, name string) erro
 		return err
 	}
 	return deleteRole(ctx, client, name, agentPolicyName)
+}
+
+// retireLegacyRole removes the role and instance profile the pool had before
+// role names carried the region (clients.legacyRoleName), if they are still
+// there, are this pool's (ensureRole's ownership rule) and are not current.
+// An instance keeps the profile it was launched with, and deleting its role
+// would leave its agent without credentials mid-run: while any instance of
+// the pool is live the old role stays, with a warning, and a later apply or
+// the pool's destroy removes it. On destroy (terminated true) the pool's
+// instances have just been terminated and the role goes regardless.
+func (r *poolResource) retireLegacyRole(ctx context.Context, pool, current string, terminated bool) diag.Diagnostics {
+	var diags diag.Diagnostics
+	old := r.c.legacyRoleName("", pool)
+	if old == current {
+		return diags
+	}
+	got, err := r.c.aws.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(old)})
+	if awserr.IsNotFound(err) {
+		return diags
+	}
+	if err != nil {
+		diags.AddWarning("The pool's previous role was not checked", fmt.Sprintf("reading role %s: %v", old, err))
+		return diags
+	}
+	if _, ours := ownsRole(got.Role.Tags, r.c.environment, map[string]string{tagPool: pool}); !ours {
+		return diags // another deployment's, or a person's
+	}
+	var live []fleet.Instance
+	if !terminated {
+		live, err = fleet.New(r.c.aws.EC2(), r.c.environment).List(ctx, fleet.Filter{Pool: pool})
+	}
+	if err != nil {
+		diags.AddWarning("The pool's previous role was kept", fmt.Sprintf("listing the pool's instances: %v; role %s stays until a later apply", err, old))
+		return diags
+	}
+	if len(live) > 0 {
+		diags.AddWarning("The pool's previous role was kept",
+			fmt.Sprintf("%d instance(s) of pool %s may still use role %s (launched before it moved to %s); it is removed by a later apply or destroy once none is live", len(live), pool, old, current))
+		return diags
+	}
+	if err := r.deleteInstanceRole(ctx, old); err != nil {
+		diags.AddWarning("The pool's previous role was not removed", fmt.Sprintf("deleting role %s: %v; delete it by hand", old, err))
+	}
+	return diags
 }

@@ -29,7 +29,7 @@ import (
 func launchTemplateInputs(m poolModel) string {
 	return strings.Join([]string{m.ImageID.String(), m.SecurityGroupIDs.String(), m.RootVolumeSize.String(), m.RootVolumeType.String(),
 		m.AgentPath.String(), m.AgentEndpoint.String(), m.PreRunnerScript.String(), m.CleanupScript.String(), m.RunnerUser.String(),
-		m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String()}, "\x00")
+		m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String(), m.RoleName.String()}, "\x00")
 }
 
 // ensureTemplate makes the pool's launch template on create, or a new default

@@ -106,6 +106,14 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	} else {
 		plan.AgentSHA256 = types.StringValue("")
 	}
+	if prior != nil && r.c != nil {
+		// A pool made before role names carried the region moves to its new
+		// role and instance profile (a new template version) on the next
+		// apply; the plan shows it.
+		if role := r.c.roleName("", plan.Name.ValueString()); role != prior.RoleName.ValueString() {
+			plan.RoleName, plan.InstanceProfileARN = types.StringValue(role), types.StringUnknown()
+		}
+	}
 	if prior != nil && launchTemplateInputs(plan) == launchTemplateInputs(*prior) && plan.AgentSHA256.Equal(prior.AgentSHA256) {
 		plan.LaunchTemplateVersion, plan.UserDataSize = prior.LaunchTemplateVersion, prior.UserDataSize
 	} else {

@@ -21,7 +21,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -197,7 +196,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 
 			"launch_template_id":      schema.StringAttribute{Computed: true, Description: "Launch template id.", PlanModifiers: keep},
 			"launch_template_version": schema.StringAttribute{Computed: true, Description: "Current launch template version; pooled instances of older versions are not reused."},
-			"role_name":               schema.StringAttribute{Computed: true, Description: "Instance role name.", PlanModifiers: keep},
+			"role_name":               schema.StringAttribute{Computed: true, Description: "Instance role and instance profile name: ghr-<environment>-<region>-<pool>. A pool made by an earlier version moves to it on the next apply (a new template version); the old role is removed once no instance of the pool is live.", PlanModifiers: keep},
 			"instance_profile_arn":    schema.StringAttribute{Computed: true, Description: "Instance profile ARN.", PlanModifiers: keep},
 			"agent_bucket":            schema.StringAttribute{Computed: true, Description: "Private bucket holding the agent (empty with agent_path).", PlanModifiers: keep},
 			"agent_sha256":            schema.StringAttribute{Computed: true, Description: "SHA-256 of the agent the instances download; a provider with a new agent shows it as a change."},
@@ -259,9 +258,14 @@ func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, r
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-// Delete removes the pool config first (no function launches for the pool
-// any more), terminates the pool's instances, then the template, the
-// bucket and the role. Each step tolerates what is already gone.
+// Delete fences the pool off, then sweeps it: the pool config goes first
+// (no provision that starts now sees the pool), then the launch template (a
+// provision that read the config before, and is still running, can no
+// longer launch: CreateFleet refuses a template that is gone), then the
+// pool's instances are terminated until a settle period passes with none
+// new (sweepPool), then the bucket and the role. Terminating before the
+// template was gone would leave whatever a running provision launched after
+// the listing. Each step tolerates what is already gone.
 func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var st poolModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &st)...)
@@ -272,28 +276,19 @@ func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 		resp.Diagnostics.AddError("Deleting the pool config failed", err.Error())
 		return
 	}
-	f := fleet.New(r.c.aws.EC2(), r.c.environment)
-	instances, err := f.List(ctx, fleet.Filter{Pool: st.Name.ValueString()})
-	if err != nil {
-		resp.Diagnostics.AddError("Listing the pool's instances failed", err.Error())
-		return
-	}
-	if len(instances) > 0 {
-		ids := make([]string, len(instances))
-		for i, in := range instances {
-			ids[i] = in.ID
-		}
-		if _, err := f.Terminate(ctx, ids); err != nil {
-			resp.Diagnostics.AddError("Terminating the pool's instances failed", err.Error())
-			return
-		}
-	}
+	poolDeleteStage("config deleted")
 	if id := st.LaunchTemplateID.ValueString(); id != "" {
 		if err := r.deleteTemplate(ctx, id); err != nil {
 			resp.Diagnostics.AddError("Deleting the launch template failed", err.Error())
 			return
 		}
 	}
+	poolDeleteStage("template deleted")
+	if err := r.sweepPool(ctx, st.Name.ValueString()); err != nil {
+		resp.Diagnostics.AddError("Terminating the pool's instances failed", err.Error())
+		return
+	}
+	poolDeleteStage("instances terminated")
 	if b := st.AgentBucket.ValueString(); b != "" {
 		if err := r.deleteBucket(ctx, b); err != nil {
 			resp.Diagnostics.AddError("Deleting the agent bucket failed", err.Error())
@@ -303,8 +298,10 @@ func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 	if name := st.RoleName.ValueString(); name != "" {
 		if err := r.deleteInstanceRole(ctx, name); err != nil {
 			resp.Diagnostics.AddError("Deleting the instance role failed", err.Error())
+			return
 		}
 	}
+	resp.Diagnostics.Append(r.retireLegacyRole(ctx, st.Name.ValueString(), st.RoleName.ValueString(), true)...)
 }
 
 // ImportState takes `<table>:<pool>`. Scripts and agent_path cannot be read
@@ -362,10 +359,10 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 		old, _ := r.tags(ctx, *prior)
 		drop = droppedTags(old, tags)
 	}
-	name := r.name(*plan) // of the template, the role and the profile
-	profileARN, created, err := r.ensureInstanceRole(ctx, name, policy, tags, drop)
+	role := r.c.roleName("", plan.Name.ValueString()) // of the role and the profile
+	profileARN, created, err := r.ensureInstanceRole(ctx, role, policy, plan.Table.ValueString(), tags, drop)
 	if err == nil || created {
-		plan.RoleName = types.StringValue(name) // a role not this pool's is never recorded, so never deleted
+		plan.RoleName = types.StringValue(role) // a role not this pool's is never recorded, so never deleted
 	}
 	if err != nil {
 		diags.AddError("Creating the instance role failed", err.Error())
@@ -380,6 +377,9 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	// The pool config item last: functions only see a pool whose template exists.
 	if diags.Append(r.putConfigItem(ctx, *plan)...); diags.HasError() {
 		return diags
+	}
+	if prior != nil {
+		diags.Append(r.retireLegacyRole(ctx, plan.Name.ValueString(), role, false)...)
 	}
 	// An older agent object stays until the pool is destroyed: instances of
 	// the previous template version may still be booting and downloading it.
@@ -404,7 +404,8 @@ func (r *poolResource) read(ctx context.Context, m *poolModel) (bool, error) {
 	return true, nil
 }
 
-// name is the pool's launch template, role and instance profile name.
+// name is the pool's launch template name (regional, so without the
+// region; the role's and profile's is clients.roleName).
 func (r *poolResource) name(m poolModel) string {
 	return iamName("ghr-" + r.c.environment + "-" + m.Name.ValueString())
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/templates"
@@ -154,7 +155,7 @@ func TestAccPool_basic_update_import(t *testing.T) {
 				Check: resource.ComposeAggregateTestCheckFunc(
 					f.checkPool(5, "#!/bin/bash\necho warm\n", "1"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "architecture", "amd64"),
-					resource.TestCheckResourceAttr("ghrunner_pool.linux", "role_name", "ghr-acc-linux"),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "role_name", "ghr-acc-us-east-1-linux"),
 					resource.TestMatchResourceAttr("ghrunner_pool.linux", "agent_sha256", regexp.MustCompile(`^[0-9a-f]{64}$`)),
 				),
 			},
@@ -181,11 +182,11 @@ func (f poolFixture) checkNothingLeft(*terraform.State) error {
 	if err == nil && len(lts.LaunchTemplates) > 0 {
 		return fmt.Errorf("launch template ghr-acc-linux left behind")
 	}
-	if _, err := c.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("ghr-acc-linux")}); err == nil {
-		return fmt.Errorf("role ghr-acc-linux left behind")
+	if _, err := c.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("ghr-acc-us-east-1-linux")}); err == nil {
+		return fmt.Errorf("role ghr-acc-us-east-1-linux left behind")
 	}
-	if _, err := c.IAM().GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("ghr-acc-linux")}); err == nil {
-		return fmt.Errorf("instance profile ghr-acc-linux left behind")
+	if _, err := c.IAM().GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("ghr-acc-us-east-1-linux")}); err == nil {
+		return fmt.Errorf("instance profile ghr-acc-us-east-1-linux left behind")
 	}
 	buckets, err := c.S3().ListBuckets(ctx, &s3.ListBucketsInput{})
 	if err != nil {
@@ -316,5 +317,42 @@ func TestAccPool_withoutBundle(t *testing.T) {
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps:                    []resource.TestStep{{Config: f.config(""), PlanOnly: true, ExpectError: regexp.MustCompile(`built without bundle: run make build`)}},
+	})
+}
+
+// A provision that read the pool's config just before destroy began is
+// still running while the pool is destroyed (issue 15 item 16). It launches
+// after each step of Delete: what it launched before the template went is
+// terminated, and once the template is gone it cannot launch at all. With
+// the old order (instances listed and terminated, then the template
+// deleted) the launch after the termination stayed running.
+func TestAccPool_destroyLeavesNothingARunningProvisionLaunched(t *testing.T) {
+	f := newPoolFixture(t)
+	var template string
+	launched := map[string]error{}
+	poolDeleteStage = func(stage string) {
+		_, err := fleet.New(env.Config(t).EC2(), "acc").Launch(context.Background(), fleet.LaunchRequest{
+			LaunchTemplateID: template, LaunchTemplateVersion: "$Default", InstanceTypes: []string{"c7i.large"},
+			SubnetIDs: []string{f.subnet}, Count: 1, UsageClass: "on-demand", Pool: "linux", Owner: "octo", Assignment: "run-1"})
+		launched[stage] = err
+	}
+	t.Cleanup(func() { poolDeleteStage = func(string) {} })
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy: resource.ComposeAggregateTestCheckFunc(checkDestroyed, f.checkNothingLeft, func(*terraform.State) error {
+			if err := launched["config deleted"]; err != nil {
+				return fmt.Errorf("the launch before the template went failed (%v): the test proves nothing", err)
+			}
+			for _, stage := range []string{"template deleted", "instances terminated"} {
+				if err, ok := launched[stage]; !ok || err == nil {
+					return fmt.Errorf("a launch after %q: called %v, error %v; want refused", stage, ok, err)
+				}
+			}
+			return nil
+		}),
+		Steps: []resource.TestStep{{Config: f.config(""), Check: func(s *terraform.State) error {
+			template = s.RootModule().Resources["ghrunner_pool.linux"].Primary.Attributes["launch_template_id"]
+			return nil
+		}}},
 	})
 }

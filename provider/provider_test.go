@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"time"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -27,6 +28,9 @@ func TestMain(m *testing.M) {
 	os.Setenv("CHECKPOINT_DISABLE", "1")
 	os.Setenv("AWS_ACCESS_KEY_ID", "testing")
 	os.Setenv("AWS_SECRET_ACCESS_KEY", "testing")
+	// moto's listings are consistent at once: a pool's destroy need not
+	// wait out EC2's index lag here.
+	sweepSettle, sweepEvery = 500*time.Millisecond, 100*time.Millisecond
 	os.Exit(awstest.Main(m, &env))
 }
 

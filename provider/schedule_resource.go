@@ -105,7 +105,7 @@ func (r *scheduleResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 				Description: "Tags for the schedule's IAM role, added to the provider's default_tags and ghr:environment (Scheduler schedules themselves cannot be tagged)."},
 			"arn": schema.StringAttribute{Computed: true, Description: "Schedule ARN.", PlanModifiers: keep},
 			"role_arn": schema.StringAttribute{Computed: true,
-				Description:   "ARN of the role Scheduler assumes (ghr-<environment>-sched-<name>). When the role, its trust or its policy, or the schedule's no-retry and no-time-window settings, were changed outside Terraform the next plan shows an update that restores them.",
+				Description:   "ARN of the role Scheduler assumes (ghr-<environment>-<region>-sched-<name>). When the role, its trust or its policy, or the schedule's no-retry and no-time-window settings, were changed outside Terraform the next plan shows an update that restores them.",
 				PlanModifiers: []planmodifier.String{scheduleRoleModifier{}}},
 		},
 	}
@@ -123,7 +123,7 @@ func (r *scheduleResource) Create(ctx context.Context, req resource.CreateReques
 		return
 	}
 	name := plan.Name.ValueString()
-	roleName := scheduleRoleName(r.c.environment, name)
+	roleName := r.c.roleName("sched-", name)
 	roleARN, created, err := r.ensureRole(ctx, roleName, plan.FunctionARN.ValueString(), tags, nil)
 	if err != nil {
 		if created {
@@ -207,7 +207,7 @@ func (r *scheduleResource) Update(ctx context.Context, req resource.UpdateReques
 		prevRole = roleNameOf(aws.ToString(cur.Target.RoleArn))
 	}
 	// The role may invoke the new function before the schedule points at it.
-	roleName := scheduleRoleName(r.c.environment, name)
+	roleName := r.c.roleName("sched-", name)
 	roleARN, _, err := r.ensureRole(ctx, roleName, plan.FunctionARN.ValueString(), tags, drop)
 	if err != nil {
 		resp.Diagnostics.AddError("Updating the schedule's role failed", err.Error())
@@ -260,7 +260,7 @@ func (r *scheduleResource) Delete(ctx context.Context, req resource.DeleteReques
 	}
 	// The role is the one of the current environment's name; state may still
 	// name one from before a rename of the environment.
-	roleName := scheduleRoleName(r.c.environment, name)
+	roleName := r.c.roleName("sched-", name)
 	if err := r.deleteRole(ctx, roleName); err != nil {
 		resp.Diagnostics.AddError("Deleting the schedule's role failed", err.Error())
 	}
@@ -327,7 +327,7 @@ func (r *scheduleResource) read(ctx context.Context, name string, m *scheduleMod
 		return true, nil
 	}
 	roleARN := aws.ToString(out.Target.RoleArn)
-	ok, err := r.roleIntact(ctx, roleARN, scheduleRoleName(r.c.environment, name), fn)
+	ok, err := r.roleIntact(ctx, roleARN, r.c.roleName("sched-", name), fn)
 	if err != nil {
 		return false, err
 	}

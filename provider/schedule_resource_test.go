@@ -129,7 +129,7 @@ func checkSchedule(a scheduleArgs, wantInput string) resource.TestCheckFunc {
 		check("Target.Input", aws.ToString(out.Target.Input), wantInput)
 		check("Target.RetryPolicy.MaximumRetryAttempts", aws.ToInt32(out.Target.RetryPolicy.MaximumRetryAttempts), int32(0))
 		check("Target.RetryPolicy.MaximumEventAgeInSeconds", aws.ToInt32(out.Target.RetryPolicy.MaximumEventAgeInSeconds), int32(60))
-		check("Target.RoleArn", roleNameOf(aws.ToString(out.Target.RoleArn)), scheduleRoleName("acc", a.name))
+		check("Target.RoleArn", roleNameOf(aws.ToString(out.Target.RoleArn)), roleNameIn("acc", awstest.Region, "sched-", a.name))
 		if len(problems) > 0 {
 			return errors.New(strings.Join(problems, "; "))
 		}
@@ -142,7 +142,7 @@ func checkSchedule(a scheduleArgs, wantInput string) resource.TestCheckFunc {
 func checkScheduleRole(environment, name, fn string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		ctx, c := context.Background(), env.Config(&testing.T{}).IAM()
-		roleName := scheduleRoleName(environment, name)
+		roleName := roleNameIn(environment, awstest.Region, "sched-", name)
 		role, err := c.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
 		if err != nil {
 			return fmt.Errorf("role %s: %w", roleName, err)
@@ -190,7 +190,7 @@ func TestAccSchedule_basic(t *testing.T) {
 		timezone: "Europe/Berlin", payload: `jsonencode({ mode = "refresh" })`, tags: `{ purpose = "refresh" }`}
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
-		CheckDestroy:             checkScheduleDestroyed(a.name, scheduleRoleName("acc", a.name)),
+		CheckDestroy:             checkScheduleDestroyed(a.name, roleNameIn("acc", awstest.Region, "sched-", a.name)),
 		Steps: []resource.TestStep{
 			{
 				Config: scheduleConfig(a),
@@ -201,7 +201,7 @@ func TestAccSchedule_basic(t *testing.T) {
 					resource.TestCheckResourceAttr(scheduleAddr, "enabled", "true"),
 					resource.TestCheckResourceAttr(scheduleAddr, "payload", `{"mode":"refresh"}`),
 					resource.TestMatchResourceAttr(scheduleAddr, "arn", regexp.MustCompile(`^arn:aws:scheduler:us-east-1:\d{12}:schedule/default/`+a.name+`$`)),
-					resource.TestMatchResourceAttr(scheduleAddr, "role_arn", regexp.MustCompile(`^arn:aws:iam::\d{12}:role/`+regexp.QuoteMeta(scheduleRoleName("acc", a.name))+`$`)),
+					resource.TestMatchResourceAttr(scheduleAddr, "role_arn", regexp.MustCompile(`^arn:aws:iam::\d{12}:role/`+regexp.QuoteMeta(roleNameIn("acc", awstest.Region, "sched-", a.name))+`$`)),
 				),
 			},
 			{ResourceName: scheduleAddr, ImportState: true, ImportStateId: a.name, ImportStateVerify: true, ImportStateVerifyIgnore: []string{"tags"}},
@@ -216,7 +216,7 @@ func TestAccSchedule_update(t *testing.T) {
 	b.timezone = "America/New_York"
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
-		CheckDestroy:             checkScheduleDestroyed(a.name, scheduleRoleName("acc", a.name)),
+		CheckDestroy:             checkScheduleDestroyed(a.name, roleNameIn("acc", awstest.Region, "sched-", a.name)),
 		Steps: []resource.TestStep{
 			{
 				Config: scheduleConfig(a),
@@ -248,7 +248,7 @@ func TestAccSchedule_disappears(t *testing.T) {
 	a := scheduleArgs{name: awstest.Name(t, "sched"), fn: scheduleFunction(t, "fn"), expr: "rate(5 minutes)"}
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
-		CheckDestroy:             checkScheduleDestroyed(a.name, scheduleRoleName("acc", a.name)),
+		CheckDestroy:             checkScheduleDestroyed(a.name, roleNameIn("acc", awstest.Region, "sched-", a.name)),
 		Steps: []resource.TestStep{
 			{
 				Config: scheduleConfig(a),
@@ -268,7 +268,7 @@ func TestAccSchedule_disappears(t *testing.T) {
 // that restores them.
 func TestAccSchedule_roleDrift(t *testing.T) {
 	a := scheduleArgs{name: awstest.Name(t, "sched"), fn: scheduleFunction(t, "fn"), expr: "rate(5 minutes)"}
-	roleName := scheduleRoleName("acc", a.name)
+	roleName := roleNameIn("acc", awstest.Region, "sched-", a.name)
 	iamc := func() *iam.Client { return env.Config(&testing.T{}).IAM() }
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
@@ -332,7 +332,7 @@ func TestAccSchedule_environmentMovesRole(t *testing.T) {
 	}
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
-		CheckDestroy:             checkScheduleDestroyed(a.name, scheduleRoleName("acc", a.name), scheduleRoleName("acc2", a.name)),
+		CheckDestroy:             checkScheduleDestroyed(a.name, roleNameIn("acc", awstest.Region, "sched-", a.name), roleNameIn("acc2", awstest.Region, "sched-", a.name)),
 		Steps: []resource.TestStep{
 			{Config: scheduleConfig(a), Check: checkScheduleRole("acc", a.name, a.fn)},
 			{
@@ -340,9 +340,9 @@ func TestAccSchedule_environmentMovesRole(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(scheduleAddr, plancheck.ResourceActionUpdate)}},
 				Check: resource.ComposeAggregateTestCheckFunc(
 					checkScheduleRole("acc2", a.name, a.fn),
-					resource.TestMatchResourceAttr(scheduleAddr, "role_arn", regexp.MustCompile(`role/`+regexp.QuoteMeta(scheduleRoleName("acc2", a.name))+`$`)),
+					resource.TestMatchResourceAttr(scheduleAddr, "role_arn", regexp.MustCompile(`role/`+regexp.QuoteMeta(roleNameIn("acc2", awstest.Region, "sched-", a.name))+`$`)),
 					func(*terraform.State) error {
-						return roleGone(context.Background(), env.Config(&testing.T{}), scheduleRoleName("acc", a.name))
+						return roleGone(context.Background(), env.Config(&testing.T{}), roleNameIn("acc", awstest.Region, "sched-", a.name))
 					},
 				),
 			},
@@ -505,16 +505,20 @@ func TestSchedulePolicies(t *testing.T) {
 }
 
 func TestScheduleRoleName(t *testing.T) {
-	if got := scheduleRoleName("prod", "refresh"); got != "ghr-prod-sched-refresh" {
+	if got := roleNameIn("prod", "us-east-1", "sched-", "refresh"); got != "ghr-prod-us-east-1-sched-refresh" {
 		t.Errorf("short name: %s", got)
+	}
+	// IAM is global: the same environment in two regions must not share a role (issue 15 item 2).
+	if roleNameIn("prod", "us-east-1", "sched-", "refresh") == roleNameIn("prod", "eu-west-1", "sched-", "refresh") {
+		t.Error("two regions' schedules of one environment share a role name")
 	}
 	long1 := strings.Repeat("a", 60) + "-one"
 	long2 := strings.Repeat("a", 60) + "-two"
-	n1, n2 := scheduleRoleName("production-environment-30chars", long1), scheduleRoleName("production-environment-30chars", long2)
+	n1, n2 := roleNameIn("production-environment-30chars", awstest.Region, "sched-", long1), roleNameIn("production-environment-30chars", awstest.Region, "sched-", long2)
 	if len(n1) != 64 || len(n2) != 64 || n1 == n2 {
 		t.Errorf("long names %q (%d), %q (%d): want 64 characters each and different", n1, len(n1), n2, len(n2))
 	}
-	if n1 != scheduleRoleName("production-environment-30chars", long1) {
+	if n1 != roleNameIn("production-environment-30chars", awstest.Region, "sched-", long1) {
 		t.Error("not deterministic")
 	}
 	if !regexp.MustCompile(`^[\w+=,.@-]{1,64}$`).MatchString(n1) {

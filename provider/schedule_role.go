@@ -22,11 +22,6 @@ import (
 // schedulePolicyName is the role's one inline policy.
 const schedulePolicyName = "invoke-function"
 
-// scheduleRoleName is the role of schedule name in environment.
-func scheduleRoleName(environment, name string) string {
-	return iamName("ghr-" + environment + "-sched-" + name)
-}
-
 // scheduleTrustPolicy lets EventBridge Scheduler, and nothing else, assume
 // the role, and only for schedules of the function's own account and of the
 // group ghrunner's schedules live in: Scheduler acting for another account

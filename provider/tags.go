@@ -25,11 +25,15 @@ const (
 	tagEnvironment = fleet.TagEnvironment
 	tagPool        = fleet.TagPool
 	tagSchedule    = "ghr:schedule"
+	// tagTable names the state table of the deployment a function's or a
+	// pool's role serves.
+	tagTable = "ghr:table"
 )
 
-// ownerTagKeys are the tags that name the one resource a role serves (see
-// ensureRole). A function's role has none: its name alone says whose it is.
-var ownerTagKeys = []string{tagPool, tagSchedule}
+// ownerTagKeys are the tags that name the one resource and deployment a role
+// serves (see ensureRole). A function's role has only ghr:table: its name
+// says the rest.
+var ownerTagKeys = []string{tagPool, tagSchedule, tagTable}
 
 // tags returns the tags every object of the deployment carries, merged with
 // the resource's own (which win).

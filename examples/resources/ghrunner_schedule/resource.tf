@@ -1,5 +1,5 @@
 # Runs the deployment's refresh function every 2 minutes. Scheduler assumes a
-# role of its own (ghr-<environment>-sched-refresh) that may invoke only this
+# role of its own (ghr-<environment>-<region>-sched-refresh) that may invoke only this
 # function; the target is never retried and the time window is off, so runs
 # do not overlap (give the function reserved concurrency 1 as well).
 resource "ghrunner_schedule" "refresh" {
