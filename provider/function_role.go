@@ -33,7 +33,7 @@ func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags
 	}
 	var queues []string
 	diags.Append(m.QueueARNs.ElementsAs(ctx, &queues, false)...)
-	policy, err := functionPolicy(m.Handler.ValueString(), tableARN, tableKey, queues, m.GitHubParameter.ValueString(), m.Name.ValueString(), r.c.environment)
+	policy, err := functionPolicy(m.Handler.ValueString(), tableARN, tableKey, queues, m.GitHubParameter.ValueString(), m.Name.ValueString(), r.c.environment, r.c.rolePath)
 	if err != nil {
 		diags.AddError("Building the function policy failed", err.Error())
 		return "", diags
@@ -46,6 +46,7 @@ func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags
 		name: r.roleName(m.Name.ValueString()), kind: "function", service: "lambda.amazonaws.com",
 		description: "ghrunner function " + m.Name.ValueString(),
 		policyName:  functionPolicyName, policy: policy, tags: roleTags, drop: drop,
+		path: r.c.rolePath, boundary: r.c.boundary,
 	})
 	if err != nil {
 		diags.AddError("Creating the function role failed", err.Error())

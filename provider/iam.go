@@ -35,6 +35,17 @@ type roleSpec struct {
 	tags map[string]string
 	// drop are keys the role was tagged with before and no longer is.
 	drop []string
+	// path ("" is "/") and boundary (a managed policy ARN, or none) are the
+	// provider's iam_role_path and iam_permissions_boundary.
+	path, boundary string
+}
+
+// rolePath is spec's path, "/" when unset.
+func (spec roleSpec) rolePath() string {
+	if spec.path == "" {
+		return "/"
+	}
+	return spec.path
 }
 
 // ensureRole makes the role spec describes exist, with its trust, tags and
@@ -65,8 +76,12 @@ func ensureRole(ctx context.Context, svc *iam.Client, environment string, spec r
 	got, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(spec.name)})
 	switch {
 	case awserr.IsNotFound(err):
-		out, err := svc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(spec.name), AssumeRolePolicyDocument: aws.String(trust),
-			Description: aws.String(spec.description), Tags: iamTags(spec.tags)})
+		in := &iam.CreateRoleInput{RoleName: aws.String(spec.name), AssumeRolePolicyDocument: aws.String(trust), Path: aws.String(spec.rolePath()),
+			Description: aws.String(spec.description), Tags: iamTags(spec.tags)}
+		if spec.boundary != "" {
+			in.PermissionsBoundary = aws.String(spec.boundary)
+		}
+		out, err := svc.CreateRole(ctx, in)
 		if err != nil {
 			return "", false, fmt.Errorf("create role %s: %w", spec.name, err)
 		}
@@ -78,6 +93,10 @@ func ensureRole(ctx context.Context, svc *iam.Client, environment string, spec r
 			return "", false, fmt.Errorf("role %s already exists but is not this %s's (a %s's role carries %s). "+
 				"It belongs to another resource or deployment, or was made by hand: delete or rename it, then apply again; "+
 				"if it is this %s's own role, tag it so instead", spec.name, spec.kind, spec.kind, want, spec.kind)
+		}
+		if have := aws.ToString(got.Role.Path); have != spec.rolePath() {
+			return "", false, fmt.Errorf("role %s is this %s's but has path %s, and iam_role_path is %s: IAM cannot move a role to another path. "+
+				"Set iam_role_path back to %s, or delete the role (and, for a pool, its instance profile) and apply again", spec.name, spec.kind, have, spec.rolePath(), have)
 		}
 		arn = aws.ToString(got.Role.Arn)
 		if err := adoptRole(ctx, svc, got.Role, trust, spec); err != nil {
@@ -111,11 +130,26 @@ func ownsRole(have []iamtypes.Tag, environment string, tags map[string]string) (
 }
 
 // adoptRole brings a role that is the resource's own back to what ensureRole
-// makes: the trust policy, and the tags spec gives it.
+// makes: the trust policy, the permissions boundary, and the tags spec gives it.
 func adoptRole(ctx context.Context, svc *iam.Client, role *iamtypes.Role, trust string, spec roleSpec) error {
 	if !samePolicy(aws.ToString(role.AssumeRolePolicyDocument), trust) {
 		if _, err := svc.UpdateAssumeRolePolicy(ctx, &iam.UpdateAssumeRolePolicyInput{RoleName: aws.String(spec.name), PolicyDocument: aws.String(trust)}); err != nil {
 			return fmt.Errorf("restore the trust policy of role %s: %w", spec.name, err)
+		}
+	}
+	var have string
+	if role.PermissionsBoundary != nil {
+		have = aws.ToString(role.PermissionsBoundary.PermissionsBoundaryArn)
+	}
+	switch {
+	case have == spec.boundary:
+	case spec.boundary == "":
+		if _, err := svc.DeleteRolePermissionsBoundary(ctx, &iam.DeleteRolePermissionsBoundaryInput{RoleName: aws.String(spec.name)}); err != nil {
+			return fmt.Errorf("remove the permissions boundary of role %s: %w", spec.name, err)
+		}
+	default:
+		if _, err := svc.PutRolePermissionsBoundary(ctx, &iam.PutRolePermissionsBoundaryInput{RoleName: aws.String(spec.name), PermissionsBoundary: aws.String(spec.boundary)}); err != nil {
+			return fmt.Errorf("set the permissions boundary of role %s: %w", spec.name, err)
 		}
 	}
 	if len(spec.drop) > 0 {

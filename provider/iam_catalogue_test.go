@@ -99,7 +99,7 @@ func TestEveryActionOfTheGeneratedPoliciesIsARealIAMAction(t *testing.T) {
 	e := evaluator(t)
 	var docs []string
 	for _, h := range bundle.Handlers {
-		p, err := functionPolicy(h, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-"+h, catEnv)
+		p, err := functionPolicy(h, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-"+h, catEnv, "/")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func TestEveryActionOfTheGeneratedPoliciesIsARealIAMAction(t *testing.T) {
 
 func TestTheProvisionRoleLaunchesTaggedAndNothingElse(t *testing.T) {
 	e := evaluator(t)
-	policy, err := functionPolicy(bundle.HandlerProvision, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-provision", catEnv)
+	policy, err := functionPolicy(bundle.HandlerProvision, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-provision", catEnv, "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestTheProvisionRoleLaunchesTaggedAndNothingElse(t *testing.T) {
 
 func TestScaleDownMarksOrphansAndTouchesNoOtherTag(t *testing.T) {
 	e := evaluator(t)
-	policy, err := functionPolicy(bundle.HandlerScaleDown, catTable, "", nil, "/ghrunner/github", "ghrunner-prod-scale-down", catEnv)
+	policy, err := functionPolicy(bundle.HandlerScaleDown, catTable, "", nil, "/ghrunner/github", "ghrunner-prod-scale-down", catEnv, "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestScheduleRolesInvokeOneFunctionForTheirOwnAccount(t *testing.T) {
 func TestATableKeyIsUsableOnlyThroughDynamoDB(t *testing.T) {
 	e := evaluator(t)
 	key := catARN("kms", "key/1234abcd-12ab-34cd-56ef-1234567890ab")
-	fn, err := functionPolicy(bundle.HandlerRelease, catTable, key, []string{catQueue}, "/ghrunner/github", "ghrunner-prod-release", catEnv)
+	fn, err := functionPolicy(bundle.HandlerRelease, catTable, key, []string{catQueue}, "/ghrunner/github", "ghrunner-prod-release", catEnv, "/")
 	if err != nil {
 		t.Fatal(err)
 	}

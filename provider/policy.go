@@ -132,7 +132,7 @@ func agentPolicy(tableARN, tableKey, environment, pool, agentBucket string) (str
 // the table and its indexes, the pool queues, EC2 only on instances tagged
 // with this environment (launches only through the deployment's templates
 // and roles), the GitHub parameter, and its own log group.
-func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, parameter, functionName, environment string) (string, error) {
+func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, parameter, functionName, environment, rolePath string) (string, error) {
 	a, err := parseARN(tableARN)
 	if err != nil {
 		return "", fmt.Errorf("table arn: %w", err)
@@ -191,7 +191,7 @@ func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, para
 			// Only pool roles (tagged with their pool), never a function's
 			// or a schedule's, and only to EC2.
 			policyStatement{Sid: "PassInstanceRoles", Effect: "Allow", Action: []string{"iam:PassRole"},
-				Resource: []string{fmt.Sprintf("arn:%s:iam::%s:role/ghr-%s-*", a.partition, a.account, environment)},
+				Resource: []string{fmt.Sprintf("arn:%s:iam::%s:role%sghr-%s-*", a.partition, a.account, rolePath, environment)},
 				Condition: map[string]map[string]any{
 					"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com", "aws:ResourceTag/" + tagEnvironment: environment},
 					"Null":         {"aws:ResourceTag/" + tagPool: "false"},

@@ -32,6 +32,7 @@ func (r *poolResource) ensureInstanceRole(ctx context.Context, name, policy, tab
 		name: name, kind: "pool", service: "ec2.amazonaws.com",
 		description: "ghrunner agent on instances of pool " + name,
 		policyName:  agentPolicyName, policy: policy, tags: roleTags, drop: drop,
+		path: r.c.rolePath, boundary: r.c.boundary,
 	})
 	if err != nil {
 		return "", created, err
@@ -46,7 +47,7 @@ func (r *poolResource) ensureInstanceProfile(ctx context.Context, name string, t
 	client := r.c.aws.IAM()
 	prof, err := client.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
 	if awserr.IsNotFound(err) {
-		created, err := client.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name), Tags: iamTags(tags)})
+		created, err := client.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name), Path: aws.String(r.c.rolePath), Tags: iamTags(tags)})
 		if err != nil {
 			return "", err
 		}

@@ -31,6 +31,8 @@ type providerModel struct {
 	Profile     types.String    `tfsdk:"profile"`
 	Environment types.String    `tfsdk:"environment"`
 	DefaultTags types.Map       `tfsdk:"default_tags"`
+	RolePath    types.String    `tfsdk:"iam_role_path"`
+	Boundary    types.String    `tfsdk:"iam_permissions_boundary"`
 	Endpoints   []endpointModel `tfsdk:"endpoints"`
 }
 
@@ -57,6 +59,9 @@ type clients struct {
 	aws         awsconf.Config
 	environment string
 	defaultTags map[string]string
+	// rolePath ("/" unless set) and boundary (none unless set) are given to
+	// every role and instance profile the provider makes.
+	rolePath, boundary string
 }
 
 // configured is embedded in every resource: it holds the provider's clients,
@@ -81,6 +86,12 @@ func (r *configured) Configure(_ context.Context, req resource.ConfigureRequest,
 
 var environmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
 
+// rolePathRE is IAM's path rule, narrowed to characters that are literal in
+// the ARN patterns of the policies (no * or ?), and its 512-character bound.
+var rolePathRE = regexp.MustCompile(`^/([A-Za-z0-9_+=,.@-]+/){0,100}$`)
+
+var boundaryRE = regexp.MustCompile(`^arn:aws[a-z-]*:iam::(\d{12}|aws):policy/[A-Za-z0-9_+=,.@/-]+$`)
+
 func (p *ghrunnerProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
 	resp.TypeName = "ghrunner"
 	resp.Version = p.version
@@ -100,6 +111,12 @@ func (p *ghrunnerProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 				Description: "Name of the deployment: it scopes and tags (ghr:environment) everything the provider creates.",
 				Validators:  []validator.String{stringvalidator.RegexMatches(environmentRE, "must be 1-31 lowercase letters, digits and '-', starting with a letter or digit")}},
 			"default_tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags added to every object the provider creates."},
+			"iam_role_path": schema.StringAttribute{Optional: true,
+				Description: "Path of every IAM role and instance profile the provider makes (default `/`), for organizations whose policies allow creating roles only under a path. A role's path cannot change: changing it on a deployment fails until its roles are deleted.",
+				Validators:  []validator.String{stringvalidator.RegexMatches(rolePathRE, "must be / or /segment/…/ made of letters, digits and _+=,.@-, at most 512 characters")}},
+			"iam_permissions_boundary": schema.StringAttribute{Optional: true,
+				Description: "ARN of a managed policy set as the permissions boundary of every IAM role the provider makes, for organizations that require one.",
+				Validators:  []validator.String{stringvalidator.RegexMatches(boundaryRE, "must be the ARN of a managed policy, arn:<partition>:iam::<account or aws>:policy/<path and name>")}},
 		},
 		Blocks: map[string]schema.Block{
 			"endpoints": schema.ListNestedBlock{
@@ -140,7 +157,15 @@ func (p *ghrunnerProvider) Configure(ctx context.Context, req provider.Configure
 		resp.Diagnostics.AddError("Invalid AWS configuration", err.Error()+". Set region (or AWS_REGION) and check the endpoints block.")
 		return
 	}
-	c := &clients{aws: aws, environment: cfg.Environment.ValueString(), defaultTags: map[string]string{}}
+	c := &clients{aws: aws, environment: cfg.Environment.ValueString(), defaultTags: map[string]string{},
+		rolePath: "/", boundary: cfg.Boundary.ValueString()}
+	if v := cfg.RolePath.ValueString(); v != "" {
+		if len(v) > 512 {
+			resp.Diagnostics.AddAttributeError(path.Root("iam_role_path"), "Invalid IAM role path", "iam_role_path: at most 512 characters (IAM's limit)")
+			return
+		}
+		c.rolePath = v
+	}
 	resp.Diagnostics.Append(cfg.DefaultTags.ElementsAs(ctx, &c.defaultTags, false)...)
 	resp.ResourceData = c
 	resp.DataSourceData = c

@@ -105,7 +105,7 @@ func useLegacyFunctionRole(t *testing.T, name, legacy string) {
 func TestRetireLegacyRole_waitsForThePoolsInstances(t *testing.T) {
 	ctx, c := context.Background(), env.Config(t)
 	pool := awstest.Name(t, "pool")
-	r := &poolResource{configured{c: &clients{aws: c, environment: "acc", defaultTags: map[string]string{}}}}
+	r := &poolResource{configured{c: &clients{aws: c, environment: "acc", defaultTags: map[string]string{}, rolePath: "/"}}}
 	legacy := r.c.legacyRoleName("", pool)
 	current := r.c.roleName("", pool)
 	if legacy == current {

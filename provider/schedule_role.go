@@ -45,7 +45,7 @@ func (r *scheduleResource) ensureRole(ctx context.Context, roleName, functionARN
 		name: roleName, kind: "schedule", trust: scheduleTrustPolicy(functionARN),
 		description: "EventBridge Scheduler role of ghrunner schedule " + roleName,
 		policyName:  schedulePolicyName, policy: scheduleInvokePolicy(functionARN),
-		tags: tags, drop: drop,
+		tags: tags, drop: drop, path: r.c.rolePath, boundary: r.c.boundary,
 	})
 }
 
