@@ -110,7 +110,9 @@ func TestEveryActionOfTheGeneratedPoliciesIsARealIAMAction(t *testing.T) {
 		t.Fatal(err)
 	}
 	fn := catARN("lambda", "function:ghrunner-prod-refresh")
-	docs = append(docs, agent, scheduleInvokePolicy(fn), scheduleTrustPolicy(fn))
+	bounded := catDeployment
+	bounded.boundary = catIAM("policy/ci-boundary")
+	docs = append(docs, agent, scheduleInvokePolicy(fn), scheduleTrustPolicy(fn), deployerPolicy(catDeployment), deployerPolicy(bounded))
 	seen := 0
 	for _, doc := range docs {
 		var pd policyDocument

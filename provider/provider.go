@@ -176,5 +176,5 @@ func (p *ghrunnerProvider) Resources(context.Context) []func() resource.Resource
 }
 
 func (p *ghrunnerProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{newUserDataSource}
+	return []func() datasource.DataSource{newUserDataSource, newDeployerPolicyDataSource}
 }

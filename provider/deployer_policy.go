@@ -1,0 +1,97 @@
+package provider
+
+import (
+	"fmt"
+	"sort"
+)
+
+// The deployer's policy: what the identity that runs terraform apply and
+// destroy of modules/runner-pool needs, and no more — every call the
+// provider's resources make, scoped to the deployment's names (the module's
+// name prefix, the environment's roles under the role path, its agent
+// buckets) or to its ghr:environment tag where names are not the
+// provider's to choose (launch templates, instances). Organizations that let
+// no one hold AdministratorAccess give this to their CI's deployer role
+// (data ghrunner_deployer_policy renders it).
+
+// deployment is what the deployer policy is scoped to.
+type deployment struct {
+	partition, account, region string
+	environment                string
+	namePrefix                 string // the module's prefix: table, queues, functions, log groups, schedules
+	rolePath, boundary         string // the provider's iam_role_path ("/" unless set) and iam_permissions_boundary
+}
+
+// deployerPolicy renders d's deployer policy.
+func deployerPolicy(d deployment) string {
+	arn := func(service, resource string) string {
+		return fmt.Sprintf("arn:%s:%s:%s:%s:%s", d.partition, service, d.region, d.account, resource)
+	}
+	global := func(service, resource string) string {
+		return fmt.Sprintf("arn:%s:%s::%s:%s", d.partition, service, d.account, resource)
+	}
+	roles := []string{global("iam", "role"+d.rolePath+"ghr-"+d.environment+"-*"), global("iam", "instance-profile"+d.rolePath+"ghr-"+d.environment+"-*")}
+	tagged := map[string]map[string]any{"StringEquals": {"aws:ResourceTag/" + tagEnvironment: d.environment}}
+	tagging := map[string]map[string]any{"StringEquals": {"aws:RequestTag/" + tagEnvironment: d.environment}}
+	buckets := fmt.Sprintf("arn:%s:s3:::ghr-%s-agent-*", d.partition, d.environment)
+
+	roleActions := []string{"iam:GetRole", "iam:DeleteRole", "iam:TagRole", "iam:UntagRole", "iam:PutRolePolicy", "iam:GetRolePolicy",
+		"iam:DeleteRolePolicy", "iam:UpdateAssumeRolePolicy", "iam:CreateInstanceProfile", "iam:GetInstanceProfile", "iam:DeleteInstanceProfile",
+		"iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"}
+	st := []policyStatement{}
+	if d.boundary == "" {
+		roleActions = append(roleActions, "iam:CreateRole", "iam:PutRolePermissionsBoundary", "iam:DeleteRolePermissionsBoundary")
+	} else {
+		// A role may be made, or its boundary set, only with the boundary:
+		// the deployer cannot make a role that escapes it.
+		st = append(st, policyStatement{Sid: "RolesOnlyWithTheBoundary", Effect: "Allow", Action: []string{"iam:CreateRole", "iam:PutRolePermissionsBoundary"},
+			Resource: roles[:1], Condition: map[string]map[string]any{"StringEquals": {"iam:PermissionsBoundary": d.boundary}}})
+	}
+	sort.Strings(roleActions)
+	st = append(st,
+		policyStatement{Sid: "DeploymentRoles", Effect: "Allow", Action: roleActions, Resource: roles},
+		// Execution roles to Lambda and schedule roles to Scheduler; pool
+		// roles are passed by provision at launch, never by the deployer.
+		policyStatement{Sid: "PassDeploymentRoles", Effect: "Allow", Action: []string{"iam:PassRole"}, Resource: roles[:1],
+			Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": []string{"lambda.amazonaws.com", "scheduler.amazonaws.com"}}}},
+		policyStatement{Sid: "Functions", Effect: "Allow", Resource: []string{arn("lambda", "function:"+d.namePrefix+"-*")},
+			Action: []string{"lambda:CreateFunction", "lambda:DeleteFunction", "lambda:DeleteFunctionConcurrency", "lambda:GetFunction",
+				"lambda:GetFunctionConcurrency", "lambda:GetFunctionEventInvokeConfig", "lambda:ListTags", "lambda:PutFunctionConcurrency",
+				"lambda:PutFunctionEventInvokeConfig", "lambda:TagResource", "lambda:UntagResource", "lambda:UpdateFunctionCode", "lambda:UpdateFunctionConfiguration"}},
+		policyStatement{Sid: "FunctionLogs", Effect: "Allow", Resource: []string{arn("logs", "log-group:/aws/lambda/"+d.namePrefix+"-*")},
+			Action: []string{"logs:CreateLogGroup", "logs:DeleteLogGroup", "logs:PutRetentionPolicy", "logs:TagLogGroup", "logs:TagResource", "logs:UntagResource"}},
+		policyStatement{Sid: "ListLogGroups", Effect: "Allow", Action: []string{"logs:DescribeLogGroups"}, Resource: []string{arn("logs", "log-group:*")}},
+		policyStatement{Sid: "Schedules", Effect: "Allow", Resource: []string{arn("scheduler", "schedule/"+scheduleGroup+"/"+d.namePrefix+"-*")},
+			Action: []string{"scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule", "scheduler:UpdateSchedule"}},
+		policyStatement{Sid: "StateTable", Effect: "Allow", Resource: []string{arn("dynamodb", "table/"+d.namePrefix+"-*"), arn("dynamodb", "table/"+d.namePrefix+"-*/index/*")},
+			Action: []string{"dynamodb:BatchGetItem", "dynamodb:CreateTable", "dynamodb:DeleteItem", "dynamodb:DeleteTable", "dynamodb:DescribeContinuousBackups",
+				"dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive", "dynamodb:GetItem", "dynamodb:ListTagsOfResource", "dynamodb:PutItem", "dynamodb:Query",
+				"dynamodb:TagResource", "dynamodb:UntagResource", "dynamodb:UpdateContinuousBackups", "dynamodb:UpdateItem", "dynamodb:UpdateTimeToLive"}},
+		// A table encrypted with the team's key: DynamoDB checks the key
+		// with the caller's permissions when the table is made.
+		policyStatement{Sid: "StateTableKey", Effect: "Allow", Resource: []string{arn("kms", "key/*")},
+			Action:    []string{"kms:CreateGrant", "kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey"},
+			Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": "dynamodb." + d.region + ".amazonaws.com"}}},
+		policyStatement{Sid: "PoolQueues", Effect: "Allow", Resource: []string{arn("sqs", d.namePrefix+"-*")},
+			Action: []string{"sqs:CreateQueue", "sqs:DeleteQueue", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ListQueueTags",
+				"sqs:SetQueueAttributes", "sqs:TagQueue", "sqs:UntagQueue"}},
+		policyStatement{Sid: "AgentBuckets", Effect: "Allow", Resource: []string{buckets},
+			Action: []string{"s3:CreateBucket", "s3:DeleteBucket", "s3:ListBucket", "s3:PutBucketPublicAccessBlock", "s3:PutBucketTagging"}},
+		policyStatement{Sid: "AgentObjects", Effect: "Allow", Resource: []string{buckets + "/*"},
+			Action: []string{"s3:DeleteObject", "s3:GetObject", "s3:PutObject"}},
+		// Launch templates and instances carry no name of ours: the
+		// environment's tag says whose they are, given at creation.
+		policyStatement{Sid: "CreateTaggedTemplates", Effect: "Allow", Action: []string{"ec2:CreateLaunchTemplate"},
+			Resource: []string{arn("ec2", "launch-template/*")}, Condition: tagging},
+		policyStatement{Sid: "TagTemplatesAtCreation", Effect: "Allow", Action: []string{"ec2:CreateTags"}, Resource: []string{arn("ec2", "launch-template/*")},
+			Condition: map[string]map[string]any{"StringEquals": {"ec2:CreateAction": "CreateLaunchTemplate", "aws:RequestTag/" + tagEnvironment: d.environment}}},
+		policyStatement{Sid: "OwnTemplates", Effect: "Allow", Action: []string{"ec2:CreateLaunchTemplateVersion", "ec2:DeleteLaunchTemplate", "ec2:ModifyLaunchTemplate"},
+			Resource: []string{arn("ec2", "launch-template/*")}, Condition: tagged},
+		// A pool's destroy terminates what is left of the pool.
+		policyStatement{Sid: "TerminateOwnInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
+			Resource: []string{arn("ec2", "instance/*")}, Condition: tagged},
+		policyStatement{Sid: "Describe", Effect: "Allow", Resource: []string{"*"},
+			Action: []string{"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeLaunchTemplates"}},
+	)
+	return policyDocument{Version: "2012-10-17", Statement: st}.String()
+}
