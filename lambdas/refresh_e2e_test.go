@@ -69,3 +69,45 @@ func TestSilentAgentIsRetired(t *testing.T) {
 		t.Fatalf("%d live instances", n)
 	}
 }
+
+// TestScheduledFunctionsRunOneAtATime: while an invocation of refresh (or
+// scale-down) holds its single-flight lease, another does nothing and says
+// so; once the lease is released, or its holder's deadline has passed, the
+// next one runs. This replaces reserved concurrency 1.
+func TestScheduledFunctionsRunOneAtATime(t *testing.T) {
+	t.Parallel()
+	d := deploy(t, func(p *state.PoolConfig) { p.Timings.CreatedTTL = 1 })
+	res, err := d.fleet.Launch(ctx, launchRequest(d))
+	must(t, err)
+	lost := res.Instances[0].InstanceID
+	time.Sleep(2 * time.Second) // older than createdTTL: refresh would terminate it
+	for _, handler := range []string{"refresh", "scale-down"} {
+		ok, err := d.store.AcquireLease(ctx, handler, "running-invocation", time.Now().Add(time.Minute))
+		must(t, err)
+		if !ok {
+			t.Fatalf("%s lease taken before the test", handler)
+		}
+		var out struct {
+			Skipped    string `json:"skipped"`
+			Terminated []struct{ InstanceID string }
+		}
+		d.call(handler, nil, &out)
+		if out.Skipped == "" || len(out.Terminated) != 0 {
+			t.Fatalf("%s while another holds the lease: %+v", handler, out)
+		}
+		must(t, d.store.ReleaseLease(ctx, handler, "running-invocation"))
+	}
+	var ref struct {
+		Skipped    string `json:"skipped"`
+		Terminated []struct{ InstanceID string }
+	}
+	d.call("refresh", nil, &ref)
+	if ref.Skipped != "" || len(ref.Terminated) != 1 || ref.Terminated[0].InstanceID != lost {
+		t.Fatalf("refresh after the release: %+v", ref)
+	}
+	// The lease of a finished invocation is free again at once.
+	d.call("refresh", nil, &ref)
+	if ref.Skipped != "" {
+		t.Fatalf("second refresh: %+v", ref)
+	}
+}

@@ -68,11 +68,6 @@ var (
 	logRetentions  = []int64{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
 )
 
-// Scheduled handlers must never overlap: one at a time.
-func scheduled(handler string) bool {
-	return handler == bundle.HandlerRefresh || handler == bundle.HandlerScaleDown
-}
-
 func (r *functionResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_function"
 }
@@ -83,7 +78,8 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 	resp.Schema = schema.Schema{
 		Description: "One control-plane function (provision, release, refresh or scale-down): the Lambda bundle embedded in this provider, " +
 			"with its own role and least-privilege policy and its log group. A provider release with a new bundle shows as an in-place update of `code_sha256`. " +
-			"Asynchronous invocations (schedules) are never retried and dropped after 10 minutes; refresh and scale-down run one at a time (reserved concurrency 1).",
+			"Asynchronous invocations (schedules) are never retried and dropped after 10 minutes; refresh and scale-down run one at a time " +
+			"through a lease item in the state table, so no reserved concurrency is needed (new accounts often cannot grant any).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The function name.", PlanModifiers: keep},
 			"name": schema.StringAttribute{Required: true, Description: "Function name, e.g. `ci-provision`.", PlanModifiers: replace,
@@ -105,7 +101,7 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 			"memory_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(512),
 				Description: "MB (128-10240). Default 512.", Validators: []validator.Int64{int64validator.Between(128, 10240)}},
 			"reserved_concurrency": schema.Int64Attribute{Optional: true, Computed: true,
-				Description: "Reserved concurrency; -1 for none. Default 1 for refresh and scale-down (runs never overlap), -1 otherwise.",
+				Description: "Reserved concurrency; -1 (the default) for none. Not needed for single-flight: refresh and scale-down take a lease in the state table.",
 				Validators:  []validator.Int64{int64validator.AtLeast(-1)}},
 			"log_retention_days": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(30),
 				Description: "Retention of the log group /aws/lambda/<name>. Default 30.", Validators: []validator.Int64{int64validator.OneOf(logRetentions...)}},
@@ -140,9 +136,6 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	}
 	if plan.ReservedConcurrency.IsUnknown() {
 		plan.ReservedConcurrency = types.Int64Value(-1)
-		if scheduled(plan.Handler.ValueString()) {
-			plan.ReservedConcurrency = types.Int64Value(1)
-		}
 	}
 	if r.c != nil && !req.State.Raw.IsNull() && !plan.Name.IsUnknown() {
 		// A function made before role names carried the region moves to

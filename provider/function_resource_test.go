@@ -130,7 +130,7 @@ func TestAccFunction_scheduledDefaults(t *testing.T) {
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{{
 			Config: functionConfig(table, name, "scale-down", ""),
-			Check:  checkFunction(name, "arm64", 300, 512, 1, 30),
+			Check:  checkFunction(name, "arm64", 300, 512, -1, 30),
 		}},
 	})
 }

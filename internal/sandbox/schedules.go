@@ -18,8 +18,9 @@ import (
 
 // schedules fires the EventBridge Scheduler schedules deployed in moto
 // (which stores them but never fires them) at their rate or cron, as
-// asynchronous invocations; a run still going when the next is due is
-// skipped, as reserved concurrency 1 and no retries make it on AWS.
+// asynchronous invocations. As on AWS, a firing does not wait for the
+// previous run: the function's single-flight lease makes the later
+// invocation return at once.
 type schedules struct {
 	client *scheduler.Client
 	fns    *functions
@@ -29,7 +30,6 @@ type schedules struct {
 
 	mu      sync.Mutex
 	next    map[string]time.Time
-	running map[string]bool
 	fires   map[string]int
 	results map[string][]error // per schedule, one per finished run (nil: it succeeded)
 }
@@ -37,7 +37,7 @@ type schedules struct {
 func startSchedules(client *scheduler.Client, fns *functions, logs io.Writer) *schedules {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &schedules{client: client, fns: fns, logs: logs, cancel: cancel, done: make(chan struct{}),
-		next: map[string]time.Time{}, running: map[string]bool{}, fires: map[string]int{}, results: map[string][]error{}}
+		next: map[string]time.Time{}, fires: map[string]int{}, results: map[string][]error{}}
 	go s.loop(ctx)
 	return s
 }
@@ -127,12 +127,6 @@ func (s *schedules) consider(ctx context.Context, now time.Time, sch *scheduler.
 	}
 	n, _ := nextRun(expr, now.In(loc))
 	s.next[name] = n
-	if s.running[name] {
-		s.mu.Unlock()
-		fmt.Fprintf(s.logs, "sandbox: schedule %s: previous run still going, skipped\n", name)
-		return
-	}
-	s.running[name] = true
 	s.fires[name]++
 	s.mu.Unlock()
 	fn, input := functionName(aws.ToString(sch.Target.Arn)), []byte(aws.ToString(sch.Target.Input))
@@ -145,7 +139,6 @@ func (s *schedules) consider(ctx context.Context, now time.Time, sch *scheduler.
 			fmt.Fprintf(s.logs, "sandbox: schedule %s → %s failed: %v\n", name, fn, err)
 		}
 		s.mu.Lock()
-		s.running[name] = false
 		s.results[name] = append(s.results[name], err)
 		s.mu.Unlock()
 	}()

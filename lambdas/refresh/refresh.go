@@ -25,6 +25,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
@@ -70,6 +71,8 @@ type Output struct {
 	Kept           []Decision `json:"kept,omitempty"` // silent agents kept, with why
 	Errors         []string   `json:"errors,omitempty"`
 	ElapsedSeconds float64    `json:"elapsedSeconds"`
+	// Skipped says why nothing was done (another invocation was running).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Handle runs one refresh. The payload may be empty or {}. It fails when any
@@ -81,6 +84,15 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	if err := controlplane.DecodeNone(payload); err != nil {
 		return nil, err
 	}
+	release, ok, err := d.SingleFlight(ctx, bundle.HandlerRefresh)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		// Another invocation is running: it does this one's work.
+		return &Output{Skipped: "another invocation holds the single-flight lease"}, nil
+	}
+	defer release()
 	r := &refresher{d: d, ec2: ec2, now: d.Store.Now(), out: &Output{Terminated: []Decision{}, Expired: []Decision{}, Repooled: []Decision{}}}
 	pools, err := d.Store.ListPoolConfigs(ctx)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
@@ -47,6 +48,8 @@ type Output struct {
 	// EC2, records, runners) before the first action.
 	GatherSeconds  float64 `json:"gatherSeconds"`
 	ElapsedSeconds float64 `json:"elapsedSeconds"`
+	// Skipped says why nothing was done (another invocation was running).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Handle runs one scale-down. The payload may be empty or {}.
@@ -62,6 +65,15 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	if err := controlplane.DecodeNone(payload); err != nil {
 		return nil, err
 	}
+	release, ok, err := d.SingleFlight(ctx, bundle.HandlerScaleDown)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		// Another invocation is running: it does this one's work.
+		return &Output{Skipped: "another invocation holds the single-flight lease"}, nil
+	}
+	defer release()
 	e := &executor{d: d, ec2: ec2, gh: gh}
 	actx := ctx
 	if deadline, ok := ctx.Deadline(); ok {

@@ -8,7 +8,7 @@ resource "ghrunner_function" "provision" {
 
 resource "ghrunner_function" "scale_down" {
   name             = "ci-scale-down"
-  handler          = "scale-down" # reserved concurrency 1 by default
+  handler          = "scale-down" # one run at a time, through a lease in the table
   table            = ghrunner_table.state.name
   github_parameter = "/ghrunner/github"
 }
