@@ -52,6 +52,10 @@ func deployerPolicy(d deployment) string {
 		policyStatement{Sid: "DeploymentRoles", Effect: "Allow", Action: roleActions, Resource: roles},
 		// Execution roles to Lambda and schedule roles to Scheduler; pool
 		// roles are passed by provision at launch, never by the deployer.
+		// ghrunner_invoker_role's identity provider for GitHub's tokens
+		// (github.com's issuer, or a GitHub Enterprise Server's).
+		policyStatement{Sid: "GitHubOIDCProvider", Effect: "Allow", Resource: []string{global("iam", "oidc-provider/*")},
+			Action: []string{"iam:CreateOpenIDConnectProvider", "iam:DeleteOpenIDConnectProvider", "iam:GetOpenIDConnectProvider", "iam:TagOpenIDConnectProvider"}},
 		policyStatement{Sid: "PassDeploymentRoles", Effect: "Allow", Action: []string{"iam:PassRole"}, Resource: roles[:1],
 			Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": []string{"lambda.amazonaws.com", "scheduler.amazonaws.com"}}}},
 		policyStatement{Sid: "Functions", Effect: "Allow", Resource: []string{arn("lambda", "function:"+d.namePrefix+"-*")},

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -79,19 +77,14 @@ func (d *deployerPolicyDataSource) Read(ctx context.Context, req datasource.Read
 	if v := m.NamePrefix.ValueString(); v != "" {
 		prefix = v
 	}
-	who, err := d.c.aws.STS().GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
-	if err != nil {
-		resp.Diagnostics.AddError("Finding the account failed", "sts:GetCallerIdentity: "+err.Error()+". Check the provider's credentials.")
-		return
-	}
-	caller, err := parseARN(aws.ToString(who.Arn))
+	partition, account, err := d.c.caller(ctx)
 	if err != nil {
 		resp.Diagnostics.AddError("Finding the account failed", err.Error())
 		return
 	}
 	m.NamePrefix = types.StringValue(prefix)
-	m.AccountID = types.StringValue(aws.ToString(who.Account))
-	m.JSON = types.StringValue(deployerPolicy(deployment{partition: caller.partition, account: aws.ToString(who.Account), region: d.c.aws.AWS.Region,
+	m.AccountID = types.StringValue(account)
+	m.JSON = types.StringValue(deployerPolicy(deployment{partition: partition, account: account, region: d.c.aws.AWS.Region,
 		environment: d.c.environment, namePrefix: prefix, rolePath: d.c.rolePath, boundary: d.c.boundary}))
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }

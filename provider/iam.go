@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
@@ -238,4 +239,17 @@ func roleNameOf(arn string) string {
 		return ""
 	}
 	return arn[strings.LastIndex(arn, "/")+1:]
+}
+
+// caller is the partition and account of the provider's credentials.
+func (c *clients) caller(ctx context.Context) (partition, account string, err error) {
+	who, err := c.aws.STS().GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return "", "", fmt.Errorf("sts:GetCallerIdentity: %w. Check the provider's credentials", err)
+	}
+	a, err := parseARN(aws.ToString(who.Arn))
+	if err != nil {
+		return "", "", err
+	}
+	return a.partition, aws.ToString(who.Account), nil
 }

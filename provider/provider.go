@@ -172,7 +172,7 @@ func (p *ghrunnerProvider) Configure(ctx context.Context, req provider.Configure
 }
 
 func (p *ghrunnerProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newTableResource, newQueueResource, newPoolResource, newFunctionResource, newScheduleResource}
+	return []func() resource.Resource{newTableResource, newQueueResource, newPoolResource, newFunctionResource, newScheduleResource, newInvokerRoleResource}
 }
 
 func (p *ghrunnerProvider) DataSources(context.Context) []func() datasource.DataSource {

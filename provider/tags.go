@@ -33,7 +33,7 @@ const (
 // ownerTagKeys are the tags that name the one resource and deployment a role
 // serves (see ensureRole). A function's role has only ghr:table: its name
 // says the rest.
-var ownerTagKeys = []string{tagPool, tagSchedule, tagTable}
+var ownerTagKeys = []string{tagPool, tagSchedule, tagTable, tagInvoker}
 
 // tags returns the tags every object of the deployment carries, merged with
 // the resource's own (which win).

@@ -83,3 +83,14 @@ resource "ghrunner_schedule" "scheduled" {
   description         = "ghrunner ${each.key} of ${var.prefix}"
   tags                = var.tags
 }
+
+resource "ghrunner_invoker_role" "workflows" {
+  count = length(var.invoker_repositories) > 0 ? 1 : 0
+
+  name                 = var.prefix
+  repositories         = var.invoker_repositories
+  function_arns        = [ghrunner_function.fn["provision"].arn, ghrunner_function.fn["release"].arn]
+  oidc_issuer          = var.oidc_issuer
+  create_oidc_provider = var.create_oidc_provider
+  tags                 = var.tags
+}

@@ -112,6 +112,9 @@ module "runners" {
   prefix           = "ci"
   github_parameter = "/ghrunner/modtest/github"
   architecture     = "amd64"
+
+  invoker_repositories = ["acme/app", "acme/api"]
+  create_oidc_provider = true
   pools = {
     linux = {
       owner          = "acme"
@@ -154,8 +157,8 @@ func TestModuleApplyDestroy(t *testing.T) {
 	start := time.Now()
 	plan := tf(t, dir, cliConfig, "plan", "-input=false", "-no-color", "-out=tfplan")
 	t.Logf("terraform plan of the module (2 pools, nothing deployed yet): %.1fs", time.Since(start).Seconds())
-	if !strings.Contains(plan, "Plan: 11 to add") {
-		t.Errorf("plan does not add the 11 objects (table, 2 queues, 2 pools, 4 functions, 2 schedules):\n%s", lastLines(plan, 5))
+	if !strings.Contains(plan, "Plan: 12 to add") {
+		t.Errorf("plan does not add the 12 objects (table, 2 queues, 2 pools, 4 functions, 2 schedules, the invoker role):\n%s", lastLines(plan, 5))
 	}
 	tf(t, dir, cliConfig, "apply", "-input=false", "-no-color", "tfplan")
 
@@ -166,6 +169,7 @@ func TestModuleApplyDestroy(t *testing.T) {
 				TableName     string            `json:"table_name"`
 				QueueURLs     map[string]string `json:"queue_urls"`
 				ScheduleNames map[string]string `json:"schedule_names"`
+				InvokerRole   string            `json:"invoker_role_arn"`
 			} `json:"value"`
 		} `json:"runners"`
 	}
@@ -174,7 +178,7 @@ func TestModuleApplyDestroy(t *testing.T) {
 	}
 	got := out.Runners.Value
 	if got.TableName != "ci-state" || got.FunctionNames["provision"] != "ci-provision" || got.FunctionNames["scale-down"] != "ci-scale-down" ||
-		len(got.QueueURLs) != 2 || got.ScheduleNames["refresh"] != "ci-refresh" {
+		len(got.QueueURLs) != 2 || got.ScheduleNames["refresh"] != "ci-refresh" || !strings.HasSuffix(got.InvokerRole, ":role/ghr-modtest-us-east-1-invoke-ci") {
 		t.Fatalf("outputs %+v", got)
 	}
 	pools, err := state.New(env.Config(t).DynamoDB(), got.TableName).ListPoolConfigs(context.Background())
@@ -232,6 +236,10 @@ func leftovers(t *testing.T) []string {
 	schedules, _ := c.Scheduler().ListSchedules(ctx, &scheduler.ListSchedulesInput{})
 	for _, s := range schedules.Schedules {
 		left = append(left, "schedule "+aws.ToString(s.Name))
+	}
+	oidc, _ := c.IAM().ListOpenIDConnectProviders(ctx, &iam.ListOpenIDConnectProvidersInput{})
+	for _, p := range oidc.OpenIDConnectProviderList {
+		left = append(left, "OIDC provider "+aws.ToString(p.Arn))
 	}
 	return left
 }

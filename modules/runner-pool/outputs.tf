@@ -32,3 +32,8 @@ output "schedule_names" {
   description = "Schedule names by handler (refresh, scale-down)."
   value       = { for h, s in ghrunner_schedule.scheduled : h => s.name }
 }
+
+output "invoker_role_arn" {
+  description = "The role workflows of invoker_repositories assume (aws-actions/configure-aws-credentials role-to-assume) to invoke provision and release; null without invoker_repositories."
+  value       = one(ghrunner_invoker_role.workflows[*].arn)
+}

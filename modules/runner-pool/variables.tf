@@ -120,3 +120,21 @@ variable "tags" {
   type        = map(string)
   default     = {}
 }
+
+variable "invoker_repositories" {
+  description = "Repositories (owner/name) whose workflows may invoke provision and release through GitHub's OIDC tokens: the module then makes the role they assume (output invoker_role_arn). Empty: no role; grant lambda:InvokeFunction yourself."
+  type        = list(string)
+  default     = []
+}
+
+variable "create_oidc_provider" {
+  description = "With invoker_repositories, also create the account's IAM OIDC identity provider for GitHub's tokens when it does not exist (one that exists is used and never deleted)."
+  type        = bool
+  default     = false
+}
+
+variable "oidc_issuer" {
+  description = "Issuer of the Actions tokens: token.actions.githubusercontent.com for github.com, <host>/_services/token for GitHub Enterprise Server."
+  type        = string
+  default     = "token.actions.githubusercontent.com"
+}

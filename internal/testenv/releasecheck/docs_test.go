@@ -1,11 +1,14 @@
 package releasecheck
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/provider"
 )
 
 // attributeLine is one attribute of a schema section that tfplugindocs
@@ -59,7 +62,9 @@ func TestDocsDescribeEveryAttribute(t *testing.T) {
 		}
 	}
 	// One page per resource and data source, and the provider's.
-	if generated != 7 {
-		t.Errorf("%d generated pages, want 7 (5 resources, 1 data source, the index)", generated)
+	p := provider.New("test")()
+	want := len(p.Resources(context.Background())) + len(p.DataSources(context.Background())) + 1
+	if generated != want {
+		t.Errorf("%d generated pages, want %d (one per resource and data source, and the index): run make docs", generated, want)
 	}
 }
