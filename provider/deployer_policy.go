@@ -95,7 +95,10 @@ func deployerPolicy(d deployment) string {
 		policyStatement{Sid: "TerminateOwnInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
 			Resource: []string{arn("ec2", "instance/*")}, Condition: tagged},
 		policyStatement{Sid: "Describe", Effect: "Allow", Resource: []string{"*"},
-			Action: []string{"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeLaunchTemplates"}},
+			// Lambda checks a function's subnets and security groups with
+			// the caller's permissions.
+			Action: []string{"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeLaunchTemplates",
+				"ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs"}},
 	)
 	return policyDocument{Version: "2012-10-17", Statement: st}.String()
 }

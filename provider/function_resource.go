@@ -12,6 +12,7 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -54,6 +55,8 @@ type functionModel struct {
 	ReservedConcurrency types.Int64  `tfsdk:"reserved_concurrency"`
 	LogRetentionDays    types.Int64  `tfsdk:"log_retention_days"`
 	LogLevel            types.String `tfsdk:"log_level"`
+	VPCSubnetIDs        types.Set    `tfsdk:"vpc_subnet_ids"`
+	VPCSecurityGroupIDs types.Set    `tfsdk:"vpc_security_group_ids"`
 	Tags                types.Map    `tfsdk:"tags"`
 	ARN                 types.String `tfsdk:"arn"`
 	RoleName            types.String `tfsdk:"role_name"`
@@ -103,6 +106,15 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 			"reserved_concurrency": schema.Int64Attribute{Optional: true, Computed: true,
 				Description: "Reserved concurrency; -1 (the default) for none. Not needed for single-flight: refresh and scale-down take a lease in the state table.",
 				Validators:  []validator.Int64{int64validator.AtLeast(-1)}},
+			"vpc_subnet_ids": schema.SetAttribute{Optional: true, ElementType: types.StringType,
+				Description: "Subnets to run the function in (with vpc_security_group_ids), e.g. to reach a GitHub Enterprise Server on a private network. " +
+					"The subnets need a route to the AWS APIs the function calls (NAT, or VPC endpoints for DynamoDB, EC2, SQS, SSM, STS and Logs) and to GitHub.",
+				Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.AlsoRequires(path.MatchRoot("vpc_security_group_ids")),
+					setvalidator.ValueStringsAre(stringvalidator.RegexMatches(subnetRE, "must be a subnet id such as subnet-0123456789abcdef0"))}},
+			"vpc_security_group_ids": schema.SetAttribute{Optional: true, ElementType: types.StringType,
+				Description: "Security groups of the function's network interfaces (with vpc_subnet_ids).",
+				Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.AlsoRequires(path.MatchRoot("vpc_subnet_ids")),
+					setvalidator.ValueStringsAre(stringvalidator.RegexMatches(sgRE, "must be a security group id such as sg-0123456789abcdef0"))}},
 			"log_retention_days": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(30),
 				Description: "Retention of the log group /aws/lambda/<name>. Default 30.", Validators: []validator.Int64{int64validator.OneOf(logRetentions...)}},
 			"log_level": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("info"),
@@ -186,6 +198,7 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 		Timeout: aws.Int32(int32(plan.Timeout.ValueInt64())), MemorySize: aws.Int32(int32(plan.MemorySize.ValueInt64())),
 		Environment: &lambdatypes.Environment{Variables: r.environment(plan)}, Tags: tags,
 		Description: aws.String("ghrunner " + plan.Handler.ValueString()),
+		VpcConfig:   r.vpcConfig(ctx, plan),
 	}
 	// A new role takes a few seconds to become assumable on AWS.
 	var out *lambda.CreateFunctionOutput
@@ -261,7 +274,7 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 	}
 	err := retryWhile(ctx, 5*time.Second, 2*time.Minute, lambdaRoleNotReady, func() error {
 		_, err := client.UpdateFunctionConfiguration(ctx, &lambda.UpdateFunctionConfigurationInput{FunctionName: aws.String(name),
-			Role:    aws.String(roleARN),
+			Role: aws.String(roleARN), VpcConfig: r.vpcConfig(ctx, plan),
 			Timeout: aws.Int32(int32(plan.Timeout.ValueInt64())), MemorySize: aws.Int32(int32(plan.MemorySize.ValueInt64())),
 			Environment: &lambdatypes.Environment{Variables: r.environment(plan)}})
 		return err
@@ -355,6 +368,11 @@ func (r *functionResource) read(ctx context.Context, name string, m *functionMod
 		m.LogLevel = types.StringValue(v["GHRUNNER_LOG_LEVEL"])
 	}
 	m.RoleName = types.StringValue(roleNameOf(aws.ToString(cfg.Role)))
+	m.VPCSubnetIDs, m.VPCSecurityGroupIDs = types.SetNull(types.StringType), types.SetNull(types.StringType)
+	if v := cfg.VpcConfig; v != nil && len(v.SubnetIds) > 0 {
+		m.VPCSubnetIDs, _ = types.SetValueFrom(ctx, types.StringType, v.SubnetIds)
+		m.VPCSecurityGroupIDs, _ = types.SetValueFrom(ctx, types.StringType, v.SecurityGroupIds)
+	}
 	conc, err := client.GetFunctionConcurrency(ctx, &lambda.GetFunctionConcurrencyInput{FunctionName: aws.String(name)})
 	if err != nil {
 		return false, err
@@ -426,3 +444,16 @@ func (r *functionResource) ensureLogGroup(ctx context.Context, m functionModel, 
 	_, err = logs.PutRetentionPolicy(ctx, &cloudwatchlogs.PutRetentionPolicyInput{LogGroupName: aws.String(m.LogGroup.ValueString()), RetentionInDays: aws.Int32(int32(m.LogRetentionDays.ValueInt64()))})
 	return err
 }
+
+// vpcConfig is the function's network placement: the subnets and security
+// groups, or empty lists (no VPC; on update, leaving one).
+func (r *functionResource) vpcConfig(ctx context.Context, m functionModel) *lambdatypes.VpcConfig {
+	subnets, groups := []string{}, []string{}
+	_ = m.VPCSubnetIDs.ElementsAs(ctx, &subnets, false)
+	_ = m.VPCSecurityGroupIDs.ElementsAs(ctx, &groups, false)
+	return &lambdatypes.VpcConfig{SubnetIds: subnets, SecurityGroupIds: groups}
+}
+
+// inVPC says whether the function runs in a VPC (its role then manages the
+// network interfaces Lambda attaches).
+func (m functionModel) inVPC() bool { return len(m.VPCSubnetIDs.Elements()) > 0 }

@@ -215,7 +215,7 @@ func TestFunctionPolicy(t *testing.T) {
 		"refresh":    {has: []string{"ec2:TerminateInstances", "sqs:SendMessage"}, hasNot: []string{"ec2:CreateFleet", "ec2:CreateTags"}},
 		"scale-down": {has: []string{"ec2:CreateTags", "ec2:DeleteTags", "ec2:TerminateInstances"}, hasNot: []string{"ec2:CreateFleet", "sqs:SendMessage", "sqs:ReceiveMessage"}},
 	} {
-		doc, err := functionPolicy(handler, table, "", queues, "/ghrunner/github", "ci-"+handler, "prod", "/")
+		doc, err := functionPolicy(handler, table, "", queues, "/ghrunner/github", "ci-"+handler, "prod", "/", false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func TestFunctionPolicy(t *testing.T) {
 			t.Errorf("%s: logs resource %v", handler, got)
 		}
 	}
-	if _, err := functionPolicy("provision", "not-an-arn", "", nil, "/p", "f", "e", "/"); err == nil {
+	if _, err := functionPolicy("provision", "not-an-arn", "", nil, "/p", "f", "e", "/", false); err == nil {
 		t.Error("accepted a table ARN that is not an ARN")
 	}
 }

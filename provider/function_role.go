@@ -33,7 +33,7 @@ func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags
 	}
 	var queues []string
 	diags.Append(m.QueueARNs.ElementsAs(ctx, &queues, false)...)
-	policy, err := functionPolicy(m.Handler.ValueString(), tableARN, tableKey, queues, m.GitHubParameter.ValueString(), m.Name.ValueString(), r.c.environment, r.c.rolePath)
+	policy, err := functionPolicy(m.Handler.ValueString(), tableARN, tableKey, queues, m.GitHubParameter.ValueString(), m.Name.ValueString(), r.c.environment, r.c.rolePath, m.inVPC())
 	if err != nil {
 		diags.AddError("Building the function policy failed", err.Error())
 		return "", diags

@@ -99,12 +99,17 @@ func TestEveryActionOfTheGeneratedPoliciesIsARealIAMAction(t *testing.T) {
 	e := evaluator(t)
 	var docs []string
 	for _, h := range bundle.Handlers {
-		p, err := functionPolicy(h, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-"+h, catEnv, "/")
+		p, err := functionPolicy(h, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-"+h, catEnv, "/", false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		docs = append(docs, p)
 	}
+	inVPC, err := functionPolicy(bundle.HandlerProvision, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-provision", catEnv, "/", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, inVPC)
 	agent, err := agentPolicy(catTable, "", catEnv, "linux", "ghr-prod-agent")
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +143,7 @@ func TestEveryActionOfTheGeneratedPoliciesIsARealIAMAction(t *testing.T) {
 
 func TestTheProvisionRoleLaunchesTaggedAndNothingElse(t *testing.T) {
 	e := evaluator(t)
-	policy, err := functionPolicy(bundle.HandlerProvision, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-provision", catEnv, "/")
+	policy, err := functionPolicy(bundle.HandlerProvision, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-provision", catEnv, "/", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +183,7 @@ func TestTheProvisionRoleLaunchesTaggedAndNothingElse(t *testing.T) {
 
 func TestScaleDownMarksOrphansAndTouchesNoOtherTag(t *testing.T) {
 	e := evaluator(t)
-	policy, err := functionPolicy(bundle.HandlerScaleDown, catTable, "", nil, "/ghrunner/github", "ghrunner-prod-scale-down", catEnv, "/")
+	policy, err := functionPolicy(bundle.HandlerScaleDown, catTable, "", nil, "/ghrunner/github", "ghrunner-prod-scale-down", catEnv, "/", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +260,7 @@ func TestScheduleRolesInvokeOneFunctionForTheirOwnAccount(t *testing.T) {
 func TestATableKeyIsUsableOnlyThroughDynamoDB(t *testing.T) {
 	e := evaluator(t)
 	key := catARN("kms", "key/1234abcd-12ab-34cd-56ef-1234567890ab")
-	fn, err := functionPolicy(bundle.HandlerRelease, catTable, key, []string{catQueue}, "/ghrunner/github", "ghrunner-prod-release", catEnv, "/")
+	fn, err := functionPolicy(bundle.HandlerRelease, catTable, key, []string{catQueue}, "/ghrunner/github", "ghrunner-prod-release", catEnv, "/", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,7 +132,7 @@ func agentPolicy(tableARN, tableKey, environment, pool, agentBucket string) (str
 // the table and its indexes, the pool queues, EC2 only on instances tagged
 // with this environment (launches only through the deployment's templates
 // and roles), the GitHub parameter, and its own log group.
-func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, parameter, functionName, environment, rolePath string) (string, error) {
+func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, parameter, functionName, environment, rolePath string, inVPC bool) (string, error) {
 	a, err := parseARN(tableARN)
 	if err != nil {
 		return "", fmt.Errorf("table arn: %w", err)
@@ -157,6 +157,14 @@ func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, para
 			Resource: []string{arn("ec2", "instance/*")}, Condition: ours},
 	}
 	st = append(st, tableKeyStatement(tableKey, a.region)...)
+	if inVPC {
+		// Lambda attaches the function's network interfaces with the
+		// execution role (what AWSLambdaVPCAccessExecutionRole grants; these
+		// EC2 actions take no resource-level permissions but "*").
+		st = append(st, policyStatement{Sid: "FunctionNetworkInterfaces", Effect: "Allow", Resource: []string{"*"},
+			Action: []string{"ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
+				"ec2:DescribeNetworkInterfaces", "ec2:UnassignPrivateIpAddresses"}})
+	}
 	// Scale-down never touches the queues: a message of an instance it
 	// terminated is dropped by the next provision's claim.
 	actions := map[string][]string{

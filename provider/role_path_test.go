@@ -97,7 +97,7 @@ func TestProvider_refusesABadRolePathOrBoundary(t *testing.T) {
 		t.Run(c.path+" "+c.boundary, func(t *testing.T) {
 			resource.UnitTest(t, resource.TestCase{
 				ProtoV6ProviderFactories: factories,
-				Steps: []resource.TestStep{{Config: withIAMSettings(functionConfig("t", "f", "provision", ""), c.path, c.boundary),
+				Steps: []resource.TestStep{{Config: withIAMSettings(functionConfig("tbl", "f", "provision", ""), c.path, c.boundary),
 					PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)` + c.want)}},
 			})
 		})

@@ -68,6 +68,9 @@ resource "ghrunner_function" "fn" {
   log_retention_days = var.log_retention_days
   tags               = var.tags
 
+  vpc_subnet_ids         = try(var.function_vpc.subnet_ids, null)
+  vpc_security_group_ids = try(var.function_vpc.security_group_ids, null)
+
   # Functions read the pool configs at run time: deploy them after the pools
   # so the first scheduled run already sees every pool.
   depends_on = [ghrunner_pool.pool]
