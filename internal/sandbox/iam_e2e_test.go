@@ -80,6 +80,10 @@ func deniedWithoutLaunchStatement(t *testing.T, sb *sandbox.Sandbox, d sandbox.D
 	before := list()
 	provision := d.Functions[bundle.HandlerProvision]
 	restore := withoutStatement(t, sb, fn, provision, "LaunchTagged")
+	// Preflight finds it first, changing nothing.
+	if checks := preflight(t, fn, provision); !strings.Contains(checks, `"check":"launch","pool":"linux","ok":false`) || !strings.Contains(checks, "UnauthorizedOperation") {
+		t.Errorf("preflight without LaunchTagged: %s; want the launch check failed with UnauthorizedOperation", checks)
+	}
 	payload := `{"runId":"77002","pool":"linux","instanceCount":` + itoa(before+1) + `}`
 	res, err := fn.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(provision), Payload: []byte(payload)})
 	if err != nil {
@@ -96,11 +100,26 @@ func deniedWithoutLaunchStatement(t *testing.T, sb *sandbox.Sandbox, d sandbox.D
 		t.Errorf("%d instances after the refused launch, want %d", n, before)
 	}
 	restore()
+	if checks := preflight(t, fn, provision); !strings.HasPrefix(checks, "preflight-ok") || !strings.Contains(checks, `"check":"terminate","pool":"linux","ok":true,"detail":"i-`) {
+		t.Errorf("preflight with the policy restored: %s; want every check passed, the terminate check tried on an instance", checks)
+	}
 	var out struct{ Status string }
 	invoke(t, fn, provision, `{"runId":"77003","pool":"linux","instanceCount":`+itoa(before+1)+`}`, &out)
 	if out.Status != "ready" {
 		t.Errorf("provision with the policy restored: %+v", out)
 	}
+}
+
+// preflight invokes provision with {"preflight": true} and returns its
+// status and checks, as text for the assertions.
+func preflight(t *testing.T, fn *lambda.Client, provision string) string {
+	t.Helper()
+	var out struct {
+		Status string
+		Checks json.RawMessage
+	}
+	invoke(t, fn, provision, `{"preflight": true}`, &out)
+	return out.Status + " " + string(out.Checks)
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }

@@ -53,3 +53,15 @@ func (l FleetLauncher) Terminate(ctx context.Context, ids []string) error {
 	_, err := l.Fleet.Terminate(ctx, ids)
 	return err
 }
+
+func (l FleetLauncher) CanLaunch(ctx context.Context, spec LaunchSpec) error {
+	return l.Fleet.CanLaunch(ctx, fleet.LaunchRequest{
+		LaunchTemplateID: spec.Pool.LaunchTemplateID, LaunchTemplateVersion: spec.Pool.LaunchTemplateVersion,
+		InstanceTypes: spec.Types, SubnetIDs: spec.Pool.SubnetIDs, UsageClass: spec.UsageClass,
+		Pool: spec.Pool.Name, Owner: spec.Owner, Assignment: spec.Assignment, Tags: spec.Pool.Tags,
+	})
+}
+
+func (l FleetLauncher) CanTerminate(ctx context.Context, id string) error {
+	return l.Fleet.CanTerminate(ctx, id)
+}

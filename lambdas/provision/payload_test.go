@@ -19,6 +19,7 @@ func TestParsePayloadAccepts(t *testing.T) {
 		`{"runId":"1234567890","pool":"linux"}`,
 		`{"runId":"1234567890-2","pool":"linux-large","instanceCount":3,"usageClass":"spot","allowedInstanceTypes":["c*","m7i.*"],"owner":"acme/api","timeoutSeconds":900}`,
 		`{"runId":"a","pool":"p","instanceCount":null,"owner":"acme","timeoutSeconds":30}`,
+		`{"preflight":true}`,
 	} {
 		if _, err := ParsePayload([]byte(p)); err != nil {
 			t.Errorf("ParsePayload(%s) = %v", p, err)
@@ -39,12 +40,20 @@ func FuzzProvisionPayload(f *testing.F) {
 	f.Add([]byte(`{"runId":"1","pool":"linux"}`))
 	f.Add([]byte(`{"runId":"1; rm -rf /","pool":"linux","instanceCount":2}`))
 	f.Add([]byte(`{"runId":"1","pool":"linux","owner":"acme/..","timeoutSeconds":18446744104}`))
+	f.Add([]byte(`{"preflight":true}`))
+	f.Add([]byte(`{"preflight":true,"runId":"1","pool":"linux"}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		in, err := ParsePayload(payload)
 		if err != nil {
 			var ie *controlplane.InputError
 			if !errors.As(err, &ie) || len(err.Error()) > 512 {
 				t.Fatalf("%q: %T of %d bytes: %.300v", payload, err, len(err.Error()), err)
+			}
+			return
+		}
+		if in.Preflight {
+			if !reflect.DeepEqual(in, Input{Preflight: true}) {
+				t.Fatalf("accepted a preflight with more: %+v", in)
 			}
 			return
 		}
@@ -82,4 +91,14 @@ func FuzzProvisionPayload(f *testing.F) {
 			t.Fatalf("re-encoded %+v as %+v", in, back)
 		}
 	})
+}
+
+// A preflight payload comes alone: with a run's fields it is refused,
+// naming preflight, and nothing is provisioned.
+func TestParsePayloadRefusesAPreflightWithARequest(t *testing.T) {
+	_, err := ParsePayload([]byte(`{"preflight":true,"runId":"1","pool":"linux"}`))
+	var ie *controlplane.InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "preflight") {
+		t.Fatalf("got %v, want an input error naming preflight", err)
+	}
 }

@@ -22,6 +22,7 @@ package provision
 
 import (
 	"context"
+	"reflect"
 	"encoding/json"
 	"errors"
 	"regexp"
@@ -44,6 +45,9 @@ type Input struct {
 	AllowedInstanceTypes []string `json:"allowedInstanceTypes,omitempty"`
 	Owner                string   `json:"owner,omitempty"`
 	TimeoutSeconds       *int     `json:"timeoutSeconds,omitempty"`
+	// Preflight, alone in a payload, checks instead of provisioning
+	// (preflight.go).
+	Preflight bool `json:"preflight,omitempty"`
 }
 
 // Instance is one runner given to the run.
@@ -64,6 +68,9 @@ type Output struct {
 	Reused         int        `json:"reused"`
 	Created        int        `json:"created"`
 	ElapsedSeconds float64    `json:"elapsedSeconds"`
+	// Checks are a preflight's findings (Status preflight-ok or
+	// preflight-failed).
+	Checks []Check `json:"checks,omitempty"`
 }
 
 // Launcher is the EC2 side of provision.
@@ -81,6 +88,10 @@ type Launcher interface {
 	Live(ctx context.Context, pool string) (map[string]string, error)
 	// Terminate terminates instances; ones already gone are no error.
 	Terminate(ctx context.Context, ids []string) error
+	// CanLaunch and CanTerminate ask EC2, with DryRun, whether a launch
+	// of spec and the termination of id would be allowed (nil: yes).
+	CanLaunch(ctx context.Context, spec LaunchSpec) error
+	CanTerminate(ctx context.Context, id string) error
 }
 
 // LaunchSpec is one fleet request.
@@ -127,6 +138,9 @@ type Deps struct {
 func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
 	d, fleet := deps.Deps, deps.EC2
+	if in, err := ParsePayload(payload); err == nil && in.Preflight {
+		return preflight(ctx, deps, start)
+	}
 	req, err := parse(ctx, d, payload)
 	if err != nil {
 		return nil, err
@@ -193,6 +207,12 @@ func ParsePayload(payload []byte) (Input, error) {
 	var in Input
 	if err := controlplane.Decode(payload, &in); err != nil {
 		return in, err
+	}
+	if in.Preflight {
+		if alone := (Input{Preflight: true}); !reflect.DeepEqual(in, alone) {
+			return in, controlplane.Invalid("preflight", "comes alone: a payload is either {\"preflight\": true} or a provision request")
+		}
+		return in, nil
 	}
 	if err := controlplane.CheckRunID(in.RunID); err != nil {
 		return in, err

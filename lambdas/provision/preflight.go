@@ -1,0 +1,83 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Preflight: `aws lambda invoke --function-name <prefix>-provision --payload
+// '{"preflight": true}'` checks, with provision's own role and GitHub
+// credentials, what a first real provision would need, and changes nothing:
+// per pool, that EC2 would let it launch from the pool's template with the
+// pool's tags (CreateFleet with DryRun) and terminate one of the pool's
+// instances (TerminateInstances with DryRun, when one is live); per owner,
+// that the GitHub credentials may list its runners. A denied request comes
+// back as the check's detail, naming the action, instead of as a failed
+// workflow after the first deploy.
+
+// Check is one preflight finding.
+type Check struct {
+	Check  string `json:"check"` // "launch", "terminate" or "github"
+	Pool   string `json:"pool,omitempty"`
+	Owner  string `json:"owner,omitempty"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// preflight runs the checks; its status is preflight-ok when every check
+// passed, preflight-failed otherwise.
+func preflight(ctx context.Context, deps Deps, start time.Time) (*Output, error) {
+	d := deps.Deps
+	pools, err := d.Store.ListPoolConfigs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("preflight: read the pool configs: %w", err)
+	}
+	out := &Output{Status: "preflight-ok", Checks: []Check{}}
+	add := func(c Check, err error) {
+		c.OK = err == nil
+		if err != nil {
+			c.Detail = err.Error()
+			out.Status = "preflight-failed"
+		}
+		out.Checks = append(out.Checks, c)
+	}
+	owners := map[string]bool{}
+	for i := range pools {
+		p := &pools[i]
+		owners[p.Owner] = true
+		add(Check{Check: "launch", Pool: p.Name}, deps.EC2.CanLaunch(ctx, LaunchSpec{Pool: p, Types: p.InstanceTypes, UsageClass: p.UsageClass,
+			Count: 1, Owner: p.Owner, Assignment: "preflight"}))
+		live, err := deps.EC2.Live(ctx, p.Name)
+		if err != nil {
+			add(Check{Check: "terminate", Pool: p.Name}, fmt.Errorf("list the pool's instances: %w", err))
+			continue
+		}
+		ids := make([]string, 0, len(live))
+		for id := range live {
+			ids = append(ids, id)
+		}
+		if len(ids) == 0 {
+			out.Checks = append(out.Checks, Check{Check: "terminate", Pool: p.Name, OK: true, Detail: "not tried: the pool has no live instance"})
+			continue
+		}
+		sort.Strings(ids)
+		add(Check{Check: "terminate", Pool: p.Name, Detail: ids[0]}, deps.EC2.CanTerminate(ctx, ids[0]))
+	}
+	names := make([]string, 0, len(owners))
+	for o := range owners {
+		names = append(names, o)
+	}
+	sort.Strings(names)
+	for _, owner := range names {
+		_, err := d.GitHub.ListRunners(ctx, owner)
+		add(Check{Check: "github", Owner: owner}, err)
+	}
+	if len(pools) == 0 {
+		out.Status = "preflight-failed"
+		out.Checks = append(out.Checks, Check{Check: "pools", Detail: "no pool in the table: apply the pools first"})
+	}
+	out.ElapsedSeconds = time.Since(start).Seconds()
+	return out, nil
+}
