@@ -22,9 +22,9 @@ package provision
 
 import (
 	"context"
-	"reflect"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
