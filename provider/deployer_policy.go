@@ -98,7 +98,11 @@ func deployerPolicy(d deployment) string {
 			// Lambda checks a function's subnets and security groups with
 			// the caller's permissions.
 			Action: []string{"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeLaunchTemplates",
-				"ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs"}},
+				"ec2:DescribeInstanceTypes", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs"}},
+		// A pool without image_id reads the latest image's id from its
+		// publisher's public parameter (no account in its ARN).
+		policyStatement{Sid: "PublicImageParameters", Effect: "Allow", Action: []string{"ssm:GetParameter"},
+			Resource: []string{fmt.Sprintf("arn:%s:ssm:%s::parameter/aws/service/*", d.partition, d.region)}},
 	)
 	return policyDocument{Version: "2012-10-17", Statement: st}.String()
 }

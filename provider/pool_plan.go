@@ -106,6 +106,13 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	} else {
 		plan.AgentSHA256 = types.StringValue("")
 	}
+	if prior != nil && !prior.ImageFamily.Equal(plan.ImageFamily) {
+		var configured types.String
+		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("image_id"), &configured)...)
+		if configured.IsNull() {
+			plan.ImageID = types.StringUnknown() // the new family's latest image, found at apply
+		}
+	}
 	if prior != nil && r.c != nil {
 		// A pool made before role names carried the region moves to its new
 		// role and instance profile (a new template version) on the next

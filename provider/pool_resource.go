@@ -49,6 +49,7 @@ type poolModel struct {
 	QueueURL         types.String `tfsdk:"queue_url"`
 	Owner            types.String `tfsdk:"owner"`
 	ImageID          types.String `tfsdk:"image_id"`
+	ImageFamily      types.String `tfsdk:"image_family"`
 	InstanceTypes    types.List   `tfsdk:"instance_types"`
 	SubnetIDs        types.List   `tfsdk:"subnet_ids"`
 	SecurityGroupIDs types.List   `tfsdk:"security_group_ids"`
@@ -136,8 +137,14 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"owner": schema.StringAttribute{Required: true, Description: "GitHub organization (`acme`) or repository (`acme/api`) the runners register with. Pooled runners are reused only for the same owner.",
 				Validators: []validator.String{stringvalidator.All(stringvalidator.RegexMatches(ownerRE, "must be an organization (acme) or a repository (acme/api)"),
 					stringvalidator.RegexMatches(ownerOrgLenRE, "must be an organization (acme) or a repository (acme/api)"))}},
-			"image_id": schema.StringAttribute{Required: true, Description: "Linux AMI with bash, curl and systemd; its architecture picks the agent binary.",
+			"image_id": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep,
+				Description: "Linux AMI with bash, curl and systemd; its architecture picks the agent binary. " +
+					"Omitted: the latest image of image_family for the instance types' architecture, chosen once when the pool is created.",
 				Validators: []validator.String{stringvalidator.RegexMatches(amiRE, "must be an AMI id like ami-0123456789abcdef0")}},
+			"image_family": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultImageFamily),
+				Description: "Without image_id: `ubuntu-24.04` (Canonical's, the default) or `al2023` (Amazon Linux 2023), from the publisher's public SSM parameter. " +
+					"Changing it while image_id is unset moves the pool to that family's latest image.",
+				Validators: []validator.String{stringvalidator.OneOf("ubuntu-24.04", "al2023")}},
 			"instance_types": schema.ListAttribute{Required: true, ElementType: types.StringType,
 				Description: "Instance types CreateFleet may launch, in order of preference (all of one architecture).",
 				Validators:  ids(instTypeRE, "an instance type like c7i.large")},
@@ -313,6 +320,7 @@ func (r *poolResource) ImportState(ctx context.Context, req resource.ImportState
 		return
 	}
 	m := poolModel{Table: types.StringValue(table), Name: types.StringValue(name), SecurityGroupIDs: types.ListNull(types.StringType), Tags: types.MapNull(types.StringType),
+		ImageFamily:   types.StringValue(defaultImageFamily),
 		IdleWindows:   types.ListNull(idleWindowType),
 		InstanceTypes: types.ListNull(types.StringType), SubnetIDs: types.ListNull(types.StringType)}
 	found, err := r.read(ctx, &m)
@@ -323,6 +331,7 @@ func (r *poolResource) ImportState(ctx context.Context, req resource.ImportState
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), m.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("table"), table)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("image_family"), defaultImageFamily)...)
 }
 
 // apply makes AWS match plan; prior is nil on create. Every step is
@@ -333,6 +342,21 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	if err != nil {
 		diags.AddAttributeError(path.Root("table"), "State table not found", err.Error())
 		return diags
+	}
+	if plan.ImageID.IsUnknown() || plan.ImageID.ValueString() == "" {
+		var types_ []string
+		diags.Append(plan.InstanceTypes.ElementsAs(ctx, &types_, false)...)
+		arch, err := r.instanceArchitecture(ctx, types_)
+		if err != nil {
+			diags.AddAttributeError(path.Root("instance_types"), "No image for the pool", err.Error())
+			return diags
+		}
+		id, err := r.latestImage(ctx, plan.ImageFamily.ValueString(), arch)
+		if err != nil {
+			diags.AddAttributeError(path.Root("image_family"), "No image for the pool", err.Error()+"; or set image_id")
+			return diags
+		}
+		plan.ImageID = types.StringValue(id)
 	}
 	image, err := r.image(ctx, plan.ImageID.ValueString())
 	if err != nil {
@@ -421,7 +445,7 @@ func (r *poolResource) tags(ctx context.Context, m poolModel) (map[string]string
 // unknownToNull gives the computed attributes a failed create did not reach
 // a value, so that the partial state can be saved.
 func (r *poolResource) unknownToNull(m *poolModel) {
-	for _, s := range []*types.String{&m.LaunchTemplateID, &m.LaunchTemplateVersion, &m.RoleName, &m.InstanceProfileARN, &m.AgentBucket, &m.AgentSHA256, &m.Architecture} {
+	for _, s := range []*types.String{&m.ImageID, &m.LaunchTemplateID, &m.LaunchTemplateVersion, &m.RoleName, &m.InstanceProfileARN, &m.AgentBucket, &m.AgentSHA256, &m.Architecture} {
 		if s.IsUnknown() {
 			*s = types.StringValue("")
 		}

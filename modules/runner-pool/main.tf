@@ -28,6 +28,7 @@ resource "ghrunner_pool" "pool" {
   queue_url          = ghrunner_queue.pool[each.key].url
   owner              = each.value.owner
   image_id           = each.value.image_id
+  image_family       = each.value.image_family
   instance_types     = each.value.instance_types
   subnet_ids         = each.value.subnet_ids
   security_group_ids = each.value.security_group_ids

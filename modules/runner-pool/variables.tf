@@ -21,12 +21,13 @@ variable "github_parameter" {
 
 variable "pools" {
   description = <<-EOT
-    The pools, keyed by pool name (the `pool` of provision payloads). Each needs owner (GitHub org or org/repo), image_id (a Linux AMI),
-    instance_types and subnet_ids; the rest is optional — see the ghrunner_pool resource for meanings and defaults.
+    The pools, keyed by pool name (the `pool` of provision payloads). Each needs owner (GitHub org or org/repo), instance_types and
+    subnet_ids; image_id (a Linux AMI; default: the latest of image_family, ubuntu-24.04 or al2023, at create) and the rest are optional — see the ghrunner_pool resource for meanings and defaults.
   EOT
   type = map(object({
     owner              = string
-    image_id           = string
+    image_id           = optional(string)
+    image_family       = optional(string, "ubuntu-24.04")
     instance_types     = list(string)
     subnet_ids         = list(string)
     security_group_ids = optional(list(string))
