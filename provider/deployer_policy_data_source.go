@@ -55,16 +55,11 @@ func (d *deployerPolicyDataSource) Schema(_ context.Context, _ datasource.Schema
 }
 
 func (d *deployerPolicyDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	if req.ProviderData == nil {
-		return
+	var ok bool
+	if d.c, ok = clientsOf(req.ProviderData); !ok {
+		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("A ghrunner data source expects the ghrunner provider's *clients, got %T. "+
+			"This is a bug in the provider: please report it.", req.ProviderData))
 	}
-	c, ok := req.ProviderData.(*clients)
-	if !ok {
-		resp.Diagnostics.AddError("Unexpected provider data",
-			fmt.Sprintf("A ghrunner data source expects the ghrunner provider's *clients, got %T. This is a bug in the provider: please report it.", req.ProviderData))
-		return
-	}
-	d.c = c
 }
 
 func (d *deployerPolicyDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {

@@ -72,16 +72,22 @@ type configured struct{ c *clients }
 // calls it before the provider is configured (validation, an early plan),
 // with no data: the resource then has no clients and must not need them.
 func (r *configured) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	if req.ProviderData == nil {
-		return
+	var ok bool
+	if r.c, ok = clientsOf(req.ProviderData); !ok {
+		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("A ghrunner resource expects the ghrunner provider's *clients, got %T. "+
+			"This is a bug in the provider: please report it.", req.ProviderData))
 	}
-	c, ok := req.ProviderData.(*clients)
-	if !ok {
-		resp.Diagnostics.AddError("Unexpected provider data",
-			fmt.Sprintf("A ghrunner resource expects the ghrunner provider's *clients, got %T. This is a bug in the provider: please report it.", req.ProviderData))
-		return
+}
+
+// clientsOf is what a resource's or data source's Configure takes from the
+// provider: nil (and ok) before the provider is configured, false for what
+// is not the provider's clients.
+func clientsOf(data any) (*clients, bool) {
+	if data == nil {
+		return nil, true
 	}
-	r.c = c
+	c, ok := data.(*clients)
+	return c, ok
 }
 
 var environmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
