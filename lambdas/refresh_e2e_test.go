@@ -13,7 +13,9 @@ import (
 // terminated by refresh once it is older than createdTTL.
 func TestInstanceWithoutRecordIsReconciled(t *testing.T) {
 	t.Parallel()
-	d := deploy(t, func(p *state.PoolConfig) { p.Timings.CreatedTTL = 3 })
+	// createdTTL well above one refresh's run time, which a loaded 2-core
+	// machine stretched to 15 s once, making the young instance old.
+	d := deploy(t, func(p *state.PoolConfig) { p.Timings.CreatedTTL = 20 })
 	res, err := d.fleet.Launch(ctx, launchRequest(d))
 	must(t, err)
 	lost := res.Instances[0].InstanceID
@@ -24,7 +26,7 @@ func TestInstanceWithoutRecordIsReconciled(t *testing.T) {
 	if len(ref.Terminated) != 0 {
 		t.Fatalf("refresh terminated a young instance: %+v", ref)
 	}
-	time.Sleep(4 * time.Second)
+	time.Sleep(21 * time.Second)
 	d.call("refresh", nil, &ref)
 	if len(ref.Terminated) != 1 || ref.Terminated[0].InstanceID != lost || ref.Terminated[0].Reason != "no record" {
 		t.Fatalf("refresh = %+v", ref)
