@@ -189,7 +189,7 @@ func (w *world) wait(inst *state.Instance, ok, failed string) *state.Instance {
 }
 
 func (w *world) runnerPID() int {
-	raw, err := os.ReadFile(filepath.Join(w.dir, "runner", runner.PIDFile))
+	raw, err := os.ReadFile(filepath.Join(w.dir, "state", runner.PIDFile))
 	if err != nil {
 		return 0
 	}

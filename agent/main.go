@@ -104,7 +104,7 @@ and region come from the instance metadata service (IMDSv2).
 		Store:      store,
 		EC2:        aws.EC2(),
 		Spot:       meta,
-		Runner:     &runner.Runner{Dir: cfg.RunnerDir, WorkDir: cfg.WorkDir, User: cfg.RunnerUser},
+		Runner:     &runner.Runner{Dir: cfg.RunnerDir, WorkDir: cfg.WorkDir, User: cfg.RunnerUser, StateDir: cfg.StateDir},
 		Log:        log,
 	}
 	log.Info("agent starting", "instanceId", id.InstanceID, "region", region, "table", cfg.Table)

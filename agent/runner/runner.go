@@ -27,6 +27,11 @@ type Runner struct {
 	WorkDir string // the runner's work folder
 	// User runs config.sh and run.sh; empty: the agent's own user.
 	User string
+	// StateDir is the agent's own directory, which the runner user cannot
+	// write: the PID file is kept there. In Dir, which belongs to the job
+	// user, a job could plant a symlink there that the agent, writing as
+	// root, would follow, or a PID that an agent restart would adopt.
+	StateDir string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -34,15 +39,17 @@ type Runner struct {
 	err    error
 }
 
-// PIDFile is where Start notes run.sh's process id, so that an agent that
-// restarts finds the runner still running (a job may be under way) instead of
-// starting a second one.
+// PIDFile is where, in StateDir, Start notes run.sh's process id, so that
+// an agent that restarts finds the runner still running (a job may be under
+// way) instead of starting a second one.
 const PIDFile = ".ghrunner-run.pid"
+
+func (r *Runner) pidFile() string { return filepath.Join(r.StateDir, PIDFile) }
 
 // adopted returns the process id of a run.sh started by an earlier agent
 // process that still runs in this runner directory, or 0.
 func (r *Runner) adopted() int {
-	raw, err := os.ReadFile(filepath.Join(r.Dir, PIDFile))
+	raw, err := os.ReadFile(r.pidFile())
 	if err != nil {
 		return 0
 	}
@@ -158,6 +165,9 @@ func (r *Runner) Start() error {
 	if r.cmd != nil && !closed(r.exited) || r.cmd == nil && r.adopted() != 0 {
 		return errors.New("runner already started")
 	}
+	if r.StateDir == "" {
+		return errors.New("runner: StateDir is required (the PID file is kept there, out of the job user's reach)")
+	}
 	cmd, err := r.command(context.Background(), "./run.sh")
 	if err != nil {
 		return err
@@ -170,7 +180,11 @@ func (r *Runner) Start() error {
 	}
 	exited := make(chan struct{})
 	r.cmd, r.exited = cmd, exited
-	os.WriteFile(filepath.Join(r.Dir, PIDFile), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+	if err := writeFileNoFollow(r.pidFile(), []byte(strconv.Itoa(cmd.Process.Pid))); err != nil {
+		// Only an agent restart during this run needs it: it would then
+		// start a second run.sh, which config.sh's registration refuses.
+		fmt.Fprintf(os.Stderr, "runner: note the run.sh pid: %v\n", err)
+	}
 	go func() {
 		err := cmd.Wait()
 		r.mu.Lock()
@@ -329,4 +343,15 @@ func tail(out []byte) string {
 		out = append([]byte("…"), out[len(out)-max:]...)
 	}
 	return string(out)
+}
+
+// writeFileNoFollow replaces path's content, refusing to follow a symlink
+// at path (O_NOFOLLOW): the agent runs as root.
+func writeFileNoFollow(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return errors.Join(err, f.Close())
 }

@@ -342,9 +342,9 @@ func (h *Host) note(err error) {
 }
 
 // killRunnerGroups kills the process group of the run.sh noted in the
-// instance's runner folder, with any job it runs.
+// instance's agent state folder, with any job it runs.
 func killRunnerGroups(instanceDir string) {
-	raw, err := os.ReadFile(filepath.Join(instanceDir, "runner", runner.PIDFile))
+	raw, err := os.ReadFile(filepath.Join(instanceDir, "state", runner.PIDFile))
 	if err != nil {
 		return
 	}

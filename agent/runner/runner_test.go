@@ -1,0 +1,73 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A job owns the runner directory (issue 16 item 4). What it plants there
+// must not steer the agent, which runs as root: a symlink named like the
+// PID file is not written through, and the PID the agent adopts after a
+// restart is the one it noted in its own state directory, not one a job
+// wrote.
+func TestStartKeepsItsPIDOutOfTheJobsReach(t *testing.T) {
+	dir, state, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(outside, "etc-shadow")
+	if err := os.WriteFile(target, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// What a job of an earlier run left: the PID file's old name, as a
+	// symlink to a file of root's, and a forged PID.
+	if err := os.Symlink(target, filepath.Join(dir, PIDFile)); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Dir: dir, StateDir: state}
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(5 * time.Second) })
+
+	if got, _ := os.ReadFile(target); string(got) != "precious\n" {
+		t.Fatalf("the file behind the planted symlink now holds %q", got)
+	}
+	raw, err := os.ReadFile(filepath.Join(state, PIDFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid, _ := strconv.Atoi(strings.TrimSpace(string(raw))); pid != r.PID() || pid == 0 {
+		t.Fatalf("noted pid %q, run.sh is %d", raw, r.PID())
+	}
+	// A restarted agent adopts run.sh by the state directory's note.
+	again := &Runner{Dir: dir, StateDir: state}
+	if alive, _ := again.Alive(); !alive {
+		t.Fatal("a restarted agent did not find its run.sh")
+	}
+
+	// The state directory's own note, replaced by a symlink (it should
+	// never be, being root's): still not followed.
+	if err := os.Remove(filepath.Join(state, PIDFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(state, PIDFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileNoFollow(filepath.Join(state, PIDFile), []byte("1")); err == nil {
+		t.Fatal("writeFileNoFollow wrote through a symlink")
+	}
+	if got, _ := os.ReadFile(target); string(got) != "precious\n" {
+		t.Fatalf("the file behind the symlink now holds %q", got)
+	}
+}
+
+func TestStartWithoutAStateDirIsRefused(t *testing.T) {
+	if err := (&Runner{Dir: t.TempDir()}).Start(); err == nil || !strings.Contains(err.Error(), "StateDir") {
+		t.Fatalf("got %v, want StateDir required", err)
+	}
+}
