@@ -295,11 +295,15 @@ func (r *Runner) command(ctx context.Context, name string, args ...string) (*exe
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	cmd.Env = os.Environ()
 	if r.User != "" {
-		uid, gid, home, err := lookup(r.User)
+		uid, gid, groups, home, err := lookup(r.User)
 		if err != nil {
 			return nil, err
 		}
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid}
+		// Groups as the user database lists them: a Credential without
+		// them drops every supplementary group (setgroups to none), which
+		// is not what the user is (a docker group member could no longer
+		// reach docker), unlike what su or systemd would give.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}
 		cmd.Env = append(cmd.Env, "HOME="+home, "USER="+r.User)
 	}
 	return cmd, nil
@@ -309,21 +313,32 @@ func (r *Runner) chown(path string) error {
 	if r.User == "" {
 		return nil
 	}
-	uid, gid, _, err := lookup(r.User)
+	uid, gid, _, _, err := lookup(r.User)
 	if err != nil {
 		return err
 	}
 	return os.Chown(path, int(uid), int(gid))
 }
 
-func lookup(name string) (uid, gid uint32, home string, err error) {
+func lookup(name string) (uid, gid uint32, groups []uint32, home string, err error) {
 	u, err := user.Lookup(name)
 	if err != nil {
-		return 0, 0, "", fmt.Errorf("runner user %q: %w", name, err)
+		return 0, 0, nil, "", fmt.Errorf("runner user %q: %w", name, err)
 	}
 	uid64, _ := strconv.ParseUint(u.Uid, 10, 32)
 	gid64, _ := strconv.ParseUint(u.Gid, 10, 32)
-	return uint32(uid64), uint32(gid64), u.HomeDir, nil
+	ids, err := u.GroupIds()
+	if err != nil {
+		return 0, 0, nil, "", fmt.Errorf("runner user %q: its groups: %w", name, err)
+	}
+	for _, id := range ids {
+		g, err := strconv.ParseUint(id, 10, 32)
+		if err != nil {
+			return 0, 0, nil, "", fmt.Errorf("runner user %q: group id %q: %w", name, id, err)
+		}
+		groups = append(groups, uint32(g))
+	}
+	return uint32(uid64), uint32(gid64), groups, u.HomeDir, nil
 }
 
 func closed(ch chan struct{}) bool {

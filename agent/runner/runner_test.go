@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"context"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -69,5 +71,30 @@ func TestStartKeepsItsPIDOutOfTheJobsReach(t *testing.T) {
 func TestStartWithoutAStateDirIsRefused(t *testing.T) {
 	if err := (&Runner{Dir: t.TempDir()}).Start(); err == nil || !strings.Contains(err.Error(), "StateDir") {
 		t.Fatalf("got %v, want StateDir required", err)
+	}
+}
+
+// The runner user keeps its supplementary groups (issue 16): Go's
+// Credential without Groups calls setgroups with none, so a runner user in
+// the docker group lost it.
+func TestCommandsRunWithTheUsersGroups(t *testing.T) {
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := me.GroupIds()
+	if err != nil || len(want) == 0 {
+		t.Fatalf("the current user's groups: %v %v", want, err)
+	}
+	cmd, err := (&Runner{Dir: t.TempDir(), User: me.Username}).command(context.Background(), "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range cmd.SysProcAttr.Credential.Groups {
+		got = append(got, strconv.FormatUint(uint64(g), 10))
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("groups %v, want the user database's %v", got, want)
 	}
 }
