@@ -236,6 +236,11 @@ func TestAgentThroughThreeAssignments(t *testing.T) {
 		}
 		inst, err = w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
 		must(t, err)
+		// Configured never to replace itself (issue 16: a self-update swaps
+		// the checksummed runner between runs).
+		if file, ok, err := (&runner.Runner{Dir: filepath.Join(w.dir, "runner")}).Configured(); err != nil || !ok || !file.DisableUpdate {
+			t.Fatalf("run %d: .runner %+v (configured %v, %v): want disableUpdate", run, file, ok, err)
+		}
 
 		job := w.job(runID, "test ! -e ../../leftover || { echo dirty; exit 3; }; echo from-"+runID+" > ../../leftover; echo ok")
 		if job.ExitCode != 0 || job.Runner != got.RunnerName {

@@ -72,6 +72,9 @@ type File struct {
 	ServerURL  string `json:"serverUrl"`
 	GitHubURL  string `json:"gitHubUrl"`
 	WorkFolder string `json:"workFolder"`
+	// DisableUpdate: the runner never replaces itself (config.sh
+	// --disableupdate).
+	DisableUpdate bool `json:"disableUpdate"`
 }
 
 // Registration is what Configure needs.
@@ -109,7 +112,10 @@ func (r *Runner) Configure(ctx context.Context, reg Registration) (File, error) 
 		return File{}, err
 	}
 	out, err := r.run(ctx, reg.Token, "./config.sh", "--unattended", "--url", reg.URL, "--name", reg.Name,
-		"--labels", reg.Labels, "--no-default-labels", "--work", r.WorkDir, "--replace")
+		"--labels", reg.Labels, "--no-default-labels", "--work", r.WorkDir, "--replace",
+		// The runner installed is the one the pool's checksum named: a
+		// self-update would swap it for another between runs.
+		"--disableupdate")
 	if err != nil {
 		return File{}, fmt.Errorf("config.sh: %w: %s", err, tail(out))
 	}

@@ -187,6 +187,9 @@ type settings struct {
 	ServerURL  string `json:"serverUrl"`
 	GitHubURL  string `json:"gitHubUrl"`
 	WorkFolder string `json:"workFolder"`
+	// DisableUpdate is --disableupdate (omitted when false, as the runner's
+	// DataMember(EmitDefaultValue = false) writes it).
+	DisableUpdate bool `json:"disableUpdate,omitempty"`
 }
 
 // credentials is .credentials (CredentialData).
@@ -313,7 +316,8 @@ func configure(c command) int {
 			"clientId": fmt.Sprintf("fake-%d", added.ID), "authorizationUrl": tenant.URL + "oauth2/token", "requireFipsCryptography": "False",
 		}}, 0o644),
 		writeFile(keyFileN, keyFile{Secret: added.Secret}, 0o600),
-		writeFile(runnerFile, settings{AgentID: added.ID, AgentName: name, PoolID: added.PoolID, PoolName: added.PoolName, ServerURL: tenant.URL, GitHubURL: runnerURL, WorkFolder: work}, 0o644),
+		writeFile(runnerFile, settings{AgentID: added.ID, AgentName: name, PoolID: added.PoolID, PoolName: added.PoolName, ServerURL: tenant.URL, GitHubURL: runnerURL, WorkFolder: work,
+			DisableUpdate: c.flag("disableupdate")}, 0o644),
 	)
 	if err != nil {
 		return fail(err)
