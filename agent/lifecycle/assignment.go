@@ -139,6 +139,11 @@ func (a *Agent) dropRunner(ctx context.Context, rec *state.Instance) []string {
 	if err := a.Runner.Stop(a.Config.StopTimeout.Duration); err != nil {
 		problems = append(problems, err.Error())
 	}
+	// Before config.sh remove runs as the runner user with the remove
+	// token in its environment, nothing of the job may still run.
+	if err := a.reap(); err != nil {
+		problems = append(problems, err.Error())
+	}
 	reg := rec.Registration
 	if reg != nil && reg.Assignment == rec.Assignment && reg.Purpose == "remove" && reg.Token != "" {
 		if err := retry(ctx, 3, func() error { return a.Runner.Remove(ctx, reg.Token) }); err != nil {
@@ -186,10 +191,26 @@ func (a *Agent) confirmClean(ctx context.Context, rec *state.Instance) {
 		return
 	}
 	var problems []string
+	if err := a.reap(); err != nil {
+		problems = append(problems, err.Error())
+	}
 	if err := a.wipe(ctx); err != nil {
 		problems = append(problems, err.Error())
 	}
 	a.answerIdle(ctx, rec, problems)
+}
+
+// reap kills whatever of the runner user still runs once the runner has
+// stopped: daemons a job started out of the runner's process group.
+func (a *Agent) reap() error {
+	n, err := a.Runner.KillUserProcesses()
+	if n > 0 {
+		a.Log.Warn("killed processes the job left running", "processes", n)
+	}
+	if err != nil {
+		return fmt.Errorf("kill the runner user's processes: %w", err)
+	}
+	return nil
 }
 
 func (a *Agent) wipe(ctx context.Context) error {

@@ -3,10 +3,12 @@ package runner
 import (
 	"context"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -96,5 +98,54 @@ func TestCommandsRunWithTheUsersGroups(t *testing.T) {
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("groups %v, want the user database's %v", got, want)
+	}
+}
+
+// A process a job left behind, out of the runner's process group (setsid),
+// is found by its user and killed (issue 16 item 2).
+func TestKillUIDKillsWhatAJobLeftBehind(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("this test starts processes as another uid: run it as root (CI does)")
+	}
+	const uid = 54321 // no such user needed: the kernel takes any uid
+	cmd := exec.Command("setsid", "sh", "-c", "sleep 60 & sleep 60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids, err := processesOf(uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pids) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the left-behind processes did not start: %v", pids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n, err := killUID(uid)
+	if err != nil || n < 2 {
+		t.Fatalf("killed %d, %v; want both", n, err)
+	}
+	if pids, _ := processesOf(uid); len(pids) != 0 {
+		t.Fatalf("still alive: %v", pids)
+	}
+}
+
+func TestKillUserProcessesNeverKillsTheAgentsOwnUser(t *testing.T) {
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := (&Runner{User: me.Username}).KillUserProcesses(); err == nil || n != 0 {
+		t.Fatalf("killed %d processes of the agent's own user (%v)", n, err)
+	}
+	if n, err := (&Runner{}).KillUserProcesses(); err != nil || n != 0 {
+		t.Fatalf("no runner user: %d, %v", n, err)
 	}
 }

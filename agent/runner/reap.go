@@ -1,0 +1,98 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// What a job leaves running. The runner stops its own process group, but a
+// job can leave it (setsid, nohup, a double fork): such a process would
+// watch the next run's work folder and read, from /proc/<pid>/environ of
+// config.sh (same user), the token of the next registration or removal.
+// Before the runner is removed and the instance offered again, every
+// process of the runner user is killed.
+
+// KillUserProcesses kills every process of the runner user and returns how
+// many it killed. With no User (the runner runs as the agent's own user)
+// there is nothing it may kill.
+func (r *Runner) KillUserProcesses() (int, error) {
+	if r.User == "" {
+		return 0, nil
+	}
+	uid, _, _, _, err := lookup(r.User)
+	if err != nil {
+		return 0, err
+	}
+	if uid == 0 || int(uid) == os.Getuid() {
+		return 0, fmt.Errorf("runner user %q is uid %d, the agent's own or root's: its processes are not killed", r.User, uid)
+	}
+	return killUID(uid)
+}
+
+// killUID sends SIGKILL to every process of uid until a pass finds none: a
+// process may fork between the listing and the kill, so one pass is not
+// enough. It gives up after 50 passes (a fork bomb outrunning it).
+func killUID(uid uint32) (int, error) {
+	killed := 0
+	for pass := 0; pass < 50; pass++ {
+		pids, err := processesOf(uid)
+		if err != nil {
+			return killed, err
+		}
+		if len(pids) == 0 {
+			return killed, nil
+		}
+		for _, pid := range pids {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return killed, fmt.Errorf("processes of uid %d still appear after 50 rounds of killing", uid)
+}
+
+// processesOf lists the live processes whose real or effective uid is uid
+// (a zombie, already dead, is left to its parent).
+func processesOf(uid uint32) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if ownedBy(string(status), uid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// ownedBy reads a /proc/<pid>/status: the Uid line holds the real,
+// effective, saved and filesystem uids; State Z is a zombie.
+func ownedBy(status string, uid uint32) bool {
+	want := strconv.FormatUint(uint64(uid), 10)
+	mine := false
+	for _, line := range strings.Split(status, "\n") {
+		switch {
+		case strings.HasPrefix(line, "State:") && strings.Contains(line, "Z"):
+			return false
+		case strings.HasPrefix(line, "Uid:"):
+			f := strings.Fields(line)
+			mine = len(f) >= 3 && (f[1] == want || f[2] == want)
+		}
+	}
+	return mine
+}
