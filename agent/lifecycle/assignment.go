@@ -217,6 +217,11 @@ func (a *Agent) wipe(ctx context.Context) error {
 	if err := a.Runner.Wipe(); err != nil {
 		return fmt.Errorf("wipe work folder: %w", err)
 	}
+	// The job's files in /tmp, /var/tmp, /dev/shm and its crontab: what a
+	// later run's job would otherwise find (its processes are gone: reap).
+	if err := a.Runner.RemoveUserLeftovers(); err != nil {
+		return fmt.Errorf("remove the runner user's leftovers: %w", err)
+	}
 	if a.Config.CleanupScript == "" {
 		return nil
 	}

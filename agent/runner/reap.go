@@ -1,8 +1,10 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,4 +97,62 @@ func ownedBy(status string, uid uint32) bool {
 		}
 	}
 	return mine
+}
+
+// Shared places a job can write to outside its work folder, and where a
+// later run's job would find it: files there owned by the runner user are
+// removed with the work folder (a file another user owns is left alone,
+// even when it sits in the runner user's directory of another owner's).
+var TempDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
+
+// crontabs are where cron keeps a user's table (Debian's, then Red Hat's).
+var crontabs = []string{"/var/spool/cron/crontabs", "/var/spool/cron"}
+
+// RemoveUserLeftovers removes what the runner user left in TempDirs and its
+// crontab. With no User there is nothing that is the job's alone.
+func (r *Runner) RemoveUserLeftovers() error {
+	if r.User == "" {
+		return nil
+	}
+	uid, _, _, _, err := lookup(r.User)
+	if err != nil {
+		return err
+	}
+	if uid == 0 || int(uid) == os.Getuid() {
+		return fmt.Errorf("runner user %q is uid %d, the agent's own or root's: its files are not removed", r.User, uid)
+	}
+	var errs []error
+	for _, dir := range TempDirs {
+		errs = append(errs, removeOwnedBy(dir, uid))
+	}
+	for _, dir := range crontabs {
+		if err := os.Remove(filepath.Join(dir, r.User)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeOwnedBy removes the entries of dir that uid owns, with what they
+// hold; os.RemoveAll removes a symlink, never what it points to.
+func removeOwnedBy(dir string, uid uint32) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		info, err := os.Lstat(path)
+		if err != nil {
+			continue
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid == uid {
+			errs = append(errs, os.RemoveAll(path))
+		}
+	}
+	return errors.Join(errs...)
 }

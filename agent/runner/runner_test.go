@@ -149,3 +149,44 @@ func TestKillUserProcessesNeverKillsTheAgentsOwnUser(t *testing.T) {
 		t.Fatalf("no runner user: %d, %v", n, err)
 	}
 }
+
+// What a job leaves in shared temporary places is removed, and only that
+// (issue 16 item 5): a file of another user stays, a symlink the job made
+// goes without what it points to.
+func TestRemoveOwnedByTakesOnlyTheJobsFiles(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("this test chowns files to another uid: run it as root (CI does)")
+	}
+	const uid = 54321
+	tmp, outside := t.TempDir(), t.TempDir()
+	precious := filepath.Join(outside, "precious")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(precious, []byte("keep"), 0o600))
+	must(os.MkdirAll(filepath.Join(tmp, "job-cache", "deep"), 0o755))
+	must(os.WriteFile(filepath.Join(tmp, "job-cache", "deep", "token"), []byte("secret"), 0o600))
+	must(os.WriteFile(filepath.Join(tmp, "planted.sh"), []byte("#!/bin/sh\n"), 0o755))
+	must(os.Symlink(precious, filepath.Join(tmp, "link")))
+	must(os.WriteFile(filepath.Join(tmp, "someone-elses"), []byte("x"), 0o600))
+	for _, p := range []string{"job-cache", "job-cache/deep", "job-cache/deep/token", "planted.sh"} {
+		must(os.Chown(filepath.Join(tmp, p), uid, uid))
+	}
+	must(os.Lchown(filepath.Join(tmp, "link"), uid, uid))
+
+	must(removeOwnedBy(tmp, uid))
+	var left []string
+	entries, _ := os.ReadDir(tmp)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if strings.Join(left, ",") != "someone-elses" {
+		t.Fatalf("left %v, want only someone-elses", left)
+	}
+	if got, err := os.ReadFile(precious); err != nil || string(got) != "keep" {
+		t.Fatalf("the symlink's target: %q, %v", got, err)
+	}
+}
