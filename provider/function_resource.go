@@ -444,16 +444,3 @@ func (r *functionResource) ensureLogGroup(ctx context.Context, m functionModel, 
 	_, err = logs.PutRetentionPolicy(ctx, &cloudwatchlogs.PutRetentionPolicyInput{LogGroupName: aws.String(m.LogGroup.ValueString()), RetentionInDays: aws.Int32(int32(m.LogRetentionDays.ValueInt64()))})
 	return err
 }
-
-// vpcConfig is the function's network placement: the subnets and security
-// groups, or empty lists (no VPC; on update, leaving one).
-func (r *functionResource) vpcConfig(ctx context.Context, m functionModel) *lambdatypes.VpcConfig {
-	subnets, groups := []string{}, []string{}
-	_ = m.VPCSubnetIDs.ElementsAs(ctx, &subnets, false)
-	_ = m.VPCSecurityGroupIDs.ElementsAs(ctx, &groups, false)
-	return &lambdatypes.VpcConfig{SubnetIds: subnets, SecurityGroupIds: groups}
-}
-
-// inVPC says whether the function runs in a VPC (its role then manages the
-// network interfaces Lambda attaches).
-func (m functionModel) inVPC() bool { return len(m.VPCSubnetIDs.Elements()) > 0 }

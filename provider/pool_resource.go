@@ -265,52 +265,6 @@ func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, r
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-// Delete fences the pool off, then sweeps it: the pool config goes first
-// (no provision that starts now sees the pool), then the launch template (a
-// provision that read the config before, and is still running, can no
-// longer launch: CreateFleet refuses a template that is gone), then the
-// pool's instances are terminated until a settle period passes with none
-// new (sweepPool), then the bucket and the role. Terminating before the
-// template was gone would leave whatever a running provision launched after
-// the listing. Each step tolerates what is already gone.
-func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var st poolModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &st)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if err := r.deleteConfigItem(ctx, st); err != nil {
-		resp.Diagnostics.AddError("Deleting the pool config failed", err.Error())
-		return
-	}
-	poolDeleteStage("config deleted")
-	if id := st.LaunchTemplateID.ValueString(); id != "" {
-		if err := r.deleteTemplate(ctx, id); err != nil {
-			resp.Diagnostics.AddError("Deleting the launch template failed", err.Error())
-			return
-		}
-	}
-	poolDeleteStage("template deleted")
-	if err := r.sweepPool(ctx, st.Name.ValueString()); err != nil {
-		resp.Diagnostics.AddError("Terminating the pool's instances failed", err.Error())
-		return
-	}
-	poolDeleteStage("instances terminated")
-	if b := st.AgentBucket.ValueString(); b != "" {
-		if err := r.deleteBucket(ctx, b); err != nil {
-			resp.Diagnostics.AddError("Deleting the agent bucket failed", err.Error())
-			return
-		}
-	}
-	if name := st.RoleName.ValueString(); name != "" {
-		if err := r.deleteInstanceRole(ctx, name); err != nil {
-			resp.Diagnostics.AddError("Deleting the instance role failed", err.Error())
-			return
-		}
-	}
-	resp.Diagnostics.Append(r.retireLegacyRole(ctx, st.Name.ValueString(), st.RoleName.ValueString(), true)...)
-}
-
 // ImportState takes `<table>:<pool>`. Scripts and agent_path cannot be read
 // back from AWS (they are inside the user data) and come from the config.
 func (r *poolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
