@@ -377,7 +377,7 @@ type box struct {
 
 type boxOptions struct {
 	userExists bool
-	firewall   string // "iptables" (default), "iptables-broken", "nft" or "none"
+	firewall   string // "iptables" (default), "iptables-broken", "nft", "dnf" (nft installable) or "none"
 	noCurl     bool
 }
 
@@ -430,6 +430,18 @@ func newBox(t *testing.T, o boxOptions) box {
 		b.stub(t, "iptables", rules("iptables", `echo "iptables: No chain/target/match by that name." >&2; exit 1`))
 	case "nft":
 		b.stub(t, "nft", "")
+	case "dnf":
+		// Installing nftables puts an nft on the path, as dnf would.
+		b.stub(t, "nft", "")
+		pkg := filepath.Join(dir, "nftables.pkg")
+		if err := os.Rename(filepath.Join(b.bin, "nft"), pkg); err != nil {
+			t.Fatal(err)
+		}
+		cp, err := exec.LookPath("cp")
+		if err != nil {
+			t.Fatal("cp not found: install coreutils")
+		}
+		b.stub(t, "dnf", fmt.Sprintf("%q -p %q %q", cp, pkg, filepath.Join(b.bin, "nft")))
 	}
 	return b
 }
@@ -731,17 +743,35 @@ func TestFirewallFallbacks(t *testing.T) {
 		requireInOrder(t, calls, calls[i], "systemctl enable --now ghrunner-agent.service")
 	})
 
-	t.Run("none", func(t *testing.T) {
-		b := newBox(t, boxOptions{firewall: "none", noCurl: true})
+	// Neither tool (issue 16): nftables is installed, or the agent never
+	// starts — jobs must not reach the instance role.
+	t.Run("none, nftables installable", func(t *testing.T) {
+		b := newBox(t, boxOptions{firewall: "dnf", noCurl: true})
 		agentIn(b)
 		out, err := b.run(context.Background(), t, preinstalled(t))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		if !strings.Contains(out, "ghrunner-userdata: WARNING: neither iptables nor nft found: jobs of ghrunner can reach IMDS") {
-			t.Errorf("no warning:\n%s", out)
+		calls := b.callLog()
+		i := slices.IndexFunc(calls, func(c string) bool { return strings.HasPrefix(c, "nft ") })
+		if i < 0 || !strings.Contains(calls[i], "meta skuid ghrunner ip daddr 169.254.169.254 reject") {
+			t.Fatalf("no IMDS rule after installing nftables:\n%s", strings.Join(calls, "\n"))
 		}
-		requireInOrder(t, b.callLog(), "systemctl enable --now ghrunner-agent.service")
+		requireInOrder(t, calls, "dnf install -y nftables", calls[i], "systemctl enable --now ghrunner-agent.service")
+	})
+
+	t.Run("none", func(t *testing.T) {
+		b := newBox(t, boxOptions{firewall: "none", noCurl: true})
+		agentIn(b)
+		out, err := b.run(context.Background(), t, preinstalled(t))
+		if err == nil || !strings.Contains(out, "ghrunner-userdata: cannot block IMDS for ghrunner: neither iptables nor nft is available") {
+			t.Fatalf("want a failure that says why, got %v:\n%s", err, out)
+		}
+		for _, call := range b.callLog() {
+			if strings.HasPrefix(call, "systemctl") {
+				t.Errorf("started with IMDS open to jobs: %s", call)
+			}
+		}
 	})
 
 	t.Run("iptables fails", func(t *testing.T) {
