@@ -38,15 +38,10 @@ func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags
 		diags.AddError("Building the function policy failed", err.Error())
 		return "", diags
 	}
-	roleTags := map[string]string{tagTable: m.Table.ValueString()}
-	for k, v := range tags {
-		roleTags[k] = v
-	}
-	arn, _, err := ensureRole(ctx, r.c.aws.IAM(), r.c.environment, roleSpec{
+	arn, _, err := r.c.ensureRole(ctx, m.Table.ValueString(), roleSpec{
 		name: r.roleName(m.Name.ValueString()), kind: "function", service: "lambda.amazonaws.com",
 		description: "ghrunner function " + m.Name.ValueString(),
-		policyName:  functionPolicyName, policy: policy, tags: roleTags, drop: drop,
-		path: r.c.rolePath, boundary: r.c.boundary,
+		policyName:  functionPolicyName, policy: policy, tags: tags, drop: drop,
 	})
 	if err != nil {
 		diags.AddError("Creating the function role failed", err.Error())

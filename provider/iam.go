@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -109,6 +110,20 @@ func ensureRole(ctx context.Context, svc *iam.Client, environment string, spec r
 		return arn, created, fmt.Errorf("put policy %s on role %s: %w", spec.policyName, spec.name, err)
 	}
 	return arn, created, nil
+}
+
+// ensureRole is ensureRole for a role of this deployment: under the
+// provider's iam_role_path, with its iam_permissions_boundary, and, when
+// table is not "", tagged ghr:table with the state table the role serves
+// (a function's or a pool's; the ownership rule then checks it).
+func (c *clients) ensureRole(ctx context.Context, table string, spec roleSpec) (arn string, created bool, err error) {
+	spec.path, spec.boundary = c.rolePath, c.boundary
+	if table != "" {
+		tags := map[string]string{tagTable: table}
+		maps.Copy(tags, spec.tags)
+		spec.tags = tags
+	}
+	return ensureRole(ctx, c.aws.IAM(), c.environment, spec)
 }
 
 // ownsRole applies ensureRole's ownership rule to the tags an existing role

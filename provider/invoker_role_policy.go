@@ -51,12 +51,14 @@ func oidcProviderARN(partition, account, issuer string) string {
 	return fmt.Sprintf("arn:%s:iam::%s:oidc-provider/%s", partition, account, issuer)
 }
 
-// invokerGrants reads repositories and functions back from the role's trust
-// and policy (URL-encoded, as IAM returns them); ok is false when either is
-// not in the shape the provider writes.
-func invokerGrants(trust, policy, issuer string) (repos, functions []string, ok bool) {
+// invokerGrants reads repositories, functions and the trusted OIDC
+// provider back from the role's trust and policy (URL-encoded, as IAM
+// returns them); ok is false when either is not in the shape the provider
+// writes.
+func invokerGrants(trust, policy, issuer string) (repos, functions []string, provider string, ok bool) {
 	var t struct {
 		Statement []struct {
+			Principal struct{ Federated string }
 			Condition map[string]map[string]json.RawMessage
 		}
 	}
@@ -66,17 +68,17 @@ func invokerGrants(trust, policy, issuer string) (repos, functions []string, ok 
 		}
 	}
 	if decode(trust, &t) != nil || decode(policy, &p) != nil || len(t.Statement) != 1 || len(p.Statement) != 1 {
-		return nil, nil, false
+		return nil, nil, "", false
 	}
 	for _, sub := range stringOrList(t.Statement[0].Condition["StringLike"][issuer+":sub"]) {
 		r, found := strings.CutPrefix(sub, "repo:")
 		r, tail := strings.CutSuffix(r, ":*")
 		if !found || !tail {
-			return nil, nil, false
+			return nil, nil, "", false
 		}
 		repos = append(repos, r)
 	}
-	return repos, stringOrList(p.Statement[0].Resource), true
+	return repos, stringOrList(p.Statement[0].Resource), t.Statement[0].Principal.Federated, true
 }
 
 // decode reads an IAM document, URL-encoded or not.

@@ -222,10 +222,10 @@ func (r *invokerRoleResource) apply(ctx context.Context, plan *invokerRoleModel)
 	}
 	tags[tagInvoker] = plan.Name.ValueString()
 	name := r.c.roleName("invoke-", plan.Name.ValueString())
-	arn, _, err := ensureRole(ctx, r.c.aws.IAM(), r.c.environment, roleSpec{
+	arn, _, err := r.c.ensureRole(ctx, "", roleSpec{
 		name: name, kind: "invoker", trust: invokerTrustPolicy(partition, account, issuer, repos),
 		description: "GitHub Actions workflows of the listed repositories invoke ghrunner's provision and release",
-		policyName:  invokerPolicyName, policy: invokerPolicy(functions), tags: tags, path: r.c.rolePath, boundary: r.c.boundary,
+		policyName:  invokerPolicyName, policy: invokerPolicy(functions), tags: tags,
 	})
 	if err != nil {
 		diags.AddAttributeError(path.Root("name"), "Creating the invoker role failed", err.Error())
@@ -272,19 +272,15 @@ func (r *invokerRoleResource) read(ctx context.Context, m *invokerRoleModel) (bo
 		return false, err
 	}
 	m.ID, m.RoleName, m.ARN = types.StringValue(name), types.StringValue(name), types.StringValue(aws.ToString(role.Role.Arn))
-	repos, functions, ok := invokerGrants(aws.ToString(role.Role.AssumeRolePolicyDocument), policyText(pol), m.Issuer.ValueString())
+	repos, functions, provider, ok := invokerGrants(aws.ToString(role.Role.AssumeRolePolicyDocument), policyText(pol), m.Issuer.ValueString())
 	if !ok {
 		// Changed outside Terraform into something else: plan a rewrite.
 		repos, functions = []string{}, []string{}
 	}
 	m.Repositories, _ = types.SetValueFrom(ctx, types.StringType, repos)
 	m.FunctionARNs, _ = types.SetValueFrom(ctx, types.StringType, functions)
-	if m.ProviderARN.IsNull() || m.ProviderARN.IsUnknown() || m.ProviderARN.ValueString() == "" {
-		partition, account, err := r.c.caller(ctx)
-		if err != nil {
-			return false, err
-		}
-		m.ProviderARN = types.StringValue(oidcProviderARN(partition, account, m.Issuer.ValueString()))
+	if provider != "" {
+		m.ProviderARN = types.StringValue(provider) // the one the role trusts
 	}
 	return true, nil
 }

@@ -45,7 +45,7 @@ func checkInvokerRole(name, issuer string, repos ...string) resource.TestCheckFu
 		if err != nil {
 			return err
 		}
-		haveRepos, functions, ok := invokerGrants(aws.ToString(got.Role.AssumeRolePolicyDocument), aws.ToString(pol.PolicyDocument), issuer)
+		haveRepos, functions, _, ok := invokerGrants(aws.ToString(got.Role.AssumeRolePolicyDocument), aws.ToString(pol.PolicyDocument), issuer)
 		if !ok || strings.Join(haveRepos, ",") != strings.Join(sortedCopy(repos), ",") || len(functions) != 2 {
 			return fmt.Errorf("role %s grants repositories %v and functions %v (ok %v); want %v and the two functions", role, haveRepos, functions, ok, repos)
 		}

@@ -8,6 +8,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
 // A pool without image_id: the latest AMI of image_family for the
@@ -30,6 +33,31 @@ var imageFamilies = map[string]map[string]string{
 }
 
 const defaultImageFamily = "ubuntu-24.04"
+
+// resolveImage sets plan's image_id, when it has none, to the latest image
+// of its image_family for its instance types' architecture.
+func (r *poolResource) resolveImage(ctx context.Context, plan *poolModel) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if !plan.ImageID.IsUnknown() && plan.ImageID.ValueString() != "" {
+		return diags
+	}
+	var instanceTypes []string
+	if diags.Append(plan.InstanceTypes.ElementsAs(ctx, &instanceTypes, false)...); diags.HasError() {
+		return diags
+	}
+	arch, err := r.instanceArchitecture(ctx, instanceTypes)
+	if err != nil {
+		diags.AddAttributeError(path.Root("instance_types"), "No image for the pool", err.Error())
+		return diags
+	}
+	id, err := r.latestImage(ctx, plan.ImageFamily.ValueString(), arch)
+	if err != nil {
+		diags.AddAttributeError(path.Root("image_family"), "No image for the pool", err.Error()+"; or set image_id")
+		return diags
+	}
+	plan.ImageID = types.StringValue(id)
+	return diags
+}
 
 // instanceArchitecture is the one architecture (amd64 or arm64) that every
 // instance type supports.

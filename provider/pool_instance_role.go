@@ -24,15 +24,10 @@ const agentPolicyName = "ghrunner-agent"
 // existing role is taken over) and its instance profile, and returns the
 // profile's ARN and whether the role was created.
 func (r *poolResource) ensureInstanceRole(ctx context.Context, name, policy, table string, tags map[string]string, drop []string) (string, bool, error) {
-	roleTags := map[string]string{tagTable: table}
-	for k, v := range tags {
-		roleTags[k] = v
-	}
-	_, created, err := ensureRole(ctx, r.c.aws.IAM(), r.c.environment, roleSpec{
+	_, created, err := r.c.ensureRole(ctx, table, roleSpec{
 		name: name, kind: "pool", service: "ec2.amazonaws.com",
 		description: "ghrunner agent on instances of pool " + name,
-		policyName:  agentPolicyName, policy: policy, tags: roleTags, drop: drop,
-		path: r.c.rolePath, boundary: r.c.boundary,
+		policyName:  agentPolicyName, policy: policy, tags: tags, drop: drop,
 	})
 	if err != nil {
 		return "", created, err

@@ -117,7 +117,7 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		// A pool made before role names carried the region moves to its new
 		// role and instance profile (a new template version) on the next
 		// apply; the plan shows it.
-		if role := r.c.roleName("", plan.Name.ValueString()); role != prior.RoleName.ValueString() {
+		if role := r.roleName(plan); role != prior.RoleName.ValueString() {
 			plan.RoleName, plan.InstanceProfileARN = types.StringValue(role), types.StringUnknown()
 		}
 	}

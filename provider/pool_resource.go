@@ -297,20 +297,8 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 		diags.AddAttributeError(path.Root("table"), "State table not found", err.Error())
 		return diags
 	}
-	if plan.ImageID.IsUnknown() || plan.ImageID.ValueString() == "" {
-		var types_ []string
-		diags.Append(plan.InstanceTypes.ElementsAs(ctx, &types_, false)...)
-		arch, err := r.instanceArchitecture(ctx, types_)
-		if err != nil {
-			diags.AddAttributeError(path.Root("instance_types"), "No image for the pool", err.Error())
-			return diags
-		}
-		id, err := r.latestImage(ctx, plan.ImageFamily.ValueString(), arch)
-		if err != nil {
-			diags.AddAttributeError(path.Root("image_family"), "No image for the pool", err.Error()+"; or set image_id")
-			return diags
-		}
-		plan.ImageID = types.StringValue(id)
+	if diags.Append(r.resolveImage(ctx, plan)...); diags.HasError() {
+		return diags
 	}
 	image, err := r.image(ctx, plan.ImageID.ValueString())
 	if err != nil {
@@ -337,7 +325,7 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 		old, _ := r.tags(ctx, *prior)
 		drop = droppedTags(old, tags)
 	}
-	role := r.c.roleName("", plan.Name.ValueString()) // of the role and the profile
+	role := r.roleName(*plan)
 	profileARN, created, err := r.ensureInstanceRole(ctx, role, policy, plan.Table.ValueString(), tags, drop)
 	if err == nil || created {
 		plan.RoleName = types.StringValue(role) // a role not this pool's is never recorded, so never deleted
@@ -381,6 +369,9 @@ func (r *poolResource) read(ctx context.Context, m *poolModel) (bool, error) {
 	}
 	return true, nil
 }
+
+// roleName is the pool's role and instance profile name.
+func (r *poolResource) roleName(m poolModel) string { return r.c.roleName("", m.Name.ValueString()) }
 
 // name is the pool's launch template name (regional, so without the
 // region; the role's and profile's is clients.roleName).

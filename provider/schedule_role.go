@@ -41,11 +41,11 @@ func scheduleTrustPolicy(functionARN string) string {
 // functionARN only, with tags (dropping the keys in drop); see ensureRole in
 // iam.go for when an existing role is taken over.
 func (r *scheduleResource) ensureRole(ctx context.Context, roleName, functionARN string, tags map[string]string, drop []string) (arn string, created bool, err error) {
-	return ensureRole(ctx, r.c.aws.IAM(), r.c.environment, roleSpec{
+	return r.c.ensureRole(ctx, "", roleSpec{
 		name: roleName, kind: "schedule", trust: scheduleTrustPolicy(functionARN),
 		description: "EventBridge Scheduler role of ghrunner schedule " + roleName,
 		policyName:  schedulePolicyName, policy: scheduleInvokePolicy(functionARN),
-		tags: tags, drop: drop, path: r.c.rolePath, boundary: r.c.boundary,
+		tags: tags, drop: drop,
 	})
 }
 

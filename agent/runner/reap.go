@@ -22,17 +22,28 @@ import (
 // many it killed. With no User (the runner runs as the agent's own user)
 // there is nothing it may kill.
 func (r *Runner) KillUserProcesses() (int, error) {
-	if r.User == "" {
-		return 0, nil
-	}
-	uid, _, _, _, err := lookup(r.User)
-	if err != nil {
+	uid, ok, err := r.jobUID()
+	if !ok || err != nil {
 		return 0, err
 	}
-	if uid == 0 || int(uid) == os.Getuid() {
-		return 0, fmt.Errorf("runner user %q is uid %d, the agent's own or root's: its processes are not killed", r.User, uid)
-	}
 	return killUID(uid)
+}
+
+// jobUID is the uid whose processes and files are the job's alone: ok is
+// false with no User (the runner runs as the agent's own user), and a User
+// that is root or the agent's own is an error, never a uid to clean up.
+func (r *Runner) jobUID() (uid uint32, ok bool, err error) {
+	if r.User == "" {
+		return 0, false, nil
+	}
+	uid, _, _, _, err = lookup(r.User)
+	if err != nil {
+		return 0, false, err
+	}
+	if uid == 0 || int(uid) == os.Getuid() {
+		return 0, false, fmt.Errorf("runner user %q is uid %d, the agent's own or root's: its processes and files are left alone", r.User, uid)
+	}
+	return uid, true, nil
 }
 
 // killUID sends SIGKILL to every process of uid until a pass finds none: a
@@ -111,15 +122,9 @@ var crontabs = []string{"/var/spool/cron/crontabs", "/var/spool/cron"}
 // RemoveUserLeftovers removes what the runner user left in TempDirs and its
 // crontab. With no User there is nothing that is the job's alone.
 func (r *Runner) RemoveUserLeftovers() error {
-	if r.User == "" {
-		return nil
-	}
-	uid, _, _, _, err := lookup(r.User)
-	if err != nil {
+	uid, ok, err := r.jobUID()
+	if !ok || err != nil {
 		return err
-	}
-	if uid == 0 || int(uid) == os.Getuid() {
-		return fmt.Errorf("runner user %q is uid %d, the agent's own or root's: its files are not removed", r.User, uid)
 	}
 	var errs []error
 	for _, dir := range TempDirs {

@@ -19,9 +19,7 @@ import (
 // for the rest of its (up to 15-minute) deadline. If a renewal loses the
 // lease, two invocations overlap for a while: that is safe, since every
 // transition is a conditional write, only wasteful.
-var (
-	SingleFlightTTL = 30 * time.Second
-)
+var SingleFlightTTL = 30 * time.Second
 
 // SingleFlight takes the named lease (state.Store.AcquireLease) for this
 // invocation and keeps it until release is called. ok is false when another

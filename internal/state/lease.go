@@ -15,8 +15,9 @@ import (
 // A single-flight lease: one item per scheduled function ("lease#refresh")
 // that at most one invocation holds at a time. It replaces reserved
 // concurrency 1, which new accounts cannot grant (their unreserved
-// concurrency may not drop below its minimum). A holder that dies keeps
-// the lease only until the time it asked for, its invocation's deadline.
+// concurrency may not drop below its minimum). A holder keeps it until the
+// time it asked for and extends it by asking again (controlplane.SingleFlight
+// asks for 30 s at a time): one that dies keeps it no longer.
 
 const kindLease = "lease"
 

@@ -10,13 +10,18 @@ import (
 // FleetLauncher is provision's view of a deployment's fleet.
 type FleetLauncher struct{ Fleet *fleet.Fleet }
 
-func (l FleetLauncher) Launch(ctx context.Context, spec LaunchSpec) ([]Launched, string, error) {
-	res, err := l.Fleet.Launch(ctx, fleet.LaunchRequest{
+// launchRequest is spec as the fleet takes it.
+func launchRequest(spec LaunchSpec) fleet.LaunchRequest {
+	return fleet.LaunchRequest{
 		LaunchTemplateID: spec.Pool.LaunchTemplateID, LaunchTemplateVersion: spec.Pool.LaunchTemplateVersion,
 		InstanceTypes: spec.Types, SubnetIDs: spec.Pool.SubnetIDs, Count: spec.Count, UsageClass: spec.UsageClass,
 		OnDemandFallback: spec.Pool.OnDemandFallback, Pool: spec.Pool.Name, Owner: spec.Owner, Assignment: spec.Assignment,
 		Tags: spec.Pool.Tags,
-	})
+	}
+}
+
+func (l FleetLauncher) Launch(ctx context.Context, spec LaunchSpec) ([]Launched, string, error) {
+	res, err := l.Fleet.Launch(ctx, launchRequest(spec))
 	now := time.Now()
 	out := make([]Launched, len(res.Instances))
 	for i, inst := range res.Instances {
@@ -55,11 +60,7 @@ func (l FleetLauncher) Terminate(ctx context.Context, ids []string) error {
 }
 
 func (l FleetLauncher) CanLaunch(ctx context.Context, spec LaunchSpec) error {
-	return l.Fleet.CanLaunch(ctx, fleet.LaunchRequest{
-		LaunchTemplateID: spec.Pool.LaunchTemplateID, LaunchTemplateVersion: spec.Pool.LaunchTemplateVersion,
-		InstanceTypes: spec.Types, SubnetIDs: spec.Pool.SubnetIDs, UsageClass: spec.UsageClass,
-		Pool: spec.Pool.Name, Owner: spec.Owner, Assignment: spec.Assignment, Tags: spec.Pool.Tags,
-	})
+	return l.Fleet.CanLaunch(ctx, launchRequest(spec))
 }
 
 func (l FleetLauncher) CanTerminate(ctx context.Context, id string) error {

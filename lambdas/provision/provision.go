@@ -138,10 +138,14 @@ type Deps struct {
 func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
 	d, fleet := deps.Deps, deps.EC2
-	if in, err := ParsePayload(payload); err == nil && in.Preflight {
+	in, err := ParsePayload(payload)
+	if err != nil {
+		return nil, err
+	}
+	if in.Preflight {
 		return preflight(ctx, deps, start)
 	}
-	req, err := parse(ctx, d, payload)
+	req, err := parse(ctx, d, in)
 	if err != nil {
 		return nil, err
 	}
@@ -246,11 +250,9 @@ func ParsePayload(payload []byte) (Input, error) {
 	return in, nil
 }
 
-func parse(ctx context.Context, d *controlplane.Deps, payload json.RawMessage) (*request, error) {
-	in, err := ParsePayload(payload)
-	if err != nil {
-		return nil, err
-	}
+// parse checks a decoded payload (ParsePayload) against its pool and fills
+// in the defaults.
+func parse(ctx context.Context, d *controlplane.Deps, in Input) (*request, error) {
 	p, err := d.Pool(ctx, in.Pool)
 	if state.IsNotFound(err) {
 		return nil, controlplane.Invalid("pool", "unknown pool %q%s", in.Pool, knownPools(ctx, d))
