@@ -17,18 +17,18 @@ import (
 // registration.
 func (w *world) hangAfterConfigure() {
 	w.t.Helper()
-	dir := filepath.Join(w.dir, "runner")
+	dir, marker := filepath.Join(w.dir, "runner"), filepath.Join(w.dir, "hang-after-configure")
 	must(w.t, os.Rename(filepath.Join(dir, "config.sh"), filepath.Join(dir, "config.orig.sh")))
 	must(w.t, os.WriteFile(filepath.Join(dir, "config.sh"), []byte(`#!/bin/bash
 DIR="$(cd -P "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 "$DIR/config.orig.sh" "$@" || exit $?
-if [ "$1" != remove ] && [ -e "$DIR/hang-after-configure" ]; then
-	rm -f "$DIR/hang-after-configure"
+if [ "$1" != remove ] && [ -e '`+marker+`' ]; then
+	rm -f '`+marker+`'
 	: >"$DIR/hung"
 	exec sleep 600
 fi
 `), 0o755))
-	must(w.t, os.WriteFile(filepath.Join(dir, "hang-after-configure"), nil, 0o644))
+	must(w.t, os.WriteFile(marker, nil, 0o644))
 }
 
 // killAfterConfigure waits until config.sh hangs after configuring, then
@@ -36,7 +36,7 @@ fi
 func (w *world) killAfterConfigure() {
 	w.t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(w.dir, "runner", "hung")); err == nil {
+		if _, err := os.Stat(filepath.Join(w.dir, "run", "hung")); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -44,7 +44,7 @@ func (w *world) killAfterConfigure() {
 		}
 	}
 	w.kill()
-	if _, err := os.Stat(filepath.Join(w.dir, "runner", ".runner")); err != nil {
+	if _, err := os.Stat(filepath.Join(w.dir, "run", ".runner")); err != nil {
 		w.t.Fatalf("no .runner after config.sh: %v", err)
 	}
 	if n := len(w.fake.Runners()); n != 1 {
@@ -99,7 +99,7 @@ func TestAnAgentKilledBetweenConfigureAndItsNoteAdoptsTheRunner(t *testing.T) {
 			must(t, err)
 			// Files a newer runner's listener leaves beside .runner; config.sh
 			// refuses to configure over them too.
-			dir := filepath.Join(w.dir, "runner")
+			dir := filepath.Join(w.dir, "run")
 			raw, err := os.ReadFile(filepath.Join(dir, ".runner"))
 			must(t, err)
 			must(t, os.WriteFile(filepath.Join(dir, ".runner_migrated"), raw, 0o644))

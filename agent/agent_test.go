@@ -80,7 +80,7 @@ func newWorld(t testing.TB, preRunner string) *world {
 
 	cfg := config.Defaults()
 	cfg.Table, cfg.Endpoint, cfg.IMDSEndpoint = w.store.Table(), env.URL, imds.URL()
-	cfg.RunnerDir, cfg.WorkDir, cfg.StateDir = filepath.Join(w.dir, "runner"), filepath.Join(w.dir, "work"), filepath.Join(w.dir, "state")
+	cfg.RunnerDir, cfg.RunDir, cfg.WorkDir, cfg.StateDir = filepath.Join(w.dir, "runner"), filepath.Join(w.dir, "run"), filepath.Join(w.dir, "work"), filepath.Join(w.dir, "state")
 	cfg.HeartbeatInterval = config.Duration{Duration: time.Second}
 	cfg.IdlePoll = config.Duration{Duration: 200 * time.Millisecond}
 	cfg.AssignedPoll = config.Duration{Duration: 300 * time.Millisecond}
@@ -125,7 +125,7 @@ func (w *world) kill() {
 
 func (w *world) start() {
 	w.agent = exec.Command(buildAgent(w.t), "-config", filepath.Join(w.dir, "agent.json"))
-	w.agent.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_REGION="+awstest.Region)
+	w.agent.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_REGION="+awstest.Region, fakegithub.AllowRoot)
 	// A pipe of our own, not exec's: run.sh inherits the agent's output,
 	// and exec's Wait would wait for every writer to close it, not for the
 	// agent to exit.
@@ -238,7 +238,7 @@ func TestAgentThroughThreeAssignments(t *testing.T) {
 		must(t, err)
 		// Configured never to replace itself (issue 16: a self-update swaps
 		// the checksummed runner between runs).
-		if file, ok, err := (&runner.Runner{Dir: filepath.Join(w.dir, "runner")}).Configured(); err != nil || !ok || !file.DisableUpdate {
+		if file, ok, err := (&runner.Runner{Dir: filepath.Join(w.dir, "run")}).Configured(); err != nil || !ok || !file.DisableUpdate {
 			t.Fatalf("run %d: .runner %+v (configured %v, %v): want disableUpdate", run, file, ok, err)
 		}
 

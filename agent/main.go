@@ -91,8 +91,12 @@ and region come from the instance metadata service (IMDSv2).
 	if err != nil {
 		return err
 	}
-	if err := runner.Install(ctx, cfg.RunnerDir, cfg.RunnerTarballURL, cfg.RunnerTarballSHA256, cfg.RunnerUser); err != nil {
+	if err := runner.Install(ctx, cfg.RunnerDir, cfg.RunnerTarballURL, cfg.RunnerTarballSHA256); err != nil {
 		return err
+	}
+	run := &runner.Runner{Install: cfg.RunnerDir, Dir: cfg.RunDir, WorkDir: cfg.WorkDir, User: cfg.RunnerUser, StateDir: cfg.StateDir}
+	if err := run.Seal(); err != nil {
+		return fmt.Errorf("runnerDir: %w", err)
 	}
 	now := func() time.Time { return time.Now().Add(cfg.ClockOffset.Duration) }
 	store := state.New(aws.DynamoDB(), cfg.Table)
@@ -104,7 +108,7 @@ and region come from the instance metadata service (IMDSv2).
 		Store:      store,
 		EC2:        aws.EC2(),
 		Spot:       meta,
-		Runner:     &runner.Runner{Dir: cfg.RunnerDir, WorkDir: cfg.WorkDir, User: cfg.RunnerUser, StateDir: cfg.StateDir},
+		Runner:     run,
 		Log:        log,
 	}
 	log.Info("agent starting", "instanceId", id.InstanceID, "region", region, "table", cfg.Table)

@@ -59,6 +59,9 @@ type Config struct {
 	RunnerDir           string `json:"runnerDir"`
 	RunnerTarballURL    string `json:"runnerTarballUrl,omitempty"`
 	RunnerTarballSHA256 string `json:"runnerTarballSha256,omitempty"`
+	// RunDir is where each assignment's runner runs: a fresh copy of
+	// RunnerDir, the runner user's, discarded when the assignment ends.
+	RunDir string `json:"runDir"`
 	// WorkDir is the runner's work folder, wiped between assignments.
 	WorkDir string `json:"workDir"`
 	// RunnerUser runs the runner; it must not be able to reach IMDS. Empty
@@ -98,6 +101,7 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		RunnerDir:         "/opt/ghrunner/runner",
+		RunDir:            "/opt/ghrunner/run",
 		WorkDir:           "/opt/ghrunner/work",
 		StateDir:          "/var/lib/ghrunner",
 		PreRunnerTimeout:  Duration{15 * time.Minute},
@@ -126,6 +130,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("table: %q must be a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)", c.Table)
 	case !filepath.IsAbs(c.RunnerDir):
 		return fmt.Errorf("runnerDir: %q must be an absolute path", c.RunnerDir)
+	case !filepath.IsAbs(c.RunDir) || c.RunDir == "/":
+		return fmt.Errorf("runDir: %q must be an absolute path other than / (it is replaced for every run)", c.RunDir)
 	case !filepath.IsAbs(c.WorkDir) || c.WorkDir == "/":
 		return fmt.Errorf("workDir: %q must be an absolute path other than / (it is wiped between runs)", c.WorkDir)
 	case !filepath.IsAbs(c.StateDir):
@@ -140,7 +146,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cleanupScript: %q must be an absolute path", c.CleanupScript)
 	}
 	for _, p := range []struct{ name, v string }{
-		{"runnerDir", c.RunnerDir}, {"workDir", c.WorkDir}, {"stateDir", c.StateDir},
+		{"runnerDir", c.RunnerDir}, {"runDir", c.RunDir}, {"workDir", c.WorkDir}, {"stateDir", c.StateDir},
 		{"preRunnerScript", c.PreRunnerScript}, {"cleanupScript", c.CleanupScript},
 	} {
 		// JSON would turn bytes that are not UTF-8 into U+FFFD: the agent
@@ -149,8 +155,15 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s: %q must be valid UTF-8 without control characters", p.name, p.v)
 		}
 	}
-	if strings.HasPrefix(filepath.Clean(c.RunnerDir)+"/", filepath.Clean(c.WorkDir)+"/") {
-		return fmt.Errorf("workDir: %q must not contain runnerDir %q (the wipe would delete the runner)", c.WorkDir, c.RunnerDir)
+	// Each of the three is replaced or emptied on its own schedule: none
+	// may hold another.
+	dirs := []struct{ name, v string }{{"runnerDir", c.RunnerDir}, {"runDir", c.RunDir}, {"workDir", c.WorkDir}}
+	for _, a := range dirs {
+		for _, b := range dirs {
+			if a.name != b.name && strings.HasPrefix(filepath.Clean(b.v)+"/", filepath.Clean(a.v)+"/") {
+				return fmt.Errorf("%s: %q must not hold %s %q, nor be the same folder (each is emptied or replaced on its own)", a.name, a.v, b.name, b.v)
+			}
+		}
 	}
 	for _, d := range []struct {
 		name string
@@ -248,7 +261,7 @@ func (c *Config) fields() map[string]func(string) error {
 	return map[string]func(string) error{
 		"table": str(&c.Table), "region": str(&c.Region), "endpoint": str(&c.Endpoint), "imdsEndpoint": str(&c.IMDSEndpoint),
 		"runnerDir": str(&c.RunnerDir), "runnerTarballUrl": str(&c.RunnerTarballURL), "runnerTarballSha256": str(&c.RunnerTarballSHA256),
-		"workDir": str(&c.WorkDir), "runnerUser": str(&c.RunnerUser), "stateDir": str(&c.StateDir),
+		"runDir": str(&c.RunDir), "workDir": str(&c.WorkDir), "runnerUser": str(&c.RunnerUser), "stateDir": str(&c.StateDir),
 		"preRunnerScript": str(&c.PreRunnerScript), "preRunnerTimeout": dur(&c.PreRunnerTimeout),
 		"cleanupScript": str(&c.CleanupScript), "cleanupTimeout": dur(&c.CleanupTimeout),
 		"heartbeatInterval": dur(&c.HeartbeatInterval), "idlePoll": dur(&c.IdlePoll), "assignedPoll": dur(&c.AssignedPoll),

@@ -18,8 +18,9 @@ import (
 
 // Install makes sure dir holds the runner software. When config.sh is there
 // already (preinstalled in the AMI) nothing happens; otherwise the tarball at
-// url is downloaded, checked against sha256Hex and unpacked into dir.
-func Install(ctx context.Context, dir, url, sha256Hex, owner string) error {
+// url is downloaded, checked against sha256Hex and unpacked into dir. The
+// files are the agent's (Runner.Seal keeps them so): jobs run from copies.
+func Install(ctx context.Context, dir, url, sha256Hex string) error {
 	if _, err := os.Stat(filepath.Join(dir, "config.sh")); err == nil {
 		return nil
 	}
@@ -56,13 +57,7 @@ func Install(ctx context.Context, dir, url, sha256Hex, owner string) error {
 	if err := unpack(tmp, dir); err != nil {
 		return fmt.Errorf("unpack runner: %w", err)
 	}
-	r := &Runner{User: owner}
-	return filepath.WalkDir(dir, func(path string, _ os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return r.chown(path)
-	})
+	return nil
 }
 
 func download(ctx context.Context, url string, to *os.File) (string, error) {

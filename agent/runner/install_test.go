@@ -46,7 +46,7 @@ func sum(b []byte) string {
 func TestInstallVerifiesAndUnpacks(t *testing.T) {
 	tgz := tarball(t, map[string]string{"config.sh": "#!/bin/sh\n", "bin/Runner.Listener": "x"}, map[string]string{"run.sh": "bin/Runner.Listener"})
 	dir := filepath.Join(t.TempDir(), "runner")
-	if err := Install(context.Background(), dir, serve(t, tgz), sum(tgz), ""); err != nil {
+	if err := Install(context.Background(), dir, serve(t, tgz), sum(tgz)); err != nil {
 		t.Fatal(err)
 	}
 	info, err := os.Stat(filepath.Join(dir, "config.sh"))
@@ -54,7 +54,7 @@ func TestInstallVerifiesAndUnpacks(t *testing.T) {
 		t.Fatalf("config.sh: %v %v", info, err)
 	}
 	// Installed already: nothing is downloaded again (the URL is gone).
-	if err := Install(context.Background(), dir, "http://127.0.0.1:1/none", sum(tgz), ""); err != nil {
+	if err := Install(context.Background(), dir, "http://127.0.0.1:1/none", sum(tgz)); err != nil {
 		t.Fatalf("second install: %v", err)
 	}
 }
@@ -77,7 +77,7 @@ func TestInstallRefusesBadTarballs(t *testing.T) {
 				sha = sum(c.body)
 			}
 			dir := filepath.Join(t.TempDir(), "runner")
-			err := Install(context.Background(), dir, serve(t, c.body), sha, "")
+			err := Install(context.Background(), dir, serve(t, c.body), sha)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Install = %v, want %q", err, c.want)
 			}
@@ -86,7 +86,7 @@ func TestInstallRefusesBadTarballs(t *testing.T) {
 			}
 		})
 	}
-	if err := Install(context.Background(), t.TempDir(), "", "", ""); err == nil {
+	if err := Install(context.Background(), t.TempDir(), "", ""); err == nil {
 		t.Fatal("no config.sh and no URL accepted")
 	}
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -120,13 +121,17 @@ var TempDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
 var crontabs = []string{"/var/spool/cron/crontabs", "/var/spool/cron"}
 
 // RemoveUserLeftovers removes what the runner user left in TempDirs and its
-// crontab. With no User there is nothing that is the job's alone.
+// crontab, and resets its home to /etc/skel. With no User there is nothing
+// that is the job's alone.
 func (r *Runner) RemoveUserLeftovers() error {
 	uid, ok, err := r.jobUID()
 	if !ok || err != nil {
 		return err
 	}
 	var errs []error
+	if err := r.resetHome(uid); err != nil {
+		errs = append(errs, fmt.Errorf("reset the runner user's home: %w", err))
+	}
 	for _, dir := range TempDirs {
 		errs = append(errs, removeOwnedBy(dir, uid))
 	}
@@ -160,4 +165,85 @@ func removeOwnedBy(dir string, uid uint32) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Skel is what a home is reset to (useradd --create-home copies it).
+var Skel = "/etc/skel"
+
+// resetHome empties the runner user's home and copies Skel into it. A job
+// writes there what later tools read and run: ~/.gitconfig (core.hooksPath,
+// core.fsmonitor), ~/.npmrc, ~/.docker/config.json, ~/.ssh, shell profiles.
+// The home must be a directory of the user's own, not a symlink and not /:
+// anything else is an error, never a folder to empty.
+func (r *Runner) resetHome(uid uint32) error {
+	_, gid, _, home, err := lookup(r.User)
+	if err != nil {
+		return err
+	}
+	home = filepath.Clean(home)
+	info, err := os.Lstat(home)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // a user without a home has none to reset
+	}
+	if err != nil {
+		return err
+	}
+	st, _ := info.Sys().(*syscall.Stat_t)
+	if !filepath.IsAbs(home) || home == "/" || !info.IsDir() || st == nil || st.Uid != uid {
+		return fmt.Errorf("home %q of %s is not a directory of its own: left alone", home, r.User)
+	}
+	entries, err := os.ReadDir(home)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		path := filepath.Join(home, e.Name())
+		if holds(path, r.Install) || holds(path, r.StateDir) {
+			continue // the agent's, placed in the home by the operator
+		}
+		errs = append(errs, os.RemoveAll(path))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return copySkel(Skel, home, int(uid), int(gid))
+}
+
+// holds reports whether dir is path or one of its parents.
+func holds(dir, path string) bool {
+	return path != "" && strings.HasPrefix(filepath.Clean(path)+"/", filepath.Clean(dir)+"/")
+}
+
+// copySkel copies the directories and regular files of skel into home,
+// owned by the user; it does not follow symlinks.
+func copySkel(skel, home string, uid, gid int) error {
+	err := filepath.WalkDir(skel, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == skel {
+			return err
+		}
+		rel, _ := filepath.Rel(skel, path)
+		target := filepath.Join(home, rel)
+		switch {
+		case d.IsDir():
+			if err := os.Mkdir(target, 0o755); err != nil {
+				return err
+			}
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if err := writeFileNoFollow(target, data); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+		return os.Lchown(target, uid, gid)
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
 }

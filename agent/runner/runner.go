@@ -23,7 +23,11 @@ import (
 
 // Runner is one runner installation.
 type Runner struct {
-	Dir     string // holds config.sh and run.sh
+	// Install holds the runner software (config.sh, run.sh, bin/), sealed:
+	// the agent's alone (Seal). Dir is the copy of it the current
+	// assignment runs in, made afresh for each (see layout.go).
+	Install string
+	Dir     string
 	WorkDir string // the runner's work folder
 	// User runs config.sh and run.sh; empty: the agent's own user.
 	User string
@@ -103,8 +107,12 @@ func (r *Runner) Configured() (File, bool, error) {
 	return f, true, nil
 }
 
-// Configure registers the runner and returns its GitHub runner id.
+// Configure registers the runner, in a fresh copy of the install, and
+// returns its GitHub runner id.
 func (r *Runner) Configure(ctx context.Context, reg Registration) (File, error) {
+	if err := r.fresh(nil); err != nil {
+		return File{}, err
+	}
 	if err := os.MkdirAll(r.WorkDir, 0o755); err != nil {
 		return File{}, err
 	}
@@ -126,8 +134,18 @@ func (r *Runner) Configure(ctx context.Context, reg Registration) (File, error) 
 	return f, nil
 }
 
-// Remove deregisters the runner with a remove token.
+// Remove deregisters the runner with a remove token. config.sh remove runs
+// as the runner user with the token in its environment and loads .env: it
+// runs from a fresh copy of the install that holds only the runner's
+// identity files, not from the copy the jobs could write to.
 func (r *Runner) Remove(ctx context.Context, token string) error {
+	identity, err := r.identity()
+	if err != nil {
+		return err
+	}
+	if err := r.fresh(identity); err != nil {
+		return err
+	}
 	out, err := r.run(ctx, token, "./config.sh", "remove")
 	if err != nil {
 		return fmt.Errorf("config.sh remove: %w: %s", err, tail(out))
@@ -152,17 +170,10 @@ func (r *Runner) Leftovers() bool {
 	return false
 }
 
-// Forget deletes the local registration files, for when GitHub cannot be
-// told (no remove token): the server side is left to the control plane.
-func (r *Runner) Forget() error {
-	var errs []error
-	for _, f := range identityFiles {
-		if err := os.Remove(filepath.Join(r.Dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+// Forget discards the assignment's copy of the runner with its
+// registration files, for when GitHub cannot be told (no remove token) or
+// was told already: the server side is left to the control plane.
+func (r *Runner) Forget() error { return r.discard() }
 
 // Start launches run.sh. It returns at once; Alive tells whether it still runs.
 func (r *Runner) Start() error {
@@ -266,8 +277,12 @@ func stopAdopted(pid int, timeout time.Duration) error {
 	return fmt.Errorf("run.sh (pid %d) did not stop within %s: killed", pid, timeout)
 }
 
-// Wipe empties the work folder, keeping the folder itself.
+// Wipe discards the assignment's copy of the runner and empties the work
+// folder, keeping the folder itself.
 func (r *Runner) Wipe() error {
+	if err := r.discard(); err != nil {
+		return err
+	}
 	entries, err := os.ReadDir(r.WorkDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -316,14 +331,11 @@ func (r *Runner) command(ctx context.Context, name string, args ...string) (*exe
 }
 
 func (r *Runner) chown(path string) error {
-	if r.User == "" {
-		return nil
-	}
-	uid, gid, _, _, err := lookup(r.User)
+	uid, gid, owned, err := r.owner()
 	if err != nil {
 		return err
 	}
-	return os.Chown(path, int(uid), int(gid))
+	return chownIf(owned, path, uid, gid)
 }
 
 func lookup(name string) (uid, gid uint32, groups []uint32, home string, err error) {

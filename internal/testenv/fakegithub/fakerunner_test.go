@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,7 +80,7 @@ func (r *rig) sh(env []string, script string, args ...string) (string, int) {
 	r.t.Helper()
 	cmd := exec.Command(filepath.Join(r.dir, script), args...)
 	cmd.Dir = r.cwd
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(os.Environ(), append(env, fakegithub.AllowRoot)...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -123,6 +124,7 @@ func (r *rig) start() *runSh {
 	r.t.Helper()
 	p := &runSh{cmd: exec.Command(filepath.Join(r.dir, "run.sh")), out: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd.Dir = r.cwd
+	p.cmd.Env = append(os.Environ(), fakegithub.AllowRoot)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
@@ -167,6 +169,7 @@ func (r *rig) only() fakegithub.RunnerInfo {
 
 func TestFakeRunnerContract(t *testing.T) {
 	r := newRig(t)
+	r.fake.SetShutdownCancelsJob(false) // the finish-first mode, checked below
 	url := r.gh.RunnerURL("acme")
 
 	// A bad token: GitHub's 404 from the token exchange, exit 1, nothing written.
@@ -289,6 +292,7 @@ func TestFakeRunnerContract(t *testing.T) {
 
 func TestFakeRunnerRunsItsJobsOneAtATimeAndStaysOnline(t *testing.T) {
 	r := newRig(t)
+	r.fake.SetShutdownCancelsJob(false) // the finish-first mode, checked below
 	r.fake.SetOfflineAfter(400 * time.Millisecond)
 	if out, code := r.configure("r1", "--labels", "run-1,extra", "--no-default-labels"); code != 0 {
 		t.Fatalf("config: %d\n%s", code, out)
@@ -352,9 +356,8 @@ func TestFakeRunnerRunsItsJobsOneAtATimeAndStaysOnline(t *testing.T) {
 	}
 }
 
-func TestShutdownCanCancelTheJobLikeTheRealRunner(t *testing.T) {
+func TestShutdownCancelsTheJobByDefaultLikeTheRealRunner(t *testing.T) {
 	r := newRig(t)
-	r.fake.SetShutdownCancelsJob(true)
 	if out, code := r.configure("r1", "--labels", "run-1", "--no-default-labels"); code != 0 {
 		t.Fatalf("config: %d\n%s", code, out)
 	}
@@ -496,5 +499,56 @@ func TestFakeRunnerRidesOutProtocolFaults(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.wait(t, 5*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// What the real runner does that a gentler fake would hide (issue 16), each
+// mirrored from actions/runner: config.sh refuses root without
+// RUNNER_ALLOW_RUNASROOT (src/Misc/layoutroot/config.sh); env.sh writes .env
+// and .path (src/Misc/layoutroot/env.sh); the listener loads .env into every
+// job's environment (src/Runner.Listener/Program.cs, LoadAndSetEnv); it
+// keeps _migrated copies of its settings; removing a busy runner fails.
+func TestFakeRunnerIsAsStrictAsTheRealOne(t *testing.T) {
+	r := newRig(t)
+	asRoot := exec.Command(filepath.Join(r.dir, "config.sh"), "--unattended")
+	asRoot.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "RUNNER_ALLOW_RUNASROOT=") })
+	if out, err := asRoot.CombinedOutput(); os.Getuid() == 0 && (err == nil || !strings.Contains(string(out), "Must not run with sudo")) {
+		t.Fatalf("config.sh as root without RUNNER_ALLOW_RUNASROOT: %v\n%s", err, out)
+	}
+	if out, code := r.configure("r1", "--labels", "run-1", "--no-default-labels"); code != 0 {
+		t.Fatalf("config: %d\n%s", code, out)
+	}
+	for _, f := range []string{".env", ".path"} {
+		if _, err := os.Stat(filepath.Join(r.dir, f)); err != nil {
+			t.Fatalf("config.sh wrote no %s: %v", f, err)
+		}
+	}
+	env, err := os.OpenFile(filepath.Join(r.dir, ".env"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(env, "GHR_PLANTED=from-dot-env")
+	env.Close()
+
+	p := r.start()
+	if j, err := r.fake.WaitJob(r.fake.EnqueueJob("run-1", "echo $GHR_PLANTED"), 5*time.Second); err != nil || j.Output != "from-dot-env\n" {
+		t.Fatalf("a job's environment lacks what .env sets: %+v %v", j, err)
+	}
+	for _, f := range []string{".runner_migrated", ".credentials_migrated"} {
+		if _, err := os.Stat(filepath.Join(r.dir, f)); err != nil {
+			t.Fatalf("the listener kept no %s: %v", f, err)
+		}
+	}
+	busy := r.fake.EnqueueJob("run-1", "sleep 30")
+	eventually(t, 5*time.Second, "busy", func() bool { return r.only().Busy })
+	if out, code := r.sh([]string{"ACTIONS_RUNNER_INPUT_TOKEN=" + r.removeToken()}, "config.sh", "remove"); code == 0 || !strings.Contains(out, "still running a job") {
+		t.Fatalf("config.sh remove of a busy runner: exit %d\n%s", code, out)
+	}
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT)
+	if err := p.wait(t, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := r.fake.WaitJob(busy, 5*time.Second); j.Result != "cancelled" {
+		t.Fatalf("the busy job after a stop: %+v", j)
 	}
 }

@@ -9,6 +9,11 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 )
 
+// AllowRoot is what a runner running as root needs in its environment:
+// the real config.sh and run.sh refuse root without it, and so does the
+// fake. Tests that run the runner as their own user (root) set it.
+const AllowRoot = "RUNNER_ALLOW_RUNASROOT=1"
+
 // BuildRunner compiles the fake runner once per process and returns its path.
 func BuildRunner() (string, error) {
 	return testbin.Build(testbin.Module + "/internal/testenv/fakegithub/fakerunner")

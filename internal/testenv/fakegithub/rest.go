@@ -223,6 +223,16 @@ func (s *Server) getRunner(w http.ResponseWriter, r *http.Request) (int, any) {
 	return http.StatusOK, s.runnerJSON(rn)
 }
 
+// busyRunner is GitHub's answer to deleting a runner with a job under way
+// (its message's stray quote included); config.sh remove gets it too.
+func busyRunner(rn *runner) (int, any) {
+	return http.StatusUnprocessableEntity, map[string]any{
+		"message":           fmt.Sprintf("Bad request - Runner %q is still running a job\"", rn.name),
+		"documentation_url": "https://docs.github.com/rest/actions/self-hosted-runners#delete-a-self-hosted-runner-from-an-organization",
+		"status":            "422",
+	}
+}
+
 // deleteRunner: DELETE .../actions/runners/{id} → 204; 404 unknown; 422
 // while the runner runs a job, with GitHub's message (quote included).
 func (s *Server) deleteRunner(w http.ResponseWriter, r *http.Request) (int, any) {
@@ -233,11 +243,7 @@ func (s *Server) deleteRunner(w http.ResponseWriter, r *http.Request) (int, any)
 		return status, body
 	}
 	if rn.busy {
-		return http.StatusUnprocessableEntity, map[string]any{
-			"message":           fmt.Sprintf("Bad request - Runner %q is still running a job\"", rn.name),
-			"documentation_url": "https://docs.github.com/rest/actions/self-hosted-runners#delete-a-self-hosted-runner-from-an-organization",
-			"status":            "422",
-		}
+		return busyRunner(rn)
 	}
 	delete(s.runners, rn.id)
 	s.unregistered(rn.id, "api")

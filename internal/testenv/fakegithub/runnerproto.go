@@ -126,6 +126,9 @@ func (s *Server) runnerDelete(w http.ResponseWriter, r *http.Request) (int, any)
 	if !ok || !sameOwner(rn.owner, info.owner) {
 		return notFound()
 	}
+	if rn.busy {
+		return busyRunner(rn)
+	}
 	s.abandon(rn, "")
 	delete(s.runners, rn.id)
 	s.unregistered(rn.id, "runner")

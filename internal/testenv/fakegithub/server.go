@@ -213,7 +213,11 @@ func NewServer(o Options) *Server {
 		jobWake:       make(chan struct{}),
 		counts:        map[string]int{},
 		rateLimit:     o.RateLimit,
-		offlineAfter:  o.OfflineAfter,
+		// The real listener cancels its job when asked to stop
+		// (src/Runner.Worker/JobRunner.cs, "The runner has received a
+		// shutdown signal").
+		cancelOnShutdown: true,
+		offlineAfter:     o.OfflineAfter,
 	}
 	for _, org := range o.Orgs {
 		s.install(org, nil)
@@ -275,10 +279,10 @@ func (s *Server) SetOfflineAfter(d time.Duration) {
 }
 
 // SetShutdownCancelsJob chooses what a fake runner does with its job when
-// run.sh is asked to stop (SIGINT/SIGTERM): by default it finishes the job,
-// then exits; with true it cancels the job, as the real runner does
-// ("The runner has received a shutdown signal…"). Applies to listener
-// sessions started afterwards.
+// run.sh is asked to stop (SIGINT/SIGTERM): by default it cancels the job,
+// as the real runner does ("The runner has received a shutdown signal…");
+// with false it finishes the job, then exits. Applies to listener sessions
+// started afterwards.
 func (s *Server) SetShutdownCancelsJob(cancel bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

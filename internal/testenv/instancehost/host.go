@@ -27,6 +27,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/imdsstub"
 )
 
@@ -261,7 +262,7 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 			}
 		}
 		cfg := h.opts.Config(id, tags)
-		cfg.RunnerDir, cfg.WorkDir, cfg.StateDir = filepath.Join(dir, "runner"), filepath.Join(dir, "work"), filepath.Join(dir, "state")
+		cfg.RunnerDir, cfg.RunDir, cfg.WorkDir, cfg.StateDir = filepath.Join(dir, "runner"), filepath.Join(dir, "run"), filepath.Join(dir, "work"), filepath.Join(dir, "state")
 		cfg.IMDSEndpoint = a.IMDS.URL()
 		raw, _ := json.MarshalIndent(cfg, "", "  ")
 		if err := os.WriteFile(filepath.Join(dir, "etc", "agent.json"), raw, 0o600); err != nil {
@@ -269,7 +270,8 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 		}
 	}
 	cmd := exec.CommandContext(ctx, h.opts.AgentBinary, "-config", filepath.Join(a.Dir, "etc", "agent.json"))
-	cmd.Env = append(os.Environ(), h.opts.Env...)
+	// The runners run as the agent's own user, root here.
+	cmd.Env = append(os.Environ(), append(h.opts.Env, fakegithub.AllowRoot)...)
 	if h.opts.Role != nil {
 		// As on EC2: credentials come from the metadata service, never the
 		// environment or a file.

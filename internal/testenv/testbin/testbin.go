@@ -39,6 +39,11 @@ func Build(importPath string) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		// Runners in the tests may run as an unprivileged user, which
+		// must reach the fake runner's binary.
+		if err := os.Chmod(d, 0o755); err != nil {
+			return "", err
+		}
 		dir = d
 	}
 	r := &result{path: filepath.Join(dir, strings.ReplaceAll(strings.TrimPrefix(importPath, Module+"/"), "/", "-"))}

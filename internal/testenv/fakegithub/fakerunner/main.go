@@ -58,15 +58,63 @@ func main() {
 	args := os.Args[2:]
 	switch os.Args[1] {
 	case "config":
+		refuseRoot("Must not run with sudo")
+		envSH()
 		if len(args) > 0 && strings.EqualFold(args[0], "remove") {
 			os.Exit(remove(parse("remove", args[1:])))
 		}
 		os.Exit(configure(parse("configure", args)))
 	case "run":
+		refuseRoot("Must not run interactively with sudo")
 		os.Exit(runScript(parse("run", args)))
 	default:
 		fmt.Fprintf(os.Stderr, "unknown command %q\n", os.Args[1])
 		os.Exit(2)
+	}
+}
+
+// refuseRoot is the first check of config.sh and run-helper.sh
+// (src/Misc/layoutroot/config.sh, run-helper.sh.template): as root they
+// stop, unless RUNNER_ALLOW_RUNASROOT is set.
+func refuseRoot(msg string) {
+	if os.Getuid() == 0 && os.Getenv("RUNNER_ALLOW_RUNASROOT") == "" {
+		fmt.Println(msg)
+		os.Exit(1)
+	}
+}
+
+// envSH is env.sh, which config.sh sources before configuring or removing
+// (src/Misc/layoutroot/env.sh): it creates .env if missing, appends the
+// variables of its list that the environment sets and .env does not name,
+// and writes $PATH to .path.
+func envSH() {
+	raw, _ := os.ReadFile(".env")
+	contents := string(raw)
+	f, err := os.OpenFile(".env", os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	for _, name := range []string{"LANG", "JAVA_HOME", "ANT_HOME", "M2_HOME", "ANDROID_HOME", "ANDROID_SDK_ROOT", "GRADLE_HOME", "NVM_BIN", "NVM_PATH", "LD_LIBRARY_PATH", "PERL5LIB"} {
+		if v := os.Getenv(name); v != "" && !strings.Contains(contents, name+"=") {
+			fmt.Fprintf(f, "%s=%s\n", name, v)
+		}
+	}
+	os.WriteFile(".path", []byte(os.Getenv("PATH")+"\n"), 0o644)
+}
+
+// loadEnv is the listener's LoadAndSetEnv (src/Runner.Listener/Program.cs):
+// every "NAME=value" line of <root>/.env is set in its environment, which
+// every job inherits.
+func loadEnv() {
+	raw, err := os.ReadFile(".env")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if i := strings.IndexByte(line, '='); i > 0 {
+			os.Setenv(line[:i], line[i+1:])
+		}
 	}
 }
 
@@ -493,6 +541,7 @@ func stamp() string { return time.Now().UTC().Format("2006-01-02 15:04:05Z") }
 
 // listen is Runner.Listener run; it returns the listener's code.
 func listen() int {
+	loadEnv()
 	l := &listener{}
 	var key keyFile
 	if readFile(runnerFile, &l.settings) != nil || !exists(credFile) || readFile(keyFileN, &key) != nil {
@@ -528,6 +577,15 @@ func listen() int {
 		sleep(ctx, time.Second)
 	}
 	l.session = sess.SessionID
+	// github.com moves every runner to its newer service at its first
+	// session; the listener keeps what it was migrated to beside the
+	// configured files (the runner's ConfigurationStore, "_migrated").
+	if raw, err := os.ReadFile(runnerFile); err == nil {
+		os.WriteFile(migratedRunnerFile, raw, 0o644)
+	}
+	if raw, err := os.ReadFile(credFile); err == nil {
+		os.WriteFile(migratedCredFile, raw, 0o600)
+	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

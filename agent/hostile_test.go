@@ -1,0 +1,135 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// jobUser creates an unprivileged user for the runner, as user data does on
+// an instance (the tests run as root), with its home in the test's folder;
+// it is deleted, with whatever still runs as it, when the test ends. Each
+// test has its own: the agent kills every process of its runner user.
+func (w *world) jobUser() string {
+	w.t.Helper()
+	if os.Getuid() != 0 {
+		w.t.Fatal("this test creates a user for the runner: run it as root (CI does)")
+	}
+	if _, err := exec.LookPath("useradd"); err != nil {
+		w.t.Fatal("useradd is needed to create the runner user: apt-get install passwd")
+	}
+	raw := make([]byte, 4)
+	rand.Read(raw)
+	name := "ghrt" + hex.EncodeToString(raw)
+	home := filepath.Join(w.dir, "home")
+	if out, err := exec.Command("useradd", "--create-home", "--home-dir", home, "--shell", "/bin/bash", "--user-group", name).CombinedOutput(); err != nil {
+		w.t.Fatalf("useradd: %v\n%s", err, out)
+	}
+	w.t.Cleanup(func() {
+		exec.Command("pkill", "-KILL", "-u", name).Run()
+		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
+			w.t.Logf("userdel %s: %v\n%s", name, err, out)
+		}
+	})
+	// The runner user must reach its folders under the test's own.
+	for dir := w.dir; dir != filepath.Dir(dir) && strings.HasPrefix(dir, os.TempDir()+"/"); dir = filepath.Dir(dir) {
+		must(w.t, os.Chmod(dir, 0o755))
+	}
+	w.configure(func(c *config.Config) { c.RunnerUser = name })
+	return name
+}
+
+// hostileScript is a script of testdata with the variables it reads.
+func (w *world) hostileScript(file string, vars map[string]string) string {
+	w.t.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", file))
+	must(w.t, err)
+	var b strings.Builder
+	for k, v := range vars {
+		fmt.Fprintf(&b, "%s='%s'\n", k, v)
+	}
+	return b.String() + string(body)
+}
+
+// TestAHostileJobOfOneRunReachesNothingOfTheNext is the hostile-job suite
+// (docs/security.md): run A's job, as a real unprivileged runner user,
+// tries every way it has to persist on the instance or spy on the next run
+// (testdata/hostile-run-a.sh); the instance is released, pooled and claimed
+// by run B, whose job finds nothing of A (testdata/hostile-run-b.sh), and
+// whatever of A could have survived never saw B's token, its workspace or
+// the remove token of A's own runner.
+func TestAHostileJobOfOneRunReachesNothingOfTheNext(t *testing.T) {
+	w := newWorld(t, "")
+	name := w.jobUser()
+	u, err := user.Lookup(name)
+	must(t, err)
+	drop, target := filepath.Join(w.dir, "drop"), filepath.Join(w.dir, "precious")
+	must(t, os.Mkdir(drop, 0o755))
+	must(t, os.Chmod(drop, 0o1777)) // the wipe leaves it: whatever survives reports here
+	must(t, os.WriteFile(target, []byte("precious\n"), 0o644))
+	tag := filepath.Base(w.dir) + u.Uid
+	w.start()
+	vars := map[string]string{"R": filepath.Join(w.dir, "run"), "I": filepath.Join(w.dir, "runner"), "W": filepath.Join(w.dir, "work"),
+		"D": drop, "T": target, "TAG": tag, "AGENT": fmt.Sprint(w.agent.Process.Pid)}
+
+	inst := w.create("run-a", "on-demand")
+	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
+	if _, ok := got.SignalFor(state.SignalRegOK); !ok {
+		t.Fatalf("run A's runner not registered: %v", got.Signals)
+	}
+	running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
+	must(t, err)
+	a := w.job("run-a", w.hostileScript("hostile-run-a.sh", vars))
+	if a.ExitCode != 0 || !strings.Contains(a.Output, "run A done") || strings.Contains(a.Output, "BREACH") {
+		t.Fatalf("run A's job (exit %d):\n%s", a.ExitCode, a.Output)
+	}
+	if _, err := os.Stat(filepath.Join(drop, "nohup-alive")); err != nil {
+		t.Fatalf("run A's nohup loop never ran, the suite proves nothing: %v", err)
+	}
+
+	removal := w.removal()
+	idle, err := w.store.Release(ctx, running.Ref(), "run-a", 15*time.Minute, removal)
+	must(t, err)
+	clean := w.wait(idle, state.SignalRemoveRegOK, state.SignalRemoveRegFailed)
+	if _, ok := clean.SignalFor(state.SignalRemoveRegOK); !ok {
+		t.Fatalf("after run A: %v", clean.Signals)
+	}
+	must(t, os.Remove(filepath.Join(drop, "nohup-alive")))
+
+	claimed, err := w.store.Claim(ctx, idle.ID, state.ClaimRequest{RunID: "run-b", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
+	must(t, err)
+	tokenB := claimed.Registration.Token
+	got = w.wait(claimed, state.SignalRegOK, state.SignalRegFailed)
+	if _, ok := got.SignalFor(state.SignalRegOK); !ok {
+		t.Fatalf("run B's runner not registered: %v", got.Signals)
+	}
+	if b := w.job("run-b", w.hostileScript("hostile-run-b.sh", vars)); b.ExitCode != 0 {
+		t.Fatalf("run B found run A's leftovers:\n%s", b.Output)
+	}
+
+	spy, _ := os.ReadFile(filepath.Join(drop, "spy"))
+	for what, secret := range map[string]string{"run B's registration token": tokenB, "run A's remove token": removal.Token, "run B's workspace": "run-b-marker-" + tag} {
+		if strings.Contains(string(spy), secret) {
+			t.Errorf("run A's spy saw %s", what)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(drop, "nohup-alive")); err == nil {
+		t.Error("run A's nohup loop outlived the run")
+	}
+	if ran, err := os.ReadFile(filepath.Join(drop, "planted-ran")); err == nil {
+		t.Errorf("a script run A planted in its runner copy ran:\n%s", ran)
+	}
+	if got, _ := os.ReadFile(target); string(got) != "precious\n" {
+		t.Errorf("root wrote through a planted symlink: the target holds %q", got)
+	}
+}

