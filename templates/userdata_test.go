@@ -585,7 +585,7 @@ func TestDownloadInstallsAndStarts(t *testing.T) {
 	requireInOrder(t, calls,
 		"id -u ghrunner",
 		"useradd --system --create-home --user-group --shell /bin/bash ghrunner",
-		"chown -R ghrunner: "+b.file("opt/ghrunner/runner")+" "+b.file("opt/ghrunner/work"),
+		"chown -R ghrunner: "+b.file("opt/ghrunner/work"),
 		"iptables -I OUTPUT -m owner --uid-owner ghrunner -d 169.254.169.254 -j REJECT",
 		"ip6tables -I OUTPUT -m owner --uid-owner ghrunner -d fd00:ec2::254 -j REJECT",
 		"systemctl daemon-reload",
