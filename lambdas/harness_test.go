@@ -208,6 +208,7 @@ func must(t testing.TB, err error) {
 
 type provisionOut struct {
 	RunID     string `json:"runId"`
+	Label     string `json:"label"`
 	Status    string `json:"status"`
 	Instances []struct {
 		InstanceID   string  `json:"instanceId"`

@@ -31,8 +31,14 @@ func TestLifecycleWalkthrough(t *testing.T) {
 	if rec.State != state.Running || rec.RunID != "7890" || rec.Registration != nil {
 		t.Fatalf("record after provision: %s run %q registration kept=%v", rec.State, rec.RunID, rec.Registration != nil)
 	}
+	// The runner's label is minted: a job aimed at the run id, which anyone
+	// can guess, never reaches it (issue 16).
+	if !strings.HasPrefix(first.Label, "ghr-7890-") || len(first.Label) != len("ghr-7890-")+16 {
+		t.Fatalf("label %q, want ghr-7890-<16 random characters>", first.Label)
+	}
 	foreign := d.fake.EnqueueJob("someone-else", "echo must not run")
-	if job := d.job("7890", "echo build"); job.ExitCode != 0 || !strings.HasSuffix(job.Runner, id) {
+	guessed := d.fake.EnqueueJob("7890", "echo aimed at the run id: must not run")
+	if job := d.job(first.Label, "echo build"); job.ExitCode != 0 || !strings.HasSuffix(job.Runner, id) {
 		t.Fatalf("job = %+v", job)
 	}
 
@@ -55,12 +61,18 @@ func TestLifecycleWalkthrough(t *testing.T) {
 	if second.Reused != 1 || second.Instances[0].InstanceID != id {
 		t.Fatalf("second provision did not reuse %s: %+v", id, second)
 	}
-	if job := d.job("9999", "echo test"); job.ExitCode != 0 || !strings.HasSuffix(job.Runner, id) || !strings.HasPrefix(job.Runner, "ghr-2-") {
+	if second.Label == first.Label || !strings.HasPrefix(second.Label, "ghr-9999-") {
+		t.Fatalf("second run's label %q (first %q)", second.Label, first.Label)
+	}
+	if job := d.job(second.Label, "echo test"); job.ExitCode != 0 || !strings.HasSuffix(job.Runner, id) || !strings.HasPrefix(job.Runner, "ghr-2-") {
 		t.Fatalf("job of the second workflow = %+v", job)
 	}
 	d.call("release", map[string]any{"runId": "9999"}, &rel)
 	if len(rel.Released) != 1 {
 		t.Fatalf("second release = %+v", rel)
+	}
+	if j, _ := d.fake.Job(guessed); j.State != "queued" {
+		t.Fatalf("a job aimed at the run id ran: %+v", j)
 	}
 	if j, _ := d.fake.Job(foreign); j.State != "queued" {
 		t.Fatalf("a job of another label ran: %+v", j)

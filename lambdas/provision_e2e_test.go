@@ -30,7 +30,7 @@ func TestConcurrentProvisionsShareNothing(t *testing.T) {
 		t.Fatal("two runs share an instance")
 	}
 	for _, o := range outs {
-		if job := d.job(o.RunID, "true"); !strings.HasSuffix(job.Runner, o.Instances[0].InstanceID) {
+		if job := d.job(o.Label, "true"); !strings.HasSuffix(job.Runner, o.Instances[0].InstanceID) {
 			t.Fatalf("job of %s ran on %s", o.RunID, job.Runner)
 		}
 	}

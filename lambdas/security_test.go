@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,9 @@ func TestNoSecretInLogsOutputsOrJobs(t *testing.T) {
 		}
 		outputs = append(outputs, string(res.Payload))
 		collect() // the runner is registered now: its secret is known
-		job := d.job(runID, "env; ls -la ..; cat ../../.credentials ../../.runner 2>/dev/null || true")
+		var out provisionOut
+		must(t, json.Unmarshal(res.Payload, &out))
+		job := d.job(out.Label, "env; ls -la ..; cat ../../.credentials ../../.runner 2>/dev/null || true")
 		if job.ExitCode != 0 {
 			t.Fatalf("job: %+v", job)
 		}

@@ -57,6 +57,17 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 		resp.Diagnostics.AddAttributeError(path.Root("runtime_cap_seconds"), "Runtime cap below the running lease",
 			fmt.Sprintf("runtime_cap_seconds (%d) must be at least max_runtime_seconds (%d): the agent extends the running lease up to the cap", limit, rt))
 	}
+	if owner := m.Owner.ValueString(); owner != "" && !m.Owner.IsUnknown() && !m.RunnerGroup.IsUnknown() {
+		switch {
+		case strings.Contains(owner, "/") && !m.RunnerGroup.IsNull():
+			resp.Diagnostics.AddAttributeError(path.Root("runner_group"), "Runner groups belong to organizations",
+				fmt.Sprintf("owner %q is a repository, whose runners are its own: remove runner_group, or make the pool an organization's", owner))
+		case !strings.Contains(owner, "/") && m.RunnerGroup.IsNull():
+			resp.Diagnostics.AddAttributeWarning(path.Root("runner_group"), "Runners join the organization's default group",
+				fmt.Sprintf("Every repository of %s allowed to use the default runner group can send jobs to this pool's runners. "+
+					"Create a runner group that lists only this pool's repositories and set runner_group to its name.", owner))
+		}
+	}
 	if m.RunnerTarballURL.IsNull() != m.RunnerTarballSHA.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("runner_tarball_sha256"), "Runner tarball needs its checksum",
 			"set runner_tarball_url and runner_tarball_sha256 together")

@@ -50,3 +50,35 @@ func TestAPoolWithoutSecurityGroupsIsWarnedOfTheVPCDefault(t *testing.T) {
 		}
 	}
 }
+
+// An organization pool without a runner group is open to every repository
+// the default group admits (issue 16): plan says so; a repository pool has
+// no groups, and naming one is an error.
+func TestAnOrganizationPoolWithoutARunnerGroupIsWarned(t *testing.T) {
+	ctx := context.Background()
+	str := func(v string) tftypes.Value { return tftypes.NewValue(tftypes.String, v) }
+	null := tftypes.NewValue(tftypes.String, nil)
+	for _, c := range []struct {
+		name         string
+		owner, group tftypes.Value
+		warn, err    bool
+	}{
+		{"organization, no group", str("acme"), null, true, false},
+		{"organization, a group", str("acme"), str("ci"), false, false},
+		{"repository, no group", str("acme/api"), null, false, false},
+		{"repository, a group", str("acme/api"), str("ci"), false, true},
+	} {
+		var resp resource.ValidateConfigResponse
+		(&poolResource{}).ValidateConfig(ctx, resource.ValidateConfigRequest{Config: poolConfigWith(t, map[string]tftypes.Value{
+			"owner": c.owner, "runner_group": c.group,
+			"security_group_ids": tftypes.NewValue(tftypes.List{ElementType: tftypes.String}, []tftypes.Value{str("sg-0123456789abcdef0")}),
+		})}, &resp)
+		warned := false
+		for _, d := range resp.Diagnostics.Warnings() {
+			warned = warned || strings.Contains(d.Summary(), "default group")
+		}
+		if warned != c.warn || resp.Diagnostics.HasError() != c.err {
+			t.Errorf("%s: warned %v (want %v), error %v (want %v): %v", c.name, warned, c.warn, resp.Diagnostics.HasError(), c.err, resp.Diagnostics)
+		}
+	}
+}

@@ -63,6 +63,8 @@ type poolModel struct {
 	PreRunnerScript  types.String `tfsdk:"pre_runner_script"`
 	CleanupScript    types.String `tfsdk:"cleanup_script"`
 	RunnerUser       types.String `tfsdk:"runner_user"`
+	RunnerLabel      types.String `tfsdk:"runner_label"`
+	RunnerGroup      types.String `tfsdk:"runner_group"`
 	RunnerTarballURL types.String `tfsdk:"runner_tarball_url"`
 	RunnerTarballSHA types.String `tfsdk:"runner_tarball_sha256"`
 	IdleWindows      types.List   `tfsdk:"idle_windows"`
@@ -152,6 +154,16 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Validators: ids(subnetRE, "a subnet id like subnet-0123456789abcdef0")},
 			"security_group_ids": schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: "Security groups of the instances (egress to GitHub and AWS is all they need).",
 				Validators: ids(sgRE, "a security group id like sg-0123456789abcdef0")},
+			"runner_label": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(state.LabelMinted),
+				Description: "How a run's runner label is made. `minted` (default): `ghr-<runId>-<16 random characters>`, returned by provision as `label`; " +
+					"workflows use it in `runs-on`. `run_id`: the run id itself, as in ghrunner's first versions. Run ids are sequential and public, " +
+					"so with `run_id` any repository allowed to use these runners (a fork's pull request, on a public repository) can aim a job at another run's runners.",
+				Validators: []validator.String{stringvalidator.OneOf(state.LabelMinted, state.LabelRunID)}},
+			"runner_group": schema.StringAttribute{Optional: true,
+				Description: "Runner group of the organization the runners join (`config.sh --runnergroup`). The group's repository access decides which " +
+					"repositories can send jobs to the runners: create one that lists only the repositories of this pool. Unset: the organization's " +
+					"default group, open to every repository allowed to use it (a warning at plan time for organization pools). Not for repository pools.",
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 255)}},
 			"usage_class": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("spot"),
 				Description: "`spot` or `on-demand`. Default spot.", Validators: []validator.String{stringvalidator.OneOf("spot", "on-demand")}},
 			"on_demand_fallback": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),

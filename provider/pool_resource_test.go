@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -144,6 +145,25 @@ const poolExtra = `
   }]
 `
 
+const runnerGroupExtra = `
+  runner_group = "ci"
+  runner_label = "run_id"
+`
+
+// checkRunnerLabel asserts how the pool's runners are labelled and grouped.
+func (f poolFixture) checkRunnerLabel(label, group string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		cfg, err := f.poolConfig()
+		if err != nil {
+			return err
+		}
+		if cmp.Or(cfg.RunnerLabel, state.LabelMinted) != label || cfg.RunnerGroup != group {
+			return fmt.Errorf("pool config item: runnerLabel %q runnerGroup %q, want %q %q", cfg.RunnerLabel, cfg.RunnerGroup, label, group)
+		}
+		return nil
+	}
+}
+
 func TestAccPool_basic_update_import(t *testing.T) {
 	f := newPoolFixture(t)
 	resource.Test(t, resource.TestCase{
@@ -154,16 +174,20 @@ func TestAccPool_basic_update_import(t *testing.T) {
 				Config: f.config(fmt.Sprintf(poolExtra, 5)),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					f.checkPool(5, "#!/bin/bash\necho warm\n", "1"),
+					f.checkRunnerLabel(state.LabelMinted, ""),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_label", "minted"),
+					resource.TestCheckNoResourceAttr("ghrunner_pool.linux", "runner_group"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "architecture", "amd64"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "role_name", "ghr-acc-us-east-1-linux"),
 					resource.TestMatchResourceAttr("ghrunner_pool.linux", "agent_sha256", regexp.MustCompile(`^[0-9a-f]{64}$`)),
 				),
 			},
 			// Only the config item changes: same template version.
-			{Config: f.config(fmt.Sprintf(poolExtra, 8)), Check: f.checkPool(8, "#!/bin/bash\necho warm\n", "1")},
+			{Config: f.config(fmt.Sprintf(poolExtra, 8) + runnerGroupExtra), Check: resource.ComposeAggregateTestCheckFunc(
+				f.checkPool(8, "#!/bin/bash\necho warm\n", "1"), f.checkRunnerLabel(state.LabelRunID, "ci"))},
 			// The script is in the user data: a new template version.
 			{
-				Config: f.config(strings.Replace(fmt.Sprintf(poolExtra, 8), "echo warm", "echo hot", 1)),
+				Config: f.config(strings.Replace(fmt.Sprintf(poolExtra, 8), "echo warm", "echo hot", 1) + runnerGroupExtra),
 				Check:  f.checkPool(8, "#!/bin/bash\necho hot\n", "2"),
 			},
 			{ResourceName: "ghrunner_pool.linux", ImportState: true, ImportStateIdFunc: func(*terraform.State) (string, error) { return f.table + ":linux", nil },
@@ -276,6 +300,8 @@ func TestAccPool_validation(t *testing.T) {
 	for _, c := range []struct{ extra, want string }{
 		{`owner = "acme/api/x"`, `must be an organization`},
 		{`usage_class = "reserved"`, `value must be one of`},
+		{`runner_label = "guessable"`, `runner_label value must be one of`},
+		{`owner = "acme/api"` + "\n" + `runner_group = "ci"`, `Runner groups belong to organizations`},
 		{`heartbeat_interval_seconds = 30` + "\n" + `stale_after_seconds = 40`, `at least twice heartbeat_interval_seconds`},
 		{`idle_windows = [{ cron = "every minute", idle_count = 1 }]`, `not a 5-field cron`},
 		{`idle_windows = [{ cron = "* * * * *", time_zone = "Mars/Olympus", idle_count = 1 }]`, `not an IANA time zone`},

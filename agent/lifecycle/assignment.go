@@ -43,10 +43,14 @@ func (a *Agent) register(ctx context.Context, rec *state.Instance) {
 		a.signal(ctx, rec, state.SignalRegFailed, "no registration material for this assignment in the record")
 		return
 	}
+	labels := reg.Labels
+	if labels == "" {
+		labels = rec.RunID // material written before labels were minted
+	}
 	var file runner.File
 	err := retry(ctx, 3, func() error {
 		var err error
-		file, err = a.Runner.Configure(ctx, runner.Registration{URL: reg.URL, Token: reg.Token, Name: name, Labels: rec.RunID})
+		file, err = a.Runner.Configure(ctx, runner.Registration{URL: reg.URL, Token: reg.Token, Name: name, Labels: labels, Group: reg.Group})
 		return err
 	})
 	if err != nil {

@@ -86,7 +86,8 @@ type Registration struct {
 	URL    string
 	Token  string
 	Name   string
-	Labels string // comma-separated; ours is the runId alone
+	Labels string // comma-separated; ours is the run's label alone
+	Group  string // the organization's runner group; empty: its default
 }
 
 // Configured reads .runner; ok is false when the runner is not configured.
@@ -119,11 +120,15 @@ func (r *Runner) Configure(ctx context.Context, reg Registration) (File, error) 
 	if err := r.chown(r.WorkDir); err != nil {
 		return File{}, err
 	}
-	out, err := r.run(ctx, reg.Token, "./config.sh", "--unattended", "--url", reg.URL, "--name", reg.Name,
+	args := []string{"--unattended", "--url", reg.URL, "--name", reg.Name,
 		"--labels", reg.Labels, "--no-default-labels", "--work", r.WorkDir, "--replace",
 		// The runner installed is the one the pool's checksum named: a
 		// self-update would swap it for another between runs.
-		"--disableupdate")
+		"--disableupdate"}
+	if reg.Group != "" {
+		args = append(args, "--runnergroup", reg.Group)
+	}
+	out, err := r.run(ctx, reg.Token, "./config.sh", args...)
 	if err != nil {
 		return File{}, fmt.Errorf("config.sh: %w: %s", err, tail(out))
 	}

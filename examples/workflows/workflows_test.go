@@ -28,7 +28,7 @@ for a in "$@"; do
 done
 case $FAKE_MODE in
   ok)
-    printf '{"runId":"42","status":"ready","instances":[{"instanceId":"i-1"}]}' > "$out"
+    printf '{"runId":"42","label":"ghr-42-abcdefghijklmnop","status":"ready","instances":[{"instanceId":"i-1"}]}' > "$out"
     printf '{\n    "StatusCode": 200,\n    "ExecutedVersion": "$LATEST"\n}\n' ;;
   function-error)
     printf '{"errorMessage":"instanceCount: must be 1 to 10, got 50\\n(100%% of the pool)","errorType":"error"}' > "$out"
@@ -109,7 +109,7 @@ func TestInvokeSucceeds(t *testing.T) {
 	if r.attempts != "1" {
 		t.Errorf("AWS_MAX_ATTEMPTS %q, want 1", r.attempts)
 	}
-	if r.output != `response={"runId":"42","status":"ready","instances":[{"instanceId":"i-1"}]}`+"\n" {
+	if r.output != `response={"runId":"42","label":"ghr-42-abcdefghijklmnop","status":"ready","instances":[{"instanceId":"i-1"}]}`+"\n" {
 		t.Errorf("GITHUB_OUTPUT: %q", r.output)
 	}
 }
@@ -215,16 +215,20 @@ func TestInvokeShellcheck(t *testing.T) {
 func TestWorkflowProvisionsRunsAndAlwaysReleases(t *testing.T) {
 	var wf struct {
 		Jobs map[string]struct {
-			RunsOn string `yaml:"runs-on"`
-			Needs  any    `yaml:"needs"`
-			If     string `yaml:"if"`
-			Steps  []map[string]any
+			RunsOn  string            `yaml:"runs-on"`
+			Needs   any               `yaml:"needs"`
+			If      string            `yaml:"if"`
+			Outputs map[string]string `yaml:"outputs"`
+			Steps   []map[string]any
 		}
 	}
 	read(t, "ci.yml", &wf)
 	provision, build, release := wf.Jobs["provision"], wf.Jobs["build"], wf.Jobs["release"]
-	if build.RunsOn != "${{ github.run_id }}" || build.Needs != "provision" {
-		t.Errorf("build: runs-on %q needs %v; want the run's own runners after provision", build.RunsOn, build.Needs)
+	// The label provision minted, never the guessable run id.
+	if build.RunsOn != "${{ needs.provision.outputs.label }}" || build.Needs != "provision" ||
+		provision.Outputs["label"] != "${{ fromJSON(steps.provision.outputs.response).label }}" {
+		t.Errorf("build: runs-on %q needs %v, provision's label output %q; want the run's own runners, by the label provision returned",
+			build.RunsOn, build.Needs, provision.Outputs["label"])
 	}
 	if release.If != "always()" || !slices.Equal(toStrings(release.Needs), []string{"provision", "build"}) {
 		t.Errorf("release: if %q needs %v; want always() after provision and build", release.If, release.Needs)

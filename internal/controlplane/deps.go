@@ -29,6 +29,9 @@ type GitHub interface {
 	// RunnerNamed reads owner's runner of this name; github.IsNotFound
 	// when there is none.
 	RunnerNamed(ctx context.Context, owner, name string) (github.Runner, error)
+	// RunnerGroupID finds an organization's runner group by name;
+	// github.IsNotFound when it has none of that name.
+	RunnerGroupID(ctx context.Context, org, name string) (int64, error)
 }
 
 // Deps are the dependencies of every function.

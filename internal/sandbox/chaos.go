@@ -15,7 +15,6 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 )
 
 // ChaosOptions configure a chaos run.
@@ -108,7 +107,6 @@ type chaos struct {
 	// given: what provision handed each run, the check for "no job on a
 	// runner of another run".
 	given    map[string][]string
-	jobs     []fakegithub.Job
 	failures map[string]int
 	// armed are the provisions to kill once a CreateFleet answer went back
 	// (one per CreateFleet), by runId.
@@ -237,7 +235,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	rep.Violations = append(rep.Violations, past...)
 	rep.Succeeded, rep.Failed = okCount, failCount
 	c.mu.Lock()
-	rep.Faults, rep.Jobs, rep.Failures, rep.Activity, rep.Explained = c.faults, len(c.jobs), c.failures, c.activity, explained
+	rep.Faults, rep.Jobs, rep.Failures, rep.Activity, rep.Explained = c.faults, len(c.jobUses), c.failures, c.activity, explained
 	c.mu.Unlock()
 	rep.Elapsed = time.Since(c.start)
 	return rep, ctx.Err()

@@ -54,7 +54,7 @@ func (c *chaos) workflow(ctx context.Context, runID string, count int, fault str
 		run.ids, run.from = ids, time.Now()
 		c.runs[runID] = run
 		c.mu.Unlock()
-		if ok = c.runJobs(ctx, runID, ids, fault); !ok {
+		if ok = c.runJobs(ctx, runID, prov.Label, ids, fault); !ok {
 			c.failed("job", nil, fault)
 		}
 	}
@@ -106,7 +106,7 @@ func (c *chaos) failed(step string, err error, fault string) {
 
 // runJobs runs one job per runner and waits for them; with faultLongJob the
 // first job outlives the pool's max_runtime.
-func (c *chaos) runJobs(ctx context.Context, runID string, ids []string, fault string) bool {
+func (c *chaos) runJobs(ctx context.Context, runID, label string, ids []string, fault string) bool {
 	recs := make([]*jobUse, len(ids))
 	for i := range ids {
 		script, wait := "sleep 0.3; echo job of "+runID, 30*time.Second
@@ -115,7 +115,7 @@ func (c *chaos) runJobs(ctx context.Context, runID string, ids []string, fault s
 			script, wait = fmt.Sprintf("sleep %d; echo long job of %s", int(long.Seconds()), runID), long+30*time.Second
 			c.count(faultLongJob)
 		}
-		recs[i] = &jobUse{run: runID, wait: wait, queued: time.Now(), id: c.sb.GitHub.EnqueueJob(runID, script)}
+		recs[i] = &jobUse{run: runID, wait: wait, queued: time.Now(), id: c.sb.GitHub.EnqueueJob(label, script)}
 	}
 	if fault == faultKillAgentInJob {
 		time.AfterFunc(150*time.Millisecond, func() {
@@ -137,7 +137,6 @@ func (c *chaos) runJobs(ctx context.Context, runID string, ids []string, fault s
 		finished := job.State == fakegithub.JobCompleted || job.State == fakegithub.JobFailed
 		rec.job, rec.ended, rec.timedOut = job, time.Now(), !finished && ctx.Err() == nil
 		c.mu.Lock()
-		c.jobs = append(c.jobs, job)
 		c.jobUses = append(c.jobUses, rec)
 		c.mu.Unlock()
 		ok = ok && finished && job.Result == "succeeded"

@@ -315,9 +315,10 @@ type job struct {
 }
 
 // runJob queues a job through the sandbox's job API and waits for it.
-func runJob(t *testing.T, base, label, script string) job {
+// runJob runs a job of a provisioned run through the sandbox's job API.
+func runJob(t *testing.T, base, runID, script string) job {
 	t.Helper()
-	body, _ := json.Marshal(map[string]string{"label": label, "script": script})
+	body, _ := json.Marshal(map[string]string{"runId": runID, "script": script})
 	resp, err := http.Post(base+"/_sandbox/jobs", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)

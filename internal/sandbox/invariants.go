@@ -119,13 +119,14 @@ func (c *chaos) checkOnce() []string {
 	// 3. No job ran on a runner of another run: the runner that took a job
 	// sits on an instance provision gave that job's run.
 	c.mu.Lock()
-	for _, job := range c.jobs {
+	for _, use := range c.jobUses {
+		job := use.job
 		if job.Runner == "" {
 			continue
 		}
 		inst, _ := github.InstanceOf(job.Runner)
-		if !slices.Contains(c.given[job.Label], inst) {
-			v = append(v, fmt.Sprintf("[3] job %d of %s ran on %s, not one of its runners %v", job.ID, job.Label, job.Runner, c.given[job.Label]))
+		if !slices.Contains(c.given[use.run], inst) {
+			v = append(v, fmt.Sprintf("[3] job %d of %s (runs-on %s) ran on %s, not one of its runners %v", job.ID, use.run, job.Label, job.Runner, c.given[use.run]))
 		}
 	}
 	c.mu.Unlock()

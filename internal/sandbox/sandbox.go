@@ -508,20 +508,30 @@ func functionName(s string) string {
 	return name
 }
 
-// The job API stands in for a workflow's jobs: POST {"label","script"} queues
-// a job for runners with that label; GET /_sandbox/jobs/{id}?wait=60s waits
-// for it to finish.
+// The job API stands in for a workflow's jobs: POST {"runId","script"}
+// queues a job for the runners of a provisioned run (under the label
+// provision returned for it, as a workflow's runs-on names it), or
+// {"label","script"} for runners with that label; GET
+// /_sandbox/jobs/{id}?wait=60s waits for it to finish.
 func (s *Sandbox) serveEnqueue(w http.ResponseWriter, r *http.Request) {
-	var req struct{ Label, Script string }
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Label == "" {
-		http.Error(w, `body: want {"label":"<runId>","script":"echo hi"}`, http.StatusBadRequest)
+	var req struct{ RunID, Label, Script string }
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || (req.Label == "") == (req.RunID == "") {
+		http.Error(w, `body: want {"runId":"<runId>","script":"echo hi"} or {"label":"<label>","script":"echo hi"}`, http.StatusBadRequest)
 		return
+	}
+	if req.RunID != "" {
+		run, err := state.New(s.AWS.DynamoDB(), s.Table()).GetRun(r.Context(), req.RunID)
+		if err != nil || run.Label == "" {
+			http.Error(w, fmt.Sprintf("runId: no provisioned run %q (%v): provision it first", req.RunID, err), http.StatusNotFound)
+			return
+		}
+		req.Label = run.Label
 	}
 	if req.Script == "" {
 		req.Script = "echo hello from $(hostname)"
 	}
 	id := s.GitHub.EnqueueJob(req.Label, req.Script)
-	json.NewEncoder(w).Encode(map[string]int64{"id": id})
+	json.NewEncoder(w).Encode(map[string]any{"id": id, "label": req.Label})
 }
 
 func (s *Sandbox) serveJob(w http.ResponseWriter, r *http.Request) {

@@ -186,7 +186,7 @@ func (st *Story) workflow(ctx context.Context, name, runID string, count, wantCr
 	start = time.Now()
 	jobs := make([]int64, count)
 	for i := range jobs {
-		jobs[i] = st.sb.GitHub.EnqueueJob(runID, "echo building "+runID)
+		jobs[i] = st.sb.GitHub.EnqueueJob(out.Label, "echo building "+runID)
 	}
 	ran, foreign := 0, 0
 	for _, id := range jobs {

@@ -51,6 +51,12 @@ type Registration struct {
 	URL        string `dynamodbav:"url,omitempty"`
 	Token      string `dynamodbav:"token"`
 	ExpiresAt  int64  `dynamodbav:"expiresAt,omitempty"`
+	// Labels are the runner's labels, comma-separated (register only);
+	// empty: the record's runId, as before labels were minted.
+	Labels string `dynamodbav:"labels,omitempty"`
+	// Group is the runner group to join (register only); empty: the
+	// default group.
+	Group string `dynamodbav:"group,omitempty"`
 }
 
 // String keeps the token out of logs and error messages.

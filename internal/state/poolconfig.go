@@ -112,9 +112,26 @@ type PoolConfig struct {
 	// Tags go on everything a launch creates besides ghrunner's own ghr:
 	// tags: the deployment's default tags and the pool's (cost allocation,
 	// tag-enforcing SCPs).
-	Tags      map[string]string `dynamodbav:"tags,omitempty" json:"tags,omitempty"`
-	UpdatedAt int64             `dynamodbav:"updatedAt" json:"updatedAt,omitempty"`
+	Tags map[string]string `dynamodbav:"tags,omitempty" json:"tags,omitempty"`
+	// RunnerLabel is how a run's runner label is made: LabelMinted (the
+	// default, also when empty) or LabelRunID.
+	RunnerLabel string `dynamodbav:"runnerLabel,omitempty" json:"runnerLabel,omitempty"`
+	// RunnerGroup is the organization's runner group the runners join;
+	// empty: its default group.
+	RunnerGroup string `dynamodbav:"runnerGroup,omitempty" json:"runnerGroup,omitempty"`
+	UpdatedAt   int64  `dynamodbav:"updatedAt" json:"updatedAt,omitempty"`
 }
+
+// How a run's runner label is made.
+const (
+	// LabelMinted: ghr-<runId>-<16 random characters>, which provision
+	// returns; no one can aim a job at the runners without being told it.
+	LabelMinted = "minted"
+	// LabelRunID: the runId itself, as ghrunner's first versions did. Run
+	// ids are sequential and public: any repository allowed to use the
+	// runners can aim a job at another run's runners.
+	LabelRunID = "run_id"
+)
 
 // maxPoolTags leaves room, within EC2's 50 tags per resource, for the
 // ghr: tags a launch adds.
@@ -152,6 +169,8 @@ func (p PoolConfig) Validate() error {
 		return fmt.Errorf("maxInstances: must be at least 1, got %d", p.MaxInstances)
 	case p.OS != "linux" && p.OS != "windows":
 		return fmt.Errorf("os: %q must be linux or windows", p.OS)
+	case p.RunnerLabel != "" && p.RunnerLabel != LabelMinted && p.RunnerLabel != LabelRunID:
+		return fmt.Errorf("runnerLabel: %q must be %s or %s", p.RunnerLabel, LabelMinted, LabelRunID)
 	}
 	for i, t := range p.InstanceTypes {
 		if !instanceTypeRE.MatchString(t) {

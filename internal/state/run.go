@@ -42,6 +42,9 @@ type Run struct {
 	CreatedAt     int64     `dynamodbav:"createdAt"`
 	UpdatedAt     int64     `dynamodbav:"updatedAt"`
 	ExpiresAt     int64     `dynamodbav:"expiresAt"`
+	// Label is what the run's runners register with and its jobs name in
+	// runs-on (PoolConfig.RunnerLabel says how it is made).
+	Label string `dynamodbav:"label,omitempty"`
 }
 
 // RunKey is the partition key of a run item.

@@ -50,7 +50,7 @@ func (p *provisioner) fromRecords(ctx context.Context, run *state.Run) (*Output,
 }
 
 func (p *provisioner) output() *Output {
-	out := &Output{RunID: p.req.RunID, Pool: p.req.Pool, Status: string(state.RunReady), Instances: []Instance{}}
+	out := &Output{RunID: p.req.RunID, Label: p.label, Pool: p.req.Pool, Status: string(state.RunReady), Instances: []Instance{}}
 	for _, m := range p.members() {
 		out.Instances = append(out.Instances, Instance{InstanceID: m.inst.ID, InstanceType: m.inst.InstanceType, UsageClass: m.inst.UsageClass, Source: m.source, ReadySeconds: m.ready})
 		if m.source == "reused" {

@@ -13,13 +13,14 @@ import (
 // per pool, that EC2 would let it launch from the pool's template with the
 // pool's tags (CreateFleet with DryRun) and terminate one of the pool's
 // instances (TerminateInstances with DryRun, when one is live); per owner,
-// that the GitHub credentials may list its runners. A denied request comes
+// that the GitHub credentials may list its runners; per pool with a runner
+// group, that the organization has the group. A denied request comes
 // back as the check's detail, naming the action, instead of as a failed
 // workflow after the first deploy.
 
 // Check is one preflight finding.
 type Check struct {
-	Check  string `json:"check"` // "launch", "terminate" or "github"
+	Check  string `json:"check"` // "launch", "terminate", "github" or "runner-group"
 	Pool   string `json:"pool,omitempty"`
 	Owner  string `json:"owner,omitempty"`
 	OK     bool   `json:"ok"`
@@ -47,6 +48,10 @@ func preflight(ctx context.Context, deps Deps, start time.Time) (*Output, error)
 	for i := range pools {
 		p := &pools[i]
 		owners[p.Owner] = true
+		if p.RunnerGroup != "" {
+			_, err := d.GitHub.RunnerGroupID(ctx, p.Owner, p.RunnerGroup)
+			add(Check{Check: "runner-group", Pool: p.Name, Owner: p.Owner}, err)
+		}
 		add(Check{Check: "launch", Pool: p.Name}, deps.EC2.CanLaunch(ctx, LaunchSpec{Pool: p, Types: p.InstanceTypes, UsageClass: p.UsageClass,
 			Count: 1, Owner: p.Owner, Assignment: "preflight"}))
 		live, err := deps.EC2.Live(ctx, p.Name)

@@ -61,7 +61,9 @@ type Instance struct {
 
 // Output is what provision returns.
 type Output struct {
-	RunID          string     `json:"runId"`
+	RunID string `json:"runId"`
+	// Label is what the run's jobs name in runs-on.
+	Label          string     `json:"label"`
 	Pool           string     `json:"pool"`
 	Status         string     `json:"status"`
 	Instances      []Instance `json:"instances"`
@@ -150,7 +152,8 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 		return nil, err
 	}
 	canonical, _ := json.Marshal(req.Input)
-	run, created, err := d.Store.StartRun(ctx, state.Run{ID: req.RunID, Pool: req.Pool, Owner: req.Owner, InstanceCount: req.count, Request: string(canonical)})
+	run, created, err := d.Store.StartRun(ctx, state.Run{ID: req.RunID, Pool: req.Pool, Owner: req.Owner, InstanceCount: req.count, Request: string(canonical),
+		Label: newLabel(req.RunID, req.pool.RunnerLabel)})
 	if state.ClauseOf(err) == state.ClausePayload {
 		return nil, controlplane.Invalid("runId", "run %s was provisioned with another payload (%s); use a new runId", req.RunID, run.Request)
 	}
@@ -169,7 +172,7 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	}
 	ctx, cancel := context.WithDeadline(ctx, start.Add(req.timeout))
 	defer cancel()
-	p := &provisioner{d: d, fleet: fleet, req: req, start: start, cleanup: cleanup, log: d.Log.With("runId", req.RunID, "pool", req.Pool)}
+	p := &provisioner{d: d, fleet: fleet, req: req, label: runLabel(run), start: start, cleanup: cleanup, log: d.Log.With("runId", req.RunID, "pool", req.Pool)}
 	if !created {
 		return p.join(ctx, run)
 	}
@@ -313,6 +316,7 @@ type provisioner struct {
 	d     *controlplane.Deps
 	fleet Launcher
 	req   *request
+	label string // the run's runner label
 	start time.Time
 	log   interface {
 		Info(string, ...any)
@@ -345,6 +349,7 @@ func (p *provisioner) provision(ctx context.Context) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
+	reg.Labels, reg.Group = p.label, p.req.pool.RunnerGroup
 	claimed := p.claim(ctx, p.req.count, reg)
 	if missing := p.req.count - claimed; missing > 0 {
 		if _, err := p.create(ctx, missing, reg); err != nil {

@@ -40,6 +40,8 @@ resource "ghrunner_pool" "pool" {
   agent_endpoint     = each.value.agent_endpoint
   pre_runner_script  = each.value.pre_runner_script
   cleanup_script     = each.value.cleanup_script
+  runner_label       = each.value.runner_label
+  runner_group       = each.value.runner_group
   idle_windows       = each.value.idle_windows
   tags               = var.tags
 

@@ -39,6 +39,8 @@ variable "pools" {
     agent_endpoint     = optional(string)
     pre_runner_script  = optional(string)
     cleanup_script     = optional(string)
+    runner_label       = optional(string, "minted")
+    runner_group       = optional(string)
     idle_windows = optional(list(object({
       cron              = string
       time_zone         = optional(string, "UTC")
@@ -72,6 +74,10 @@ variable "pools" {
   validation {
     condition     = alltrue([for _, p in var.pools : contains(["spot", "on-demand"], p.usage_class)])
     error_message = "pools[*].usage_class must be spot or on-demand."
+  }
+  validation {
+    condition     = alltrue([for _, p in var.pools : contains(["minted", "run_id"], p.runner_label)])
+    error_message = "pools[*].runner_label must be minted (a label per run, returned by provision) or run_id (the run id: guessable)."
   }
 }
 

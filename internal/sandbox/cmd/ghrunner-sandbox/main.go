@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -42,8 +43,9 @@ commands:
           by -seed), check the invariants and print the figures (make chaos);
           exit status 0 only if there is no violation
   down    stop a sandbox started with up (make sandbox-down)
-  job     queue a job for a label in the fake GitHub and wait for it:
-          ghrunner-sandbox job <label> [script]
+  job     queue a job for a provisioned run's runners (runs-on: the label
+          provision returned) in the fake GitHub and wait for it:
+          ghrunner-sandbox job <runId> [script]
   invoke  call a function through the endpoint, as aws lambda invoke does
           (for machines without the AWS CLI; reads .sandbox/env's variables):
           ghrunner-sandbox invoke provision '{"runId":"42","pool":"linux","instanceCount":2}'
@@ -253,27 +255,36 @@ func down(dir string) error {
 	return errors.New("sandbox did not stop within 30 s: killed")
 }
 
-// job queues a job through the sandbox's job API and waits for it.
-func job(dir, label, script string) error {
-	if label == "" {
-		return errors.New("usage: ghrunner-sandbox job <label> [script]")
+// job queues a job for a provisioned run's runners through the sandbox's
+// job API and waits for it.
+func job(dir, runID, script string) error {
+	if runID == "" {
+		return errors.New("usage: ghrunner-sandbox job <runId> [script]")
 	}
 	base := os.Getenv("GHRUNNER_SANDBOX_URL")
 	if base == "" {
 		return fmt.Errorf("GHRUNNER_SANDBOX_URL is not set: run make sandbox-up and . %s/env", dir)
 	}
-	body, _ := json.Marshal(map[string]string{"label": label, "script": script})
+	body, _ := json.Marshal(map[string]string{"runId": runID, "script": script})
 	resp, err := http.Post(base+"/_sandbox/jobs", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	var queued struct{ ID int64 }
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return fmt.Errorf("queue the job: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	var queued struct {
+		ID    int64
+		Label string
+	}
 	err = json.NewDecoder(resp.Body).Decode(&queued)
 	resp.Body.Close()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("job %d queued for label %s; waiting ...\n", queued.ID, label)
+	fmt.Printf("job %d queued for run %s (runs-on: %s); waiting ...\n", queued.ID, runID, queued.Label)
 	resp, err = http.Get(fmt.Sprintf("%s/_sandbox/jobs/%d?wait=120s", base, queued.ID))
 	if err != nil {
 		return err
