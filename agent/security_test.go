@@ -75,3 +75,27 @@ func TestRunIsolationOnAPooledInstance(t *testing.T) {
 		}
 	}
 }
+
+// The registration material names the runner's label and group: the agent
+// registers with exactly that label (not the run id) in that group.
+func TestTheRunnerTakesTheLabelAndGroupOfItsRegistration(t *testing.T) {
+	w := newWorld(t, "")
+	w.fake.AddRunnerGroup("acme", "ci")
+	reg := w.registration()
+	reg.Labels, reg.Group = "ghr-run-a-abcdefghijklmnop", "ci"
+	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: "run-a", Assignment: state.NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute, Registration: reg})
+	must(t, err)
+	w.start()
+	w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
+	if rs := w.fake.Runners(); len(rs) != 1 || !slices.Equal(rs[0].Labels, []string{reg.Labels}) || rs[0].Group != "ci" {
+		t.Fatalf("runners %+v, want one labelled %s only, in group ci", rs, reg.Labels)
+	}
+	guessed := w.fake.EnqueueJob("run-a", "echo aimed at the run id")
+	if job := w.job(reg.Labels, "echo ok"); job.ExitCode != 0 {
+		t.Fatalf("job: %+v", job)
+	}
+	if j, _ := w.fake.Job(guessed); j.State != "queued" {
+		t.Fatalf("a job aimed at the run id ran: %+v", j)
+	}
+}
