@@ -126,6 +126,7 @@ func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 
 	d.host, err = instancehost.Start(ctx, instancehost.Options{
 		EC2: ec, Region: awstest.Region, Environment: d.name, AgentBinary: builds.agent, Root: t.TempDir(), Output: d.logs, Env: awsEnv,
+		RunnerUsers: true, // jobs run as an unprivileged user, as on EC2 (the tests run as root)
 		Config: func(string, map[string]string) config.Config {
 			c := config.Defaults()
 			c.Table, c.Endpoint = d.name, env.URL

@@ -38,8 +38,8 @@ func TestLifecycleWalkthrough(t *testing.T) {
 	}
 	foreign := d.fake.EnqueueJob("someone-else", "echo must not run")
 	guessed := d.fake.EnqueueJob("7890", "echo aimed at the run id: must not run")
-	if job := d.job(first.Label, "echo build"); job.ExitCode != 0 || !strings.HasSuffix(job.Runner, id) {
-		t.Fatalf("job = %+v", job)
+	if job := d.job(first.Label, "echo build; id -un"); job.ExitCode != 0 || !strings.HasSuffix(job.Runner, id) || job.Output != "build\ngr-"+id+"\n" {
+		t.Fatalf("job = %+v, want it run by the instance's runner user gr-%s", job, id)
 	}
 
 	var rel releaseOut

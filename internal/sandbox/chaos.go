@@ -80,7 +80,7 @@ const (
 	faultLongJob         = "job outlives the pool's max_runtime (by 15 s)"
 )
 
-var workflowFaults = []string{faultNone, faultKillAfterFleet, faultKillProvision, faultKillRelease, faultKillAgentInJob}
+var workflowFaults = []string{faultNone, faultKillAfterFleet, faultKillProvision, faultKillRelease, faultKillAgentInJob, faultHostileJob}
 
 // longJobEvery: workflows 1, 21, 41, ... run a job longer than the pool's
 // max_runtime. They are placed, not drawn, so that even a short run has
@@ -112,6 +112,8 @@ type chaos struct {
 	// (one per CreateFleet), by runId.
 	armed map[string]context.CancelFunc
 
+	drop string // where hostile jobs' daemons report (hostile.go)
+
 	history  // what invariants 5-7 look back on (observe.go)
 	dynamoDB // the DynamoDB fault bursts under way (chaosfaults.go)
 }
@@ -142,6 +144,9 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	pool, err := c.store.GetPoolConfig(ctx, "linux")
 	if err != nil || pool == nil {
 		return ChaosReport{}, fmt.Errorf("pool linux: %v", err)
+	}
+	if c.drop, err = hostileDrop(s.opts.Dir); err != nil {
+		return ChaosReport{}, err
 	}
 	c.maxInstances, c.maxRuntime = pool.MaxInstances, state.D(pool.Timings.WithDefaults(pool.OS).MaxRuntime)
 	c.start = time.Now()
@@ -230,7 +235,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	s.GitHub.ClearFaults()
 
 	fmt.Fprintln(c.out, "  faults off; settling: refresh until the records and EC2 agree ...")
-	rep.Violations = append(c.settleAndCheck(ctx), c.checkOnce()...)
+	rep.Violations = append(append(c.settleAndCheck(ctx), c.checkOnce()...), c.checkHostile()...)
 	explained, past := c.checkHistory(ctx)
 	rep.Violations = append(rep.Violations, past...)
 	rep.Succeeded, rep.Failed = okCount, failCount

@@ -115,6 +115,11 @@ func (c *chaos) runJobs(ctx context.Context, runID, label string, ids []string, 
 			script, wait = fmt.Sprintf("sleep %d; echo long job of %s", int(long.Seconds()), runID), long+30*time.Second
 			c.count(faultLongJob)
 		}
+		if fault == faultHostileJob && i == 0 {
+			script = hostileScript(runID, c.drop) + script
+			c.count(faultHostileJob)
+		}
+		script = jobPrologue(runID) + script
 		recs[i] = &jobUse{run: runID, wait: wait, queued: time.Now(), id: c.sb.GitHub.EnqueueJob(label, script)}
 	}
 	if fault == faultKillAgentInJob {

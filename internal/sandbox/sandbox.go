@@ -182,6 +182,9 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 		EC2: s.AWS.EC2(), Region: Region, Environment: Environment, AgentBinary: agent, Root: filepath.Join(o.Dir, "instances"),
 		Config: s.agentConfig, Env: env, Output: o.Logs, Role: s.instanceRole,
 		PrepareRunner: func(dir string) error { return fakegithub.InstallRunner(dir, runner) },
+		// As on EC2, jobs run as an unprivileged user of their instance's
+		// own, when the sandbox may create users.
+		RunnerUsers: os.Getuid() == 0,
 	})
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ package instancehost
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -57,12 +58,19 @@ type Options struct {
 	Role   func(instanceID string) (string, imdsstub.Credentials, error)
 	Poll   time.Duration // default 200 ms
 	Output io.Writer     // agents' logs; default discarded
+	// RunnerUsers gives each instance's runner an unprivileged user of its
+	// own, created when its agent first starts (as user data does) and
+	// deleted with the instance: jobs then run as on EC2, and the agent's
+	// cleanup (killing the user's processes, resetting its home) is real.
+	// It needs root; without it the runners run as the agent's own user.
+	RunnerUsers bool
 }
 
 // Agent is one running agent process.
 type Agent struct {
 	InstanceID string
 	Dir        string
+	User       string // the runner's user; empty: the agent's own
 	IMDS       *imdsstub.Server
 	Starts     int // how often the process was started
 
@@ -99,6 +107,22 @@ func Start(ctx context.Context, opts Options) (*Host, error) {
 		return nil, fmt.Errorf("root: %w", err)
 	}
 	opts.Root = root
+	if opts.RunnerUsers {
+		if os.Getuid() != 0 {
+			return nil, fmt.Errorf("RunnerUsers needs root, to create users (run as root, or without RunnerUsers)")
+		}
+		// The runner users must reach their instance's folders.
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			return nil, err
+		}
+		for dir := root; dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+			if info, err := os.Stat(dir); err == nil && info.Mode().Perm()&0o005 != 0o005 {
+				if err := os.Chmod(dir, info.Mode().Perm()|0o005); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	h := &Host{opts: opts, agents: map[string]*Agent{}, cancel: cancel, done: make(chan struct{})}
 	go h.watch(ctx)
@@ -262,6 +286,14 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 			}
 		}
 		cfg := h.opts.Config(id, tags)
+		if h.opts.RunnerUsers {
+			user, err := addUser(id, filepath.Join(dir, "home"))
+			if err != nil {
+				return err
+			}
+			a.User = user
+			cfg.RunnerUser = a.User
+		}
 		cfg.RunnerDir, cfg.RunDir, cfg.WorkDir, cfg.StateDir = filepath.Join(dir, "runner"), filepath.Join(dir, "run"), filepath.Join(dir, "work"), filepath.Join(dir, "state")
 		cfg.IMDSEndpoint = a.IMDS.URL()
 		raw, _ := json.MarshalIndent(cfg, "", "  ")
@@ -309,7 +341,8 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 // stopAgent ends an agent (its instance is gone) and its runner processes.
 func (h *Host) stopAgent(a *Agent) {
 	// The runner runs in a process group of its own: an instance that is
-	// terminated takes every process with it.
+	// terminated takes every process with it, and its user.
+	defer deleteUser(a.User)
 	defer killRunnerGroups(a.Dir)
 	if a.cmd != nil {
 		syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
@@ -352,5 +385,36 @@ func killRunnerGroups(instanceDir string) {
 	}
 	if pid, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil && pid > 0 {
 		syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+// addUser creates the runner user of an instance, with its home in home.
+func addUser(instanceID, home string) (string, error) {
+	name := "gr-" + instanceID // at most 32 characters: gr-i- and 17 hex digits
+	if len(name) > 32 {
+		name = name[:32]
+	}
+	out, err := exec.Command("useradd", "--create-home", "--home-dir", home, "--shell", "/bin/bash", "--user-group", name).CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 9 {
+		return name, nil // made by an earlier start that failed later
+	}
+	if err != nil {
+		return "", fmt.Errorf("useradd %s: %v: %s", name, err, out)
+	}
+	return name, nil
+}
+
+// deleteUser kills whatever still runs as the user, then deletes it.
+func deleteUser(name string) {
+	if name == "" {
+		return
+	}
+	for range 3 {
+		exec.Command("pkill", "-KILL", "-u", name).Run()
+		if exec.Command("userdel", name).Run() == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
