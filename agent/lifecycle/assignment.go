@@ -226,11 +226,15 @@ func (a *Agent) wipe(ctx context.Context) error {
 	if err := a.Runner.RemoveUserLeftovers(); err != nil {
 		return fmt.Errorf("remove the runner user's leftovers: %w", err)
 	}
-	if a.Config.CleanupScript == "" {
-		return nil
+	if a.Config.CleanupScript != "" {
+		if out, err := runScript(ctx, a.Config.CleanupScript, a.Config.CleanupTimeout.Duration); err != nil {
+			return fmt.Errorf("cleanup script: %w: %s", err, out)
+		}
 	}
-	if out, err := runScript(ctx, a.Config.CleanupScript, a.Config.CleanupTimeout.Duration); err != nil {
-		return fmt.Errorf("cleanup script: %w: %s", err, out)
+	// Checked, not assumed: a process that escaped the kill, a file it
+	// wrote since, a changed install keep the instance out of the pool.
+	if err := a.Runner.Verify(); err != nil {
+		return fmt.Errorf("the instance is not clean: %w", err)
 	}
 	return nil
 }

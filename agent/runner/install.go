@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -56,6 +57,27 @@ func Install(ctx context.Context, dir, url, sha256Hex string) error {
 	}
 	if err := unpack(tmp, dir); err != nil {
 		return fmt.Errorf("unpack runner: %w", err)
+	}
+	return installDependencies(ctx, dir)
+}
+
+// installDependencies runs the runner's own bin/installdependencies.sh (as
+// root: it installs libicu and the other libraries .NET needs with the
+// distribution's package manager; Amazon Linux 2023 lacks libicu, and
+// config.sh refuses to run without it). When it fails, config.sh is
+// removed, so that the agent's next start installs everything again instead
+// of a runner that cannot configure.
+func installDependencies(ctx context.Context, dir string) error {
+	script := filepath.Join(dir, "bin", "installdependencies.sh")
+	if _, err := os.Stat(script); err != nil {
+		return nil // a runner without the script (older, or a stand-in)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, script).CombinedOutput()
+	if err != nil {
+		os.Remove(filepath.Join(dir, "config.sh"))
+		return fmt.Errorf("runner dependencies (bin/installdependencies.sh): %w: %s", err, tail(out))
 	}
 	return nil
 }

@@ -82,10 +82,8 @@ func (r *Runner) fresh(identity map[string][]byte) error {
 		if err != nil {
 			return err
 		}
-		st, _ := info.Sys().(*syscall.Stat_t)
-		if info.Mode()&fs.ModeSymlink == 0 && (st == nil || st.Uid != me || info.Mode().Perm()&0o022 != 0) {
-			// Seal made it so at start: someone changed the install since.
-			return fmt.Errorf("runner install: %s is no longer the agent's alone (owner or mode changed): refusing to run from it", path)
+		if err := sealed(path, info, me); err != nil {
+			return err // Seal made it so at start: someone changed the install since
 		}
 		switch {
 		case info.IsDir():

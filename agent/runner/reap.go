@@ -120,8 +120,12 @@ var TempDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
 // crontabs are where cron keeps a user's table (Debian's, then Red Hat's).
 var crontabs = []string{"/var/spool/cron/crontabs", "/var/spool/cron"}
 
-// RemoveUserLeftovers removes what the runner user left in TempDirs and its
-// crontab, and resets its home to /etc/skel. With no User there is nothing
+// atSpools are where at keeps its queued jobs, one file per job, owned by
+// the user who queued it (Debian's, then Red Hat's).
+var atSpools = []string{"/var/spool/cron/atjobs", "/var/spool/at"}
+
+// RemoveUserLeftovers removes what the runner user left in TempDirs, its
+// crontab and at jobs, and resets its home to /etc/skel. With no User there is nothing
 // that is the job's alone.
 func (r *Runner) RemoveUserLeftovers() error {
 	uid, ok, err := r.jobUID()
@@ -139,6 +143,9 @@ func (r *Runner) RemoveUserLeftovers() error {
 		if err := os.Remove(filepath.Join(dir, r.User)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
+	}
+	for _, dir := range atSpools {
+		errs = append(errs, removeOwnedBy(dir, uid))
 	}
 	return errors.Join(errs...)
 }

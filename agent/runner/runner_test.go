@@ -190,3 +190,40 @@ func TestRemoveOwnedByTakesOnlyTheJobsFiles(t *testing.T) {
 		t.Fatalf("the symlink's target: %q, %v", got, err)
 	}
 }
+
+// Verify finds what a cleanup left (issue 16, "verification before
+// pooling"): a non-empty work folder, a runner copy still there, an install
+// someone else may write. Once all is as it should be, it passes.
+func TestVerifyFindsWhatACleanupLeft(t *testing.T) {
+	root := t.TempDir()
+	r := &Runner{Install: filepath.Join(root, "install"), Dir: filepath.Join(root, "run"), WorkDir: filepath.Join(root, "work"), StateDir: filepath.Join(root, "state")}
+	for _, d := range []string{r.Install, r.Dir, r.WorkDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(r.Install, "config.sh"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(r.Install, "config.sh"), 0o775); err != nil { // the group may write it
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.WorkDir, "checkout"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := r.Verify()
+	for _, want := range []string{"work folder", "runner copy", "config.sh is no longer the agent's alone"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Verify: %v; want it to name the %s", err, want)
+		}
+	}
+	if err := r.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Verify(); err != nil {
+		t.Fatalf("after Seal and Wipe: %v", err)
+	}
+}
