@@ -81,6 +81,7 @@ func newWorld(t testing.TB, preRunner string) *world {
 	cfg := config.Defaults()
 	cfg.Table, cfg.Endpoint, cfg.IMDSEndpoint = w.store.Table(), env.URL, imds.URL()
 	cfg.RunnerDir, cfg.RunDir, cfg.WorkDir, cfg.StateDir = filepath.Join(w.dir, "runner"), filepath.Join(w.dir, "run"), filepath.Join(w.dir, "work"), filepath.Join(w.dir, "state")
+	cfg.FirewallFailureFile = filepath.Join(w.dir, "firewall-failed")
 	cfg.HeartbeatInterval = config.Duration{Duration: time.Second}
 	cfg.IdlePoll = config.Duration{Duration: 200 * time.Millisecond}
 	cfg.AssignedPoll = config.Duration{Duration: 300 * time.Millisecond}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/instancehost"
 )
 
 // jobUser creates an unprivileged user for the runner, as user data does on
@@ -31,16 +32,8 @@ func (w *world) jobUser() string {
 	raw := make([]byte, 4)
 	rand.Read(raw)
 	name := "ghrt" + hex.EncodeToString(raw)
-	home := filepath.Join(w.dir, "home")
-	if out, err := exec.Command("useradd", "--create-home", "--home-dir", home, "--shell", "/bin/bash", "--user-group", name).CombinedOutput(); err != nil {
-		w.t.Fatalf("useradd: %v\n%s", err, out)
-	}
-	w.t.Cleanup(func() {
-		exec.Command("pkill", "-KILL", "-u", name).Run()
-		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
-			w.t.Logf("userdel %s: %v\n%s", name, err, out)
-		}
-	})
+	must(w.t, instancehost.AddUser(name, filepath.Join(w.dir, "home")))
+	w.t.Cleanup(func() { instancehost.DeleteUser(name) })
 	// The runner user must reach its folders under the test's own.
 	for dir := w.dir; dir != filepath.Dir(dir) && strings.HasPrefix(dir, os.TempDir()+"/"); dir = filepath.Dir(dir) {
 		must(w.t, os.Chmod(dir, 0o755))

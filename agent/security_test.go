@@ -99,3 +99,27 @@ func TestTheRunnerTakesTheLabelAndGroupOfItsRegistration(t *testing.T) {
 		t.Fatalf("a job aimed at the run id ran: %+v", j)
 	}
 }
+
+// When user data could not block the runner user's traffic to IMDS (issue
+// 16: an image with neither iptables nor nft, nftables not installable), the
+// agent says so with UD_FAILED and the reason, and never registers a
+// runner: provision replaces the instance at once instead of handing jobs
+// the instance role.
+func TestAnInstanceThatCannotBlockIMDSSignalsFailedAndRunsNoJob(t *testing.T) {
+	w := newWorld(t, "")
+	must(t, os.WriteFile(filepath.Join(w.dir, "firewall-failed"), []byte("neither iptables nor nft is available\n"), 0o644))
+	inst := w.create("run-a", "on-demand")
+	w.start()
+	got := w.wait(inst, state.SignalFailed, state.SignalOK)
+	sig, failed := got.SignalFor(state.SignalFailed)
+	if !failed || !strings.Contains(sig.Detail, "neither iptables nor nft is available") {
+		t.Fatalf("signals %v, want UD_FAILED with the firewall's reason", got.Signals)
+	}
+	time.Sleep(2 * time.Second)
+	if rs := w.fake.Runners(); len(rs) != 0 {
+		t.Fatalf("a runner was registered on an instance whose jobs could reach IMDS: %+v", rs)
+	}
+	if rec, _ := w.store.Get(ctx, w.id); answered(rec, state.SignalRegOK) {
+		t.Fatalf("UD_REG_OK on an instance whose jobs could reach IMDS: %v", rec.Signals)
+	}
+}

@@ -595,7 +595,7 @@ func TestDownloadInstallsAndStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range []string{"After=network-online.target", "Restart=always", "RestartSec=5",
-		"ExecStartPre=/etc/ghrunner/block-imds.sh ghrunner", "ExecStart=" + AgentBinary + " -config " + ConfigPath} {
+		"ExecStartPre=-/etc/ghrunner/block-imds.sh ghrunner", "ExecStart=" + AgentBinary + " -config " + ConfigPath} {
 		if !slices.Contains(strings.Split(string(unit), "\n"), line) {
 			t.Errorf("unit lacks %q:\n%s", line, unit)
 		}
@@ -760,34 +760,26 @@ func TestFirewallFallbacks(t *testing.T) {
 		requireInOrder(t, calls, "dnf install -y nftables", calls[i], "systemctl enable --now ghrunner-agent.service")
 	})
 
-	t.Run("none", func(t *testing.T) {
-		b := newBox(t, boxOptions{firewall: "none", noCurl: true})
-		agentIn(b)
-		out, err := b.run(context.Background(), t, preinstalled(t))
-		if err == nil || !strings.Contains(out, "ghrunner-userdata: cannot block IMDS for ghrunner: neither iptables nor nft is available") {
-			t.Fatalf("want a failure that says why, got %v:\n%s", err, out)
-		}
-		for _, call := range b.callLog() {
-			if strings.HasPrefix(call, "systemctl") {
-				t.Errorf("started with IMDS open to jobs: %s", call)
+	// Neither tool and no nftables, or a tool that fails: the reason is left
+	// for the agent, which starts, signals UD_FAILED with it and runs no job
+	// (agent/security_test.go TestAnInstanceThatCannotBlockIMDSSignalsFailedAndRunsNoJob).
+	for _, c := range []struct{ firewall, reason string }{
+		{"none", "cannot block IMDS for ghrunner: neither iptables nor nft is available"},
+		{"iptables-broken", "cannot block IMDS for ghrunner with iptables"},
+	} {
+		t.Run(c.firewall, func(t *testing.T) {
+			b := newBox(t, boxOptions{firewall: c.firewall, noCurl: true})
+			agentIn(b)
+			out, err := b.run(context.Background(), t, preinstalled(t))
+			if err != nil || !strings.Contains(out, "ghrunner-userdata: "+c.reason) {
+				t.Fatalf("want the reason logged and the agent started, got %v:\n%s", err, out)
 			}
-		}
-	})
+			reason, err := os.ReadFile(b.file("run/ghrunner/firewall-failed"))
+			if err != nil || !strings.Contains(string(reason), c.reason) {
+				t.Fatalf("firewall-failed: %q %v, want the reason for the agent", reason, err)
+			}
+			requireInOrder(t, b.callLog(), "systemctl enable --now ghrunner-agent.service")
+		})
+	}
 
-	t.Run("iptables fails", func(t *testing.T) {
-		b := newBox(t, boxOptions{firewall: "iptables-broken", noCurl: true})
-		agentIn(b)
-		out, err := b.run(context.Background(), t, preinstalled(t))
-		if err == nil || !strings.Contains(out, "ghrunner-userdata: cannot block IMDS for ghrunner with iptables") {
-			t.Fatalf("want a failure that says why, got %v:\n%s", err, out)
-		}
-		if !strings.Contains(out, "ghrunner-userdata: failed at line") {
-			t.Errorf("no line saying where the user data stopped:\n%s", out)
-		}
-		for _, call := range b.callLog() {
-			if strings.HasPrefix(call, "systemctl") {
-				t.Errorf("started with IMDS open to jobs: %s", call)
-			}
-		}
-	})
 }

@@ -71,6 +71,12 @@ type Config struct {
 	// current registration).
 	StateDir string `json:"stateDir"`
 
+	// FirewallFailureFile, when present, says why the runner user's traffic
+	// to IMDS could not be blocked (user data's block-imds.sh writes it,
+	// at boot and at every agent start): the agent then signals UD_FAILED
+	// with that reason and never registers a runner.
+	FirewallFailureFile string `json:"firewallFailureFile,omitempty"`
+
 	// PreRunnerScript runs once per instance before the first registration.
 	PreRunnerScript  string   `json:"preRunnerScript,omitempty"`
 	PreRunnerTimeout Duration `json:"preRunnerTimeout,omitempty"`
@@ -100,19 +106,20 @@ type Config struct {
 // Defaults returns the configuration before the file is read.
 func Defaults() Config {
 	return Config{
-		RunnerDir:         "/opt/ghrunner/runner",
-		RunDir:            "/opt/ghrunner/run",
-		WorkDir:           "/opt/ghrunner/work",
-		StateDir:          "/var/lib/ghrunner",
-		PreRunnerTimeout:  Duration{15 * time.Minute},
-		CleanupTimeout:    Duration{5 * time.Minute},
-		HeartbeatInterval: Duration{15 * time.Second},
-		IdlePoll:          Duration{time.Second},
-		AssignedPoll:      Duration{3 * time.Second},
-		RecordWait:        Duration{10 * time.Minute},
-		ClockSkew:         Duration{time.Minute},
-		StopTimeout:       Duration{2 * time.Minute},
-		LogLevel:          "info",
+		RunnerDir:           "/opt/ghrunner/runner",
+		RunDir:              "/opt/ghrunner/run",
+		WorkDir:             "/opt/ghrunner/work",
+		StateDir:            "/var/lib/ghrunner",
+		FirewallFailureFile: "/run/ghrunner/firewall-failed",
+		PreRunnerTimeout:    Duration{15 * time.Minute},
+		CleanupTimeout:      Duration{5 * time.Minute},
+		HeartbeatInterval:   Duration{15 * time.Second},
+		IdlePoll:            Duration{time.Second},
+		AssignedPoll:        Duration{3 * time.Second},
+		RecordWait:          Duration{10 * time.Minute},
+		ClockSkew:           Duration{time.Minute},
+		StopTimeout:         Duration{2 * time.Minute},
+		LogLevel:            "info",
 	}
 }
 
@@ -140,6 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("runnerTarballUrl: %q must be an http(s) URL", c.RunnerTarballURL)
 	case c.RunnerTarballURL != "" && !sha256RE.MatchString(c.RunnerTarballSHA256):
 		return fmt.Errorf("runnerTarballSha256: must be the 64 lowercase hex digits of the tarball's SHA-256 when runnerTarballUrl is set")
+	case c.FirewallFailureFile != "" && !filepath.IsAbs(c.FirewallFailureFile):
+		return fmt.Errorf("firewallFailureFile: %q must be an absolute path", c.FirewallFailureFile)
 	case c.PreRunnerScript != "" && !filepath.IsAbs(c.PreRunnerScript):
 		return fmt.Errorf("preRunnerScript: %q must be an absolute path", c.PreRunnerScript)
 	case c.CleanupScript != "" && !filepath.IsAbs(c.CleanupScript):

@@ -2,7 +2,9 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
@@ -242,6 +244,13 @@ func (a *Agent) wipe(ctx context.Context) error {
 // runPreRunner runs the operator's script once per instance and signals
 // UD_OK or UD_FAILED for the assignment of the moment.
 func (a *Agent) runPreRunner(ctx context.Context, rec *state.Instance) {
+	if reason := a.firewallFailure(); reason != "" {
+		// Jobs would reach the instance role: this instance runs none.
+		a.preRunner = outcome{Done: true, Detail: "the runner user's traffic to the instance metadata service could not be blocked: " + reason}
+		a.saveFile("prerunner.json", a.preRunner)
+		a.signal(ctx, rec, state.SignalFailed, a.preRunner.Detail)
+		return
+	}
 	a.preRunner = outcome{Done: true, OK: true}
 	if a.Config.PreRunnerScript != "" {
 		start := a.Now()
@@ -261,6 +270,22 @@ func (a *Agent) runPreRunner(ctx context.Context, rec *state.Instance) {
 	} else {
 		a.signal(ctx, rec, state.SignalFailed, a.preRunner.Detail)
 	}
+}
+
+// firewallFailure is the reason user data left in FirewallFailureFile, ""
+// when the IMDS block is in place.
+func (a *Agent) firewallFailure() string {
+	if a.Config.FirewallFailureFile == "" {
+		return ""
+	}
+	raw, err := os.ReadFile(a.Config.FirewallFailureFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	if reason := strings.TrimSpace(string(raw)); err == nil && reason != "" {
+		return truncate(reason, 500)
+	}
+	return fmt.Sprintf("%s is there (%v)", a.Config.FirewallFailureFile, err)
 }
 
 // signal writes a signal for the record's assignment, unless the record

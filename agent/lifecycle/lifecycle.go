@@ -131,6 +131,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.loadFile("registration.json", &local)
 	a.setLocal(local, false)
 	a.loadFile("prerunner.json", &a.preRunner)
+	if a.firewallFailure() != "" {
+		a.preRunner = outcome{} // checked again, and answered, by runPreRunner
+	}
 	a.loadAnchors()
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -295,6 +296,7 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 			cfg.RunnerUser = a.User
 		}
 		cfg.RunnerDir, cfg.RunDir, cfg.WorkDir, cfg.StateDir = filepath.Join(dir, "runner"), filepath.Join(dir, "run"), filepath.Join(dir, "work"), filepath.Join(dir, "state")
+		cfg.FirewallFailureFile = filepath.Join(dir, "firewall-failed")
 		cfg.IMDSEndpoint = a.IMDS.URL()
 		raw, _ := json.MarshalIndent(cfg, "", "  ")
 		if err := os.WriteFile(filepath.Join(dir, "etc", "agent.json"), raw, 0o600); err != nil {
@@ -342,7 +344,7 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 func (h *Host) stopAgent(a *Agent) {
 	// The runner runs in a process group of its own: an instance that is
 	// terminated takes every process with it, and its user.
-	defer deleteUser(a.User)
+	defer DeleteUser(a.User)
 	defer killRunnerGroups(a.Dir)
 	if a.cmd != nil {
 		syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
@@ -394,27 +396,41 @@ func addUser(instanceID, home string) (string, error) {
 	if len(name) > 32 {
 		name = name[:32]
 	}
-	out, err := exec.Command("useradd", "--create-home", "--home-dir", home, "--shell", "/bin/bash", "--user-group", name).CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && ee.ExitCode() == 9 {
-		return name, nil // made by an earlier start that failed later
-	}
-	if err != nil {
-		return "", fmt.Errorf("useradd %s: %v: %s", name, err, out)
-	}
-	return name, nil
+	return name, AddUser(name, home)
 }
 
-// deleteUser kills whatever still runs as the user, then deletes it.
-func deleteUser(name string) {
+// AddUser creates an unprivileged user with its own group and its home in
+// home, as user data creates the runner user; one that exists already is
+// kept. It needs root.
+func AddUser(name, home string) error {
+	// Other test processes add and delete users too: useradd fails at once
+	// (exit 10) while another holds the lock on /etc/passwd.
+	for attempt := 1; ; attempt++ {
+		out, err := exec.Command("useradd", "--create-home", "--home-dir", home, "--shell", "/bin/bash", "--user-group", name).CombinedOutput()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &ee) && ee.ExitCode() == 9:
+			return nil // made by an earlier start that failed later
+		case errors.As(err, &ee) && ee.ExitCode() == 10 && attempt < 50:
+			time.Sleep(time.Duration(50+rand.IntN(150)) * time.Millisecond)
+		default:
+			return fmt.Errorf("useradd %s: %v: %s", name, err, out)
+		}
+	}
+}
+
+// DeleteUser kills whatever still runs as the user, then deletes it.
+func DeleteUser(name string) {
 	if name == "" {
 		return
 	}
-	for range 3 {
+	for range 50 {
 		exec.Command("pkill", "-KILL", "-u", name).Run()
 		if exec.Command("userdel", name).Run() == nil {
 			return
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(time.Duration(50+rand.IntN(150)) * time.Millisecond)
 	}
 }
