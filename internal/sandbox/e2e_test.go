@@ -30,6 +30,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
 )
@@ -55,6 +56,7 @@ func TestMain(m *testing.M) {
 	mirror = dir
 	code := m.Run()
 	os.RemoveAll(dir)
+	testbin.Remove()
 	os.Exit(code)
 }
 

@@ -61,6 +61,7 @@ func Main(m *testing.M, env **Moto) int {
 	}
 	*env = e
 	defer e.Stop()
+	defer testbin.Remove()
 	return m.Run()
 }
 

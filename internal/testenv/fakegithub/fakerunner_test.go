@@ -18,6 +18,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 )
 
 // rig is a fake GitHub, a client of it, and a runner directory.
@@ -551,4 +552,10 @@ func TestFakeRunnerIsAsStrictAsTheRealOne(t *testing.T) {
 	if j, _ := r.fake.WaitJob(busy, 5*time.Second); j.Result != "cancelled" {
 		t.Fatalf("the busy job after a stop: %+v", j)
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
 }

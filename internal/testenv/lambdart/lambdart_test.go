@@ -3,11 +3,13 @@ package lambdart
 import (
 	"context"
 	"encoding/json"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 )
 
 // build compiles the echo function once for the package.
@@ -117,4 +119,10 @@ func TestConcurrentInvocationsGetTheirOwnEnvironments(t *testing.T) {
 	if len(seen) != 4 {
 		t.Fatalf("4 concurrent invocations ran in %d environments, want 4", len(seen))
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
 }

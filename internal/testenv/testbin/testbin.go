@@ -56,6 +56,18 @@ func Build(importPath string) (string, error) {
 	return r.path, r.err
 }
 
+// Remove deletes the binaries this process built (about 120 MB for the
+// agent, the fake runner and the bundle's bootstrap): call it when the
+// process is done with them, as awstest.Main does after the tests.
+func Remove() {
+	mu.Lock()
+	defer mu.Unlock()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	dir, built = "", map[string]*result{}
+}
+
 // Buffer collects a process's output safely across goroutines.
 type Buffer struct {
 	mu sync.Mutex

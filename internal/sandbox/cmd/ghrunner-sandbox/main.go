@@ -26,6 +26,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 )
 
 const usage = `usage: ghrunner-sandbox [flags] <command>
@@ -83,6 +84,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
+	testbin.Remove() // the agent and fake runner it built for its instances
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ghrunner-sandbox:", err)
 		os.Exit(1)
