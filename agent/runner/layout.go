@@ -37,14 +37,7 @@ func (r *Runner) Seal() error {
 		return errors.New("runner: Install is required")
 	}
 	me := os.Getuid()
-	return filepath.WalkDir(r.Install, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
+	return r.walkInstall(func(path string, info fs.FileInfo) error {
 		switch {
 		case info.Mode()&fs.ModeSymlink != 0:
 			return os.Lchown(path, me, os.Getgid())
@@ -72,16 +65,9 @@ func (r *Runner) fresh(identity map[string][]byte) error {
 		return err
 	}
 	me := uint32(os.Getuid())
-	err = filepath.WalkDir(r.Install, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
+	err = r.walkInstall(func(path string, info fs.FileInfo) error {
 		rel, _ := filepath.Rel(r.Install, path)
 		target := filepath.Join(r.Dir, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
 		if err := sealed(path, info, me); err != nil {
 			return err // Seal made it so at start: someone changed the install since
 		}
@@ -124,6 +110,21 @@ func chownIf(owned bool, path string, uid, gid uint32) error {
 		return nil
 	}
 	return os.Chown(path, int(uid), int(gid))
+}
+
+// walkInstall calls fn for every entry of the install, the install first,
+// without following symlinks.
+func (r *Runner) walkInstall(fn func(path string, info fs.FileInfo) error) error {
+	return filepath.WalkDir(r.Install, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return fn(path, info)
+	})
 }
 
 // linkOrCopy links target to the install's file, or copies it where the two

@@ -87,16 +87,7 @@ func (r *Runner) homeExtras() []string {
 // agent's alone (Seal made every one so).
 func (r *Runner) checkSealed() error {
 	me := uint32(os.Getuid())
-	return filepath.WalkDir(r.Install, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return sealed(path, info, me)
-	})
+	return r.walkInstall(func(path string, info fs.FileInfo) error { return sealed(path, info, me) })
 }
 
 // sealed says whether one entry of the install is still the agent's alone:
