@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -121,5 +123,37 @@ func TestAnInstanceThatCannotBlockIMDSSignalsFailedAndRunsNoJob(t *testing.T) {
 	}
 	if rec, _ := w.store.Get(ctx, w.id); answered(rec, state.SignalRegOK) {
 		t.Fatalf("UD_REG_OK on an instance whose jobs could reach IMDS: %v", rec.Signals)
+	}
+}
+
+// .runner belongs to the job user. A job that points it at another runner of
+// the owner (ids are sequential) must not get that runner deleted by the
+// owner-wide remove token at its deregistration: the agent removes only the
+// runner it noted at registration, and otherwise leaves the instance
+// unpooled for the control plane to clean up by id.
+func TestAJobCannotAimTheDeregistrationAtAnotherRunner(t *testing.T) {
+	w := newWorld(t, "")
+	decoy := w.fake.AddRunner("acme", "ghr-1-i-someoneelse", false, "run-b")
+	inst := w.create("run-a", "on-demand")
+	w.start()
+	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
+	running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
+	must(t, err)
+	if job := w.job("run-a", fmt.Sprintf(`sed -i 's/"agentId": *[0-9]*/"agentId": %d/' ../../../run/.runner; grep agentId ../../../run/.runner`, decoy)); job.ExitCode != 0 || !strings.Contains(job.Output, fmt.Sprint(decoy)) {
+		t.Fatalf("the job did not rewrite .runner: %+v", job)
+	}
+	idle, err := w.store.Release(ctx, running.Ref(), "run-a", 15*time.Minute, w.removal())
+	must(t, err)
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	clean, err := w.store.WaitSignal(c, idle.ID, idle.Assignment, state.SignalRemoveRegFailed, state.SignalRemoveRegOK, 100*time.Millisecond)
+	if _, ok := w.fake.Runner(decoy); !ok {
+		t.Fatal("the runner the job pointed .runner at was deleted")
+	}
+	if err != nil {
+		t.Fatalf("want UD_REMOVE_REG_FAILED: %v", err)
+	}
+	if sig, _ := clean.SignalFor(state.SignalRemoveRegFailed); !strings.Contains(sig.Detail, fmt.Sprintf("names runner %d", decoy)) {
+		t.Fatalf("signals %v: want UD_REMOVE_REG_FAILED naming the forged runner id", clean.Signals)
 	}
 }

@@ -152,7 +152,9 @@ func (a *Agent) dropRunner(ctx context.Context, rec *state.Instance) []string {
 	}
 	reg := rec.Registration
 	if reg != nil && reg.Assignment == rec.Assignment && reg.Purpose == "remove" && reg.Token != "" {
-		if err := retry(ctx, 3, func() error { return a.Runner.Remove(ctx, reg.Token) }); err != nil {
+		if err := a.removable(); err != nil {
+			problems = append(problems, err.Error())
+		} else if err := retry(ctx, 3, func() error { return a.Runner.Remove(ctx, reg.Token) }); err != nil {
 			problems = append(problems, err.Error())
 		}
 	} else {
@@ -168,6 +170,28 @@ func (a *Agent) dropRunner(ctx context.Context, rec *state.Instance) []string {
 		problems = append(problems, err.Error())
 	}
 	return problems
+}
+
+// removable checks the runner configuration config.sh remove would act on.
+// Its files belong to the job user: a job could point .runner at another
+// runner of the owner (ids are sequential), which the owner-wide remove
+// token would then delete, or remove it so that nothing is deregistered.
+// The runner must be the one the agent noted at registration, in its own
+// state folder; without a note (killed between config.sh and the note, so
+// before any job) .runner is taken as config.sh wrote it. A refusal leaves
+// the instance unpooled, and the control plane deletes the runner by id.
+func (a *Agent) removable() error {
+	file, ok, err := a.Runner.Configured()
+	switch {
+	case err != nil:
+		return fmt.Errorf("the runner's configuration cannot be read (%v): not removed with config.sh", err)
+	case !ok:
+		return errors.New("the runner's .runner is gone: not removed with config.sh")
+	case a.local.RunnerID != 0 && (file.AgentID != a.local.RunnerID || file.AgentName != a.local.Name):
+		return fmt.Errorf("the runner's .runner names runner %d %q, the agent registered %d %q: not removed with config.sh",
+			file.AgentID, file.AgentName, a.local.RunnerID, a.local.Name)
+	}
+	return nil
 }
 
 // answerIdle answers an idle assignment: clean, or not, saying why.
