@@ -160,12 +160,9 @@ func (a *Agent) dropRunner(ctx context.Context, rec *state.Instance) []string {
 	} else {
 		problems = append(problems, "no remove token for this assignment: runner forgotten locally, left registered on GitHub")
 	}
-	// Whatever config.sh remove left (files of newer runners it does not
-	// know, or all of them when it failed) would keep the next config.sh
-	// from configuring.
-	if err := a.Runner.Forget(); err != nil {
-		problems = append(problems, err.Error())
-	}
+	// The wipe discards the runner copy with whatever config.sh remove left
+	// (files of newer runners it does not know, or all of them when it
+	// failed), which would keep the next config.sh from configuring.
 	if err := a.wipe(ctx); err != nil {
 		problems = append(problems, err.Error())
 	}

@@ -116,12 +116,8 @@ func Start(ctx context.Context, opts Options) (*Host, error) {
 		if err := os.MkdirAll(root, 0o755); err != nil {
 			return nil, err
 		}
-		for dir := root; dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
-			if info, err := os.Stat(dir); err == nil && info.Mode().Perm()&0o005 != 0o005 {
-				if err := os.Chmod(dir, info.Mode().Perm()|0o005); err != nil {
-					return nil, err
-				}
-			}
+		if err := Reachable(root); err != nil {
+			return nil, err
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -419,6 +415,20 @@ func AddUser(name, home string) error {
 			return fmt.Errorf("useradd %s: %v: %s", name, err, out)
 		}
 	}
+}
+
+// Reachable lets every user traverse dir and its parents (read and
+// search for others): a test's temporary folders are its own (0700), and
+// an unprivileged runner user must reach its folders under them.
+func Reachable(dir string) error {
+	for ; dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+		if info, err := os.Stat(dir); err == nil && info.Mode().Perm()&0o005 != 0o005 {
+			if err := os.Chmod(dir, info.Mode().Perm()|0o005); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // DeleteUser kills whatever still runs as the user, then deletes it.
