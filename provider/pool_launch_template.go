@@ -29,7 +29,7 @@ import (
 func launchTemplateInputs(m poolModel) string {
 	return strings.Join([]string{m.ImageID.String(), m.SecurityGroupIDs.String(), m.RootVolumeSize.String(), m.RootVolumeType.String(),
 		m.AgentPath.String(), m.AgentEndpoint.String(), m.PreRunnerScript.String(), m.CleanupScript.String(), m.RunnerUser.String(),
-		m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String(), m.RoleName.String()}, "\x00")
+		m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String(), m.RoleName.String(), m.KeepDockerImages.String()}, "\x00")
 }
 
 // ensureTemplate makes the pool's launch template on create, or a new default
@@ -71,6 +71,7 @@ func (r *poolResource) userData(m poolModel, table, region, sum, agentURL string
 	agent.Table, agent.Region = table, region
 	agent.Endpoint = m.AgentEndpoint.ValueString()
 	agent.RunnerTarballURL, agent.RunnerTarballSHA256 = m.RunnerTarballURL.ValueString(), m.RunnerTarballSHA.ValueString()
+	agent.KeepDockerImages = m.KeepDockerImages.ValueBool()
 	if hb := m.HeartbeatInterval.ValueInt64(); hb > 0 {
 		agent.HeartbeatInterval = config.Duration{Duration: time.Duration(hb) * time.Second}
 	}
@@ -214,6 +215,7 @@ func (r *poolResource) readUserData(ctx context.Context, m *poolModel, data *ec2
 	m.UserDataSize = types.Int64Value(int64(len(raw)))
 	m.PreRunnerScript, m.CleanupScript = optional(u.PreRunnerScript), optional(u.CleanupScript)
 	m.RunnerUser = types.StringValue(u.RunnerUser)
+	m.KeepDockerImages = types.BoolValue(u.Agent.KeepDockerImages)
 	m.AgentPath, m.AgentEndpoint = optional(u.AgentPath), optional(u.Agent.Endpoint)
 	m.RunnerTarballURL, m.RunnerTarballSHA = optional(u.Agent.RunnerTarballURL), optional(u.Agent.RunnerTarballSHA256)
 	m.AgentSHA256 = types.StringValue(u.AgentSHA256)

@@ -63,6 +63,7 @@ type poolModel struct {
 	PreRunnerScript  types.String `tfsdk:"pre_runner_script"`
 	CleanupScript    types.String `tfsdk:"cleanup_script"`
 	RunnerUser       types.String `tfsdk:"runner_user"`
+	KeepDockerImages types.Bool   `tfsdk:"keep_docker_images"`
 	RunnerLabel      types.String `tfsdk:"runner_label"`
 	RunnerGroup      types.String `tfsdk:"runner_group"`
 	RunnerTarballURL types.String `tfsdk:"runner_tarball_url"`
@@ -185,6 +186,8 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"runner_user": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ghrunner"),
 				Description: "Unprivileged user that runs the jobs; it cannot reach the instance metadata service. Default ghrunner.",
 				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`), "must be a Linux user name")}},
+			"keep_docker_images": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				Description: "After every run the agent puts the instance's docker daemon back as the pre-runner script left it: containers, volumes, networks and images a run made are removed, and noted images get their names back. True keeps the images runs pulled or built (a warm cache), which trusts every run: one can leave an image under a name a later run uses. Default false."},
 			"runner_tarball_url": schema.StringAttribute{Optional: true, Description: "actions/runner tarball to install when the AMI has none (needs runner_tarball_sha256).",
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^https?://[^\s]+$`), "must be an http(s) URL")}},
 			"runner_tarball_sha256": schema.StringAttribute{Optional: true, Description: "SHA-256 of the runner tarball.",

@@ -115,6 +115,9 @@ func (f poolFixture) checkPool(maxInstances int, preRunner string, version strin
 		if u.PreRunnerScript != preRunner || u.Agent.Table != f.table || u.AgentSHA256 != attrs["agent_sha256"] {
 			return fmt.Errorf("user data carries script %q, table %q, sum %q", u.PreRunnerScript, u.Agent.Table, u.AgentSHA256)
 		}
+		if want := attrs["keep_docker_images"] == "true"; u.Agent.KeepDockerImages != want {
+			return fmt.Errorf("the agent's keepDockerImages is %v, the pool's keep_docker_images %v", u.Agent.KeepDockerImages, want)
+		}
 		obj, err := c.S3().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(attrs["agent_bucket"]), Key: aws.String("agent/" + u.AgentSHA256 + "/ghrunner-agent")})
 		if err != nil {
 			return fmt.Errorf("agent object: %v", err)
@@ -185,10 +188,12 @@ func TestAccPool_basic_update_import(t *testing.T) {
 			// Only the config item changes: same template version.
 			{Config: f.config(fmt.Sprintf(poolExtra, 8) + runnerGroupExtra), Check: resource.ComposeAggregateTestCheckFunc(
 				f.checkPool(8, "#!/bin/bash\necho warm\n", "1"), f.checkRunnerLabel(state.LabelRunID, "ci"))},
-			// The script is in the user data: a new template version.
+			// The script and the docker choice are in the user data: a new
+			// template version.
 			{
-				Config: f.config(strings.Replace(fmt.Sprintf(poolExtra, 8), "echo warm", "echo hot", 1) + runnerGroupExtra),
-				Check:  f.checkPool(8, "#!/bin/bash\necho hot\n", "2"),
+				Config: f.config(strings.Replace(fmt.Sprintf(poolExtra, 8), "echo warm", "echo hot", 1) + runnerGroupExtra + "  keep_docker_images = true\n"),
+				Check: resource.ComposeAggregateTestCheckFunc(f.checkPool(8, "#!/bin/bash\necho hot\n", "2"),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "keep_docker_images", "true")),
 			},
 			{ResourceName: "ghrunner_pool.linux", ImportState: true, ImportStateIdFunc: func(*terraform.State) (string, error) { return f.table + ":linux", nil },
 				ImportStateVerify: true},

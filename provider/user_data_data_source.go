@@ -33,6 +33,7 @@ type userDataModel struct {
 	RunnerTarballURL  types.String `tfsdk:"runner_tarball_url"`
 	RunnerTarballSHA  types.String `tfsdk:"runner_tarball_sha256"`
 	HeartbeatInterval types.String `tfsdk:"heartbeat_interval"`
+	KeepDockerImages  types.Bool   `tfsdk:"keep_docker_images"`
 	Rendered          types.String `tfsdk:"rendered"`
 	Size              types.Int64  `tfsdk:"size"`
 }
@@ -59,6 +60,7 @@ func (d *userDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 			"runner_tarball_url":    opt("Runner software tarball, when the AMI has none."),
 			"runner_tarball_sha256": opt("SHA-256 of the runner tarball."),
 			"heartbeat_interval":    opt("Agent heartbeat interval, a Go duration such as 15s."),
+			"keep_docker_images":    schema.BoolAttribute{Optional: true, Description: "Keep the docker images runs pulled or built (a warm cache, and a trust: see ghrunner_pool); default false."},
 			"rendered":              schema.StringAttribute{Computed: true, Description: "The user data script."},
 			"size":                  schema.Int64Attribute{Computed: true, Description: "Size of the user data in bytes (EC2 allows 16384)."},
 		},
@@ -73,6 +75,7 @@ func (d *userDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	}
 	agent := config.Defaults()
 	agent.Table = m.Table.ValueString()
+	agent.KeepDockerImages = m.KeepDockerImages.ValueBool()
 	agent.RunnerTarballURL, agent.RunnerTarballSHA256 = m.RunnerTarballURL.ValueString(), m.RunnerTarballSHA.ValueString()
 	if v := m.HeartbeatInterval.ValueString(); v != "" {
 		dur, err := time.ParseDuration(v)

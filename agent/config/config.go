@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -77,6 +78,16 @@ type Config struct {
 	// with that reason and never registers a runner.
 	FirewallFailureFile string `json:"firewallFailureFile,omitempty"`
 
+	// DockerHost is the docker daemon whose objects the agent notes after
+	// the pre-runner script and puts back after every assignment (empty:
+	// the docker command's default). Without a docker command on the
+	// instance there is nothing to clean.
+	DockerHost string `json:"dockerHost,omitempty"`
+	// KeepDockerImages leaves the images runs pulled or built for later
+	// runs: a warm cache, and a trust (a run can leave an image under a name
+	// a later run uses). Containers, volumes and networks still go.
+	KeepDockerImages bool `json:"keepDockerImages,omitempty"`
+
 	// PreRunnerScript runs once per instance before the first registration.
 	PreRunnerScript  string   `json:"preRunnerScript,omitempty"`
 	PreRunnerTimeout Duration `json:"preRunnerTimeout,omitempty"`
@@ -124,8 +135,9 @@ func Defaults() Config {
 }
 
 var (
-	tableRE  = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
-	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	tableRE      = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
+	sha256RE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	dockerHostRE = regexp.MustCompile(`^(unix|tcp|ssh)://[^\s]+$`)
 	// The agent downloads the runner tarball with net/http.
 	httpURLRE = regexp.MustCompile(`^https?://[^\s/?#]+[^\s]*$`)
 )
@@ -149,6 +161,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("runnerTarballSha256: must be the 64 lowercase hex digits of the tarball's SHA-256 when runnerTarballUrl is set")
 	case c.FirewallFailureFile != "" && !filepath.IsAbs(c.FirewallFailureFile):
 		return fmt.Errorf("firewallFailureFile: %q must be an absolute path", c.FirewallFailureFile)
+	case c.DockerHost != "" && !dockerHostRE.MatchString(c.DockerHost):
+		return fmt.Errorf("dockerHost: %q must be a daemon address such as unix:///var/run/docker.sock (unix://, tcp:// or ssh://)", c.DockerHost)
 	case c.PreRunnerScript != "" && !filepath.IsAbs(c.PreRunnerScript):
 		return fmt.Errorf("preRunnerScript: %q must be an absolute path", c.PreRunnerScript)
 	case c.CleanupScript != "" && !filepath.IsAbs(c.CleanupScript):
@@ -267,6 +281,13 @@ func (c *Config) fields() map[string]func(string) error {
 			return nil
 		}
 	}
+	boolean := func(p *bool) func(string) error {
+		return func(v string) error {
+			b, err := strconv.ParseBool(v)
+			*p = b
+			return err
+		}
+	}
 	return map[string]func(string) error{
 		"table": str(&c.Table), "region": str(&c.Region), "endpoint": str(&c.Endpoint), "imdsEndpoint": str(&c.IMDSEndpoint),
 		"runnerDir": str(&c.RunnerDir), "runnerTarballUrl": str(&c.RunnerTarballURL), "runnerTarballSha256": str(&c.RunnerTarballSHA256),
@@ -274,6 +295,7 @@ func (c *Config) fields() map[string]func(string) error {
 		"preRunnerScript": str(&c.PreRunnerScript), "preRunnerTimeout": dur(&c.PreRunnerTimeout),
 		"cleanupScript": str(&c.CleanupScript), "cleanupTimeout": dur(&c.CleanupTimeout),
 		"heartbeatInterval": dur(&c.HeartbeatInterval), "idlePoll": dur(&c.IdlePoll), "assignedPoll": dur(&c.AssignedPoll),
+		"dockerHost": str(&c.DockerHost), "keepDockerImages": boolean(&c.KeepDockerImages),
 		"recordWait": dur(&c.RecordWait), "clockSkew": dur(&c.ClockSkew), "clockOffset": dur(&c.ClockOffset), "stopTimeout": dur(&c.StopTimeout), "logLevel": str(&c.LogLevel),
 	}
 }

@@ -29,6 +29,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"runnerTarballSha256:", func(c *Config) { c.RunnerTarballURL, c.RunnerTarballSHA256 = "https://x", strings.Repeat("G", 64) }},
 		{"preRunnerScript:", func(c *Config) { c.PreRunnerScript = "setup.sh" }},
 		{"cleanupScript:", func(c *Config) { c.CleanupScript = "clean.sh" }},
+		{"dockerHost:", func(c *Config) { c.DockerHost = "/var/run/docker.sock" }},
 		{"heartbeatInterval:", func(c *Config) { c.HeartbeatInterval = Duration{} }},
 		{"clockSkew:", func(c *Config) { c.ClockSkew = Duration{-time.Second} }},
 		{"clockOffset:", func(c *Config) { c.ClockOffset = Duration{2 * time.Hour} }},

@@ -249,6 +249,12 @@ func (a *Agent) wipe(ctx context.Context) error {
 	if err := a.Runner.RemoveUserLeftovers(); err != nil {
 		return fmt.Errorf("remove the runner user's leftovers: %w", err)
 	}
+	// Containers a job left running would watch the next run's workspace;
+	// its images could answer to names the next run pulls. Before the
+	// operator's cleanup script, which may use docker itself.
+	if err := a.restoreDocker(ctx); err != nil {
+		return err
+	}
 	if a.Config.CleanupScript != "" {
 		if out, err := runScript(ctx, a.Config.CleanupScript, a.Config.CleanupTimeout.Duration); err != nil {
 			return fmt.Errorf("cleanup script: %w: %s", err, out)
@@ -287,6 +293,7 @@ func (a *Agent) runPreRunner(ctx context.Context, rec *state.Instance) {
 	}
 	a.saveFile("prerunner.json", a.preRunner)
 	if a.preRunner.OK {
+		a.noteDocker(ctx)
 		a.signal(ctx, rec, state.SignalOK, "")
 	} else {
 		a.signal(ctx, rec, state.SignalFailed, a.preRunner.Detail)

@@ -42,6 +42,7 @@ resource "ghrunner_pool" "pool" {
   cleanup_script     = each.value.cleanup_script
   runner_label       = each.value.runner_label
   runner_group       = each.value.runner_group
+  keep_docker_images = each.value.keep_docker_images
   idle_windows       = each.value.idle_windows
   tags               = var.tags
 

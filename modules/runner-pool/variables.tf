@@ -41,6 +41,7 @@ variable "pools" {
     cleanup_script     = optional(string)
     runner_label       = optional(string, "minted")
     runner_group       = optional(string)
+    keep_docker_images = optional(bool, false)
     idle_windows = optional(list(object({
       cron              = string
       time_zone         = optional(string, "UTC")

@@ -1,0 +1,130 @@
+package docker_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/docker"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/dockerd"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
+}
+
+// jobMess plays a job that reached the daemon: a container left running
+// with a folder mounted, a volume, a network, its own image under the
+// noted image's name, another name on the noted image, a committed child.
+func jobMess(t *testing.T, d *dockerd.Daemon, baseID string) {
+	t.Helper()
+	d.Docker(t, "run", "--detach", "--name", "spy", "--network", "none", "--volume", t.TempDir()+":/w", "base:1")
+	d.Docker(t, "volume", "create", "poison")
+	d.Docker(t, "network", "create", "--internal", "side")
+	d.Image(t, "base:1") // the job's image now answers to the noted name
+	d.Docker(t, "tag", baseID, "trusted:latest")
+	d.Docker(t, "commit", "spy", "child:1")
+}
+
+func TestRestoreLeavesTheDaemonAsNoted(t *testing.T) {
+	ctx := context.Background()
+	d := dockerd.Start(t)
+	baseID := d.Image(t, "base:1")
+	daemon := docker.Daemon{Host: d.Host}
+	base, err := daemon.Read(ctx)
+	if err != nil || !base.Present {
+		t.Fatalf("read: %+v %v", base, err)
+	}
+	jobMess(t, d, baseID)
+	now, _ := daemon.Read(ctx)
+	extras := docker.Extras(now, base, false)
+	for _, want := range []string{"container ", "volume poison", "network ", "name trusted:latest", "image "} {
+		if !slices.ContainsFunc(extras, func(e string) bool { return strings.HasPrefix(e, want) }) {
+			t.Errorf("Extras misses %q: %v", want, extras)
+		}
+	}
+
+	if err := daemon.Restore(ctx, base, false); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	now, _ = daemon.Read(ctx)
+	if extras := docker.Extras(now, base, false); len(extras) > 0 {
+		t.Errorf("left after Restore: %v", extras)
+	}
+	if got := d.Docker(t, "image", "inspect", "--format", "{{.Id}}", "base:1"); got != baseID {
+		t.Errorf("base:1 names %s after Restore, want the noted %s", got, baseID)
+	}
+	if got := d.Docker(t, "ps", "--all", "--quiet"); got != "" {
+		t.Errorf("containers left: %s", got)
+	}
+}
+
+func TestRestoreKeepsImagesWhenAskedButNothingElse(t *testing.T) {
+	ctx := context.Background()
+	d := dockerd.Start(t)
+	baseID := d.Image(t, "base:1")
+	daemon := docker.Daemon{Host: d.Host}
+	base, _ := daemon.Read(ctx)
+	jobMess(t, d, baseID)
+	if err := daemon.Restore(ctx, base, true); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	now, _ := daemon.Read(ctx)
+	if extras := docker.Extras(now, base, true); len(extras) > 0 {
+		t.Errorf("left after Restore: %v", extras)
+	}
+	if extras := docker.Extras(now, base, false); len(extras) == 0 {
+		t.Error("kept images are not reported when images are not kept: the cache proves nothing")
+	}
+	if got := d.Docker(t, "image", "inspect", "--format", "{{.Id}}", "child:1"); got == "" {
+		t.Error("the job's image went although images are kept")
+	}
+}
+
+func TestAnInstanceWithoutDockerHasNothingToClean(t *testing.T) {
+	s, err := docker.Daemon{Command: "/nonexistent/docker"}.Read(context.Background())
+	if err != nil || s.Present {
+		t.Fatalf("got %+v, %v; want an absent daemon and no error", s, err)
+	}
+}
+
+func TestADaemonThatDoesNotAnswerIsAnError(t *testing.T) {
+	_, err := docker.Daemon{Host: "unix:///nonexistent/docker.sock"}.Read(context.Background())
+	if err == nil {
+		t.Fatal("a daemon that does not answer read as fine: cleanup would pass unchecked")
+	}
+}
+
+func TestExtras(t *testing.T) {
+	base := docker.State{Present: true, Containers: []string{"c0"}, Volumes: []string{"v0"}, Networks: []string{"n0"},
+		Images: []docker.Image{{ID: "sha256:aaaa", Tags: []string{"node:20"}}}}
+	cases := []struct {
+		name string
+		now  docker.State
+		keep bool
+		want []string
+	}{
+		{"as noted", base, false, nil},
+		{"a new container, volume and network", docker.State{Containers: []string{"c0", "c1"}, Volumes: []string{"v0", "v1"}, Networks: []string{"n0", "n1"}, Images: base.Images}, false,
+			[]string{"container c1", "volume v1", "network n1"}},
+		{"the noted name moved to the job's image", docker.State{Images: []docker.Image{{ID: "sha256:aaaa"}, {ID: "sha256:bbbb", Tags: []string{"node:20"}}}}, false,
+			[]string{"image bbbb [node:20]"}},
+		{"a new name on a noted image", docker.State{Images: []docker.Image{{ID: "sha256:aaaa", Tags: []string{"node:20", "evil:1"}}}}, false,
+			[]string{"name evil:1 on image aaaa"}},
+		{"images kept", docker.State{Containers: []string{"c1"}, Images: []docker.Image{{ID: "sha256:bbbb"}}}, true,
+			[]string{"container c1"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := docker.Extras(c.now, base, c.keep)
+			if !slices.Equal(got, c.want) {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}

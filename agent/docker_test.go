@@ -1,0 +1,65 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/dockerd"
+)
+
+// TestAJobsDockerObjectsAreGoneBeforeTheNextRun is the hostile-job suite's
+// docker row (docs/security.md, H11), against a real docker daemon: run
+// A's job leaves a container watching the work folder, a volume, a network,
+// its own image under the noted image's name and a new name on the noted
+// image; the instance is pooled only once the daemon holds what it held
+// after the pre-runner script, and run B's job finds nothing of A.
+func TestAJobsDockerObjectsAreGoneBeforeTheNextRun(t *testing.T) {
+	d := dockerd.Start(t)
+	baseID := d.Image(t, "base:1") // what the image brought: trusted
+	w := newWorld(t, "")
+	w.jobUser()
+	w.configure(func(c *config.Config) { c.DockerHost = d.Host })
+	w.start()
+	vars := map[string]string{"W": filepath.Join(w.dir, "work"), "BASE": baseID, "DOCKER_HOST": d.Host}
+
+	inst := w.create("run-a", "on-demand")
+	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
+	if _, ok := got.SignalFor(state.SignalRegOK); !ok {
+		t.Fatalf("run A's runner not registered: %v", got.Signals)
+	}
+	running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
+	must(t, err)
+	if a := w.job("run-a", w.hostileScript("hostile-docker-a.sh", vars)); a.ExitCode != 0 || !strings.Contains(a.Output, "run A done") {
+		t.Fatalf("run A's job (exit %d):\n%s", a.ExitCode, a.Output)
+	}
+	if d.Docker(t, "ps", "--quiet") == "" {
+		t.Fatal("run A's container is not running: the test proves nothing")
+	}
+
+	idle, err := w.store.Release(ctx, running.Ref(), "run-a", 15*time.Minute, w.removal())
+	must(t, err)
+	clean := w.wait(idle, state.SignalRemoveRegOK, state.SignalRemoveRegFailed)
+	if _, ok := clean.SignalFor(state.SignalRemoveRegOK); !ok {
+		t.Fatalf("after run A: %v", clean.Signals)
+	}
+	if got := d.Docker(t, "ps", "--all", "--quiet"); got != "" {
+		t.Errorf("containers of run A left in the pooled instance: %s", got)
+	}
+	if got := d.Docker(t, "image", "inspect", "--format", "{{.Id}}", "base:1"); got != baseID {
+		t.Errorf("base:1 names %s in the pooled instance, want the noted %s", got, baseID)
+	}
+
+	claimed, err := w.store.Claim(ctx, idle.ID, state.ClaimRequest{RunID: "run-b", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
+	must(t, err)
+	got = w.wait(claimed, state.SignalRegOK, state.SignalRegFailed)
+	if _, ok := got.SignalFor(state.SignalRegOK); !ok {
+		t.Fatalf("run B's runner not registered: %v", got.Signals)
+	}
+	if b := w.job("run-b", w.hostileScript("hostile-docker-b.sh", vars)); b.ExitCode != 0 {
+		t.Fatalf("run B found run A's docker objects:\n%s", b.Output)
+	}
+}
