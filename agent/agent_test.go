@@ -49,6 +49,9 @@ type world struct {
 	logs   *testbin.Buffer
 	exited chan error
 	imds   *imdsstub.Server
+	// unblock removes the runner user's firewall rule (jobUser): a
+	// firewall service reloading its rules, as far as the agent can tell.
+	unblock func()
 }
 
 func buildAgent(t testing.TB) string {

@@ -4,11 +4,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +36,12 @@ func (w *world) jobUser() string {
 	name := "ghrt" + hex.EncodeToString(raw)
 	must(w.t, instancehost.AddUser(name, filepath.Join(w.dir, "home")))
 	w.t.Cleanup(func() { instancehost.DeleteUser(name) })
+	// As user data does on an instance: the agent refuses to run jobs
+	// for a runner user that reaches the metadata service.
+	unblock, err := instancehost.BlockIMDS(name, w.imds.URL())
+	must(w.t, err)
+	w.unblock = sync.OnceFunc(unblock)
+	w.t.Cleanup(w.unblock)
 	must(w.t, instancehost.Reachable(w.dir)) // the runner user's folders are under the test's own
 	w.configure(func(c *config.Config) { c.RunnerUser = name })
 	return name
@@ -71,6 +79,9 @@ func TestAHostileJobOfOneRunReachesNothingOfTheNext(t *testing.T) {
 	w.start()
 	vars := map[string]string{"R": filepath.Join(w.dir, "run"), "I": filepath.Join(w.dir, "runner"), "W": filepath.Join(w.dir, "work"),
 		"D": drop, "T": target, "TAG": tag, "AGENT": fmt.Sprint(w.agent.Process.Pid)}
+	imdsAddr, err := url.Parse(w.imds.URL())
+	must(t, err)
+	vars["IMDS_HOST"], vars["IMDS_PORT"] = imdsAddr.Hostname(), imdsAddr.Port()
 
 	inst := w.create("run-a", "on-demand")
 	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)

@@ -126,6 +126,47 @@ func TestAnInstanceThatCannotBlockIMDSSignalsFailedAndRunsNoJob(t *testing.T) {
 	}
 }
 
+// The firewall rule is what keeps jobs from the instance role, and user
+// data's report of it is not enough: a firewall service that reloads its
+// rules drops it silently. The agent tries, as the runner user, to reach
+// the metadata service before the first registration and before every
+// return to the pool; reaching it fails the instance.
+func TestARunnerUserThatReachesIMDSGetsNoJob(t *testing.T) {
+	t.Run("at boot", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.jobUser()
+		w.unblock() // the rule is gone before the agent starts
+		inst := w.create("run-a", "on-demand")
+		w.start()
+		got := w.wait(inst, state.SignalFailed, state.SignalOK)
+		if sig, failed := got.SignalFor(state.SignalFailed); !failed || !strings.Contains(sig.Detail, "reaches the instance metadata service") {
+			t.Fatalf("signals %v, want UD_FAILED saying the runner user reaches IMDS", got.Signals)
+		}
+		if rs := w.fake.Runners(); len(rs) != 0 {
+			t.Fatalf("a runner was registered for a user that reaches IMDS: %+v", rs)
+		}
+	})
+	t.Run("after a run", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.jobUser()
+		inst := w.create("run-a", "on-demand")
+		w.start()
+		got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
+		running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
+		must(t, err)
+		w.unblock() // flushed while the run went on
+		idle, err := w.store.Release(ctx, running.Ref(), "run-a", 15*time.Minute, w.removal())
+		must(t, err)
+		c, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		clean, err := w.store.WaitSignal(c, idle.ID, idle.Assignment, state.SignalRemoveRegFailed, state.SignalRemoveRegOK, 100*time.Millisecond)
+		must(t, err)
+		if sig, failed := clean.SignalFor(state.SignalRemoveRegFailed); !failed || !strings.Contains(sig.Detail, "reaches the instance metadata service") {
+			t.Fatalf("signals %v, want UD_REMOVE_REG_FAILED saying the runner user reaches IMDS (never pooled)", clean.Signals)
+		}
+	})
+}
+
 // .runner belongs to the job user. A job that points it at another runner of
 // the owner (ids are sequential) must not get that runner deleted by the
 // owner-wide remove token at its deregistration: the agent removes only the

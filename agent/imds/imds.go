@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
@@ -73,4 +75,24 @@ func (c *Client) Spot(ctx context.Context) (*SpotAction, error) {
 func notFound(err error) bool {
 	var re *smithyhttp.ResponseError
 	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound
+}
+
+// Addr is the host:port of the metadata service an endpoint names (empty:
+// the instance's own, 169.254.169.254:80), for a connection test.
+func Addr(endpoint string) (string, error) {
+	if endpoint == "" {
+		return "169.254.169.254:80", nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Hostname() == "" {
+		return "", fmt.Errorf("imdsEndpoint %q: not a URL with a host", endpoint)
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443"}[u.Scheme]
+		if port == "" {
+			port = "80"
+		}
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/imds"
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -265,7 +266,30 @@ func (a *Agent) wipe(ctx context.Context) error {
 	if err := a.Runner.Verify(); err != nil {
 		return fmt.Errorf("the instance is not clean: %w", err)
 	}
+	if reason := a.imdsOpen(ctx); reason != "" {
+		return errors.New(reason)
+	}
 	return nil
+}
+
+// imdsOpen tries, as the runner user, to connect to the instance metadata
+// service, and says why the instance must run no job if it can (or if it
+// cannot tell): the firewall rule is the only thing between a job and the
+// instance role, and a firewall service that reloads its rules can drop it
+// long after user data applied it.
+func (a *Agent) imdsOpen(ctx context.Context) string {
+	addr, err := imds.Addr(a.Config.IMDSEndpoint)
+	if err != nil {
+		return err.Error()
+	}
+	reached, tried, err := a.Runner.Reaches(ctx, addr)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("cannot tell whether the runner user reaches the instance metadata service: %v", err)
+	case tried && reached:
+		return fmt.Sprintf("the runner user %s reaches the instance metadata service at %s: the firewall rule that keeps jobs from the instance role is missing", a.Runner.User, addr)
+	}
+	return ""
 }
 
 // runPreRunner runs the operator's script once per instance and signals
@@ -274,6 +298,12 @@ func (a *Agent) runPreRunner(ctx context.Context, rec *state.Instance) {
 	if reason := a.firewallFailure(); reason != "" {
 		// Jobs would reach the instance role: this instance runs none.
 		a.preRunner = outcome{Done: true, Detail: "the runner user's traffic to the instance metadata service could not be blocked: " + reason}
+		a.saveFile("prerunner.json", a.preRunner)
+		a.signal(ctx, rec, state.SignalFailed, a.preRunner.Detail)
+		return
+	}
+	if reason := a.imdsOpen(ctx); reason != "" {
+		a.preRunner = outcome{Done: true, Detail: reason}
 		a.saveFile("prerunner.json", a.preRunner)
 		a.signal(ctx, rec, state.SignalFailed, a.preRunner.Detail)
 		return

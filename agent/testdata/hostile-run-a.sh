@@ -3,7 +3,7 @@
 # instance. The test prepends: R (this run's runner copy), I (the install),
 # W (the work folder), D (a drop box the wipe leaves alone, where whatever
 # survives reports), T (a file of root's), TAG (unique per test), AGENT
-# (the agent's pid). It prints what it managed that it never should have.
+# (the agent's pid), IMDS_HOST and IMDS_PORT (the metadata service). It prints what it managed that it never should have.
 
 # The runner's .env: the next listener, and every job of it, would load it.
 echo "GHR_FROM_A=planted" >>"$R/.env"
@@ -45,6 +45,9 @@ for d in /tmp /var/tmp /dev/shm; do echo planted >"$d/ghr-a-$TAG"; done
 
 # Another process's environment: the agent's (root's).
 if tr "\0" "\n" <"/proc/$AGENT/environ" >/dev/null 2>&1; then echo "BREACH read the agent's environment"; fi
+
+# The metadata service: the instance role's credentials are one request away.
+if (exec 3<>"/dev/tcp/$IMDS_HOST/$IMDS_PORT") 2>/dev/null; then echo "BREACH reached the instance metadata service"; fi
 
 sleep 0.5 # the spy has looked once
 echo "run A done"

@@ -79,6 +79,7 @@ type Agent struct {
 	exited   chan struct{}
 	exitedAt time.Time
 	frozen   bool
+	unblock  func() // removes the user's firewall rule (BlockIMDS)
 }
 
 // Host runs the agents.
@@ -288,8 +289,12 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 			if err != nil {
 				return err
 			}
-			a.User = user
+			a.User = user // deleted by stopAgent, with its firewall rule
 			cfg.RunnerUser = a.User
+			if a.unblock, err = BlockIMDS(user, a.IMDS.URL()); err != nil {
+				DeleteUser(user)
+				return err
+			}
 		}
 		cfg.RunnerDir, cfg.RunDir, cfg.WorkDir, cfg.StateDir = filepath.Join(dir, "runner"), filepath.Join(dir, "run"), filepath.Join(dir, "work"), filepath.Join(dir, "state")
 		cfg.FirewallFailureFile = filepath.Join(dir, "firewall-failed")
@@ -341,6 +346,9 @@ func (h *Host) stopAgent(a *Agent) {
 	// The runner runs in a process group of its own: an instance that is
 	// terminated takes every process with it, and its user.
 	defer DeleteUser(a.User)
+	if a.unblock != nil {
+		defer a.unblock()
+	}
 	defer killRunnerGroups(a.Dir)
 	if a.cmd != nil {
 		syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
