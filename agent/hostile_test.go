@@ -98,6 +98,14 @@ func TestAHostileJobOfOneRunReachesNothingOfTheNext(t *testing.T) {
 		t.Fatalf("run A's nohup loop never ran, the suite proves nothing: %v", err)
 	}
 
+	// What polkit may let a job's own session do (loginctl enable-linger):
+	// its systemd user manager, and the units the job wrote in its home,
+	// would start again at every boot.
+	linger := filepath.Join("/var/lib/systemd/linger", name)
+	must(t, os.MkdirAll(filepath.Dir(linger), 0o755))
+	must(t, os.WriteFile(linger, nil, 0o644))
+	t.Cleanup(func() { os.Remove(linger) })
+
 	removal := w.removal()
 	idle, err := w.store.Release(ctx, running.Ref(), "run-a", 15*time.Minute, removal)
 	must(t, err)
@@ -106,6 +114,9 @@ func TestAHostileJobOfOneRunReachesNothingOfTheNext(t *testing.T) {
 		t.Fatalf("after run A: %v", clean.Signals)
 	}
 	must(t, os.Remove(filepath.Join(drop, "nohup-alive")))
+	if _, err := os.Lstat(linger); err == nil {
+		t.Error("the runner user still lingers after run A")
+	}
 
 	claimed, err := w.store.Claim(ctx, idle.ID, state.ClaimRequest{RunID: "run-b", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
 	must(t, err)

@@ -115,7 +115,9 @@ func ownedBy(status string, uid uint32) bool {
 // later run's job would find it: files there owned by the runner user are
 // removed with the work folder (a file another user owns is left alone,
 // even when it sits in the runner user's directory of another owner's).
-var TempDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
+// /run/lock, /var/crash and /dev/mqueue (POSIX message queues) are
+// writable by every user on Debian, Ubuntu and Amazon Linux too.
+var TempDirs = []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/crash", "/dev/mqueue"}
 
 // crontabs are where cron keeps a user's table (Debian's, then Red Hat's).
 var crontabs = []string{"/var/spool/cron/crontabs", "/var/spool/cron"}
@@ -124,8 +126,13 @@ var crontabs = []string{"/var/spool/cron/crontabs", "/var/spool/cron"}
 // the user who queued it (Debian's, then Red Hat's).
 var atSpools = []string{"/var/spool/cron/atjobs", "/var/spool/at"}
 
+// lingerDir is where logind notes the users whose systemd user manager
+// starts at boot and outlives their sessions (loginctl enable-linger): a
+// job's user units would come back with it.
+var lingerDir = "/var/lib/systemd/linger"
+
 // RemoveUserLeftovers removes what the runner user left in TempDirs, its
-// crontab and at jobs, and resets its home to /etc/skel. With no User there is nothing
+// crontab, at jobs and lingering, and resets its home to /etc/skel. With no User there is nothing
 // that is the job's alone.
 func (r *Runner) RemoveUserLeftovers() error {
 	uid, ok, err := r.jobUID()
@@ -139,7 +146,7 @@ func (r *Runner) RemoveUserLeftovers() error {
 	for _, dir := range TempDirs {
 		errs = append(errs, removeOwnedBy(dir, uid))
 	}
-	for _, dir := range crontabs {
+	for _, dir := range append(append([]string{}, crontabs...), lingerDir) {
 		if err := os.Remove(filepath.Join(dir, r.User)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

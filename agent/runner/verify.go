@@ -34,6 +34,9 @@ func (r *Runner) Verify() error {
 				found = append(found, fmt.Errorf("%s still has a crontab in %s", r.User, dir))
 			}
 		}
+		if _, err := os.Lstat(filepath.Join(lingerDir, r.User)); err == nil {
+			found = append(found, fmt.Errorf("%s still lingers (%s)", r.User, lingerDir))
+		}
 		if extra := r.homeExtras(); len(extra) > 0 {
 			found = append(found, fmt.Errorf("the home of %s holds %v beyond %s", r.User, extra, Skel))
 		}
