@@ -121,9 +121,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func (r *rig) start() *runSh {
+func (r *rig) start(args ...string) *runSh {
 	r.t.Helper()
-	p := &runSh{cmd: exec.Command(filepath.Join(r.dir, "run.sh")), out: &syncBuffer{}, done: make(chan error, 1)}
+	p := &runSh{cmd: exec.Command(filepath.Join(r.dir, "run.sh"), args...), out: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd.Dir = r.cwd
 	p.cmd.Env = append(os.Environ(), fakegithub.AllowRoot)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

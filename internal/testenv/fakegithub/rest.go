@@ -112,7 +112,7 @@ func (s *Server) runnerJSON(rn *runner) map[string]any {
 	if s.online(rn) {
 		status = "online"
 	}
-	return map[string]any{"id": rn.id, "name": rn.name, "os": rn.os, "status": status, "busy": rn.busy, "labels": labels, "runner_group_id": 1}
+	return map[string]any{"id": rn.id, "name": rn.name, "os": rn.os, "status": status, "busy": rn.busy, "labels": labels, "runner_group_id": s.groupID(rn), "ephemeral": rn.jit}
 }
 
 // pageParams reads GitHub's pagination parameters: per_page (default 30,
@@ -169,6 +169,7 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) (int, any) 
 	if !s.authorized(r, owner) {
 		return forbidden()
 	}
+	s.expireJIT()
 	name := r.URL.Query().Get("name")
 	var mine []*runner
 	for _, rn := range s.runners {
@@ -205,6 +206,7 @@ func (s *Server) runnerOf(r *http.Request) (*runner, int, any) {
 		status, body := forbidden()
 		return nil, status, body
 	}
+	s.expireJIT()
 	if rn := s.findRunner(r); rn != nil {
 		return rn, 0, nil
 	}

@@ -166,6 +166,11 @@ func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (int, any
 	if rn == nil {
 		return status, body
 	}
+	if rn.jit && rn.listened {
+		// A just-in-time configuration starts one listener.
+		return http.StatusNotFound, apiError(http.StatusNotFound, "The runner registration has been deleted from the server.")
+	}
+	rn.listened = true
 	session := randomToken("session_")
 	// A new listener for the same runner (run.sh restarted): the job the
 	// old one was handed is settled first.
@@ -335,6 +340,7 @@ func (s *Server) jobComplete(w http.ResponseWriter, r *http.Request) (int, any) 
 	rn.busy = false
 	rn.lastSeen = s.now()
 	close(j.done)
+	s.jobDone(rn)
 	s.wake()
 	return http.StatusNoContent, nil
 }

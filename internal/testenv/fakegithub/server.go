@@ -51,6 +51,9 @@ type Options struct {
 	RateLimit int
 	// Seed makes Fault.Fraction reproducible.
 	Seed uint64
+	// JITUnusedAfter is how long a just-in-time runner may go without a
+	// listener before GitHub removes it (default 5 minutes).
+	JITUnusedAfter time.Duration
 }
 
 // Server is one fake GitHub. It is safe for concurrent use.
@@ -85,6 +88,7 @@ type Server struct {
 	rateReset        time.Time
 	offlineAfter     time.Duration
 	cancelOnShutdown bool
+	jitUnusedAfter   time.Duration
 }
 
 type installation struct {
@@ -125,6 +129,13 @@ type runner struct {
 	session   string // the listener's current session, "" when none
 	lastSeen  time.Time
 	permanent bool // added by AddRunner: no listener, status as tests set it
+	// A just-in-time runner (generate-jitconfig) is ephemeral: it takes
+	// one job and is then removed; one that never had a listener is
+	// removed jitUnusedAfter after it was made; its configuration starts
+	// one listener only.
+	jit      bool
+	created  time.Time
+	listened bool
 }
 
 // Job states.
@@ -195,6 +206,9 @@ func NewServer(o Options) *Server {
 	if o.RateLimit <= 0 {
 		o.RateLimit = 5000
 	}
+	if o.JITUnusedAfter <= 0 {
+		o.JITUnusedAfter = 5 * time.Minute
+	}
 	s := &Server{
 		AppID:         o.AppID,
 		PrivateKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
@@ -218,6 +232,7 @@ func NewServer(o Options) *Server {
 		// shutdown signal").
 		cancelOnShutdown: true,
 		offlineAfter:     o.OfflineAfter,
+		jitUnusedAfter:   o.JITUnusedAfter,
 	}
 	for _, org := range o.Orgs {
 		s.install(org, nil)
@@ -369,6 +384,7 @@ type RunnerInfo struct {
 	Group  string
 	Online bool
 	Busy   bool
+	JIT    bool // made by generate-jitconfig: ephemeral
 }
 
 // Registration is one registration of a runner through config.sh, from
@@ -428,12 +444,17 @@ func (s *Server) unregistered(id int64, by string) {
 func (s *Server) Runners() []RunnerInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireJIT()
 	out := make([]RunnerInfo, 0, len(s.runners))
 	for _, r := range s.runners {
-		out = append(out, RunnerInfo{ID: r.id, Owner: r.owner, Name: r.name, Labels: slices.Clone(r.labels), Group: r.group, Online: s.online(r), Busy: r.busy})
+		out = append(out, s.info(r))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+func (s *Server) info(r *runner) RunnerInfo {
+	return RunnerInfo{ID: r.id, Owner: r.owner, Name: r.name, Labels: slices.Clone(r.labels), Group: r.group, Online: s.online(r), Busy: r.busy, JIT: r.jit}
 }
 
 // Runner returns one runner.

@@ -26,6 +26,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -238,6 +239,11 @@ type settings struct {
 	// DisableUpdate is --disableupdate (omitted when false, as the runner's
 	// DataMember(EmitDefaultValue = false) writes it).
 	DisableUpdate bool `json:"disableUpdate,omitempty"`
+	// Ephemeral runners (--ephemeral, or a just-in-time configuration)
+	// take one job; the listener then exits and deletes its local
+	// configuration (src/Runner.Listener/Runner.cs: RunOnce for
+	// settings.Ephemeral, DeleteLocalRunnerConfig after the job).
+	Ephemeral bool `json:"ephemeral,omitempty"`
 }
 
 // credentials is .credentials (CredentialData).
@@ -506,7 +512,13 @@ func deleteLocal() {
 // runScript is run.sh and run-helper.sh: the listener's return code is
 // reported, and run.sh exits 0 (it would restart the listener on 2, which
 // the fake never returns).
-func runScript(command) int {
+func runScript(c command) int {
+	if jit := c.arg("jitconfig"); jit != "" {
+		if err := applyJIT(jit); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 0
+		}
+	}
 	code := listen()
 	switch code {
 	case codeSuccess:
@@ -520,6 +532,30 @@ func runScript(command) int {
 	}
 	fmt.Println("Exiting runner...")
 	return 0
+}
+
+// applyJIT writes the files of a just-in-time configuration into the
+// runner's root, as the listener does with --jitconfig: the value is the
+// base64 of a JSON object from file name to the base64 of its content.
+func applyJIT(value string) error {
+	raw, err := base64.StdEncoding.DecodeString(value)
+	if err != nil {
+		return fmt.Errorf("An error occurred: the jitconfig is not base64: %v", err)
+	}
+	var files map[string]string
+	if err := json.Unmarshal(raw, &files); err != nil {
+		return fmt.Errorf("An error occurred: the jitconfig is not a JSON object: %v", err)
+	}
+	for name, content := range files {
+		data, err := base64.StdEncoding.DecodeString(content)
+		if err != nil || strings.ContainsAny(name, "/\\") {
+			return fmt.Errorf("An error occurred: the jitconfig entry %q is not valid", name)
+		}
+		if err := os.WriteFile(name, data, 0o600); err != nil {
+			return fmt.Errorf("An error occurred: %v", err)
+		}
+	}
+	return nil
 }
 
 type listener struct {
@@ -614,6 +650,10 @@ func listen() int {
 			return codeSessionConflict
 		case status == http.StatusOK && job.ID != 0:
 			l.take(ctx, sess, job.ID, job.Repo, job.Label, job.Script)
+			if l.settings.Ephemeral {
+				deleteLocal()
+				return codeSuccess
+			}
 		}
 	}
 	return codeSuccess

@@ -1,0 +1,138 @@
+package fakegithub
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// Just-in-time runners, as GitHub serves them:
+//
+//	POST /orgs/{org}/actions/runners/generate-jitconfig
+//	POST /repos/{owner}/{repo}/actions/runners/generate-jitconfig
+//	{name, runner_group_id, labels (1-100), work_folder (default _work)}
+//	→ 201 {runner, encoded_jit_config}
+//
+// runner_group_id is required (422 without it), an unknown group answers
+// 404; the name must be free (409). encoded_jit_config is what run.sh
+// --jitconfig takes: base64 of a JSON object from file name (.runner,
+// .credentials, .credentials_rsaparams) to the base64 of its content,
+// which the listener writes into the runner's root before it starts
+// (actions/runner src/Runner.Listener/Runner.cs, "GetJitConfig"). The
+// runner is ephemeral (RunnerSettings.Ephemeral): it takes one job, the
+// listener then exits and deletes its local configuration, and GitHub
+// removes the runner; one that never had a listener is removed after a
+// few minutes. The configuration starts one listener: a second start is
+// answered as for a deleted registration.
+
+type jitRequest struct {
+	Name          string   `json:"name"`
+	RunnerGroupID *int64   `json:"runner_group_id"`
+	Labels        []string `json:"labels"`
+	WorkFolder    string   `json:"work_folder"`
+}
+
+func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request) (int, any) {
+	var req jitRequest
+	if err := decode(r, &req); err != nil {
+		return http.StatusBadRequest, apiError(http.StatusBadRequest, err.Error())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	owner := ownerOf(r)
+	if !s.knownOwner(owner) {
+		return notFound()
+	}
+	if !s.authorized(r, owner) {
+		return forbidden()
+	}
+	switch {
+	case req.RunnerGroupID == nil:
+		return invalid("Invalid input: object is missing required key: runner_group_id.")
+	case req.Name == "":
+		return invalid("Invalid input: object is missing required key: name.")
+	case len(req.Labels) == 0 || len(req.Labels) > 100:
+		return invalid("Invalid input: labels must have between 1 and 100 items.")
+	}
+	group, ok := s.groupName(owner, *req.RunnerGroupID)
+	if !ok {
+		return notFound()
+	}
+	s.expireJIT()
+	for _, rn := range s.runners {
+		if sameOwner(rn.owner, owner) && strings.EqualFold(rn.name, req.Name) {
+			return http.StatusConflict, apiError(http.StatusConflict, "Already exists - A runner with the name "+req.Name+" already exists.")
+		}
+	}
+	if req.WorkFolder == "" {
+		req.WorkFolder = "_work"
+	}
+	// The labels a runner of the default set carries, then the custom ones.
+	labels := append([]string{"self-hosted", "Linux", "X64"}, req.Labels...)
+	s.nextID++
+	rn := &runner{id: s.nextID, owner: owner, name: req.Name, os: "Linux", labels: labels, group: group,
+		secret: randomToken("secret_"), jit: true, created: s.now()}
+	s.runners[rn.id] = rn
+	s.registered(rn)
+
+	base := "http://" + r.Host
+	files := map[string]any{
+		".runner": map[string]any{"agentId": rn.id, "agentName": rn.name, "poolId": *req.RunnerGroupID, "poolName": group,
+			"serverUrl": base + "/_fake/", "gitHubUrl": base + "/" + owner, "workFolder": req.WorkFolder, "ephemeral": true, "disableUpdate": true},
+		".credentials":           map[string]any{"scheme": "OAuth", "data": map[string]string{"clientId": randomToken("client_"), "authorizationUrl": base + "/_fake/token"}},
+		".credentials_rsaparams": map[string]any{"fakeSecret": rn.secret},
+	}
+	encoded := map[string]string{}
+	for name, v := range files {
+		raw, _ := json.Marshal(v)
+		encoded[name] = base64.StdEncoding.EncodeToString(raw)
+	}
+	raw, _ := json.Marshal(encoded)
+	return http.StatusCreated, map[string]any{"runner": s.runnerJSON(rn), "encoded_jit_config": base64.StdEncoding.EncodeToString(raw)}
+}
+
+func invalid(msg string) (int, any) {
+	return http.StatusUnprocessableEntity, apiError(http.StatusUnprocessableEntity, msg)
+}
+
+// groupName is the runner group id names for owner: an organization's
+// groups by position (1 is Default), a repository's only group is Default.
+func (s *Server) groupName(owner string, id int64) (string, bool) {
+	if strings.Contains(owner, "/") {
+		return "Default", id == 1
+	}
+	names := s.groups[strings.ToLower(owner)]
+	if id < 1 || int(id) > len(names) {
+		return "", false
+	}
+	return names[id-1], true
+}
+
+// groupID is the id of a runner's group (GitHub lists it with the runner).
+func (s *Server) groupID(rn *runner) int {
+	if i := slices.Index(s.groups[strings.ToLower(rn.owner)], rn.group); i >= 0 {
+		return i + 1
+	}
+	return 1
+}
+
+// expireJIT removes just-in-time runners that never had a listener within
+// jitUnusedAfter. Called with s.mu held, wherever runners are looked at.
+func (s *Server) expireJIT() {
+	for id, rn := range s.runners {
+		if rn.jit && !rn.listened && s.now().Sub(rn.created) > s.jitUnusedAfter {
+			delete(s.runners, id)
+			s.unregistered(id, "jit-unused")
+		}
+	}
+}
+
+// jobDone removes an ephemeral runner once its one job is over.
+func (s *Server) jobDone(rn *runner) {
+	if rn.jit {
+		delete(s.runners, rn.id)
+		s.unregistered(rn.id, "ephemeral")
+	}
+}

@@ -1,0 +1,117 @@
+package fakegithub_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+)
+
+// TestAJITRunnerTakesOneJobAndIsGone plays GitHub's just-in-time runner
+// through the real client and the fake runner: run.sh --jitconfig comes
+// online with the configuration's labels, takes exactly one job, exits,
+// deletes its local configuration, and GitHub removes the runner; the
+// same value cannot start a listener again.
+func TestAJITRunnerTakesOneJobAndIsGone(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	jit, err := r.gh.GenerateJITConfig(ctx, "acme", "ghr-1-1-i-0abc", 1, []string{"ghr-7-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := r.only(); info.ID != jit.RunnerID || !info.JIT || info.Online || info.Name != "ghr-1-1-i-0abc" {
+		t.Fatalf("the runner GitHub made: %+v (config %+v)", info, jit)
+	}
+	first := r.fake.EnqueueJob("ghr-7-secret", "echo one")
+	second := r.fake.EnqueueJob("ghr-7-secret", "echo two")
+	p := r.start("--jitconfig", jit.Encoded)
+	if job, err := r.fake.WaitJob(first, 10*time.Second); err != nil || job.ExitCode != 0 {
+		t.Fatalf("first job: %+v %v\n%s", job, err, p.out.String())
+	}
+	if err := p.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("run.sh: %v", err)
+	}
+	if rs := r.fake.Runners(); len(rs) != 0 {
+		t.Fatalf("runners after the one job: %+v, want none (GitHub removes an ephemeral runner)", rs)
+	}
+	if job, _ := r.fake.Job(second); job.State != "queued" {
+		t.Fatalf("the second job was taken too: %+v", job)
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, ".runner")); err == nil {
+		t.Fatal("the listener left its local configuration")
+	}
+	out, code := r.sh(nil, "run.sh", "--jitconfig", jit.Encoded)
+	if code != 0 || !strings.Contains(out, "registration has been deleted") {
+		t.Fatalf("a second use of the value: exit %d\n%s", code, out)
+	}
+}
+
+func TestAJITConfigStartsOneListenerOnly(t *testing.T) {
+	r := newRig(t)
+	jit, err := r.gh.GenerateJITConfig(context.Background(), "acme", "ghr-1-1-i-0abc", 1, []string{"l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.start("--jitconfig", jit.Encoded)
+	eventually(t, 5*time.Second, "online", func() bool { return r.only().Online })
+	p.cmd.Process.Signal(os.Interrupt)
+	if err := p.wait(t, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	out, code := r.sh(nil, "run.sh", "--jitconfig", jit.Encoded)
+	if code != 0 || !strings.Contains(out, "registration has been deleted") {
+		t.Fatalf("the value started a second listener: exit %d\n%s", code, out)
+	}
+}
+
+func TestAnUnusedJITRunnerIsRemoved(t *testing.T) {
+	r := newRig(t)
+	if _, err := r.gh.GenerateJITConfig(context.Background(), "acme", "ghr-1-1-i-0abc", 1, []string{"l"}); err != nil {
+		t.Fatal(err)
+	}
+	r.advance(4 * time.Minute)
+	r.only()
+	r.advance(2 * time.Minute)
+	if rs := r.fake.Runners(); len(rs) != 0 {
+		t.Fatalf("an unused just-in-time runner is still there after 6 minutes: %+v", rs)
+	}
+}
+
+func TestGenerateJITConfigRefusesWhatGitHubRefuses(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	r.fake.AddRunnerGroup("acme", "ci")
+	if _, err := r.gh.GenerateJITConfig(ctx, "acme", "a", 2, []string{"l"}); err != nil {
+		t.Fatalf("a runner in group 2 (ci): %v", err)
+	}
+	if rs := r.fake.Runners(); len(rs) != 1 || rs[0].Group != "ci" {
+		t.Fatalf("runners %+v, want one in group ci", rs)
+	}
+	if _, err := r.gh.GenerateJITConfig(ctx, "acme", "a", 1, []string{"l"}); !github.IsNameTaken(err) {
+		t.Errorf("a taken name: %v, want IsNameTaken", err)
+	}
+	if _, err := r.gh.GenerateJITConfig(ctx, "acme", "b", 99, []string{"l"}); !github.IsNotFound(err) {
+		t.Errorf("an unknown group: %v, want IsNotFound", err)
+	}
+	if _, err := r.gh.GenerateJITConfig(ctx, "acme/api", "c", 2, []string{"l"}); !github.IsNotFound(err) {
+		t.Errorf("a repository runner outside Default: %v, want IsNotFound", err)
+	}
+	before := r.fake.Count("POST /orgs/{org}/actions/runners/generate-jitconfig")
+	for _, bad := range []struct {
+		name   string
+		group  int64
+		labels []string
+		want   string
+	}{{"", 1, []string{"l"}, "name"}, {"d", 0, []string{"l"}, "runner_group_id"}, {"d", 1, nil, "labels"}} {
+		if _, err := r.gh.GenerateJITConfig(ctx, "acme", bad.name, bad.group, bad.labels); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%+v: %v, want an error naming %s", bad, err, bad.want)
+		}
+	}
+	if n := r.fake.Count("POST /orgs/{org}/actions/runners/generate-jitconfig"); n != before {
+		t.Errorf("bad input reached GitHub (%d requests)", n-before)
+	}
+}
