@@ -32,7 +32,7 @@ const (
 )
 
 // Signals lists every signal name the agent may write.
-var Signals = []string{SignalOK, SignalFailed, SignalRegOK, SignalRegFailed, SignalRemoveRegOK, SignalRemoveRegFailed, SignalInterrupted}
+var Signals = []string{SignalOK, SignalFailed, SignalRegOK, SignalRegFailed, SignalRemoveRegOK, SignalRemoveRegFailed, SignalInterrupted, SignalJITNext}
 
 // Signal is one slot of the signals map: which assignment it answers, when,
 // and the agent's detail (an error message for the FAILED signals).
@@ -57,6 +57,13 @@ type Registration struct {
 	// Group is the runner group to join (register only); empty: the
 	// default group.
 	Group string `dynamodbav:"group,omitempty"`
+	// A just-in-time configuration (Purpose PurposeJIT, see jit.go): the
+	// value run.sh --jitconfig takes, its number in the assignment, and
+	// the runner GitHub made for it.
+	JITConfig  string `dynamodbav:"jitConfig,omitempty"`
+	Seq        int    `dynamodbav:"seq,omitempty"`
+	RunnerID   int64  `dynamodbav:"runnerId,omitempty"`
+	RunnerName string `dynamodbav:"runnerName,omitempty"`
 }
 
 // String keeps the token out of logs and error messages.
@@ -110,6 +117,9 @@ type Instance struct {
 	Version          int64             `dynamodbav:"version"`
 	ExpiresAt        int64             `dynamodbav:"expiresAt,omitempty"`
 	TerminatedReason string            `dynamodbav:"terminatedReason,omitempty"`
+	// JITSeq is the number of the last just-in-time configuration written
+	// for the assignment (jit.go).
+	JITSeq int `dynamodbav:"jitSeq,omitempty"`
 }
 
 // InstanceKey is the partition key of an instance's record. Every access goes

@@ -441,7 +441,7 @@ func (s *Store) toIdle(ctx context.Context, name string, r Ref, checks []check, 
 		id:         r.ID,
 		checks:     checks,
 		set:        withState(map[string]any{"assignment": next}, r.Pool, Idle, s.now(), s.now()+secs(idleTTL)),
-		remove:     []string{AttrRunID, "pooledAt"},
+		remove:     []string{AttrRunID, "pooledAt", "jitSeq"},
 		applied:    func(cur *Instance) bool { return cur.Assignment == next },
 	}
 	if removal != nil {
@@ -492,7 +492,7 @@ func (s *Store) Claim(ctx context.Context, id string, req ClaimRequest) (*Instan
 		checks:     checks,
 		set:        withState(map[string]any{"assignment": next, AttrRunID: req.RunID}, req.Pool, Claimed, now, now+secs(req.ClaimTTL)),
 		increment:  []string{"uses"},
-		remove:     []string{"pooledAt"},
+		remove:     []string{"pooledAt", "jitSeq"},
 		applied:    func(cur *Instance) bool { return cur.Assignment == next },
 	}
 	if req.Registration != nil {

@@ -1,0 +1,73 @@
+package state
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func jitReg(n int, runnerID int64) Registration {
+	return Registration{Purpose: PurposeJIT, JITConfig: "encoded-" + strconv.Itoa(n), Seq: n, RunnerID: runnerID, RunnerName: JITRunnerName(1, n, "i-1")}
+}
+
+// TestJITConfigsAreWrittenOneAfterTheOther: the first configuration of an
+// assignment, then each only as the successor of the last, never twice for
+// one number, never for an assignment the instance left.
+func TestJITConfigsAreWrittenOneAfterTheOther(t *testing.T) {
+	s, _ := newStore(t)
+	inst := created(t, s, "i-1", "run-1")
+	got, err := s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(1, 11))
+	must(t, err)
+	if got.JITSeq != 1 || got.Registration == nil || got.Registration.JITConfig != "encoded-1" || got.Registration.Assignment != inst.Assignment {
+		t.Fatalf("after the first: seq %d, registration %+v", got.JITSeq, got.Registration)
+	}
+	_, err = s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(1, 12))
+	wantClause(t, err, ClauseJIT) // a second first: a redelivered request
+	_, err = s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(3, 13))
+	wantClause(t, err, ClauseJIT) // a gap
+
+	must(t, s.PutSignal(ctx, "i-1", inst.Assignment, SignalJITNext, "2"))
+	rec, err := s.Get(ctx, "i-1")
+	must(t, err)
+	if rec.JITWanted() != 2 {
+		t.Fatalf("JITWanted = %d after UD_JIT_NEXT 2, want 2", rec.JITWanted())
+	}
+	got, err = s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(2, 14))
+	must(t, err)
+	if got.JITWanted() != 0 {
+		t.Fatalf("JITWanted = %d once number 2 is written, want 0", got.JITWanted())
+	}
+	_, err = s.PutJIT(ctx, "i-1", "another-assignment", jitReg(3, 15))
+	wantClause(t, err, ClauseAssignment)
+}
+
+func TestNoJITConfigForAnIdleInstanceAndEachClaimStartsAtOne(t *testing.T) {
+	s, _ := newStore(t)
+	idle := pooled(t, s, "i-1")
+	_, err := s.PutJIT(ctx, "i-1", idle.Assignment, jitReg(1, 11))
+	wantClause(t, err, ClauseState)
+	claimed, err := s.Claim(ctx, "i-1", claimReq("run-2"))
+	must(t, err)
+	if _, err := s.PutJIT(ctx, "i-1", claimed.Assignment, jitReg(1, 12)); err != nil {
+		t.Fatalf("the first configuration of a claim: %v", err)
+	}
+	if _, err := s.PutJIT(ctx, "i-1", claimed.Assignment, Registration{Purpose: PurposeJIT, Seq: 2}); err == nil {
+		t.Fatal("a configuration without its value or runner was written")
+	}
+}
+
+func TestTheJITConfigStaysOutOfLogs(t *testing.T) {
+	r := jitReg(1, 11)
+	if s := r.String(); s == "" || strings.Contains(s, "encoded-1") {
+		t.Fatalf("String() = %q shows the configuration", s)
+	}
+}
+
+func TestNoJITConfigOnceTheLeaseHasPassed(t *testing.T) {
+	s, c := newStore(t)
+	inst := created(t, s, "i-1", "run-1")
+	c.Add(11 * time.Minute) // created with a 10-minute TTL
+	_, err := s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(1, 11))
+	wantClause(t, err, ClauseLease)
+}
