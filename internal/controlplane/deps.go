@@ -32,6 +32,9 @@ type GitHub interface {
 	// RunnerGroupID finds an organization's runner group by name;
 	// github.IsNotFound when it has none of that name.
 	RunnerGroupID(ctx context.Context, org, name string) (int64, error)
+	// GenerateJITConfig makes a just-in-time runner; github.IsNameTaken
+	// when owner has a runner of that name.
+	GenerateJITConfig(ctx context.Context, owner, name string, groupID int64, labels []string) (github.JITConfig, error)
 }
 
 // Deps are the dependencies of every function.

@@ -39,6 +39,9 @@ type TableOptions struct {
 	// KMSKeyARN selects a customer managed key; empty means the AWS owned key.
 	KMSKeyARN string
 	Tags      map[string]string
+	// Stream turns on the table's stream of new images: the just-in-time
+	// consumer (lambdas/jitstream) reads the agents' requests from it.
+	Stream bool
 }
 
 // TableDefinition returns the CreateTable request for a state table: on-demand
@@ -75,6 +78,9 @@ func TableDefinition(name string, opts TableOptions) *dynamodb.CreateTableInput 
 	// would be the AWS managed key, which KMS bills per request.
 	if opts.KMSKeyARN != "" {
 		in.SSESpecification = &types.SSESpecification{Enabled: aws.Bool(true), SSEType: types.SSETypeKms, KMSMasterKeyId: aws.String(opts.KMSKeyARN)}
+	}
+	if opts.Stream {
+		in.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage}
 	}
 	for k, v := range opts.Tags {
 		in.Tags = append(in.Tags, types.Tag{Key: aws.String(k), Value: aws.String(v)})

@@ -11,12 +11,17 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
 
-// NewStore creates a fresh state table in moto and returns a store on it.
-func NewStore(t testing.TB, env *awstest.Moto) *state.Store {
+// NewStore creates a fresh state table in moto (with the options given, if
+// any) and returns a store on it.
+func NewStore(t testing.TB, env *awstest.Moto, opts ...state.TableOptions) *state.Store {
 	t.Helper()
 	db := env.Config(t).DynamoDB()
 	name := awstest.Name(t, "state")
-	if err := state.CreateTable(context.Background(), db, name, state.TableOptions{}); err != nil {
+	var o state.TableOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if err := state.CreateTable(context.Background(), db, name, o); err != nil {
 		t.Fatal(err)
 	}
 	return state.New(db, name)

@@ -1,0 +1,90 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// Minting just-in-time configurations (state/jit.go). Invariants:
+//   - a configuration is written only for a record that is created,
+//     claimed or running for a run that is neither released nor failed,
+//     under the assignment it was asked for, with a live lease;
+//   - at most one configuration per number and assignment reaches the
+//     record (PutJIT's condition); a runner minted for a write that lost is
+//     deleted at once, and one a killed invocation left behind (the name
+//     taken at the retry) is deleted before the name is minted again, so
+//     no request leaves a second registered runner.
+
+// MintWhy says why a record gets no configuration now ("" when it does):
+// the pure decision of the stream consumer, given the record and its run.
+func MintWhy(rec *state.Instance, run *state.Run, now time.Time) string {
+	switch {
+	case rec == nil:
+		return "no record"
+	case rec.State != state.Created && rec.State != state.Claimed && rec.State != state.Running:
+		return "instance is " + string(rec.State)
+	case rec.RunID == "":
+		return "instance has no run"
+	case rec.JITWanted() == 0:
+		return "no configuration asked for"
+	case rec.Threshold <= now.Unix():
+		return "lease has passed"
+	case run == nil || run.ID != rec.RunID:
+		return "run " + rec.RunID + " not found"
+	case run.Status == state.RunReleased || run.Status == state.RunFailed:
+		return "run is " + string(run.Status)
+	}
+	return ""
+}
+
+// GroupID is the runner group id a pool's runners join: the pool's named
+// group of an organization, else Default (1; a repository's only group).
+func (d *Deps) GroupID(ctx context.Context, p *state.PoolConfig) (int64, error) {
+	if p.RunnerGroup == "" || strings.Contains(p.Owner, "/") {
+		return 1, nil
+	}
+	id, err := d.GitHub.RunnerGroupID(ctx, p.Owner, p.RunnerGroup)
+	if err != nil {
+		return 0, fmt.Errorf("runner group %q of %s: %w", p.RunnerGroup, p.Owner, err)
+	}
+	return id, nil
+}
+
+// MintJIT asks GitHub for the nth just-in-time runner of rec's assignment,
+// labelled label in group groupID, and writes its configuration into the
+// record. On a lost write the runner is deleted and the *state.ConditionError
+// returned.
+func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label string, groupID int64) (*state.Instance, error) {
+	name := state.JITRunnerName(rec.Uses, n, rec.ID)
+	cfg, err := d.GitHub.GenerateJITConfig(ctx, rec.Owner, name, groupID, []string{label})
+	if github.IsNameTaken(err) {
+		// An earlier attempt minted it and never wrote it (killed midway):
+		// that runner has no listener and no record; delete it, mint again.
+		if old, ferr := d.GitHub.RunnerNamed(ctx, rec.Owner, name); ferr == nil {
+			if derr := d.GitHub.DeleteRunner(ctx, rec.Owner, old.ID); derr != nil {
+				return nil, fmt.Errorf("delete the unwritten runner %s: %w", name, derr)
+			}
+		}
+		cfg, err = d.GitHub.GenerateJITConfig(ctx, rec.Owner, name, groupID, []string{label})
+	}
+	if err != nil {
+		return nil, err
+	}
+	reg := state.Registration{Purpose: state.PurposeJIT, JITConfig: cfg.Encoded, Seq: n, RunnerID: cfg.RunnerID, RunnerName: cfg.Name,
+		Labels: label}
+	out, err := d.Store.PutJIT(ctx, rec.ID, rec.Assignment, reg)
+	if err != nil {
+		if derr := d.GitHub.DeleteRunner(ctx, rec.Owner, cfg.RunnerID); derr != nil {
+			err = errors.Join(err, fmt.Errorf("delete runner %d minted for the lost write: %w", cfg.RunnerID, derr))
+		}
+		return nil, err
+	}
+	d.Log.Info("just-in-time configuration written", "instanceId", rec.ID, "assignment", rec.Assignment, "seq", n, "runnerId", cfg.RunnerID)
+	return out, nil
+}

@@ -1,0 +1,134 @@
+// Package jitstream is the stream consumer of the state table: it answers
+// an agent's request for its next just-in-time configuration (UD_JIT_NEXT)
+// within about a second, while the instance reaches nothing but its own
+// record. DynamoDB Streams delivers every change of a record; this handler
+// looks only at instance records whose new image carries the request,
+// re-reads the record and its run (an image can be stale, a batch can be
+// redelivered), and mints the configuration only when controlplane.MintWhy
+// allows it; PutJIT's condition makes a redelivery harmless.
+//
+// A record it could not serve for a reason that may pass (GitHub failing or
+// rate limiting, a throttled read) is reported as a batch item failure, so
+// Lambda retries from it; a request that may not be served (a released
+// run, an expired lease) is skipped: the agent never gets its runner, and
+// release or refresh end the instance as for any other.
+package jitstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// Deps are what the consumer runs with.
+type Deps struct {
+	*controlplane.Deps
+	// Now is the clock leases are judged by; nil: time.Now.
+	Now func() time.Time
+}
+
+// Handle serves one batch of stream records. It answers with the records
+// to retry (partial batch response); an error means the whole batch.
+func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*events.DynamoDBEventResponse, error) {
+	var ev events.DynamoDBEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return nil, fmt.Errorf("not a DynamoDB stream event: %w", err)
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	out := &events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
+	for _, r := range ev.Records {
+		id, ok := asksForJIT(r)
+		if !ok {
+			continue
+		}
+		if err := serve(ctx, deps, id); err != nil {
+			deps.Log.Warn("just-in-time request not served: retried", "instanceId", id, "err", err)
+			// Lambda retries from the first failure on; the records
+			// after it come again too.
+			out.BatchItemFailures = append(out.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: r.Change.SequenceNumber})
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+// asksForJIT is the instance id of a record whose new image carries an
+// UD_JIT_NEXT for its current assignment.
+func asksForJIT(r events.DynamoDBEventRecord) (string, bool) {
+	if r.EventName == "REMOVE" {
+		return "", false
+	}
+	img := r.Change.NewImage
+	kind, ok := img["kind"]
+	if !ok || kind.DataType() != events.DataTypeString || kind.String() != "instance" {
+		return "", false
+	}
+	id, ok := img["instanceId"]
+	if !ok || id.DataType() != events.DataTypeString {
+		return "", false
+	}
+	sigs, ok := img["signals"]
+	if !ok || sigs.DataType() != events.DataTypeMap {
+		return "", false
+	}
+	next, ok := sigs.Map()[state.SignalJITNext]
+	if !ok || next.DataType() != events.DataTypeMap {
+		return "", false
+	}
+	a, ok := next.Map()["assignment"]
+	cur, ok2 := img["assignment"]
+	if !ok || !ok2 || a.DataType() != events.DataTypeString || cur.DataType() != events.DataTypeString || a.String() != cur.String() {
+		return "", false
+	}
+	return id.String(), true
+}
+
+// serve re-reads the record and its run and mints what is asked for, if
+// it may. A nil error means done, or nothing to do.
+func serve(ctx context.Context, d Deps, id string) error {
+	rec, err := d.Store.Get(ctx, id)
+	if state.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var run *state.Run
+	if rec.RunID != "" {
+		if run, err = d.Store.GetRun(ctx, rec.RunID); err != nil && !state.IsNotFound(err) {
+			return err
+		}
+	}
+	if why := controlplane.MintWhy(rec, run, d.Now()); why != "" {
+		d.Log.Info("just-in-time request skipped", "instanceId", id, "assignment", rec.Assignment, "why", why)
+		return nil
+	}
+	p, err := d.Pool(ctx, rec.Pool)
+	if err != nil {
+		return err
+	}
+	group, err := d.GroupID(ctx, p)
+	if err != nil {
+		return err
+	}
+	label := run.Label
+	if label == "" {
+		label = run.ID // a run item older than minted labels
+	}
+	_, err = d.MintJIT(ctx, rec, rec.JITWanted(), label, group)
+	if state.ClauseOf(err) != "" {
+		// The record moved on meanwhile (released, answered by a
+		// redelivery): nothing left to do, and the runner is deleted.
+		d.Log.Info("just-in-time request overtaken", "instanceId", id, "err", err)
+		return nil
+	}
+	return err
+}

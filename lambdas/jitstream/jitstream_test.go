@@ -1,0 +1,192 @@
+package jitstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/streampoll"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/jitstream"
+)
+
+var env *awstest.Moto
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m, &env)) }
+
+var ctx = context.Background()
+
+// rig is a state table with a stream read as Lambda would, a fake GitHub,
+// and one instance of a run that got its first configuration from
+// provision.
+type rig struct {
+	t     *testing.T
+	store *state.Store
+	fake  *fakegithub.Server
+	deps  jitstream.Deps
+	poll  *streampoll.Poller
+	inst  *state.Instance
+}
+
+func newRig(t *testing.T) *rig {
+	r := &rig{t: t, fake: fakegithub.New("acme")}
+	t.Cleanup(r.fake.Close)
+	r.store = statetest.NewStore(t, env, state.TableOptions{Stream: true})
+	gh, err := github.New(github.Config{BaseURL: r.fake.URL(), AppID: r.fake.AppID, PrivateKeyPEM: r.fake.PrivateKeyPEM})
+	must(t, err)
+	r.deps = jitstream.Deps{Deps: &controlplane.Deps{Store: r.store, GitHub: gh, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	must(t, r.store.PutPoolConfig(ctx, state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux"}))
+	_, _, err = r.store.StartRun(ctx, state.Run{ID: "run-1", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-1-secret"})
+	must(t, err)
+	inst, err := r.store.Create(ctx, state.NewInstance{ID: "i-0abc", Pool: "linux", Owner: "acme", RunID: "run-1", Assignment: state.NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
+	must(t, err)
+	r.inst, err = r.deps.MintJIT(ctx, inst, 1, "ghr-run-1-secret", 1)
+	must(t, err)
+	r.poll, err = streampoll.New(ctx, env.Config(t).DynamoDB(), env.URL, awstest.Region, r.store.Table())
+	must(t, err)
+	return r
+}
+
+// deliver hands every new stream batch to the consumer, as Lambda would,
+// and returns the batches and the answers.
+func (r *rig) deliver() ([]streampoll.Batch, []*events.DynamoDBEventResponse) {
+	r.t.Helper()
+	batches, err := r.poll.Poll(ctx)
+	must(r.t, err)
+	var answers []*events.DynamoDBEventResponse
+	for _, b := range batches {
+		out, err := jitstream.Handle(ctx, r.deps, b.Event)
+		must(r.t, err)
+		answers = append(answers, out)
+	}
+	return batches, answers
+}
+
+func (r *rig) jitRunners() []fakegithub.RunnerInfo {
+	var out []fakegithub.RunnerInfo
+	for _, rn := range r.fake.Runners() {
+		if rn.JIT {
+			out = append(out, rn)
+		}
+	}
+	return out
+}
+
+func TestTheAgentsRequestIsAnsweredOnceFromTheStream(t *testing.T) {
+	r := newRig(t)
+	must(t, r.store.PutSignal(ctx, "i-0abc", r.inst.Assignment, state.SignalJITNext, "2"))
+	batches, _ := r.deliver()
+	rec, err := r.store.Get(ctx, "i-0abc")
+	must(t, err)
+	if rec.JITSeq != 2 || rec.Registration == nil || rec.Registration.Seq != 2 || rec.Registration.RunnerName != state.JITRunnerName(rec.Uses, 2, "i-0abc") {
+		t.Fatalf("after the request: seq %d, registration %v", rec.JITSeq, rec.Registration)
+	}
+	if rs := r.jitRunners(); len(rs) != 2 || !strings.EqualFold(rs[1].Labels[len(rs[1].Labels)-1], "ghr-run-1-secret") {
+		t.Fatalf("runners %+v, want the first and the second, labelled with the run's label", rs)
+	}
+	// Lambda delivers at least once: the same batch again mints nothing.
+	for _, b := range batches {
+		out, err := jitstream.Handle(ctx, r.deps, b.Event)
+		if err != nil || len(out.BatchItemFailures) > 0 {
+			t.Fatalf("redelivery: %+v %v", out, err)
+		}
+	}
+	if rs := r.jitRunners(); len(rs) != 2 {
+		t.Fatalf("a redelivered request minted again: %+v", rs)
+	}
+	if rec2, _ := r.store.Get(ctx, "i-0abc"); rec2.Registration.RunnerID != rec.Registration.RunnerID {
+		t.Fatal("a redelivered request replaced the configuration")
+	}
+}
+
+func TestNoConfigurationForAReleasedRun(t *testing.T) {
+	r := newRig(t)
+	_, err := r.store.SetRunStatus(ctx, "run-1", state.RunReleased, "released", state.RunProvisioning)
+	must(t, err)
+	must(t, r.store.PutSignal(ctx, "i-0abc", r.inst.Assignment, state.SignalJITNext, "2"))
+	r.deliver()
+	if rec, _ := r.store.Get(ctx, "i-0abc"); rec.JITSeq != 1 {
+		t.Fatalf("a released run's instance got configuration %d", rec.JITSeq)
+	}
+	if rs := r.jitRunners(); len(rs) != 1 {
+		t.Fatalf("runners %+v: one minted for a released run", rs)
+	}
+}
+
+// GitHub failing: the record is reported for retry (the shard is read
+// again from it), nothing is written, and the retry serves it.
+func TestARequestGitHubFailsIsRetriedFromTheStream(t *testing.T) {
+	r := newRig(t)
+	r.fake.Inject(fakegithub.Fault{Method: "POST", Path: "generate-jitconfig", Status: 502})
+	must(t, r.store.PutSignal(ctx, "i-0abc", r.inst.Assignment, state.SignalJITNext, "2"))
+	batches, answers := r.deliver()
+	if len(answers) != 1 || len(answers[0].BatchItemFailures) != 1 {
+		t.Fatalf("answers %+v, want the request reported for retry", answers)
+	}
+	if rec, _ := r.store.Get(ctx, "i-0abc"); rec.JITSeq != 1 {
+		t.Fatalf("configuration %d written while GitHub failed", rec.JITSeq)
+	}
+	r.fake.ClearFaults()
+	must(t, r.poll.Retry(ctx, batches[0].Shard, answers[0].BatchItemFailures[0].ItemIdentifier))
+	r.deliver()
+	if rec, _ := r.store.Get(ctx, "i-0abc"); rec.JITSeq != 2 {
+		t.Fatalf("the retry did not serve the request: seq %d", rec.JITSeq)
+	}
+}
+
+// A write that loses (the run released between the read and the write)
+// leaves no runner behind; an earlier attempt killed between mint and
+// write leaves a runner of the same name, which is deleted and minted again.
+func TestMintingLeavesNoRunnerBehind(t *testing.T) {
+	r := newRig(t)
+	stale := *r.inst
+	stale.Assignment = "gone"
+	if _, err := r.deps.MintJIT(ctx, &stale, 2, "ghr-run-1-secret", 1); state.ClauseOf(err) != state.ClauseAssignment {
+		t.Fatalf("mint for a stale assignment: %v", err)
+	}
+	if rs := r.jitRunners(); len(rs) != 1 {
+		t.Fatalf("runners %+v: the lost write's runner was not deleted", rs)
+	}
+	orphan, err := r.deps.GitHub.GenerateJITConfig(ctx, "acme", state.JITRunnerName(r.inst.Uses, 2, "i-0abc"), 1, []string{"x"})
+	must(t, err)
+	if _, err := r.deps.MintJIT(ctx, r.inst, 2, "ghr-run-1-secret", 1); err != nil {
+		t.Fatalf("mint over a killed attempt's runner: %v", err)
+	}
+	if _, ok := r.fake.Runner(orphan.RunnerID); ok {
+		t.Fatal("the killed attempt's runner is still registered")
+	}
+}
+
+func TestEventsThatAreNotRequestsAreIgnored(t *testing.T) {
+	r := newRig(t)
+	raw, _ := json.Marshal(map[string]any{"Records": []any{map[string]any{"eventName": "MODIFY", "dynamodb": map[string]any{
+		"NewImage": map[string]any{"kind": map[string]any{"S": "run"}, "pk": map[string]any{"S": "run#run-1"}}}}}})
+	out, err := jitstream.Handle(ctx, r.deps, raw)
+	if err != nil || len(out.BatchItemFailures) != 0 || len(r.jitRunners()) != 1 {
+		t.Fatalf("a run item's change: %+v %v", out, err)
+	}
+	if _, err := jitstream.Handle(ctx, r.deps, json.RawMessage(`"not an event"`)); err == nil {
+		t.Fatal("a payload that is not a stream event was accepted")
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
