@@ -42,7 +42,17 @@ func (a *Agent) register(ctx context.Context, rec *state.Instance) {
 		return
 	}
 	reg := rec.Registration
-	if reg == nil || reg.Assignment != rec.Assignment || reg.Purpose != "register" || reg.Token == "" {
+	if reg == nil {
+		// A just-in-time pool's provision writes the configuration right
+		// after the claim or the record: wait for it (provision's own
+		// wait bounds this).
+		return
+	}
+	if reg.Assignment == rec.Assignment && reg.Purpose == state.PurposeJIT && reg.JITConfig != "" {
+		a.registerJIT(ctx, rec, reg)
+		return
+	}
+	if reg.Assignment != rec.Assignment || reg.Purpose != "register" || reg.Token == "" {
 		a.signal(ctx, rec, state.SignalRegFailed, "no registration material for this assignment in the record")
 		return
 	}
@@ -158,9 +168,11 @@ func (a *Agent) dropRunner(ctx context.Context, rec *state.Instance) []string {
 		} else if err := retry(ctx, 3, func() error { return a.Runner.Remove(ctx, reg.Token) }); err != nil {
 			problems = append(problems, err.Error())
 		}
-	} else {
+	} else if !a.local.JIT {
 		problems = append(problems, "no remove token for this assignment: runner forgotten locally, left registered on GitHub")
 	}
+	// A just-in-time runner needs no removal here: GitHub removed it after
+	// its job, and the control plane deletes one that took none.
 	// The wipe discards the runner copy with whatever config.sh remove left
 	// (files of newer runners it does not know, or all of them when it
 	// failed), which would keep the next config.sh from configuring.

@@ -58,6 +58,8 @@ type Spot interface {
 	Spot(ctx context.Context) (*imds.SpotAction, error)
 }
 
+var errHalted = errors.New("the instance is going away: runner not started")
+
 // ErrTerminated is returned by Run once the instance asked EC2 to terminate it.
 var ErrTerminated = errors.New("instance terminated itself")
 
@@ -94,6 +96,9 @@ type Agent struct {
 	// started again after it was stopped.
 	runnerMu sync.Mutex
 	halted   bool
+	// jitAsked is the just-in-time configuration last asked for, and when.
+	jitAsked   int
+	jitAskedAt time.Time
 }
 
 // registration is the agent's note of what its runner is registered for,
@@ -103,6 +108,9 @@ type registration struct {
 	Assignment string `json:"assignment"`
 	RunnerID   int64  `json:"runnerId"`
 	Name       string `json:"name"`
+	// JIT: the runner is the Seq-th just-in-time runner of the assignment.
+	JIT bool `json:"jit,omitempty"`
+	Seq int  `json:"seq,omitempty"`
 }
 
 func (r registration) registered() bool { return r.Assignment != "" }
@@ -206,6 +214,9 @@ func (a *Agent) reconcile(ctx context.Context, rec *state.Instance) {
 		a.deregister(ctx, rec)
 	case a.interrupted.Load():
 		return
+	case a.local.registered() && a.local.JIT:
+		a.superviseJIT(ctx, rec)
+		a.signal(ctx, rec, state.SignalRegOK, a.local.Name)
 	case a.local.registered():
 		a.supervise()
 		// A restart between registering and signalling must not leave the
@@ -262,7 +273,7 @@ func (a *Agent) startRunner() error {
 	a.runnerMu.Lock()
 	defer a.runnerMu.Unlock()
 	if a.halted {
-		return errors.New("the instance is going away: runner not started")
+		return errHalted
 	}
 	return a.Runner.Start()
 }

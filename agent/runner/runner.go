@@ -181,7 +181,10 @@ func (r *Runner) Leftovers() bool {
 func (r *Runner) Forget() error { return r.discard() }
 
 // Start launches run.sh. It returns at once; Alive tells whether it still runs.
-func (r *Runner) Start() error {
+func (r *Runner) Start() error { return r.start(nil) }
+
+// start launches run.sh with env added to its environment.
+func (r *Runner) start(env []string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cmd != nil && !closed(r.exited) || r.cmd == nil && r.adopted() != 0 {
@@ -194,6 +197,7 @@ func (r *Runner) Start() error {
 	if err != nil {
 		return err
 	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// Its own process group, so a stop reaches the job's processes too.
 	cmd.SysProcAttr.Setpgid = true

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/streampoll"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/jitstream"
+)
+
+// jitWorld is a world whose table has a stream, read by the real stream
+// consumer as Lambda would, with a pool and a run as provision leaves
+// them; the instance's record gets its first just-in-time configuration
+// from the control plane's MintJIT, as provision gives it.
+func jitWorld(t *testing.T) (*world, *controlplane.Deps, *state.Instance) {
+	w := newWorld(t, "")
+	w.store = statetest.NewStore(t, env, state.TableOptions{Stream: true})
+	w.configure(func(c *config.Config) { c.Table = w.store.Table() })
+	d := &controlplane.Deps{Store: w.store, GitHub: w.gh, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	must(t, w.store.PutPoolConfig(ctx, state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux"}))
+	_, _, err := w.store.StartRun(ctx, state.Run{ID: "run-a", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-a-jit"})
+	must(t, err)
+	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: "run-a", Assignment: state.NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
+	must(t, err)
+	poll, err := streampoll.New(ctx, env.Config(t).DynamoDB(), env.URL, awstest.Region, w.store.Table())
+	must(t, err)
+	c, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for c.Err() == nil {
+			batches, err := poll.Poll(c)
+			for _, b := range batches {
+				if out, herr := jitstream.Handle(c, jitstream.Deps{Deps: d}, b.Event); herr == nil && len(out.BatchItemFailures) > 0 {
+					poll.Retry(c, b.Shard, out.BatchItemFailures[0].ItemIdentifier)
+				}
+			}
+			if err != nil || len(batches) == 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}()
+	inst, err = d.MintJIT(ctx, inst, 1, "ghr-run-a-jit", 1)
+	must(t, err)
+	return w, d, inst
+}
+
+// TestAJITRunTakesEachJobOnAFreshSingleJobRunner: in a just-in-time pool
+// no token reaches the instance; the run's jobs each go to a runner that
+// takes that one job, the agent asking for the next through its record and
+// the stream consumer answering, until release.
+func TestAJITRunTakesEachJobOnAFreshSingleJobRunner(t *testing.T) {
+	w, _, inst := jitWorld(t)
+	w.jobUser()
+	w.start()
+	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
+	running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
+	must(t, err)
+
+	seen := map[string]bool{}
+	for n := 1; n <= 3; n++ {
+		job := w.job("ghr-run-a-jit", fmt.Sprintf("echo job %d; test -z \"$ACTIONS_RUNNER_INPUT_JITCONFIG\"", n))
+		if job.ExitCode != 0 {
+			t.Fatalf("job %d (exit %d), the configuration reached the job's environment?\n%s", n, job.ExitCode, job.Output)
+		}
+		if want := state.JITRunnerName(got.Uses, n, w.id); job.Runner != want || seen[job.Runner] {
+			t.Fatalf("job %d ran on %q, want a fresh runner %q", n, job.Runner, want)
+		}
+		seen[job.Runner] = true
+	}
+	for _, h := range w.fake.History() {
+		if !strings.HasPrefix(h.Name, "ghr-1-") {
+			t.Errorf("a runner not made just in time: %+v", h)
+		}
+	}
+	if n := w.fake.Count("POST /orgs/{org}/actions/runners/registration-token"); n != 0 {
+		t.Errorf("%d registration tokens asked for in a just-in-time run", n)
+	}
+	rec, err := w.store.Get(ctx, w.id)
+	must(t, err)
+	if rec.Registration != nil && rec.Registration.Token != "" {
+		t.Fatalf("a token in the record: %v", rec.Registration)
+	}
+
+	idle, err := w.store.Release(ctx, running.Ref(), "run-a", 15*time.Minute, nil)
+	must(t, err)
+	clean := w.wait(idle, state.SignalRemoveRegOK, state.SignalRemoveRegFailed)
+	if sig, ok := clean.SignalFor(state.SignalRemoveRegOK); !ok {
+		t.Fatalf("after release: %v %v", clean.Signals, sig)
+	}
+	for _, rn := range w.fake.Runners() {
+		if rn.Online {
+			t.Errorf("runner %s still listening after release", rn.Name)
+		}
+	}
+}

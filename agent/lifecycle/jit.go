@@ -1,0 +1,83 @@
+package lifecycle
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// Just-in-time runners (internal/state/jit.go). No GitHub token reaches
+// the instance: each configuration the control plane writes registers one
+// runner for one job. The agent starts it in a fresh copy of the install;
+// when the runner exits (its job done, or it died) the agent asks for the
+// next configuration of the assignment through its record (UD_JIT_NEXT,
+// asked again every jitAskEvery until it comes) and starts that one. At
+// release there is nothing to deregister: GitHub removed the runner that
+// took a job, and the control plane deletes one that took none.
+
+// jitAskEvery is how often an unanswered request is repeated: each write
+// is a new stream record, so a request lost to a failed invocation is
+// served by the next.
+const jitAskEvery = 5 * time.Second
+
+// registerJIT starts the runner of the assignment's first configuration.
+func (a *Agent) registerJIT(ctx context.Context, rec *state.Instance, reg *state.Registration) {
+	if err := a.startJIT(reg.JITConfig); err != nil {
+		a.Log.Error("start just-in-time runner", "err", err, "assignment", rec.Assignment)
+		a.Runner.Forget()
+		a.signal(ctx, rec, state.SignalRegFailed, err.Error())
+		return
+	}
+	a.noteJIT(ctx, rec, reg)
+	a.Log.Info("just-in-time runner started", "runId", rec.RunID, "runner", reg.RunnerName, "runnerId", reg.RunnerID, "seq", reg.Seq)
+	a.signal(ctx, rec, state.SignalRegOK, reg.RunnerName)
+}
+
+// superviseJIT starts the next runner once the last one exited, asking
+// for its configuration until the record holds it.
+func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
+	if alive, _ := a.Runner.Alive(); alive {
+		return
+	}
+	next := a.local.Seq + 1
+	if reg := rec.Registration; reg != nil && reg.Purpose == state.PurposeJIT && reg.Assignment == rec.Assignment && reg.Seq == next {
+		if err := a.startJIT(reg.JITConfig); err != nil {
+			a.Log.Error("start just-in-time runner", "err", err, "seq", next)
+			return // asked again below on the next pass
+		}
+		a.noteJIT(ctx, rec, reg)
+		a.Log.Info("next just-in-time runner started", "runner", reg.RunnerName, "runnerId", reg.RunnerID, "seq", next)
+		return
+	}
+	if a.jitAsked == next && time.Since(a.jitAskedAt) < jitAskEvery {
+		return
+	}
+	if err := a.Store.PutSignal(ctx, a.InstanceID, rec.Assignment, state.SignalJITNext, strconv.Itoa(next)); err != nil {
+		a.Log.Warn("ask for the next just-in-time configuration", "err", err, "seq", next)
+		return
+	}
+	a.jitAsked, a.jitAskedAt = next, time.Now()
+}
+
+// noteJIT notes the runner started and records it, which also takes its
+// configuration out of the record: it has been used.
+func (a *Agent) noteJIT(ctx context.Context, rec *state.Instance, reg *state.Registration) {
+	a.setLocal(registration{RunID: rec.RunID, Assignment: rec.Assignment, RunnerID: reg.RunnerID, Name: reg.RunnerName, JIT: true, Seq: reg.Seq}, true)
+	if err := retry(ctx, 5, func() error {
+		return a.Store.SetRunner(ctx, a.InstanceID, rec.Assignment, reg.RunnerID, reg.RunnerName)
+	}); err != nil {
+		a.Log.Warn("record runner id", "err", err, "assignment", rec.Assignment)
+	}
+}
+
+// startJIT starts a just-in-time runner, unless the instance is going away.
+func (a *Agent) startJIT(config string) error {
+	a.runnerMu.Lock()
+	defer a.runnerMu.Unlock()
+	if a.halted {
+		return errHalted
+	}
+	return a.Runner.StartJIT(config)
+}
