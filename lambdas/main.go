@@ -38,6 +38,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/jitstream"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
@@ -169,6 +170,8 @@ func (b *execEnv) handle(ctx context.Context, payload json.RawMessage) (any, err
 		out, err = refresh.Handle(ctx, refresh.Deps{Deps: d, EC2: refresh.FleetEC2{Fleet: b.fleet}}, payload)
 	case bundle.HandlerScaleDown:
 		out, err = scaledown.Handle(ctx, scaledown.Deps{Deps: d, EC2: b.fleet}, payload)
+	case bundle.HandlerJIT:
+		out, err = jitstream.Handle(ctx, jitstream.Deps{Deps: d}, payload)
 	}
 	if err != nil {
 		log.Error("invocation failed", "err", err, "seconds", time.Since(start).Seconds(), "githubRateRemaining", gh.RateRemaining())

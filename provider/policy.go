@@ -152,9 +152,17 @@ func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, para
 			Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": "ssm." + a.region + ".amazonaws.com"}}},
 		{Sid: "Logs", Effect: "Allow", Action: []string{"logs:CreateLogStream", "logs:PutLogEvents"},
 			Resource: []string{arn("logs", "log-group:/aws/lambda/"+functionName+":*")}},
-		{Sid: "ListInstances", Effect: "Allow", Action: []string{"ec2:DescribeInstances"}, Resource: []string{"*"}},
-		{Sid: "TerminateOwnInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
-			Resource: []string{arn("ec2", "instance/*")}, Condition: ours},
+	}
+	if handler == bundle.HandlerJIT {
+		// The stream consumer reads the table's stream (Lambda's event
+		// source mapping polls it with this role) and touches no instance.
+		st = append(st, policyStatement{Sid: "StateTableStream", Effect: "Allow", Resource: []string{tableARN + "/stream/*"},
+			Action: []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}})
+	} else {
+		st = append(st,
+			policyStatement{Sid: "ListInstances", Effect: "Allow", Action: []string{"ec2:DescribeInstances"}, Resource: []string{"*"}},
+			policyStatement{Sid: "TerminateOwnInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
+				Resource: []string{arn("ec2", "instance/*")}, Condition: ours})
 	}
 	st = append(st, tableKeyStatement(tableKey, a.region)...)
 	if inVPC {

@@ -43,6 +43,8 @@ type tableModel struct {
 	PointInTimeRecovery types.Bool   `tfsdk:"point_in_time_recovery"`
 	KMSKeyARN           types.String `tfsdk:"kms_key_arn"`
 	Tags                types.Map    `tfsdk:"tags"`
+	Stream              types.Bool   `tfsdk:"stream"`
+	StreamARN           types.String `tfsdk:"stream_arn"`
 	ARN                 types.String `tfsdk:"arn"`
 }
 
@@ -67,6 +69,10 @@ func (r *tableResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
 			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 				Description: "Tags of the table, merged over ghr:environment and the provider's default_tags (a key given here wins). Read back: a tag added, changed or removed outside Terraform shows in the plan (a provider tag only when changed or overridden)."},
+			"stream": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				Description: "Keep a stream of the table's new item images, which the `jit` function reads: pools with `registration = \"jit\"` need it. Turning it off removes the stream (and the `jit` function's source)."},
+			"stream_arn": schema.StringAttribute{Computed: true, Description: "The stream's ARN while `stream` is on.",
+				PlanModifiers: []planmodifier.String{keepWhileStreamUnchanged{}}},
 			"arn": schema.StringAttribute{Computed: true, Description: "Table ARN.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 		},
 	}
@@ -86,7 +92,7 @@ func (r *tableResource) Create(ctx context.Context, req resource.CreateRequest, 
 	db := r.c.aws.DynamoDB()
 	// Point-in-time recovery comes after the table: DynamoDB refuses it for
 	// a while after CreateTable (ContinuousBackupsUnavailableException).
-	opts := state.TableOptions{KMSKeyARN: plan.KMSKeyARN.ValueString(), Tags: tags}
+	opts := state.TableOptions{KMSKeyARN: plan.KMSKeyARN.ValueString(), Tags: tags, Stream: plan.Stream.ValueBool()}
 	if err := state.CreateTable(ctx, db, plan.Name.ValueString(), opts); err != nil {
 		resp.Diagnostics.AddError("Creating the state table failed", err.Error())
 		return
@@ -168,6 +174,12 @@ func (r *tableResource) Update(ctx context.Context, req resource.UpdateRequest, 
 			return
 		}
 	}
+	if !plan.Stream.Equal(st.Stream) {
+		if err := r.setStream(ctx, name, plan.Stream.ValueBool()); err != nil {
+			resp.Diagnostics.AddError("Updating the table's stream failed", err.Error())
+			return
+		}
+	}
 	tags, diags := r.c.resourceTags(ctx, plan.Tags)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
@@ -236,6 +248,11 @@ func (r *tableResource) read(ctx context.Context, name string, m *tableModel) (b
 		return false, err
 	}
 	m.ID, m.Name, m.ARN = types.StringValue(name), types.StringValue(name), types.StringValue(aws.ToString(out.Table.TableArn))
+	on := out.Table.StreamSpecification != nil && aws.ToBool(out.Table.StreamSpecification.StreamEnabled)
+	m.Stream, m.StreamARN = types.BoolValue(on), types.StringNull()
+	if on {
+		m.StreamARN = types.StringValue(aws.ToString(out.Table.LatestStreamArn))
+	}
 	backups, err := db.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(name)})
 	if err != nil {
 		return false, err
@@ -244,6 +261,42 @@ func (r *tableResource) read(ctx context.Context, name string, m *tableModel) (b
 		backups.ContinuousBackupsDescription.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus == ddbtypes.PointInTimeRecoveryStatusEnabled
 	m.PointInTimeRecovery = types.BoolValue(pitr)
 	return true, nil
+}
+
+// keepWhileStreamUnchanged keeps stream_arn from the state unless stream
+// changes (a new stream has a new ARN; none has none).
+type keepWhileStreamUnchanged struct{}
+
+func (keepWhileStreamUnchanged) Description(context.Context) string {
+	return "the stream's ARN stays while stream does not change"
+}
+
+func (m keepWhileStreamUnchanged) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
+
+func (keepWhileStreamUnchanged) PlanModifyString(ctx context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
+	if req.State.Raw.IsNull() {
+		return // create: known after apply
+	}
+	var planned, had types.Bool
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("stream"), &planned)...)
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("stream"), &had)...)
+	if !planned.IsUnknown() && planned.Equal(had) {
+		resp.PlanValue = req.StateValue
+	}
+}
+
+// setStream turns the table's stream of new images on or off and waits
+// until the table is active again.
+func (r *tableResource) setStream(ctx context.Context, name string, on bool) error {
+	spec := &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(on)}
+	if on {
+		spec.StreamViewType = ddbtypes.StreamViewTypeNewImage
+	}
+	db := r.c.aws.DynamoDB()
+	if _, err := db.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name), StreamSpecification: spec}); err != nil {
+		return err
+	}
+	return dynamodb.NewTableExistsWaiter(db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 5*time.Minute)
 }
 
 // listTags returns the tags of the table. Should a key come back twice (moto

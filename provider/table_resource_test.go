@@ -225,3 +225,45 @@ func TestAccTable_tagsDrift(t *testing.T) {
 		},
 	})
 }
+
+// TestAccTable_stream turns the stream of new images on for an existing
+// table and off again; pools with just-in-time runners need it. (DynamoDB lets a table
+// enable a new stream after one was disabled; moto 5.2 refuses, "Cannot
+// enable stream", so that step is not played here.)
+func TestAccTable_stream(t *testing.T) {
+	name := awstest.Name(t, "tf")
+	config := func(on bool) string {
+		return providerConfig() + fmt.Sprintf("resource \"ghrunner_table\" \"state\" {\n  name   = %q\n  stream = %t\n}\n", name, on)
+	}
+	streamIs := func(on bool) resource.TestCheckFunc {
+		return func(s *terraform.State) error {
+			out, err := env.Config(&testing.T{}).DynamoDB().DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+			if err != nil {
+				return err
+			}
+			spec := out.Table.StreamSpecification
+			got := spec != nil && aws.ToBool(spec.StreamEnabled)
+			if got != on || on && spec.StreamViewType != ddbtypes.StreamViewTypeNewImage {
+				return fmt.Errorf("stream %+v, want enabled=%v with new images", spec, on)
+			}
+			if arn := s.RootModule().Resources["ghrunner_table.state"].Primary.Attributes["stream_arn"]; on && arn != aws.ToString(out.Table.LatestStreamArn) {
+				return fmt.Errorf("stream_arn %q, the table's stream is %q", arn, aws.ToString(out.Table.LatestStreamArn))
+			}
+			return nil
+		}
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
+		Steps: []resource.TestStep{
+			{Config: config(false), Check: resource.ComposeAggregateTestCheckFunc(streamIs(false), checkTable(name, false),
+				resource.TestCheckNoResourceAttr("ghrunner_table.state", "stream_arn"))},
+			// An existing deployment moving to just-in-time runners.
+			{Config: config(true), Check: resource.ComposeAggregateTestCheckFunc(streamIs(true),
+				resource.TestMatchResourceAttr("ghrunner_table.state", "stream_arn", regexp.MustCompile(`/stream/`)))},
+			{Config: config(false), Check: resource.ComposeAggregateTestCheckFunc(streamIs(false),
+				resource.TestCheckNoResourceAttr("ghrunner_table.state", "stream_arn"))},
+			{ResourceName: "ghrunner_table.state", ImportState: true, ImportStateId: name, ImportStateVerify: true},
+		},
+	})
+}

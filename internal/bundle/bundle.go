@@ -17,10 +17,13 @@ const (
 	HandlerRelease   = "release"
 	HandlerRefresh   = "refresh"
 	HandlerScaleDown = "scale-down"
+	// HandlerJIT consumes the state table's stream: it answers the agents'
+	// requests for just-in-time runner configurations.
+	HandlerJIT = "jit"
 )
 
 // Handlers lists every handler, in the order a run uses them.
-var Handlers = []string{HandlerProvision, HandlerRelease, HandlerRefresh, HandlerScaleDown}
+var Handlers = []string{HandlerProvision, HandlerJIT, HandlerRelease, HandlerRefresh, HandlerScaleDown}
 
 // Architectures the provider ships artifacts for, in Lambda's spelling
 // (GOARCH is the same word).

@@ -88,3 +88,36 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 	d.Log.Info("just-in-time configuration written", "instanceId", rec.ID, "assignment", rec.Assignment, "seq", n, "runnerId", cfg.RunnerID)
 	return out, nil
 }
+
+// deleteJITRunners deletes the just-in-time runners an instance still has
+// registered at release: the one its agent started last (GitHub removes it
+// only after a job, and it may have taken none) and one written but not yet
+// started. GitHub refuses to delete a runner running a job: the agent is
+// stopping it, so the delete is tried again until wait passes.
+func (d *Deps) deleteJITRunners(ctx context.Context, inst *state.Instance, wait time.Duration) error {
+	var ids []int64
+	if inst.GithubRunnerID != 0 {
+		ids = append(ids, inst.GithubRunnerID)
+	}
+	if reg := inst.Registration; reg != nil && reg.Purpose == state.PurposeJIT && reg.RunnerID != 0 && reg.RunnerID != inst.GithubRunnerID {
+		ids = append(ids, reg.RunnerID)
+	}
+	deadline := time.Now().Add(wait)
+	for _, id := range ids {
+		for {
+			err := d.GitHub.DeleteRunner(ctx, inst.Owner, id)
+			if err == nil {
+				break
+			}
+			if !github.IsBusy(err) || time.Now().After(deadline) {
+				return fmt.Errorf("delete just-in-time runner %d: %w", id, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(d.poll()):
+			}
+		}
+	}
+	return nil
+}

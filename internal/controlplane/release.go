@@ -44,12 +44,17 @@ func (d *Deps) ReleaseInstance(ctx context.Context, runID, id string) (Outcome, 
 	if err != nil {
 		return Untouched, err
 	}
-	removal, err := d.RemovalFor(ctx, inst.Owner)
-	if err != nil {
-		// Without a remove token the agent cannot deregister cleanly: retire
-		// the instance rather than pool a runner still known to GitHub.
-		d.expire(ctx, inst.Ref(), err.Error())
-		return Expired, nil
+	var removal *state.Registration
+	if !p.JIT() {
+		// A just-in-time runner needs no token: the control plane deletes
+		// it below.
+		if removal, err = d.RemovalFor(ctx, inst.Owner); err != nil {
+			// Without a remove token the agent cannot deregister cleanly:
+			// retire the instance rather than pool a runner still known
+			// to GitHub.
+			d.expire(ctx, inst.Ref(), err.Error())
+			return Expired, nil
+		}
 	}
 	idle, err := d.Store.Release(ctx, inst.Ref(), runID, state.D(p.Timings.IdleTTL), removal)
 	switch state.ClauseOf(err) {
@@ -65,6 +70,12 @@ func (d *Deps) ReleaseInstance(ctx context.Context, runID, id string) (Outcome, 
 	cleanWait := state.D(p.Timings.ReleaseWait)
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-5*time.Second < cleanWait {
 		cleanWait = time.Until(dl) - 5*time.Second
+	}
+	if p.JIT() {
+		if err := d.deleteJITRunners(ctx, inst, cleanWait); err != nil {
+			d.expire(ctx, idle.Ref(), err.Error())
+			return Expired, nil
+		}
 	}
 	if pooled, _ := d.Repool(ctx, idle, p, cleanWait); pooled {
 		return Released, nil

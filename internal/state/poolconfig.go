@@ -119,8 +119,22 @@ type PoolConfig struct {
 	// RunnerGroup is the organization's runner group the runners join;
 	// empty: its default group.
 	RunnerGroup string `dynamodbav:"runnerGroup,omitempty" json:"runnerGroup,omitempty"`
-	UpdatedAt   int64  `dynamodbav:"updatedAt" json:"updatedAt,omitempty"`
+	// Registration is how runners are registered: RegistrationJIT (a
+	// single-job configuration per job, minted by the control plane) or
+	// RegistrationToken (config.sh with a registration token, also when
+	// empty; for GitHub Enterprise Server versions without JIT).
+	Registration string `dynamodbav:"registration,omitempty" json:"registration,omitempty"`
+	UpdatedAt    int64  `dynamodbav:"updatedAt" json:"updatedAt,omitempty"`
 }
+
+// How runners are registered.
+const (
+	RegistrationJIT   = "jit"
+	RegistrationToken = "token"
+)
+
+// JIT says whether the pool's runners are just-in-time runners.
+func (p *PoolConfig) JIT() bool { return p.Registration == RegistrationJIT }
 
 // How a run's runner label is made.
 const (
@@ -171,6 +185,8 @@ func (p PoolConfig) Validate() error {
 		return fmt.Errorf("os: %q must be linux or windows", p.OS)
 	case p.RunnerLabel != "" && p.RunnerLabel != LabelMinted && p.RunnerLabel != LabelRunID:
 		return fmt.Errorf("runnerLabel: %q must be %s or %s", p.RunnerLabel, LabelMinted, LabelRunID)
+	case p.Registration != "" && p.Registration != RegistrationJIT && p.Registration != RegistrationToken:
+		return fmt.Errorf("registration: %q must be %s or %s", p.Registration, RegistrationJIT, RegistrationToken)
 	}
 	for i, t := range p.InstanceTypes {
 		if !instanceTypeRE.MatchString(t) {

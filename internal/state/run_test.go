@@ -82,6 +82,7 @@ func TestPoolConfigValidation(t *testing.T) {
 		{"usageClass:", func(p *PoolConfig) { p.UsageClass = "reserved" }},
 		{"maxInstances:", func(p *PoolConfig) { p.MaxInstances = 0 }},
 		{"os:", func(p *PoolConfig) { p.OS = "macos" }},
+		{"registration:", func(p *PoolConfig) { p.Registration = "pat" }},
 		{"timings.idleTTL:", func(p *PoolConfig) { p.Timings.IdleTTL = -1 }},
 		{"timings.staleAfter:", func(p *PoolConfig) { p.Timings.HeartbeatInterval, p.Timings.StaleAfter = 15, 20 }},
 		{"idleWindows[0].cron:", func(p *PoolConfig) { p.IdleWindows[0].Cron = "cron(0 8 * * ? *)" }},

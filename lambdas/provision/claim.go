@@ -196,12 +196,16 @@ func (p *provisioner) record(ctx context.Context, launched []Launched, assignmen
 	g.SetLimit(16)
 	for _, l := range launched {
 		g.Go(func() error {
-			material := *reg
-			material.Assignment = assignment
+			var material *state.Registration
+			if reg != nil { // none in a just-in-time pool
+				m := *reg
+				m.Assignment = assignment
+				material = &m
+			}
 			inst, err := p.d.Store.Create(gctx, state.NewInstance{
 				ID: l.ID, Pool: p.req.Pool, Owner: p.req.Owner, RunID: p.req.RunID, Assignment: assignment,
 				InstanceType: l.InstanceType, UsageClass: l.UsageClass, LaunchTemplateVersion: p.req.pool.LaunchTemplateVersion,
-				LaunchedAt: l.LaunchedAt, TTL: state.D(p.req.pool.Timings.CreatedTTL), Registration: &material,
+				LaunchedAt: l.LaunchedAt, TTL: state.D(p.req.pool.Timings.CreatedTTL), Registration: material,
 			})
 			if err != nil {
 				return fmt.Errorf("record instance %s: %w", l.ID, err)

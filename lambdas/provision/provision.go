@@ -329,6 +329,9 @@ type provisioner struct {
 	cleanup context.Context
 	giving  sync.WaitGroup // instances being given back
 
+	// jitGroup is the runner group id of a just-in-time pool's runners.
+	jitGroup int64
+
 	mu      sync.Mutex
 	mine    map[string]*member // every instance this provision touched
 	created int
@@ -345,11 +348,22 @@ type member struct {
 
 func (p *provisioner) provision(ctx context.Context) (*Output, error) {
 	p.mine = map[string]*member{}
-	reg, err := p.d.RegistrationFor(ctx, p.req.Owner)
-	if err != nil {
-		return nil, err
+	// A just-in-time pool's instances get no token: each gets its first
+	// configuration once claimed or recorded (waitOne).
+	var reg *state.Registration
+	if p.req.pool.JIT() {
+		group, err := p.d.GroupID(ctx, p.req.pool)
+		if err != nil {
+			return nil, err
+		}
+		p.jitGroup = group
+	} else {
+		var err error
+		if reg, err = p.d.RegistrationFor(ctx, p.req.Owner); err != nil {
+			return nil, err
+		}
+		reg.Labels, reg.Group = p.label, p.req.pool.RunnerGroup
 	}
-	reg.Labels, reg.Group = p.label, p.req.pool.RunnerGroup
 	claimed := p.claim(ctx, p.req.count, reg)
 	if missing := p.req.count - claimed; missing > 0 {
 		if _, err := p.create(ctx, missing, reg); err != nil {

@@ -86,6 +86,17 @@ func (p *provisioner) waitOne(ctx context.Context, m *member) error {
 	// instance whose runner registered leaves that runner taking the run's
 	// jobs on an instance the run was not given. Refresh expires idle
 	// instances whose agent went silent, so dead ones are rarely claimed.
+	if p.req.pool.JIT() && m.inst.JITSeq == 0 {
+		// The instance's first single-job runner, written into its
+		// record (MintJIT deletes it again if the write loses).
+		inst, err := p.d.MintJIT(wctx, m.inst, 1, p.label, p.jitGroup)
+		if err != nil {
+			return fmt.Errorf("its first just-in-time runner: %w", err)
+		}
+		p.mu.Lock()
+		m.inst = inst
+		p.mu.Unlock()
+	}
 	if _, err := p.d.Store.WaitSignal(wctx, m.inst.ID, m.inst.Assignment, state.SignalRegOK, state.SignalRegFailed, p.d.Poll); err != nil {
 		return err
 	}
@@ -106,6 +117,15 @@ func (p *provisioner) waitOne(ctx context.Context, m *member) error {
 	return nil
 }
 
+// runnerName is the name of an instance's runner during provision: its
+// first just-in-time runner, or the one config.sh registers.
+func (p *provisioner) runnerName(inst *state.Instance) string {
+	if p.req.pool.JIT() {
+		return state.JITRunnerName(inst.Uses, 1, inst.ID)
+	}
+	return state.RunnerName(inst.Uses, inst.ID)
+}
+
 // giveUp retires a member that will not become ready, within the cleanup
 // deadline. Its runner goes first: an agent whose note was never seen (its
 // record throttled, say) may have registered, and that runner would take
@@ -119,7 +139,7 @@ func (p *provisioner) waitOne(ctx context.Context, m *member) error {
 func (p *provisioner) giveUp(m *member, why error) {
 	ctx := p.cleanup
 	p.forget(m.inst.ID)
-	err := p.d.Unregister(ctx, p.req.Owner, state.RunnerName(m.inst.Uses, m.inst.ID))
+	err := p.d.Unregister(ctx, p.req.Owner, p.runnerName(m.inst))
 	if github.IsBusy(err) {
 		p.keepBusy(ctx, m)
 		return
@@ -174,7 +194,7 @@ func (p *provisioner) giveUp(m *member, why error) {
 // instance's lease and refresh end it.
 func (p *provisioner) watchRunner(ctx context.Context, m *member) {
 	until := time.Now().Add(withinCleanup(ctx, 30*time.Second))
-	name := state.RunnerName(m.inst.Uses, m.inst.ID)
+	name := p.runnerName(m.inst)
 	// giveUp has just looked: the first look is one interval on.
 	for time.Now().Add(2 * time.Second).Before(until) {
 		select {
