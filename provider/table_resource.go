@@ -271,7 +271,9 @@ func (keepWhileStreamUnchanged) Description(context.Context) string {
 	return "the stream's ARN stays while stream does not change"
 }
 
-func (m keepWhileStreamUnchanged) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
+func (m keepWhileStreamUnchanged) MarkdownDescription(ctx context.Context) string {
+	return m.Description(ctx)
+}
 
 func (keepWhileStreamUnchanged) PlanModifyString(ctx context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
 	if req.State.Raw.IsNull() {
