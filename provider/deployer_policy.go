@@ -62,6 +62,15 @@ func deployerPolicy(d deployment) string {
 			Action: []string{"lambda:CreateFunction", "lambda:DeleteFunction", "lambda:DeleteFunctionConcurrency", "lambda:GetFunction",
 				"lambda:GetFunctionConcurrency", "lambda:GetFunctionEventInvokeConfig", "lambda:ListTags", "lambda:PutFunctionConcurrency",
 				"lambda:PutFunctionEventInvokeConfig", "lambda:TagResource", "lambda:UntagResource", "lambda:UpdateFunctionCode", "lambda:UpdateFunctionConfiguration"}},
+		// The jit function's source, the table's stream: mappings are
+		// created and deleted for the deployment's functions only.
+		policyStatement{Sid: "StreamSources", Effect: "Allow", Resource: []string{"*"},
+			Action:    []string{"lambda:CreateEventSourceMapping"},
+			Condition: map[string]map[string]any{"StringLike": {"lambda:FunctionArn": arn("lambda", "function:"+d.namePrefix+"-*")}}},
+		policyStatement{Sid: "StreamSourceChanges", Effect: "Allow", Resource: []string{arn("lambda", "event-source-mapping:*")},
+			Action:    []string{"lambda:DeleteEventSourceMapping"},
+			Condition: map[string]map[string]any{"StringLike": {"lambda:FunctionArn": arn("lambda", "function:"+d.namePrefix+"-*")}}},
+		policyStatement{Sid: "ListStreamSources", Effect: "Allow", Resource: []string{"*"}, Action: []string{"lambda:ListEventSourceMappings"}},
 		policyStatement{Sid: "FunctionLogs", Effect: "Allow", Resource: []string{arn("logs", "log-group:/aws/lambda/"+d.namePrefix+"-*")},
 			Action: []string{"logs:CreateLogGroup", "logs:DeleteLogGroup", "logs:PutRetentionPolicy", "logs:TagLogGroup", "logs:TagResource", "logs:UntagResource"}},
 		policyStatement{Sid: "ListLogGroups", Effect: "Allow", Action: []string{"logs:DescribeLogGroups"}, Resource: []string{arn("logs", "log-group:*")}},
@@ -70,7 +79,7 @@ func deployerPolicy(d deployment) string {
 		policyStatement{Sid: "StateTable", Effect: "Allow", Resource: []string{arn("dynamodb", "table/"+d.namePrefix+"-*"), arn("dynamodb", "table/"+d.namePrefix+"-*/index/*")},
 			Action: []string{"dynamodb:BatchGetItem", "dynamodb:CreateTable", "dynamodb:DeleteItem", "dynamodb:DeleteTable", "dynamodb:DescribeContinuousBackups",
 				"dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive", "dynamodb:GetItem", "dynamodb:ListTagsOfResource", "dynamodb:PutItem", "dynamodb:Query",
-				"dynamodb:TagResource", "dynamodb:UntagResource", "dynamodb:UpdateContinuousBackups", "dynamodb:UpdateItem", "dynamodb:UpdateTimeToLive"}},
+				"dynamodb:TagResource", "dynamodb:UntagResource", "dynamodb:UpdateContinuousBackups", "dynamodb:UpdateItem", "dynamodb:UpdateTable", "dynamodb:UpdateTimeToLive"}},
 		// A table encrypted with the team's key: DynamoDB checks the key
 		// with the caller's permissions when the table is made.
 		policyStatement{Sid: "StateTableKey", Effect: "Allow", Resource: []string{arn("kms", "key/*")},

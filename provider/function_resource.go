@@ -318,6 +318,10 @@ func (r *functionResource) Delete(ctx context.Context, req resource.DeleteReques
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	if err := r.deleteStreamSources(ctx, st.ID.ValueString()); err != nil {
+		resp.Diagnostics.AddError("Deleting the function's stream source failed", err.Error())
+		return
+	}
 	if _, err := r.c.aws.Lambda().DeleteFunction(ctx, &lambda.DeleteFunctionInput{FunctionName: aws.String(st.ID.ValueString())}); awserr.IgnoreNotFound(err) != nil {
 		resp.Diagnostics.AddError("Deleting the function failed", err.Error())
 		return
@@ -430,7 +434,7 @@ func (r *functionResource) applySettings(ctx context.Context, m functionModel) e
 	if err != nil {
 		return fmt.Errorf("asynchronous invocation config: %w", err)
 	}
-	return nil
+	return r.ensureStreamSource(ctx, m)
 }
 
 // ensureLogGroup makes the function's log group, or takes the one that

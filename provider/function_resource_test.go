@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
@@ -349,6 +350,50 @@ func TestAccFunction_newBundleIsAnUpdate(t *testing.T) {
 				}},
 				Check: resource.TestCheckResourceAttr("ghrunner_function.fn", "code_sha256", base64.StdEncoding.EncodeToString(sum[:])),
 			},
+		},
+	})
+}
+
+// TestAccFunction_jitReadsTheTablesStream: the jit function gets an event
+// source mapping from the state table's stream (requests only, partial
+// batch responses), and none is left when it is destroyed; on a table
+// without a stream it is refused, saying what to set.
+func TestAccFunction_jitReadsTheTablesStream(t *testing.T) {
+	table, name := awstest.Name(t, "tbl"), awstest.Name(t, "fn")
+	config := func(stream bool) string {
+		return strings.Replace(functionConfig(table, name, bundle.HandlerJIT, ""), "resource \"ghrunner_table\" \"state\" {\n", fmt.Sprintf("resource \"ghrunner_table\" \"state\" {\n  stream = %t\n", stream), 1)
+	}
+	mappings := func() ([]lambdatypes.EventSourceMappingConfiguration, error) {
+		out, err := env.Config(&testing.T{}).Lambda().ListEventSourceMappings(context.Background(), &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(name)})
+		if err != nil {
+			return nil, err
+		}
+		return out.EventSourceMappings, nil
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy: resource.ComposeAggregateTestCheckFunc(checkDestroyed, func(*terraform.State) error {
+			if ms, err := mappings(); err == nil && len(ms) > 0 {
+				return fmt.Errorf("event source mappings left: %+v", ms)
+			}
+			return nil
+		}),
+		Steps: []resource.TestStep{
+			{Config: config(false), ExpectError: regexp.MustCompile(`has no stream[\s\S]*set stream = true`)},
+			{Config: config(true), Check: func(s *terraform.State) error {
+				ms, err := mappings()
+				if err != nil || len(ms) != 1 {
+					return fmt.Errorf("mappings %+v %v, want one", ms, err)
+				}
+				m, stream := ms[0], s.RootModule().Resources["ghrunner_table.state"].Primary.Attributes["stream_arn"]
+				if aws.ToString(m.EventSourceArn) != stream || len(m.FunctionResponseTypes) != 1 || m.FunctionResponseTypes[0] != lambdatypes.FunctionResponseTypeReportBatchItemFailures {
+					return fmt.Errorf("mapping %+v, want the table's stream %s with partial batch responses", m, stream)
+				}
+				if m.FilterCriteria == nil || len(m.FilterCriteria.Filters) != 1 || !strings.Contains(aws.ToString(m.FilterCriteria.Filters[0].Pattern), "UD_JIT_NEXT") {
+					return fmt.Errorf("mapping filter %+v, want requests only", m.FilterCriteria)
+				}
+				return nil
+			}},
 		},
 	})
 }
