@@ -73,7 +73,7 @@ func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diag
 		LaunchTemplateID: m.LaunchTemplateID.ValueString(), LaunchTemplateVersion: m.LaunchTemplateVersion.ValueString(),
 		InstanceTypes: types_, SubnetIDs: subnets, UsageClass: m.UsageClass.ValueString(), OnDemandFallback: m.OnDemandFallback.ValueBool(),
 		MaxInstances: int(m.MaxInstances.ValueInt64()), OS: "linux", UpdatedAt: time.Now().Unix(),
-		RunnerLabel: m.RunnerLabel.ValueString(), RunnerGroup: m.RunnerGroup.ValueString(),
+		RunnerLabel: m.RunnerLabel.ValueString(), RunnerGroup: m.RunnerGroup.ValueString(), Registration: m.Registration.ValueString(),
 		Timings: state.Timings{
 			CreatedTTL: m.CreatedTTL.ValueInt64(), ClaimTTL: m.ClaimTTL.ValueInt64(), MaxRuntime: m.MaxRuntime.ValueInt64(), IdleTTL: m.IdleTTL.ValueInt64(),
 			BootTime: m.BootTime.ValueInt64(), MinRunningTime: m.MinRunningTime.ValueInt64(), HeartbeatInterval: m.HeartbeatInterval.ValueInt64(),
@@ -111,6 +111,7 @@ func (m *poolModel) setFromConfigItem(ctx context.Context, table string, cfg *st
 	m.MaxInstances = types.Int64Value(int64(cfg.MaxInstances))
 	m.RunnerLabel = types.StringValue(cmp.Or(cfg.RunnerLabel, state.LabelMinted))
 	m.RunnerGroup = optional(cfg.RunnerGroup)
+	m.Registration = types.StringValue(cmp.Or(cfg.Registration, state.RegistrationToken))
 	t := cfg.Timings
 	m.CreatedTTL, m.ClaimTTL, m.MaxRuntime, m.IdleTTL = types.Int64Value(t.CreatedTTL), types.Int64Value(t.ClaimTTL), types.Int64Value(t.MaxRuntime), types.Int64Value(t.IdleTTL)
 	m.BootTime, m.MinRunningTime, m.HeartbeatInterval = types.Int64Value(t.BootTime), types.Int64Value(t.MinRunningTime), types.Int64Value(t.HeartbeatInterval)

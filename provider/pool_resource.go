@@ -66,6 +66,7 @@ type poolModel struct {
 	KeepDockerImages types.Bool   `tfsdk:"keep_docker_images"`
 	RunnerLabel      types.String `tfsdk:"runner_label"`
 	RunnerGroup      types.String `tfsdk:"runner_group"`
+	Registration     types.String `tfsdk:"registration"`
 	RunnerTarballURL types.String `tfsdk:"runner_tarball_url"`
 	RunnerTarballSHA types.String `tfsdk:"runner_tarball_sha256"`
 	IdleWindows      types.List   `tfsdk:"idle_windows"`
@@ -165,6 +166,12 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 					"repositories can send jobs to the runners: create one that lists only the repositories of this pool. Unset: the organization's " +
 					"default group, open to every repository allowed to use it (a warning at plan time for organization pools). Not for repository pools.",
 				Validators: []validator.String{stringvalidator.LengthBetween(1, 255)}},
+			"registration": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(state.RegistrationJIT),
+				Description: "How runners are registered. `jit` (default): for every job the control plane asks GitHub for a just-in-time runner " +
+					"(generate-jitconfig) and writes its single-job configuration into the instance's record; no GitHub token ever reaches the instance, " +
+					"and a runner left by a dead instance takes no job. Needs the table's `stream` and the `jit` function. `token`: `config.sh` with " +
+					"a registration token per run, for GitHub Enterprise Server versions without just-in-time runners.",
+				Validators: []validator.String{stringvalidator.OneOf(state.RegistrationJIT, state.RegistrationToken)}},
 			"usage_class": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("spot"),
 				Description: "`spot` or `on-demand`. Default spot.", Validators: []validator.String{stringvalidator.OneOf("spot", "on-demand")}},
 			"on_demand_fallback": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
@@ -311,6 +318,12 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	if err != nil {
 		diags.AddAttributeError(path.Root("table"), "State table not found", err.Error())
 		return diags
+	}
+	if plan.Registration.ValueString() == state.RegistrationJIT {
+		if err := tableHasStream(ctx, r.c, plan.Table.ValueString()); err != nil {
+			diags.AddAttributeError(path.Root("registration"), "Just-in-time runners need the table's stream", err.Error())
+			return diags
+		}
 	}
 	if diags.Append(r.resolveImage(ctx, plan)...); diags.HasError() {
 		return diags

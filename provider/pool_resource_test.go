@@ -41,7 +41,8 @@ func newPoolFixture(t *testing.T) poolFixture {
 func (f poolFixture) config(extra string) string {
 	return providerConfig() + fmt.Sprintf(`
 resource "ghrunner_table" "state" {
-  name = %q
+  name   = %q
+  stream = true
 }
 resource "ghrunner_queue" "linux" {
   name = %q
@@ -151,6 +152,7 @@ const poolExtra = `
 const runnerGroupExtra = `
   runner_group = "ci"
   runner_label = "run_id"
+  registration = "token"
 `
 
 // checkRunnerLabel asserts how the pool's runners are labelled and grouped.
@@ -162,6 +164,10 @@ func (f poolFixture) checkRunnerLabel(label, group string) resource.TestCheckFun
 		}
 		if cmp.Or(cfg.RunnerLabel, state.LabelMinted) != label || cfg.RunnerGroup != group {
 			return fmt.Errorf("pool config item: runnerLabel %q runnerGroup %q, want %q %q", cfg.RunnerLabel, cfg.RunnerGroup, label, group)
+		}
+		// Just-in-time by default; the run-id label step also goes back to tokens.
+		if want := map[bool]string{true: state.RegistrationJIT, false: state.RegistrationToken}[group == ""]; cfg.Registration != want {
+			return fmt.Errorf("pool config item: registration %q, want %q", cfg.Registration, want)
 		}
 		return nil
 	}

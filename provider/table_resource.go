@@ -321,6 +321,19 @@ func (r *tableResource) listTags(ctx context.Context, arn string) (map[string]st
 	}
 }
 
+// tableHasStream says, as an error naming what to set, when the table has
+// no stream of new images (just-in-time pools need one).
+func tableHasStream(ctx context.Context, c *clients, table string) error {
+	out, err := c.aws.DynamoDB().DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return err
+	}
+	if spec := out.Table.StreamSpecification; spec == nil || !aws.ToBool(spec.StreamEnabled) {
+		return fmt.Errorf("table %q has no stream: set stream = true on its ghrunner_table (and deploy the jit function), or registration = \"token\"", table)
+	}
+	return nil
+}
+
 // stateTableARN is the ARN of the state table a function or a pool names.
 // It also returns the table's KMS key when one encrypts it (the roles that
 // use the table need it); "" for the AWS owned key.

@@ -490,7 +490,9 @@ func fromGitHub(r *gh.Runner) Runner {
 	return out
 }
 
-var runnerNameRE = regexp.MustCompile(`^ghr-[0-9]+-(i-[0-9A-Za-z]+)$`)
+// ghr-<uses>-<instanceId>, or ghr-<uses>-<n>-<instanceId> for the nth
+// just-in-time runner of a use.
+var runnerNameRE = regexp.MustCompile(`^ghr-[0-9]+-(?:[0-9]+-)?(i-[0-9A-Za-z]+)$`)
 
 // InstanceOf returns the instance id a runner name of ours
 // (state.RunnerName) ends with.

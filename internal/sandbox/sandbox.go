@@ -74,6 +74,7 @@ type Sandbox struct {
 	functions *functions
 	instances *instancehost.Host
 	schedules *schedules
+	streams   *streams
 	iam       *iamGate
 	evaluator *iamsim.Evaluator
 
@@ -190,12 +191,16 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 		return nil, err
 	}
 	s.schedules = startSchedules(s.AWS.Scheduler(), s.functions, o.Logs)
+	s.streams = startStreams(s.AWS.Lambda(), s.functions, s.Moto.URL, o.Logs)
 	return s, nil
 }
 
 // Stop ends everything it started: agents and their runners, functions,
 // the ticker, the endpoint, the fake GitHub and moto.
 func (s *Sandbox) Stop() {
+	if s.streams != nil {
+		s.streams.stop()
+	}
 	if s.schedules != nil {
 		s.schedules.stop()
 	}

@@ -1,5 +1,6 @@
 locals {
-  handlers = toset(["provision", "release", "refresh", "scale-down"])
+  # jit answers the agents' requests for just-in-time runners, from the table's stream.
+  handlers = toset(["provision", "jit", "release", "refresh", "scale-down"])
   # Handlers the schedules run; provision and release are invoked by workflows.
   scheduled = {
     refresh    = var.refresh_schedule
@@ -9,6 +10,7 @@ locals {
 
 resource "ghrunner_table" "state" {
   name                   = "${var.prefix}-state"
+  stream                 = true
   point_in_time_recovery = var.point_in_time_recovery
   tags                   = var.tags
 }
@@ -43,6 +45,7 @@ resource "ghrunner_pool" "pool" {
   runner_label       = each.value.runner_label
   runner_group       = each.value.runner_group
   keep_docker_images = each.value.keep_docker_images
+  registration       = each.value.registration
   idle_windows       = each.value.idle_windows
   tags               = var.tags
 

@@ -42,6 +42,7 @@ variable "pools" {
     runner_label       = optional(string, "minted")
     runner_group       = optional(string)
     keep_docker_images = optional(bool, false)
+    registration       = optional(string, "jit")
     idle_windows = optional(list(object({
       cron              = string
       time_zone         = optional(string, "UTC")

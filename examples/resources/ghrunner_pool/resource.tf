@@ -1,5 +1,6 @@
 resource "ghrunner_table" "state" {
-  name = "ci-state"
+  name   = "ci-state"
+  stream = true # just-in-time runners (the pool's default registration)
 }
 
 resource "ghrunner_queue" "linux" {

@@ -34,10 +34,17 @@ func New(ctx context.Context, db *dynamodb.Client, url, region, table string) (*
 	if err != nil {
 		return nil, err
 	}
-	p := &Poller{url: url, region: region, arn: aws.ToString(out.Table.LatestStreamArn), next: map[string]string{}}
-	if p.arn == "" {
+	if aws.ToString(out.Table.LatestStreamArn) == "" {
 		return nil, fmt.Errorf("table %s has no stream", table)
 	}
+	return Open(ctx, url, region, aws.ToString(out.Table.LatestStreamArn), "TRIM_HORIZON")
+}
+
+// Open opens every shard of a stream at position: TRIM_HORIZON (its
+// oldest record) or LATEST (what comes next), as a mapping's starting
+// position says.
+func Open(ctx context.Context, url, region, streamARN, position string) (*Poller, error) {
+	p := &Poller{url: url, region: region, arn: streamARN, next: map[string]string{}}
 	var desc struct {
 		StreamDescription struct {
 			Shards []struct{ ShardId string }
@@ -47,7 +54,7 @@ func New(ctx context.Context, db *dynamodb.Client, url, region, table string) (*
 		return nil, err
 	}
 	for _, s := range desc.StreamDescription.Shards {
-		if err := p.open(ctx, s.ShardId, "TRIM_HORIZON", ""); err != nil {
+		if err := p.open(ctx, s.ShardId, position, ""); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,216 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/streampoll"
+)
+
+// streams plays the Lambda event source mappings deployed in moto (which
+// stores them and invokes nothing) from DynamoDB streams, as Lambda does:
+// each enabled mapping's stream is read from its starting position, the
+// records its filter passes are handed to its function in batches of at
+// most its batch size, and a partial batch response makes the shard be
+// read again from the first failed record.
+type streams struct {
+	lambda  *lambda.Client
+	fns     *functions
+	motoURL string
+	logs    io.Writer
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	mu      sync.Mutex
+	pollers map[string]*streampoll.Poller // by mapping UUID
+	batches map[string]int                // invocations per function
+}
+
+func startStreams(client *lambda.Client, fns *functions, motoURL string, logs io.Writer) *streams {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &streams{lambda: client, fns: fns, motoURL: motoURL, logs: logs, cancel: cancel, done: make(chan struct{}),
+		pollers: map[string]*streampoll.Poller{}, batches: map[string]int{}}
+	go s.loop(ctx)
+	return s
+}
+
+func (s *streams) stop() {
+	s.cancel()
+	<-s.done
+}
+
+// invocations is how many batches each function was handed.
+func (s *streams) invocations() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range s.batches {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *streams) loop(ctx context.Context) {
+	defer close(s.done)
+	var mappings []lambdatypes.EventSourceMappingConfiguration
+	listed := time.Time{}
+	for ctx.Err() == nil {
+		if time.Since(listed) > 2*time.Second {
+			out, err := s.lambda.ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{})
+			if err == nil {
+				mappings = out.EventSourceMappings
+			} else if ctx.Err() == nil {
+				fmt.Fprintf(s.logs, "sandbox: streams: list mappings: %v\n", err)
+			}
+			listed = time.Now()
+		}
+		for _, m := range mappings {
+			if aws.ToString(m.State) == "Disabled" {
+				continue
+			}
+			if err := s.serve(ctx, m); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(s.logs, "sandbox: streams: %s: %v\n", aws.ToString(m.FunctionArn), err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// serve reads one mapping's new records and hands them to its function.
+func (s *streams) serve(ctx context.Context, m lambdatypes.EventSourceMappingConfiguration) error {
+	id := aws.ToString(m.UUID)
+	s.mu.Lock()
+	p := s.pollers[id]
+	s.mu.Unlock()
+	if p == nil {
+		var err error
+		if p, err = streampoll.Open(ctx, s.motoURL, Region, aws.ToString(m.EventSourceArn), string(m.StartingPosition)); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.pollers[id] = p
+		s.mu.Unlock()
+	}
+	batches, err := p.Poll(ctx)
+	if err != nil {
+		return err
+	}
+	fn := functionName(aws.ToString(m.FunctionArn))
+	for _, b := range batches {
+		var ev struct{ Records []json.RawMessage }
+		if err := json.Unmarshal(b.Event, &ev); err != nil {
+			return err
+		}
+		var pass []json.RawMessage
+		for _, r := range ev.Records {
+			if passes(m.FilterCriteria, r) {
+				pass = append(pass, r)
+			}
+		}
+		size := max(int(aws.ToInt32(m.BatchSize)), 1)
+		for start := 0; start < len(pass); start += size {
+			chunk := pass[start:min(start+size, len(pass))]
+			payload, _ := json.Marshal(map[string]any{"Records": chunk})
+			s.mu.Lock()
+			s.batches[fn]++
+			s.mu.Unlock()
+			res, err := s.fns.invoke(ctx, fn, payload)
+			if err == nil && res.FunctionError != "" {
+				err = fmt.Errorf("%s: %s", res.FunctionError, res.Payload)
+			}
+			var answer events.DynamoDBEventResponse
+			if err == nil {
+				json.Unmarshal(res.Payload, &answer)
+			}
+			first := ""
+			switch {
+			case err != nil:
+				// The whole batch is retried, from its first record.
+				first = sequenceOf(chunk[0])
+			case len(answer.BatchItemFailures) > 0:
+				first = answer.BatchItemFailures[0].ItemIdentifier
+			}
+			if first != "" {
+				if rerr := p.Retry(ctx, b.Shard, first); rerr != nil {
+					return rerr
+				}
+				if err != nil {
+					return err
+				}
+				break // the rest comes again from the retried record on
+			}
+		}
+	}
+	return nil
+}
+
+func sequenceOf(record json.RawMessage) string {
+	var r struct {
+		Dynamodb struct{ SequenceNumber string }
+	}
+	json.Unmarshal(record, &r)
+	return r.Dynamodb.SequenceNumber
+}
+
+// passes applies a mapping's filter criteria to one record as Lambda's
+// event filtering does: a record passes when any filter's pattern matches
+// it (no criteria: every record). Patterns hold nested objects and, at the
+// leaves, lists of values or {"exists": bool}: the forms ghrunner uses.
+func passes(c *lambdatypes.FilterCriteria, record json.RawMessage) bool {
+	if c == nil || len(c.Filters) == 0 {
+		return true
+	}
+	var r any
+	if json.Unmarshal(record, &r) != nil {
+		return false
+	}
+	for _, f := range c.Filters {
+		var pattern map[string]any
+		if json.Unmarshal([]byte(aws.ToString(f.Pattern)), &pattern) == nil && matches(pattern, r) {
+			return true
+		}
+	}
+	return false
+}
+
+func matches(pattern map[string]any, value any) bool {
+	obj, _ := value.(map[string]any)
+	for k, want := range pattern {
+		got, present := obj[k]
+		switch w := want.(type) {
+		case map[string]any:
+			if !present || !matches(w, got) {
+				return false
+			}
+		case []any:
+			ok := false
+			for _, alt := range w {
+				if m, isMap := alt.(map[string]any); isMap {
+					if exists, isBool := m["exists"].(bool); isBool && exists == present {
+						ok = true
+					}
+				} else if present && alt == got {
+					ok = true
+				}
+			}
+			if !ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
