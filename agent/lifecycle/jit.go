@@ -58,6 +58,9 @@ func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
 		a.Log.Warn("ask for the next just-in-time configuration", "err", err, "seq", next)
 		return
 	}
+	if a.jitAsked != next {
+		a.Log.Info("asked for the next just-in-time configuration", "seq", next, "assignment", rec.Assignment)
+	}
 	a.jitAsked, a.jitAskedAt = next, time.Now()
 }
 

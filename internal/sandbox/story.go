@@ -79,7 +79,7 @@ func (st *Story) Play(ctx context.Context) bool {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		a = st.workflow(ctx, "concurrent workflow A (2 runners)", "run-1003", 2, -1, -1, nil)
+		a = st.workflowJobs(ctx, "concurrent workflow A (2 runners, 6 jobs)", "run-1003", 2, 6, -1, -1, nil)
 	}()
 	go func() {
 		defer wg.Done()
@@ -158,6 +158,13 @@ func (st *Story) invoke(ctx context.Context, handler string, payload, out any) e
 // releases them; wantCreated/wantReused < 0 are not checked; sameAs, when
 // given, are the instances the workflow must reuse.
 func (st *Story) workflow(ctx context.Context, name, runID string, count, wantCreated, wantReused int, sameAs []string) []string {
+	return st.workflowJobs(ctx, name, runID, count, count, wantCreated, wantReused, sameAs)
+}
+
+// workflowJobs is a workflow whose run has more jobs than runners: each
+// job goes to a just-in-time runner of its own, and a runner's instance
+// takes the next job once the control plane answered its request.
+func (st *Story) workflowJobs(ctx context.Context, name, runID string, count, njobs, wantCreated, wantReused int, sameAs []string) []string {
 	start := time.Now()
 	var out provision.Output
 	err := st.invoke(ctx, "provision", map[string]any{"runId": runID, "pool": "linux", "instanceCount": count}, &out)
@@ -184,23 +191,26 @@ func (st *Story) workflow(ctx context.Context, name, runID string, count, wantCr
 	}
 
 	start = time.Now()
-	jobs := make([]int64, count)
+	jobs := make([]int64, njobs)
 	for i := range jobs {
 		jobs[i] = st.sb.GitHub.EnqueueJob(out.Label, "echo building "+runID)
 	}
 	ran, foreign := 0, 0
+	runners := map[string]bool{}
 	for _, id := range jobs {
 		job, err := st.sb.GitHub.WaitJobContext(ctx, id)
 		if err != nil || job.Result != "succeeded" {
 			continue
 		}
 		ran++
+		runners[job.Runner] = true
 		if inst, _ := github.InstanceOf(job.Runner); !slices.Contains(ids, inst) {
 			foreign++
 		}
 	}
-	st.record(Step{Name: name + ": jobs", Want: fmt.Sprintf("%d jobs on %s's runners", count, runID),
-		Got: fmt.Sprintf("%d/%d succeeded, %d on a runner of another run", ran, count, foreign), Took: time.Since(start), OK: ran == count && foreign == 0})
+	st.record(Step{Name: name + ": jobs", Want: fmt.Sprintf("%d jobs on %s's runners, one runner each", njobs, runID),
+		Got: fmt.Sprintf("%d/%d succeeded on %d runners, %d on a runner of another run", ran, njobs, len(runners), foreign), Took: time.Since(start),
+		OK: ran == njobs && foreign == 0 && len(runners) == njobs})
 
 	start = time.Now()
 	var rel release.Output

@@ -10,35 +10,37 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/streampoll"
 )
 
-// streams plays the Lambda event source mappings deployed in moto (which
-// stores them and invokes nothing) from DynamoDB streams, as Lambda does:
+// streams keeps the Lambda event source mappings terraform creates through
+// the front endpoint, and plays those from DynamoDB streams as Lambda does.
+// They are kept here, not in moto: moto, knowing a mapping, tries to run
+// the function itself on every write of the table and then empties the
+// stream's shard, which would leave nothing to read. Like Lambda:
 // each enabled mapping's stream is read from its starting position, the
 // records its filter passes are handed to its function in batches of at
 // most its batch size, and a partial batch response makes the shard be
 // read again from the first failed record.
 type streams struct {
-	lambda  *lambda.Client
 	fns     *functions
 	motoURL string
 	logs    io.Writer
 	cancel  context.CancelFunc
 	done    chan struct{}
 
-	mu      sync.Mutex
-	pollers map[string]*streampoll.Poller // by mapping UUID
-	batches map[string]int                // invocations per function
+	mu       sync.Mutex
+	mappings map[string]lambdatypes.EventSourceMappingConfiguration // by UUID
+	pollers  map[string]*streampoll.Poller                          // by mapping UUID
+	batches  map[string]int                                         // invocations per function
 }
 
-func startStreams(client *lambda.Client, fns *functions, motoURL string, logs io.Writer) *streams {
+func startStreams(fns *functions, motoURL string, logs io.Writer) *streams {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &streams{lambda: client, fns: fns, motoURL: motoURL, logs: logs, cancel: cancel, done: make(chan struct{}),
-		pollers: map[string]*streampoll.Poller{}, batches: map[string]int{}}
+	s := &streams{fns: fns, motoURL: motoURL, logs: logs, cancel: cancel, done: make(chan struct{}),
+		mappings: map[string]lambdatypes.EventSourceMappingConfiguration{}, pollers: map[string]*streampoll.Poller{}, batches: map[string]int{}}
 	go s.loop(ctx)
 	return s
 }
@@ -61,22 +63,14 @@ func (s *streams) invocations() map[string]int {
 
 func (s *streams) loop(ctx context.Context) {
 	defer close(s.done)
-	var mappings []lambdatypes.EventSourceMappingConfiguration
-	listed := time.Time{}
 	for ctx.Err() == nil {
-		if time.Since(listed) > 2*time.Second {
-			out, err := s.lambda.ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{})
-			if err == nil {
-				mappings = out.EventSourceMappings
-			} else if ctx.Err() == nil {
-				fmt.Fprintf(s.logs, "sandbox: streams: list mappings: %v\n", err)
-			}
-			listed = time.Now()
+		s.mu.Lock()
+		var mappings []lambdatypes.EventSourceMappingConfiguration
+		for _, m := range s.mappings {
+			mappings = append(mappings, m)
 		}
+		s.mu.Unlock()
 		for _, m := range mappings {
-			if aws.ToString(m.State) == "Disabled" {
-				continue
-			}
 			if err := s.serve(ctx, m); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(s.logs, "sandbox: streams: %s: %v\n", aws.ToString(m.FunctionArn), err)
 			}

@@ -47,6 +47,7 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*events.Dy
 	for _, r := range ev.Records {
 		id, ok := asksForJIT(r)
 		if !ok {
+			deps.Log.Debug("stream record without a request", "event", r.EventName, "keys", len(r.Change.Keys))
 			continue
 		}
 		if err := serve(ctx, deps, id); err != nil {
