@@ -170,7 +170,11 @@ func (c *chaos) checkHistory(ctx context.Context) (explained, v []string) {
 				judge(event, []string{id}, run.from, l.gone, true, func() string { return c.whatHappened(ctx, []string{id}, run.from, run.to, regs) })
 			}
 			for _, reg := range regs {
-				if inst, _ := github.InstanceOf(reg.Name); inst != id || reg.EndedBy == "replaced" || reg.To.IsZero() || !reg.To.After(run.from) || !reg.To.Before(run.to) {
+				// GitHub removes a just-in-time runner after its one job
+				// (ephemeral), or one no listener ever used: the run goes
+				// on with the next, which is not a deletion under it.
+				if inst, _ := github.InstanceOf(reg.Name); inst != id || reg.EndedBy == "replaced" || reg.EndedBy == "ephemeral" || reg.EndedBy == "jit-unused" ||
+					reg.To.IsZero() || !reg.To.After(run.from) || !reg.To.Before(run.to) {
 					continue
 				}
 				event := fmt.Sprintf("[6] runner %s %v of instance %s of %s [%s] was deleted (by the %s) at %s while the run used it (%s)",

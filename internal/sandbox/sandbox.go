@@ -159,7 +159,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	awsEnv := map[string]string{"AWS_ENDPOINT_URL": s.URL, "AWS_ACCESS_KEY_ID": "sandbox", "AWS_SECRET_ACCESS_KEY": "sandbox", "AWS_REGION": Region}
 	s.functions = newFunctions(s.AWS.Lambda(), filepath.Join(o.Repo, "provider", "assets"), filepath.Join(o.Dir, "bootstraps"), awsEnv, o.Logs)
 	s.functions.credentials = s.iam.issue
-	s.streams = startStreams(s.functions, s.Moto.URL, o.Logs)
+	s.streams = startStreams(s.functions, s.Moto, o.Logs)
 	s.front = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	go s.front.Serve(ln)
 
@@ -378,6 +378,10 @@ func (s *Sandbox) ScheduleFires() map[string]int { return s.schedules.counts() }
 // (nil: the function succeeded).
 func (s *Sandbox) ScheduleResults(name string) []error { return s.schedules.finished(name) }
 
+// Agent is the agent process of an instance (its folder, its runner user,
+// its pid), nil when the instance has none.
+func (s *Sandbox) Agent(instanceID string) *instancehost.Agent { return s.instances.Agent(instanceID) }
+
 // AgentErrors reports what went wrong starting agents.
 func (s *Sandbox) AgentErrors() []error { return s.instances.Errors() }
 
@@ -392,12 +396,6 @@ func (s *Sandbox) routes() http.Handler {
 		}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.serveInvoke)
-	for _, p := range []string{"/2015-03-31/event-source-mappings", "/2015-03-31/event-source-mappings/{$}"} {
-		mux.HandleFunc("POST "+p, s.serveCreateMapping)
-		mux.HandleFunc("GET "+p, s.serveListMappings)
-	}
-	mux.HandleFunc("GET /2015-03-31/event-source-mappings/{uuid}", s.serveGetMapping)
-	mux.HandleFunc("DELETE /2015-03-31/event-source-mappings/{uuid}", s.serveDeleteMapping)
 	mux.HandleFunc("POST /_sandbox/jobs", s.serveEnqueue)
 	mux.HandleFunc("GET /_sandbox/jobs/{id}", s.serveJob)
 	mux.Handle("/", s.iam.handler(s.withFaults(moto)))

@@ -12,35 +12,33 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/streampoll"
 )
 
-// streams keeps the Lambda event source mappings terraform creates through
-// the front endpoint, and plays those from DynamoDB streams as Lambda does.
-// They are kept here, not in moto: moto, knowing a mapping, tries to run
-// the function itself on every write of the table and then empties the
-// stream's shard, which would leave nothing to read. Like Lambda:
+// streams plays the Lambda event source mappings terraform created (kept by
+// the moto proxy, awstest, never by moto itself) from DynamoDB streams, as
+// Lambda does:
 // each enabled mapping's stream is read from its starting position, the
 // records its filter passes are handed to its function in batches of at
 // most its batch size, and a partial batch response makes the shard be
 // read again from the first failed record.
 type streams struct {
-	fns     *functions
-	motoURL string
-	logs    io.Writer
-	cancel  context.CancelFunc
-	done    chan struct{}
+	fns    *functions
+	moto   *awstest.Moto
+	logs   io.Writer
+	cancel context.CancelFunc
+	done   chan struct{}
 
-	mu       sync.Mutex
-	mappings map[string]lambdatypes.EventSourceMappingConfiguration // by UUID
-	pollers  map[string]*streampoll.Poller                          // by mapping UUID
-	batches  map[string]int                                         // invocations per function
+	mu      sync.Mutex
+	pollers map[string]*streampoll.Poller // by mapping UUID
+	batches map[string]int                // invocations per function
 }
 
-func startStreams(fns *functions, motoURL string, logs io.Writer) *streams {
+func startStreams(fns *functions, moto *awstest.Moto, logs io.Writer) *streams {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &streams{fns: fns, motoURL: motoURL, logs: logs, cancel: cancel, done: make(chan struct{}),
-		mappings: map[string]lambdatypes.EventSourceMappingConfiguration{}, pollers: map[string]*streampoll.Poller{}, batches: map[string]int{}}
+	s := &streams{fns: fns, moto: moto, logs: logs, cancel: cancel, done: make(chan struct{}),
+		pollers: map[string]*streampoll.Poller{}, batches: map[string]int{}}
 	go s.loop(ctx)
 	return s
 }
@@ -64,13 +62,10 @@ func (s *streams) invocations() map[string]int {
 func (s *streams) loop(ctx context.Context) {
 	defer close(s.done)
 	for ctx.Err() == nil {
-		s.mu.Lock()
-		var mappings []lambdatypes.EventSourceMappingConfiguration
-		for _, m := range s.mappings {
-			mappings = append(mappings, m)
-		}
-		s.mu.Unlock()
-		for _, m := range mappings {
+		for _, m := range s.moto.Mappings() {
+			if aws.ToString(m.State) != "Enabled" {
+				continue
+			}
 			if err := s.serve(ctx, m); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(s.logs, "sandbox: streams: %s: %v\n", aws.ToString(m.FunctionArn), err)
 			}
@@ -90,7 +85,7 @@ func (s *streams) serve(ctx context.Context, m lambdatypes.EventSourceMappingCon
 	s.mu.Unlock()
 	if p == nil {
 		var err error
-		if p, err = streampoll.Open(ctx, s.motoURL, Region, aws.ToString(m.EventSourceArn), string(m.StartingPosition)); err != nil {
+		if p, err = streampoll.Open(ctx, s.moto.URL, Region, aws.ToString(m.EventSourceArn), string(m.StartingPosition)); err != nil {
 			return err
 		}
 		s.mu.Lock()

@@ -157,8 +157,8 @@ func TestModuleApplyDestroy(t *testing.T) {
 	start := time.Now()
 	plan := tf(t, dir, cliConfig, "plan", "-input=false", "-no-color", "-out=tfplan")
 	t.Logf("terraform plan of the module (2 pools, nothing deployed yet): %.1fs", time.Since(start).Seconds())
-	if !strings.Contains(plan, "Plan: 12 to add") {
-		t.Errorf("plan does not add the 12 objects (table, 2 queues, 2 pools, 4 functions, 2 schedules, the invoker role):\n%s", lastLines(plan, 5))
+	if !strings.Contains(plan, "Plan: 13 to add") {
+		t.Errorf("plan does not add the 13 objects (table, 2 queues, 2 pools, 5 functions, 2 schedules, the invoker role):\n%s", lastLines(plan, 5))
 	}
 	tf(t, dir, cliConfig, "apply", "-input=false", "-no-color", "tfplan")
 
@@ -180,6 +180,11 @@ func TestModuleApplyDestroy(t *testing.T) {
 	if got.TableName != "ci-state" || got.FunctionNames["provision"] != "ci-provision" || got.FunctionNames["scale-down"] != "ci-scale-down" ||
 		len(got.QueueURLs) != 2 || got.ScheduleNames["refresh"] != "ci-refresh" || !strings.HasSuffix(got.InvokerRole, ":role/ghr-modtest-us-east-1-invoke-ci") {
 		t.Fatalf("outputs %+v", got)
+	}
+	// The jit function is fed by the table's stream (the mapping is kept
+	// by the moto proxy: awstest/mappings.go).
+	if ms := env.Mappings(); len(ms) != 1 || !strings.HasSuffix(aws.ToString(ms[0].FunctionArn), ":function:ci-jit") || !strings.Contains(aws.ToString(ms[0].EventSourceArn), "table/ci-state/stream/") {
+		t.Errorf("event source mappings %+v, want ci-jit's from the table's stream", ms)
 	}
 	pools, err := state.New(env.Config(t).DynamoDB(), got.TableName).ListPoolConfigs(context.Background())
 	if err != nil || len(pools) != 2 || pools[1].Owner != "acme/api" || pools[1].Timings.MaxUses != 10 || len(pools[0].IdleWindows) != 1 {

@@ -49,6 +49,7 @@ type Moto struct {
 	log      *testbin.Buffer
 	requests atomic.Int64
 	byTarget sync.Map // X-Amz-Target or Action -> *atomic.Int64
+	mappings mappingStore
 }
 
 // Main starts moto, runs the tests and stops it. A missing moto_server fails
@@ -124,6 +125,9 @@ func (e *Moto) startProxy() error {
 	var dynamo sync.Mutex
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.requests.Add(1)
+		if e.serveMappings(w, r) {
+			return
+		}
 		op := r.Header.Get("X-Amz-Target")
 		if op == "" {
 			op = actionOf(r)

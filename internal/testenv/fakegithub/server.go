@@ -364,6 +364,22 @@ func (s *Server) Count(pattern string) int {
 	return s.counts[pattern]
 }
 
+// IssuedTokens lists every installation, registration and remove token
+// the server ever issued: what must never reach an instance of a
+// just-in-time pool.
+func (s *Server) IssuedTokens() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for t := range s.instTokens {
+		out = append(out, t)
+	}
+	for t := range s.runnerTokens {
+		out = append(out, t)
+	}
+	return out
+}
+
 // Counts returns a copy of every route's count.
 func (s *Server) Counts() map[string]int {
 	s.mu.Lock()

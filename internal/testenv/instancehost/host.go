@@ -364,6 +364,19 @@ func (h *Host) stopAgent(a *Agent) {
 
 // exitedLongAgo: like systemd's RestartSec=1, an agent that keeps failing
 // is restarted once a second, not in a tight loop. Called with h.mu held.
+// PID is the agent process's id, 0 when it is not running.
+func (a *Agent) PID() int {
+	if a.cmd == nil || a.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-a.exited:
+		return 0
+	default:
+		return a.cmd.Process.Pid
+	}
+}
+
 func (a *Agent) exitedLongAgo() bool {
 	select {
 	case <-a.exited:
