@@ -87,6 +87,9 @@ func (s *Store) PutJIT(ctx context.Context, instanceID, assignment string, reg R
 		id:         instanceID,
 		checks:     []check{exists(), stateIn(Created, Claimed, Running), hasRunID(), assignmentIs(assignment), leaseLive(s.now()), jitSeqIs(reg.Seq - 1)},
 		set:        map[string]any{"registration": reg, "jitSeq": reg.Seq},
+		// The request is answered: without it, the record's later writes
+		// (heartbeats) no longer pass the consumer's stream filter.
+		remove: []string{"signals." + SignalJITNext},
 		applied: func(cur *Instance) bool {
 			return cur.Assignment == assignment && cur.JITSeq == reg.Seq && cur.Registration != nil && cur.Registration.RunnerID == reg.RunnerID
 		},

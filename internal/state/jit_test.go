@@ -38,6 +38,9 @@ func TestJITConfigsAreWrittenOneAfterTheOther(t *testing.T) {
 	if got.JITWanted() != 0 {
 		t.Fatalf("JITWanted = %d once number 2 is written, want 0", got.JITWanted())
 	}
+	if _, asked := got.Signals[SignalJITNext]; asked {
+		t.Fatal("the answered request is still in the record: every later write would invoke the consumer again")
+	}
 	_, err = s.PutJIT(ctx, "i-1", "another-assignment", jitReg(3, 15))
 	wantClause(t, err, ClauseAssignment)
 }
