@@ -16,10 +16,13 @@ import (
 //     claimed or running for a run that is neither released nor failed,
 //     under the assignment it was asked for, with a live lease;
 //   - at most one configuration per number and assignment reaches the
-//     record (PutJIT's condition); a runner minted for a write that lost is
-//     deleted at once, and one a killed invocation left behind (the name
-//     taken at the retry) is deleted before the name is minted again, so
-//     no request leaves a second registered runner.
+//     record (PutJIT's condition);
+//   - a runner the record names, or one with a listener, is never deleted
+//     here: a runner minted for a write that was refused is deleted at
+//     once, one whose write has an unknown outcome only once the record
+//     shows it was not written, and one a killed invocation left behind
+//     (the name taken at the retry) only when the record does not name it
+//     and no listener has it.
 
 // MintWhy says why a record gets no configuration now ("" when it does):
 // the pure decision of the stream consumer, given the record and its run.
@@ -64,12 +67,25 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 	name := state.JITRunnerName(rec.Uses, n, rec.ID)
 	cfg, err := d.GitHub.GenerateJITConfig(ctx, rec.Owner, name, groupID, []string{label})
 	if github.IsNameTaken(err) {
-		// An earlier attempt minted it and never wrote it (killed midway):
-		// that runner has no listener and no record; delete it, mint again.
-		if old, ferr := d.GitHub.RunnerNamed(ctx, rec.Owner, name); ferr == nil {
-			if derr := d.GitHub.DeleteRunner(ctx, rec.Owner, old.ID); derr != nil {
-				return nil, fmt.Errorf("delete the unwritten runner %s: %w", name, derr)
-			}
+		// Written already (a redelivered request, or a write whose answer
+		// was lost), or left by an attempt killed before its write. Only
+		// the record tells, and only a runner no listener uses may go.
+		old, ferr := d.GitHub.RunnerNamed(ctx, rec.Owner, name)
+		if ferr != nil {
+			return nil, fmt.Errorf("the name %s is taken and its runner cannot be read: %w", name, ferr)
+		}
+		cur, gerr := d.Store.Get(ctx, rec.ID)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if holds(cur, old.ID) || cur.Assignment != rec.Assignment || cur.JITSeq >= n {
+			return cur, nil // answered, or moved on: nothing to mint
+		}
+		if old.Online() || old.Busy {
+			return nil, fmt.Errorf("runner %s, not in the record, has a listener: left alone", name)
+		}
+		if derr := d.GitHub.DeleteRunner(ctx, rec.Owner, old.ID); derr != nil {
+			return nil, fmt.Errorf("delete the unwritten runner %s: %w", name, derr)
 		}
 		cfg, err = d.GitHub.GenerateJITConfig(ctx, rec.Owner, name, groupID, []string{label})
 	}
@@ -79,14 +95,33 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 	reg := state.Registration{Purpose: state.PurposeJIT, JITConfig: cfg.Encoded, Seq: n, RunnerID: cfg.RunnerID, RunnerName: cfg.Name,
 		Labels: label}
 	out, err := d.Store.PutJIT(ctx, rec.ID, rec.Assignment, reg)
-	if err != nil {
-		if derr := d.GitHub.DeleteRunner(ctx, rec.Owner, cfg.RunnerID); derr != nil {
-			err = errors.Join(err, fmt.Errorf("delete runner %d minted for the lost write: %w", cfg.RunnerID, derr))
-		}
-		return nil, err
+	if err == nil {
+		d.Log.Info("just-in-time configuration written", "instanceId", rec.ID, "assignment", rec.Assignment, "seq", n, "runnerId", cfg.RunnerID)
+		return out, nil
 	}
-	d.Log.Info("just-in-time configuration written", "instanceId", rec.ID, "assignment", rec.Assignment, "seq", n, "runnerId", cfg.RunnerID)
-	return out, nil
+	if state.ClauseOf(err) == "" {
+		// No answer, or an error after the write may have landed: the
+		// record tells. Unreadable, the runner is left (GitHub removes an
+		// unused one; a retry finds the name taken and reads again).
+		cur, gerr := d.Store.Get(ctx, rec.ID)
+		if gerr != nil {
+			return nil, err
+		}
+		if holds(cur, cfg.RunnerID) {
+			return cur, nil
+		}
+	}
+	// Refused, or not written: no record names the runner, no listener has it.
+	if derr := d.GitHub.DeleteRunner(ctx, rec.Owner, cfg.RunnerID); derr != nil {
+		err = errors.Join(err, fmt.Errorf("delete runner %d minted for the lost write: %w", cfg.RunnerID, derr))
+	}
+	return nil, err
+}
+
+// holds says whether the record names the runner: its configuration is
+// written there, or its agent started it.
+func holds(rec *state.Instance, runnerID int64) bool {
+	return rec != nil && (rec.GithubRunnerID == runnerID || rec.Registration != nil && rec.Registration.RunnerID == runnerID)
 }
 
 // deleteJITRunners deletes the just-in-time runners an instance still has

@@ -190,3 +190,25 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A request served twice from a stale read (a redelivery, or a write whose
+// answer was lost and is retried): the name is taken by the runner the
+// record holds, which must survive, and nothing new is minted. (Chaos
+// found the first version deleting it while its job ran.)
+func TestAWrittenRunnerIsNeverDeletedByARepeatedMint(t *testing.T) {
+	r := newRig(t)
+	stale := *r.inst // read before number 2 was written
+	must(t, r.store.PutSignal(ctx, "i-0abc", r.inst.Assignment, state.SignalJITNext, "2"))
+	written, err := r.deps.MintJIT(ctx, r.inst, 2, "ghr-run-1-secret", 1)
+	must(t, err)
+	again, err := r.deps.MintJIT(ctx, &stale, 2, "ghr-run-1-secret", 1)
+	if err != nil || again.Registration == nil || again.Registration.RunnerID != written.Registration.RunnerID {
+		t.Fatalf("the repeated mint: %v, %+v; want the written record back", err, again)
+	}
+	if _, ok := r.fake.Runner(written.Registration.RunnerID); !ok {
+		t.Fatal("the runner the record holds was deleted")
+	}
+	if rs := r.jitRunners(); len(rs) != 2 {
+		t.Fatalf("runners %+v, want the first and the written second", rs)
+	}
+}
