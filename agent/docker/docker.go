@@ -83,7 +83,7 @@ func (d Daemon) Read(ctx context.Context) (State, error) {
 		if err != nil {
 			return State{}, err
 		}
-		*l.into = fields(out)
+		*l.into = strings.Fields(out)
 	}
 	images, err := d.images(ctx)
 	if err != nil {
@@ -260,8 +260,6 @@ func (d Daemon) run(ctx context.Context, args ...string) (string, error) {
 	}
 	return stdout.String(), nil
 }
-
-func fields(s string) []string { return strings.Fields(s) }
 
 // missing lists the entries of now that base lacks.
 func missing(now, base []string) []string {

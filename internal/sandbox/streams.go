@@ -32,13 +32,12 @@ type streams struct {
 
 	mu      sync.Mutex
 	pollers map[string]*streampoll.Poller // by mapping UUID
-	batches map[string]int                // invocations per function
 }
 
 func startStreams(fns *functions, moto *awstest.Moto, logs io.Writer) *streams {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &streams{fns: fns, moto: moto, logs: logs, cancel: cancel, done: make(chan struct{}),
-		pollers: map[string]*streampoll.Poller{}, batches: map[string]int{}}
+		pollers: map[string]*streampoll.Poller{}}
 	go s.loop(ctx)
 	return s
 }
@@ -46,17 +45,6 @@ func startStreams(fns *functions, moto *awstest.Moto, logs io.Writer) *streams {
 func (s *streams) stop() {
 	s.cancel()
 	<-s.done
-}
-
-// invocations is how many batches each function was handed.
-func (s *streams) invocations() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range s.batches {
-		out[k] = v
-	}
-	return out
 }
 
 func (s *streams) loop(ctx context.Context) {
@@ -112,9 +100,6 @@ func (s *streams) serve(ctx context.Context, m lambdatypes.EventSourceMappingCon
 		for start := 0; start < len(pass); start += size {
 			chunk := pass[start:min(start+size, len(pass))]
 			payload, _ := json.Marshal(map[string]any{"Records": chunk})
-			s.mu.Lock()
-			s.batches[fn]++
-			s.mu.Unlock()
 			res, err := s.fns.invoke(ctx, fn, payload)
 			if err == nil && res.FunctionError != "" {
 				err = fmt.Errorf("%s: %s", res.FunctionError, res.Payload)

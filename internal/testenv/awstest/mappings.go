@@ -1,6 +1,7 @@
 package awstest
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -140,7 +141,7 @@ func (e *Moto) createMapping(w http.ResponseWriter, r *http.Request) {
 	rand.Read(raw)
 	id := hex.EncodeToString(raw)
 	m := lambdatypes.EventSourceMappingConfiguration{UUID: aws.String(id), FunctionArn: aws.String(fnARN), EventSourceArn: aws.String(in.EventSourceArn),
-		State: aws.String("Enabled"), StartingPosition: lambdatypes.EventSourcePosition(in.StartingPosition), BatchSize: aws.Int32(max(in.BatchSize, 100*boolInt(in.BatchSize == 0))),
+		State: aws.String("Enabled"), StartingPosition: lambdatypes.EventSourcePosition(in.StartingPosition), BatchSize: aws.Int32(cmp.Or(in.BatchSize, 100)),
 		MaximumBatchingWindowInSeconds: aws.Int32(in.MaximumBatchingWindowInSeconds), MaximumRecordAgeInSeconds: aws.Int32(in.MaximumRecordAgeInSeconds),
 		MaximumRetryAttempts: aws.Int32(in.MaximumRetryAttempts), BisectBatchOnFunctionError: aws.Bool(in.BisectBatchOnFunctionError),
 		FilterCriteria: in.FilterCriteria, LastModified: aws.Time(time.Now())}
@@ -157,13 +158,6 @@ func (e *Moto) createMapping(w http.ResponseWriter, r *http.Request) {
 	e.mappings.byID[id] = m
 	e.mappings.mu.Unlock()
 	writeMappingJSON(w, http.StatusAccepted, toJSON(m))
-}
-
-func boolInt(b bool) int32 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func (e *Moto) listMappings(w http.ResponseWriter, r *http.Request) {

@@ -272,6 +272,21 @@ func (s *Server) authorized(r *http.Request, owner string) bool {
 	return ok && info.install.covers(owner)
 }
 
+// ownerDenied answers a request about owner as GitHub does when the owner
+// is unknown (404) or the credentials do not cover it (403); ok when
+// neither. The caller holds s.mu.
+func (s *Server) ownerDenied(r *http.Request, owner string) (status int, body any, ok bool) {
+	if !s.knownOwner(owner) {
+		status, body = notFound()
+		return status, body, false
+	}
+	if !s.authorized(r, owner) {
+		status, body = forbidden()
+		return status, body, false
+	}
+	return 0, nil, true
+}
+
 func forbidden() (int, any) {
 	return http.StatusForbidden, apiError(http.StatusForbidden, "Resource not accessible by integration")
 }

@@ -42,11 +42,8 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request) (int,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	owner := ownerOf(r)
-	if !s.knownOwner(owner) {
-		return notFound()
-	}
-	if !s.authorized(r, owner) {
-		return forbidden()
+	if status, body, ok := s.ownerDenied(r, owner); !ok {
+		return status, body
 	}
 	switch {
 	case req.RunnerGroupID == nil:

@@ -86,11 +86,8 @@ func (s *Server) createRunnerToken(purpose string) handler {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		owner := ownerOf(r)
-		if !s.knownOwner(owner) {
-			return notFound()
-		}
-		if !s.authorized(r, owner) {
-			return forbidden()
+		if status, body, ok := s.ownerDenied(r, owner); !ok {
+			return status, body
 		}
 		tok := randomToken("A")[:29]
 		exp := s.now().Add(tokenTTL)
@@ -163,11 +160,8 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) (int, any) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	owner := ownerOf(r)
-	if !s.knownOwner(owner) {
-		return notFound()
-	}
-	if !s.authorized(r, owner) {
-		return forbidden()
+	if status, body, ok := s.ownerDenied(r, owner); !ok {
+		return status, body
 	}
 	s.expireJIT()
 	name := r.URL.Query().Get("name")
@@ -258,11 +252,8 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) (int, any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	org := r.PathValue("org")
-	if !s.knownOwner(org) {
-		return notFound()
-	}
-	if !s.authorized(r, org) {
-		return forbidden()
+	if status, body, ok := s.ownerDenied(r, org); !ok {
+		return status, body
 	}
 	names := s.groups[strings.ToLower(org)]
 	start, end := paginate(w, r, len(names))
