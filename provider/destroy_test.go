@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -63,16 +64,16 @@ var objectsGone = map[string]func(ctx context.Context, c awsconf.Config, id stri
 	"ghrunner_function": functionGone,
 	"ghrunner_pool":     poolGone,
 	"ghrunner_schedule": func(ctx context.Context, c awsconf.Config, id string, attrs map[string]string) error {
-		_, err := c.Scheduler().GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(id)})
+		_, err := admin.Scheduler(c).GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(id)})
 		return errors.Join(gone("schedule "+id, err), roleGone(ctx, c, roleNameOf(attrs["role_arn"])))
 	},
 }
 
 // functionGone: the function, its role and its log group.
 func functionGone(ctx context.Context, c awsconf.Config, id string, attrs map[string]string) error {
-	_, err := c.Lambda().GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(id)})
+	_, err := admin.Lambda(c).GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(id)})
 	errs := []error{gone("function "+id, err), roleGone(ctx, c, attrs["role_name"])}
-	groups, err := c.Logs().DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(attrs["log_group"])})
+	groups, err := admin.Logs(c).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(attrs["log_group"])})
 	switch {
 	case err != nil:
 		errs = append(errs, fmt.Errorf("log group %s: %w", attrs["log_group"], err))
@@ -99,11 +100,11 @@ func poolGone(ctx context.Context, c awsconf.Config, id string, attrs map[string
 		}
 	}
 	if role := attrs["role_name"]; role != "" {
-		_, err := c.IAM().GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(role)})
+		_, err := admin.IAM(c).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(role)})
 		errs = append(errs, gone("instance profile "+role, err), roleGone(ctx, c, role))
 	}
 	if b := attrs["agent_bucket"]; b != "" {
-		_, err := c.S3().HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(b)})
+		_, err := admin.S3(c).HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(b)})
 		errs = append(errs, gone("bucket "+b, err))
 	}
 	live, err := c.EC2().DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
@@ -127,7 +128,7 @@ func roleGone(ctx context.Context, c awsconf.Config, name string) error {
 	if name == "" {
 		return nil
 	}
-	_, err := c.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
+	_, err := admin.IAM(c).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
 	return gone("role "+name, err)
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 )
@@ -203,7 +204,7 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 	// A new role takes a few seconds to become assumable on AWS.
 	var out *lambda.CreateFunctionOutput
 	err = retryWhile(ctx, 5*time.Second, 2*time.Minute, lambdaRoleNotReady, func() (err error) {
-		out, err = r.c.aws.Lambda().CreateFunction(ctx, in)
+		out, err = admin.Lambda(r.c.aws).CreateFunction(ctx, in)
 		return err
 	})
 	if err != nil {
@@ -256,7 +257,7 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 		resp.Diagnostics.Append(d...)
 		return
 	}
-	client := r.c.aws.Lambda()
+	client := admin.Lambda(r.c.aws)
 	if !plan.CodeSHA256.Equal(prior.CodeSHA256) {
 		code, err := functionAsset(plan.Architecture.ValueString())
 		if err != nil {
@@ -289,7 +290,7 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 	}
 	// The role of an older naming (recorded in state, so ours), now unused.
 	if was := prior.RoleName.ValueString(); was != "" && was != r.roleName(name) {
-		if err := deleteRole(ctx, r.c.aws.IAM(), was, functionPolicyName); err != nil {
+		if err := deleteRole(ctx, admin.IAM(r.c.aws), was, functionPolicyName); err != nil {
 			resp.Diagnostics.AddWarning("The function's previous role was left behind", fmt.Sprintf("the function uses %s now; deleting %s failed: %v. Delete it by hand.", r.roleName(name), was, err))
 		}
 	}
@@ -322,11 +323,11 @@ func (r *functionResource) Delete(ctx context.Context, req resource.DeleteReques
 		resp.Diagnostics.AddError("Deleting the function's stream source failed", err.Error())
 		return
 	}
-	if _, err := r.c.aws.Lambda().DeleteFunction(ctx, &lambda.DeleteFunctionInput{FunctionName: aws.String(st.ID.ValueString())}); awserr.IgnoreNotFound(err) != nil {
+	if _, err := admin.Lambda(r.c.aws).DeleteFunction(ctx, &lambda.DeleteFunctionInput{FunctionName: aws.String(st.ID.ValueString())}); awserr.IgnoreNotFound(err) != nil {
 		resp.Diagnostics.AddError("Deleting the function failed", err.Error())
 		return
 	}
-	if _, err := r.c.aws.Logs().DeleteLogGroup(ctx, &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: aws.String("/aws/lambda/" + st.ID.ValueString())}); awserr.IgnoreNotFound(err) != nil {
+	if _, err := admin.Logs(r.c.aws).DeleteLogGroup(ctx, &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: aws.String("/aws/lambda/" + st.ID.ValueString())}); awserr.IgnoreNotFound(err) != nil {
 		resp.Diagnostics.AddError("Deleting the log group failed", err.Error())
 		return
 	}
@@ -334,7 +335,7 @@ func (r *functionResource) Delete(ctx context.Context, req resource.DeleteReques
 	if role == "" {
 		role = r.roleName(st.ID.ValueString())
 	}
-	if err := deleteRole(ctx, r.c.aws.IAM(), role, functionPolicyName); err != nil {
+	if err := deleteRole(ctx, admin.IAM(r.c.aws), role, functionPolicyName); err != nil {
 		resp.Diagnostics.AddError("Deleting the function role failed", err.Error())
 	}
 }
@@ -351,7 +352,7 @@ func (r *functionResource) ImportState(ctx context.Context, req resource.ImportS
 // read fills m from Lambda and the log group; found is false when the
 // function is gone.
 func (r *functionResource) read(ctx context.Context, name string, m *functionModel) (bool, error) {
-	client := r.c.aws.Lambda()
+	client := admin.Lambda(r.c.aws)
 	out, err := client.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
 	if awserr.IsNotFound(err) {
 		return false, nil
@@ -386,7 +387,7 @@ func (r *functionResource) read(ctx context.Context, name string, m *functionMod
 		m.ReservedConcurrency = types.Int64Value(int64(*conc.ReservedConcurrentExecutions))
 	}
 	m.LogGroup = types.StringValue("/aws/lambda/" + name)
-	groups, err := r.c.aws.Logs().DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(m.LogGroup.ValueString())})
+	groups, err := admin.Logs(r.c.aws).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(m.LogGroup.ValueString())})
 	if err != nil {
 		return false, err
 	}
@@ -400,7 +401,7 @@ func (r *functionResource) read(ctx context.Context, name string, m *functionMod
 
 // waitReady waits until Lambda has applied the last change to the function.
 func (r *functionResource) waitReady(ctx context.Context, name string) error {
-	w := lambda.NewFunctionUpdatedV2Waiter(r.c.aws.Lambda(), func(o *lambda.FunctionUpdatedV2WaiterOptions) { o.MinDelay, o.MaxDelay = time.Second, 5*time.Second })
+	w := lambda.NewFunctionUpdatedV2Waiter(admin.Lambda(r.c.aws), func(o *lambda.FunctionUpdatedV2WaiterOptions) { o.MinDelay, o.MaxDelay = time.Second, 5*time.Second })
 	return w.Wait(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)}, 5*time.Minute)
 }
 
@@ -421,7 +422,7 @@ const maxEventAge = 10 * 60
 // asynchronous invocations, no retry and a short maximum age.
 func (r *functionResource) applySettings(ctx context.Context, m functionModel) error {
 	name := aws.String(m.Name.ValueString())
-	client := r.c.aws.Lambda()
+	client := admin.Lambda(r.c.aws)
 	if c := m.ReservedConcurrency.ValueInt64(); c >= 0 {
 		if _, err := client.PutFunctionConcurrency(ctx, &lambda.PutFunctionConcurrencyInput{FunctionName: name, ReservedConcurrentExecutions: aws.Int32(int32(c))}); err != nil {
 			return fmt.Errorf("reserved concurrency: %w", err)
@@ -440,7 +441,7 @@ func (r *functionResource) applySettings(ctx context.Context, m functionModel) e
 // ensureLogGroup makes the function's log group, or takes the one that
 // exists, and sets its retention.
 func (r *functionResource) ensureLogGroup(ctx context.Context, m functionModel, tags map[string]string) error {
-	logs := r.c.aws.Logs()
+	logs := admin.Logs(r.c.aws)
 	_, err := logs.CreateLogGroup(ctx, &cloudwatchlogs.CreateLogGroupInput{LogGroupName: aws.String(m.LogGroup.ValueString()), Tags: tags})
 	if err != nil && !awserr.IsAlreadyExists(err) {
 		return err

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
@@ -50,7 +51,7 @@ func checkFunction(name, arch string, timeout, memory, concurrency, retention in
 	return func(*terraform.State) error {
 		ctx := context.Background()
 		c := env.Config(&testing.T{})
-		out, err := c.Lambda().GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
+		out, err := admin.Lambda(c).GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
 		if err != nil {
 			return err
 		}
@@ -73,18 +74,18 @@ func checkFunction(name, arch string, timeout, memory, concurrency, retention in
 		if vars["GHRUNNER_ENVIRONMENT"] != "acc" || vars["GHRUNNER_GITHUB_PARAMETER"] != "/ghrunner/acc/github" || vars["GHRUNNER_TABLE"] == "" {
 			return fmt.Errorf("environment %v", vars)
 		}
-		conc, err := c.Lambda().GetFunctionConcurrency(ctx, &lambda.GetFunctionConcurrencyInput{FunctionName: aws.String(name)})
+		conc, err := admin.Lambda(c).GetFunctionConcurrency(ctx, &lambda.GetFunctionConcurrencyInput{FunctionName: aws.String(name)})
 		if err != nil {
 			return err
 		}
 		if got := int32(-1); conc.ReservedConcurrentExecutions != nil && *conc.ReservedConcurrentExecutions != concurrency || conc.ReservedConcurrentExecutions == nil && concurrency != got {
 			return fmt.Errorf("reserved concurrency %v, want %d", conc.ReservedConcurrentExecutions, concurrency)
 		}
-		async, err := c.Lambda().GetFunctionEventInvokeConfig(ctx, &lambda.GetFunctionEventInvokeConfigInput{FunctionName: aws.String(name)})
+		async, err := admin.Lambda(c).GetFunctionEventInvokeConfig(ctx, &lambda.GetFunctionEventInvokeConfigInput{FunctionName: aws.String(name)})
 		if err != nil || aws.ToInt32(async.MaximumRetryAttempts) != 0 || aws.ToInt32(async.MaximumEventAgeInSeconds) != maxEventAge {
 			return fmt.Errorf("asynchronous invocations: %v %+v, want no retry and a maximum age of %d s", err, async, maxEventAge)
 		}
-		groups, err := c.Logs().DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String("/aws/lambda/" + name)})
+		groups, err := admin.Logs(c).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String("/aws/lambda/" + name)})
 		if err != nil || len(groups.LogGroups) != 1 || aws.ToInt32(groups.LogGroups[0].RetentionInDays) != retention {
 			return fmt.Errorf("log group: %v %+v, want retention %d", err, groups, retention)
 		}
@@ -144,7 +145,7 @@ func TestAccFunction_disappears(t *testing.T) {
 		Steps: []resource.TestStep{{
 			Config: functionConfig(table, name, "release", ""),
 			Check: func(*terraform.State) error {
-				_, err := env.Config(&testing.T{}).Lambda().DeleteFunction(context.Background(), &lambda.DeleteFunctionInput{FunctionName: aws.String(name)})
+				_, err := admin.Lambda(env.Config(&testing.T{})).DeleteFunction(context.Background(), &lambda.DeleteFunctionInput{FunctionName: aws.String(name)})
 				return err
 			},
 			ExpectNonEmptyPlan: true,
@@ -364,7 +365,7 @@ func TestAccFunction_jitReadsTheTablesStream(t *testing.T) {
 		return strings.Replace(functionConfig(table, name, bundle.HandlerJIT, ""), "resource \"ghrunner_table\" \"state\" {\n", fmt.Sprintf("resource \"ghrunner_table\" \"state\" {\n  stream = %t\n", stream), 1)
 	}
 	mappings := func() ([]lambdatypes.EventSourceMappingConfiguration, error) {
-		out, err := env.Config(&testing.T{}).Lambda().ListEventSourceMappings(context.Background(), &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(name)})
+		out, err := admin.Lambda(env.Config(&testing.T{})).ListEventSourceMappings(context.Background(), &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(name)})
 		if err != nil {
 			return nil, err
 		}

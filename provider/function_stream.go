@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 )
@@ -50,11 +51,11 @@ func (r *functionResource) ensureStreamSource(ctx context.Context, m functionMod
 			return nil
 		}
 		// A stream the table no longer has (turned off and on again).
-		if _, err := r.c.aws.Lambda().DeleteEventSourceMapping(ctx, &lambda.DeleteEventSourceMappingInput{UUID: sm.UUID}); awserr.IgnoreNotFound(err) != nil {
+		if _, err := admin.Lambda(r.c.aws).DeleteEventSourceMapping(ctx, &lambda.DeleteEventSourceMappingInput{UUID: sm.UUID}); awserr.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete the event source mapping of an old stream: %w", err)
 		}
 	}
-	_, err = r.c.aws.Lambda().CreateEventSourceMapping(ctx, &lambda.CreateEventSourceMappingInput{
+	_, err = admin.Lambda(r.c.aws).CreateEventSourceMapping(ctx, &lambda.CreateEventSourceMappingInput{
 		FunctionName: aws.String(m.Name.ValueString()), EventSourceArn: aws.String(stream), Enabled: aws.Bool(true),
 		StartingPosition: lambdatypes.EventSourcePositionLatest, BatchSize: aws.Int32(10), MaximumBatchingWindowInSeconds: aws.Int32(0),
 		FunctionResponseTypes:     []lambdatypes.FunctionResponseType{lambdatypes.FunctionResponseTypeReportBatchItemFailures},
@@ -72,7 +73,7 @@ func (r *functionResource) streamSources(ctx context.Context, function string) (
 	var all []lambdatypes.EventSourceMappingConfiguration
 	in := &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(function)}
 	for {
-		out, err := r.c.aws.Lambda().ListEventSourceMappings(ctx, in)
+		out, err := admin.Lambda(r.c.aws).ListEventSourceMappings(ctx, in)
 		if awserr.IsNotFound(err) {
 			return all, nil
 		}
@@ -95,7 +96,7 @@ func (r *functionResource) deleteStreamSources(ctx context.Context, function str
 		return err
 	}
 	for _, sm := range mappings {
-		if _, err := r.c.aws.Lambda().DeleteEventSourceMapping(ctx, &lambda.DeleteEventSourceMappingInput{UUID: sm.UUID}); awserr.IgnoreNotFound(err) != nil {
+		if _, err := admin.Lambda(r.c.aws).DeleteEventSourceMapping(ctx, &lambda.DeleteEventSourceMappingInput{UUID: sm.UUID}); awserr.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete event source mapping %s: %w", aws.ToString(sm.UUID), err)
 		}
 	}

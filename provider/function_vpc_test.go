@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
 
@@ -26,7 +27,7 @@ import (
 func checkFunctionVPC(name string, want []string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		ctx, c := context.Background(), env.Config(&testing.T{})
-		out, err := c.Lambda().GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
+		out, err := admin.Lambda(c).GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
 		if err != nil {
 			return err
 		}
@@ -37,7 +38,7 @@ func checkFunctionVPC(name string, want []string) resource.TestCheckFunc {
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			return fmt.Errorf("VPC placement %v, want %v", got, want)
 		}
-		pol, err := c.IAM().GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(roleNameIn("acc", awstest.Region, "fn-", name)), PolicyName: aws.String(functionPolicyName)})
+		pol, err := admin.IAM(c).GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(roleNameIn("acc", awstest.Region, "fn-", name)), PolicyName: aws.String(functionPolicyName)})
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
@@ -123,7 +124,7 @@ func (c *clients) ensureRole(ctx context.Context, table string, spec roleSpec) (
 		maps.Copy(tags, spec.tags)
 		spec.tags = tags
 	}
-	return ensureRole(ctx, c.aws.IAM(), c.environment, spec)
+	return ensureRole(ctx, admin.IAM(c.aws), c.environment, spec)
 }
 
 // ownsRole applies ensureRole's ownership rule to the tags an existing role
@@ -258,7 +259,7 @@ func roleNameOf(arn string) string {
 
 // caller is the partition and account of the provider's credentials.
 func (c *clients) caller(ctx context.Context) (partition, account string, err error) {
-	who, err := c.aws.STS().GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	who, err := admin.STS(c.aws).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
 		return "", "", fmt.Errorf("sts:GetCallerIdentity: %w. Check the provider's credentials", err)
 	}

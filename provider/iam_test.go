@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
@@ -73,7 +74,7 @@ func TestOwnsRole(t *testing.T) {
 // ensureRole against moto: it creates a missing role, adopts (and repairs)
 // its own, and refuses, changing nothing, a role of its name that is not its.
 func TestEnsureRole(t *testing.T) {
-	ctx, svc := context.Background(), env.Config(t).IAM()
+	ctx, svc := context.Background(), admin.IAM(env.Config(t))
 	name := iamName("ghr-acc-fn-" + awstest.Name(t, "role"))
 	spec := roleSpec{name: name, kind: "function", service: "lambda.amazonaws.com", description: "test",
 		policyName: functionPolicyName, policy: scheduleInvokePolicy("arn:aws:lambda:us-east-1:123456789012:function:f"),

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
@@ -161,13 +162,13 @@ func (r *invokerRoleResource) Delete(ctx context.Context, req resource.DeleteReq
 		return
 	}
 	if name := st.RoleName.ValueString(); name != "" {
-		if err := deleteRole(ctx, r.c.aws.IAM(), name, invokerPolicyName); err != nil {
+		if err := deleteRole(ctx, admin.IAM(r.c.aws), name, invokerPolicyName); err != nil {
 			resp.Diagnostics.AddError("Deleting the invoker role failed", err.Error())
 			return
 		}
 	}
 	if st.MadeProvider.ValueBool() {
-		_, err := r.c.aws.IAM().DeleteOpenIDConnectProvider(ctx, &iam.DeleteOpenIDConnectProviderInput{OpenIDConnectProviderArn: aws.String(st.ProviderARN.ValueString())})
+		_, err := admin.IAM(r.c.aws).DeleteOpenIDConnectProvider(ctx, &iam.DeleteOpenIDConnectProviderInput{OpenIDConnectProviderArn: aws.String(st.ProviderARN.ValueString())})
 		if awserr.IgnoreNotFound(err) != nil {
 			resp.Diagnostics.AddError("Deleting the OIDC provider failed", err.Error())
 		}
@@ -238,7 +239,7 @@ func (r *invokerRoleResource) apply(ctx context.Context, plan *invokerRoleModel)
 // ensureOIDCProvider creates the account's OIDC provider for issuer unless
 // it exists; made says whether it did.
 func (r *invokerRoleResource) ensureOIDCProvider(ctx context.Context, arn, issuer string) (made bool, err error) {
-	svc := r.c.aws.IAM()
+	svc := admin.IAM(r.c.aws)
 	_, err = svc.GetOpenIDConnectProvider(ctx, &iam.GetOpenIDConnectProviderInput{OpenIDConnectProviderArn: aws.String(arn)})
 	if err == nil {
 		return false, nil
@@ -259,7 +260,7 @@ func (r *invokerRoleResource) ensureOIDCProvider(ctx context.Context, arn, issue
 // read fills m from the role; found is false when it is gone.
 func (r *invokerRoleResource) read(ctx context.Context, m *invokerRoleModel) (bool, error) {
 	name := r.c.roleName("invoke-", m.Name.ValueString())
-	svc := r.c.aws.IAM()
+	svc := admin.IAM(r.c.aws)
 	role, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
 	if awserr.IsNotFound(err) {
 		return false, nil

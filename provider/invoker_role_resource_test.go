@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
@@ -37,11 +38,11 @@ func checkInvokerRole(name, issuer string, repos ...string) resource.TestCheckFu
 	return func(*terraform.State) error {
 		ctx, c := context.Background(), env.Config(&testing.T{})
 		role := roleNameIn("acc", awstest.Region, "invoke-", name)
-		got, err := c.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)})
+		got, err := admin.IAM(c).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)})
 		if err != nil {
 			return err
 		}
-		pol, err := c.IAM().GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(invokerPolicyName)})
+		pol, err := admin.IAM(c).GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(invokerPolicyName)})
 		if err != nil {
 			return err
 		}
@@ -63,7 +64,7 @@ func TestAccInvokerRole_basic_update_import(t *testing.T) {
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy: resource.ComposeAggregateTestCheckFunc(checkDestroyed, func(*terraform.State) error {
-			_, err := env.Config(t).IAM().GetOpenIDConnectProvider(context.Background(), &iam.GetOpenIDConnectProviderInput{OpenIDConnectProviderArn: aws.String(providerARN())})
+			_, err := admin.IAM(env.Config(t)).GetOpenIDConnectProvider(context.Background(), &iam.GetOpenIDConnectProviderInput{OpenIDConnectProviderArn: aws.String(providerARN())})
 			if !awserr.IsNotFound(err) {
 				return fmt.Errorf("the OIDC provider this resource created is still there (%v)", err)
 			}
@@ -92,14 +93,14 @@ func TestAccInvokerRole_keepsAnOIDCProviderItDidNotMake(t *testing.T) {
 	issuer := githubIssuer
 	ctx, c := context.Background(), env.Config(t)
 	arn := oidcProviderARN("aws", "123456789012", issuer)
-	if _, err := c.IAM().CreateOpenIDConnectProvider(ctx, &iam.CreateOpenIDConnectProviderInput{Url: aws.String("https://" + issuer),
+	if _, err := admin.IAM(c).CreateOpenIDConnectProvider(ctx, &iam.CreateOpenIDConnectProviderInput{Url: aws.String("https://" + issuer),
 		ClientIDList: []string{"sts.amazonaws.com"}}); err != nil && !awserr.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy: resource.ComposeAggregateTestCheckFunc(checkDestroyed, func(*terraform.State) error {
-			_, err := c.IAM().GetOpenIDConnectProvider(ctx, &iam.GetOpenIDConnectProviderInput{OpenIDConnectProviderArn: aws.String(arn)})
+			_, err := admin.IAM(c).GetOpenIDConnectProvider(ctx, &iam.GetOpenIDConnectProviderInput{OpenIDConnectProviderArn: aws.String(arn)})
 			return err // must still exist
 		}),
 		Steps: []resource.TestStep{{

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
@@ -52,7 +53,7 @@ func (r *poolResource) ensureAgent(ctx context.Context, plan, prior *poolModel, 
 			plan.AgentBucket = types.StringValue(bucket)
 		}
 		key := "agent/" + a.sha256Hex + "/ghrunner-agent"
-		if _, err := r.c.aws.S3().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(string(a.data)),
+		if _, err := admin.S3(r.c.aws).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(string(a.data)),
 			ServerSideEncryption: s3types.ServerSideEncryptionAes256}); err != nil {
 			diags.AddError("Uploading the agent failed", err.Error())
 			return agent, diags
@@ -74,7 +75,7 @@ func (r *poolResource) createBucket(ctx context.Context, tags map[string]string)
 	if region := r.c.aws.AWS.Region; region != "us-east-1" {
 		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(region)}
 	}
-	client := r.c.aws.S3()
+	client := admin.S3(r.c.aws)
 	if _, err := client.CreateBucket(ctx, in); err != nil {
 		return "", err
 	}
@@ -113,7 +114,7 @@ func bucketOf(raw string) string {
 
 // deleteBucket empties and deletes the agent bucket; one already gone is fine.
 func (r *poolResource) deleteBucket(ctx context.Context, bucket string) error {
-	client := r.c.aws.S3()
+	client := admin.S3(r.c.aws)
 	pages := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 )
@@ -39,7 +40,7 @@ func (r *poolResource) ensureInstanceRole(ctx context.Context, name, policy, tab
 // ensureInstanceProfile makes the instance profile name holding the role
 // name, or puts the role back into a profile that lost it.
 func (r *poolResource) ensureInstanceProfile(ctx context.Context, name string, tags map[string]string) (string, error) {
-	client := r.c.aws.IAM()
+	client := admin.IAM(r.c.aws)
 	prof, err := client.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
 	if awserr.IsNotFound(err) {
 		created, err := client.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name), Path: aws.String(r.c.rolePath), Tags: iamTags(tags)})
@@ -65,7 +66,7 @@ func (r *poolResource) ensureInstanceProfile(ctx context.Context, name string, t
 // deleteInstanceRole removes the instance profile and the role; any of it may
 // already be gone.
 func (r *poolResource) deleteInstanceRole(ctx context.Context, name string) error {
-	client := r.c.aws.IAM()
+	client := admin.IAM(r.c.aws)
 	if _, err := client.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{InstanceProfileName: aws.String(name), RoleName: aws.String(name)}); awserr.IgnoreNotFound(err) != nil {
 		return err
 	}
@@ -89,7 +90,7 @@ func (r *poolResource) retireLegacyRole(ctx context.Context, pool, current strin
 	if old == current {
 		return diags
 	}
-	got, err := r.c.aws.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(old)})
+	got, err := admin.IAM(r.c.aws).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(old)})
 	if awserr.IsNotFound(err) {
 		return diags
 	}

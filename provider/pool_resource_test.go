@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
@@ -119,7 +120,7 @@ func (f poolFixture) checkPool(maxInstances int, preRunner string, version strin
 		if want := attrs["keep_docker_images"] == "true"; u.Agent.KeepDockerImages != want {
 			return fmt.Errorf("the agent's keepDockerImages is %v, the pool's keep_docker_images %v", u.Agent.KeepDockerImages, want)
 		}
-		obj, err := c.S3().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(attrs["agent_bucket"]), Key: aws.String("agent/" + u.AgentSHA256 + "/ghrunner-agent")})
+		obj, err := admin.S3(c).HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(attrs["agent_bucket"]), Key: aws.String("agent/" + u.AgentSHA256 + "/ghrunner-agent")})
 		if err != nil {
 			return fmt.Errorf("agent object: %v", err)
 		}
@@ -127,7 +128,7 @@ func (f poolFixture) checkPool(maxInstances int, preRunner string, version strin
 		if aws.ToInt64(obj.ContentLength) != int64(len(want.data)) {
 			return fmt.Errorf("agent object has %d bytes, want %d", aws.ToInt64(obj.ContentLength), len(want.data))
 		}
-		pol, err := c.IAM().GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(attrs["role_name"]), PolicyName: aws.String("ghrunner-agent")})
+		pol, err := admin.IAM(c).GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(attrs["role_name"]), PolicyName: aws.String("ghrunner-agent")})
 		if err != nil {
 			return fmt.Errorf("role policy: %v", err)
 		}
@@ -217,13 +218,13 @@ func (f poolFixture) checkNothingLeft(*terraform.State) error {
 	if err == nil && len(lts.LaunchTemplates) > 0 {
 		return fmt.Errorf("launch template ghr-acc-linux left behind")
 	}
-	if _, err := c.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("ghr-acc-us-east-1-linux")}); err == nil {
+	if _, err := admin.IAM(c).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("ghr-acc-us-east-1-linux")}); err == nil {
 		return fmt.Errorf("role ghr-acc-us-east-1-linux left behind")
 	}
-	if _, err := c.IAM().GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("ghr-acc-us-east-1-linux")}); err == nil {
+	if _, err := admin.IAM(c).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("ghr-acc-us-east-1-linux")}); err == nil {
 		return fmt.Errorf("instance profile ghr-acc-us-east-1-linux left behind")
 	}
-	buckets, err := c.S3().ListBuckets(ctx, &s3.ListBucketsInput{})
+	buckets, err := admin.S3(c).ListBuckets(ctx, &s3.ListBucketsInput{})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
@@ -26,7 +27,7 @@ import (
 // Two deployments of one environment in one region share role names; the
 // second one's table is not the first one's, so it is refused, not adopted.
 func TestEnsureRole_refusesTheRoleOfAnotherTable(t *testing.T) {
-	ctx, svc := context.Background(), env.Config(t).IAM()
+	ctx, svc := context.Background(), admin.IAM(env.Config(t))
 	name := roleNameIn("acc", awstest.Region, "fn-", awstest.Name(t, "fn"))
 	spec := roleSpec{name: name, kind: "function", service: "lambda.amazonaws.com", description: "test",
 		policyName: functionPolicyName, policy: scheduleInvokePolicy("arn:aws:lambda:us-east-1:123456789012:function:f"),
@@ -71,11 +72,11 @@ func TestAccFunction_movesToItsRegionalRole(t *testing.T) {
 func useLegacyFunctionRole(t *testing.T, name, legacy string) {
 	ctx, c := context.Background(), env.Config(t)
 	current := roleNameIn("acc", awstest.Region, "fn-", name)
-	role, err := c.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(current)})
+	role, err := admin.IAM(c).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(current)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := c.IAM().GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(current), PolicyName: aws.String(functionPolicyName)})
+	pol, err := admin.IAM(c).GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(current), PolicyName: aws.String(functionPolicyName)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,18 +84,18 @@ func useLegacyFunctionRole(t *testing.T, name, legacy string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	made, err := c.IAM().CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(legacy), AssumeRolePolicyDocument: role.Role.AssumeRolePolicyDocument,
+	made, err := admin.IAM(c).CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(legacy), AssumeRolePolicyDocument: role.Role.AssumeRolePolicyDocument,
 		Tags: iamTags(map[string]string{tagEnvironment: "acc"})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.IAM().PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String(legacy), PolicyName: aws.String(functionPolicyName), PolicyDocument: aws.String(document)}); err != nil {
+	if _, err := admin.IAM(c).PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String(legacy), PolicyName: aws.String(functionPolicyName), PolicyDocument: aws.String(document)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Lambda().UpdateFunctionConfiguration(ctx, &lambda.UpdateFunctionConfigurationInput{FunctionName: aws.String(name), Role: made.Role.Arn}); err != nil {
+	if _, err := admin.Lambda(c).UpdateFunctionConfiguration(ctx, &lambda.UpdateFunctionConfigurationInput{FunctionName: aws.String(name), Role: made.Role.Arn}); err != nil {
 		t.Fatal(err)
 	}
-	if err := deleteRole(ctx, c.IAM(), current, functionPolicyName); err != nil {
+	if err := deleteRole(ctx, admin.IAM(c), current, functionPolicyName); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -113,7 +114,7 @@ func TestRetireLegacyRole_waitsForThePoolsInstances(t *testing.T) {
 	}
 	// As earlier versions made it: no ghr:table tag.
 	legacyTags := map[string]string{tagEnvironment: "acc", tagPool: pool}
-	if _, _, err := ensureRole(ctx, c.IAM(), "acc", roleSpec{name: legacy, kind: "pool", service: "ec2.amazonaws.com", policyName: agentPolicyName,
+	if _, _, err := ensureRole(ctx, admin.IAM(c), "acc", roleSpec{name: legacy, kind: "pool", service: "ec2.amazonaws.com", policyName: agentPolicyName,
 		policy: scheduleInvokePolicy("arn:aws:lambda:us-east-1:123456789012:function:f"), tags: legacyTags}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestRetireLegacyRole_waitsForThePoolsInstances(t *testing.T) {
 	id := aws.ToString(run.Instances[0].InstanceId)
 
 	diags := r.retireLegacyRole(ctx, pool, current, false)
-	if _, err := c.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(legacy)}); err != nil || diags.WarningsCount() != 1 ||
+	if _, err := admin.IAM(c).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(legacy)}); err != nil || diags.WarningsCount() != 1 ||
 		!strings.Contains(diags[0].Detail(), "may still use role "+legacy) {
 		t.Fatalf("with a live instance: role %v, diagnostics %v; want the role kept with a warning", err, diags)
 	}
@@ -144,19 +145,19 @@ func TestRetireLegacyRole_waitsForThePoolsInstances(t *testing.T) {
 	if err := roleGone(ctx, c, legacy); err != nil {
 		t.Error(err)
 	}
-	if _, err := c.IAM().GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(legacy)}); !awserr.IsNotFound(err) {
+	if _, err := admin.IAM(c).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(legacy)}); !awserr.IsNotFound(err) {
 		t.Errorf("instance profile %s left behind (%v)", legacy, err)
 	}
 
 	// Another environment's role of that name (a person's, or another
 	// deployment's): not the pool's, left alone even on destroy.
-	if _, err := c.IAM().CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(legacy), AssumeRolePolicyDocument: aws.String(trustPolicy("ec2.amazonaws.com", nil)),
+	if _, err := admin.IAM(c).CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(legacy), AssumeRolePolicyDocument: aws.String(trustPolicy("ec2.amazonaws.com", nil)),
 		Tags: iamTags(map[string]string{tagEnvironment: "someone-else", tagPool: pool})}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = deleteRole(ctx, c.IAM(), legacy, agentPolicyName) })
+	t.Cleanup(func() { _ = deleteRole(ctx, admin.IAM(c), legacy, agentPolicyName) })
 	_ = r.retireLegacyRole(ctx, pool, current, true)
-	if _, err := c.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(legacy)}); err != nil {
+	if _, err := admin.IAM(c).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(legacy)}); err != nil {
 		t.Errorf("another environment's role was deleted (%v)", err)
 	}
 }

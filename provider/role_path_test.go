@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
 
@@ -29,7 +30,7 @@ func withIAMSettings(config, path, boundary string) string {
 
 func TestAccFunction_roleUnderPathWithBoundary(t *testing.T) {
 	table, name := awstest.Name(t, "tbl"), awstest.Name(t, "fn")
-	pol, err := env.Config(t).IAM().CreatePolicy(context.Background(), &iam.CreatePolicyInput{PolicyName: aws.String(awstest.Name(t, "boundary")),
+	pol, err := admin.IAM(env.Config(t)).CreatePolicy(context.Background(), &iam.CreatePolicyInput{PolicyName: aws.String(awstest.Name(t, "boundary")),
 		PolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func TestAccFunction_roleUnderPathWithBoundary(t *testing.T) {
 				resource.TestCheckResourceAttr("ghrunner_function.fn", "role_name", role),
 				func(*terraform.State) error {
 					ctx, c := context.Background(), env.Config(t)
-					got, err := c.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)})
+					got, err := admin.IAM(c).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)})
 					if err != nil {
 						return err
 					}
@@ -55,7 +56,7 @@ func TestAccFunction_roleUnderPathWithBoundary(t *testing.T) {
 					if got.Role.PermissionsBoundary == nil || aws.ToString(got.Role.PermissionsBoundary.PermissionsBoundaryArn) != boundary {
 						return fmt.Errorf("permissions boundary %+v, want %s", got.Role.PermissionsBoundary, boundary)
 					}
-					doc, err := c.IAM().GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(functionPolicyName)})
+					doc, err := admin.IAM(c).GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(functionPolicyName)})
 					if err != nil {
 						return err
 					}
@@ -73,7 +74,7 @@ func TestAccFunction_roleUnderPathWithBoundary(t *testing.T) {
 // A role's path cannot change: a deployment whose iam_role_path changed
 // fails with what to do, and its role is left as it was.
 func TestEnsureRole_refusesToMoveARoleToAnotherPath(t *testing.T) {
-	ctx, svc := context.Background(), env.Config(t).IAM()
+	ctx, svc := context.Background(), admin.IAM(env.Config(t))
 	spec := roleSpec{name: roleNameIn("acc", awstest.Region, "fn-", awstest.Name(t, "fn")), kind: "function", service: "lambda.amazonaws.com",
 		policyName: functionPolicyName, policy: scheduleInvokePolicy("arn:aws:lambda:us-east-1:123456789012:function:f"),
 		tags: map[string]string{tagEnvironment: "acc"}, path: "/old/"}

@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
@@ -133,7 +134,7 @@ func (r *scheduleResource) Create(ctx context.Context, req resource.CreateReques
 		return
 	}
 	err = scheduleRetryRoleNotReady(ctx, 2*time.Second, 2*time.Minute, func() error {
-		_, err := r.c.aws.Scheduler().CreateSchedule(ctx, &scheduler.CreateScheduleInput{
+		_, err := admin.Scheduler(r.c.aws).CreateSchedule(ctx, &scheduler.CreateScheduleInput{
 			Name:                       aws.String(name),
 			GroupName:                  aws.String(scheduleGroup),
 			ScheduleExpression:         aws.String(plan.ScheduleExpression.ValueString()),
@@ -215,7 +216,7 @@ func (r *scheduleResource) Update(ctx context.Context, req resource.UpdateReques
 	}
 	err = scheduleRetryRoleNotReady(ctx, 2*time.Second, 2*time.Minute, func() error {
 		// UpdateSchedule replaces the whole definition: send all of it.
-		_, err := r.c.aws.Scheduler().UpdateSchedule(ctx, &scheduler.UpdateScheduleInput{
+		_, err := admin.Scheduler(r.c.aws).UpdateSchedule(ctx, &scheduler.UpdateScheduleInput{
 			Name:                       aws.String(name),
 			GroupName:                  aws.String(scheduleGroup),
 			ScheduleExpression:         aws.String(plan.ScheduleExpression.ValueString()),
@@ -253,7 +254,7 @@ func (r *scheduleResource) Delete(ctx context.Context, req resource.DeleteReques
 		return
 	}
 	name := st.ID.ValueString()
-	_, err := r.c.aws.Scheduler().DeleteSchedule(ctx, &scheduler.DeleteScheduleInput{Name: aws.String(name), GroupName: aws.String(scheduleGroup)})
+	_, err := admin.Scheduler(r.c.aws).DeleteSchedule(ctx, &scheduler.DeleteScheduleInput{Name: aws.String(name), GroupName: aws.String(scheduleGroup)})
 	if awserr.IgnoreNotFound(err) != nil {
 		resp.Diagnostics.AddError("Deleting the schedule failed", err.Error())
 		return
@@ -283,7 +284,7 @@ func (r *scheduleResource) ImportState(ctx context.Context, req resource.ImportS
 
 // getSchedule returns the schedule, or nil when it does not exist.
 func (r *scheduleResource) getSchedule(ctx context.Context, name string) (*scheduler.GetScheduleOutput, error) {
-	out, err := r.c.aws.Scheduler().GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(name), GroupName: aws.String(scheduleGroup)})
+	out, err := admin.Scheduler(r.c.aws).GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(name), GroupName: aws.String(scheduleGroup)})
 	if awserr.IsNotFound(err) {
 		return nil, nil
 	}

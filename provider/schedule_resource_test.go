@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
 
@@ -33,7 +34,7 @@ func scheduleFunction(t *testing.T, prefix string) string {
 	t.Helper()
 	ctx, cfg := context.Background(), env.Config(t)
 	name := awstest.Name(t, prefix)
-	role, err := cfg.IAM().CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(trustPolicy("lambda.amazonaws.com", nil))})
+	role, err := admin.IAM(cfg).CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(trustPolicy("lambda.amazonaws.com", nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func scheduleFunction(t *testing.T, prefix string) string {
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fn, err := cfg.Lambda().CreateFunction(ctx, &lambda.CreateFunctionInput{
+	fn, err := admin.Lambda(cfg).CreateFunction(ctx, &lambda.CreateFunctionInput{
 		FunctionName: aws.String(name), Role: role.Role.Arn, Runtime: lambdatypes.RuntimeProvidedal2023, Handler: aws.String("bootstrap"),
 		Code: &lambdatypes.FunctionCode{ZipFile: buf.Bytes()},
 	})
@@ -94,7 +95,7 @@ resource "ghrunner_schedule" "refresh" {
 // and the fixed no-overlap, no-retry settings.
 func checkSchedule(a scheduleArgs, wantInput string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
-		out, err := env.Config(&testing.T{}).Scheduler().GetSchedule(context.Background(), &scheduler.GetScheduleInput{Name: aws.String(a.name)})
+		out, err := admin.Scheduler(env.Config(&testing.T{})).GetSchedule(context.Background(), &scheduler.GetScheduleInput{Name: aws.String(a.name)})
 		if err != nil {
 			return err
 		}
@@ -141,7 +142,7 @@ func checkSchedule(a scheduleArgs, wantInput string) resource.TestCheckFunc {
 // Scheduler and may invoke fn only.
 func checkScheduleRole(environment, name, fn string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
-		ctx, c := context.Background(), env.Config(&testing.T{}).IAM()
+		ctx, c := context.Background(), admin.IAM(env.Config(&testing.T{}))
 		roleName := roleNameIn(environment, awstest.Region, "sched-", name)
 		role, err := c.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
 		if err != nil {
@@ -174,7 +175,7 @@ func checkScheduleRole(environment, name, fn string) resource.TestCheckFunc {
 func checkScheduleDestroyed(name string, roles ...string) resource.TestCheckFunc {
 	return func(s *terraform.State) error {
 		ctx, c := context.Background(), env.Config(&testing.T{})
-		_, err := c.Scheduler().GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(name)})
+		_, err := admin.Scheduler(c).GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(name)})
 		errs := []error{checkDestroyed(s), gone("schedule "+name, err)}
 		for _, r := range roles {
 			errs = append(errs, roleGone(ctx, c, r))
@@ -253,7 +254,7 @@ func TestAccSchedule_disappears(t *testing.T) {
 			{
 				Config: scheduleConfig(a),
 				Check: func(*terraform.State) error {
-					_, err := env.Config(&testing.T{}).Scheduler().DeleteSchedule(context.Background(), &scheduler.DeleteScheduleInput{Name: aws.String(a.name)})
+					_, err := admin.Scheduler(env.Config(&testing.T{})).DeleteSchedule(context.Background(), &scheduler.DeleteScheduleInput{Name: aws.String(a.name)})
 					return err
 				},
 				ExpectNonEmptyPlan: true,
@@ -269,7 +270,7 @@ func TestAccSchedule_disappears(t *testing.T) {
 func TestAccSchedule_roleDrift(t *testing.T) {
 	a := scheduleArgs{name: awstest.Name(t, "sched"), fn: scheduleFunction(t, "fn"), expr: "rate(5 minutes)"}
 	roleName := roleNameIn("acc", awstest.Region, "sched-", a.name)
-	iamc := func() *iam.Client { return env.Config(&testing.T{}).IAM() }
+	iamc := func() *iam.Client { return admin.IAM(env.Config(&testing.T{})) }
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkScheduleDestroyed(a.name, roleName),
@@ -301,7 +302,7 @@ func TestAccSchedule_roleDrift(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(scheduleAddr, plancheck.ResourceActionUpdate)}},
 				Check: resource.ComposeAggregateTestCheckFunc(checkSchedule(a, "{}"), checkScheduleRole("acc", a.name, a.fn), func(*terraform.State) error {
 					// now let Scheduler retry (its default) and spread the runs
-					ctx, c := context.Background(), env.Config(&testing.T{}).Scheduler()
+					ctx, c := context.Background(), admin.Scheduler(env.Config(&testing.T{}))
 					cur, err := c.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(a.name)})
 					if err != nil {
 						return err

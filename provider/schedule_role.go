@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
@@ -51,13 +52,13 @@ func (r *scheduleResource) ensureRole(ctx context.Context, roleName, functionARN
 
 // deleteRole removes the inline policy and the role; both may already be gone.
 func (r *scheduleResource) deleteRole(ctx context.Context, roleName string) error {
-	return deleteRole(ctx, r.c.aws.IAM(), roleName, schedulePolicyName)
+	return deleteRole(ctx, admin.IAM(r.c.aws), roleName, schedulePolicyName)
 }
 
 // dropOldRole deletes roleName when its tags say it was made for schedule name
 // (in whichever environment); another role is left alone.
 func (r *scheduleResource) dropOldRole(ctx context.Context, roleName, name string) error {
-	got, err := r.c.aws.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
+	got, err := admin.IAM(r.c.aws).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
 	if awserr.IsNotFound(err) {
 		return nil
 	}
@@ -77,7 +78,7 @@ func (r *scheduleResource) roleIntact(ctx context.Context, roleARN, want, functi
 	if roleName != want {
 		return false, nil // another role, or the environment was renamed
 	}
-	svc := r.c.aws.IAM()
+	svc := admin.IAM(r.c.aws)
 	role, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
 	if awserr.IsNotFound(err) {
 		return false, nil

@@ -1,5 +1,6 @@
 // Package awsconf is the one place that builds AWS configuration and service
-// clients for ghrunner: region, credentials, per-service endpoint overrides
+// clients for ghrunner (those of the services only deployment calls are in
+// the admin subpackage): region, credentials, per-service endpoint overrides
 // (emulators, the sandbox, VPC endpoints) and adaptive retries.
 package awsconf
 
@@ -15,16 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/iam"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 )
 
 // Services whose endpoint can be overridden one by one. The names match the
@@ -172,41 +167,6 @@ func (c Config) EC2() *ec2.Client {
 // SSM returns an SSM client honouring the overrides.
 func (c Config) SSM() *ssm.Client {
 	return ssm.NewFromConfig(c.AWS, func(o *ssm.Options) { o.BaseEndpoint = c.Endpoint("ssm") })
-}
-
-// IAM returns an IAM client honouring the overrides.
-func (c Config) IAM() *iam.Client {
-	return iam.NewFromConfig(c.AWS, func(o *iam.Options) { o.BaseEndpoint = c.Endpoint("iam") })
-}
-
-// S3 returns an S3 client honouring the overrides. Path-style addressing is
-// used whenever the endpoint is overridden: emulators and VPC endpoints do not
-// resolve bucket subdomains.
-func (c Config) S3() *s3.Client {
-	return s3.NewFromConfig(c.AWS, func(o *s3.Options) {
-		o.BaseEndpoint = c.Endpoint("s3")
-		o.UsePathStyle = o.BaseEndpoint != nil
-	})
-}
-
-// Lambda returns a Lambda client honouring the overrides.
-func (c Config) Lambda() *lambda.Client {
-	return lambda.NewFromConfig(c.AWS, func(o *lambda.Options) { o.BaseEndpoint = c.Endpoint("lambda") })
-}
-
-// Logs returns a CloudWatch Logs client honouring the overrides.
-func (c Config) Logs() *cloudwatchlogs.Client {
-	return cloudwatchlogs.NewFromConfig(c.AWS, func(o *cloudwatchlogs.Options) { o.BaseEndpoint = c.Endpoint("logs") })
-}
-
-// Scheduler returns an EventBridge Scheduler client honouring the overrides.
-func (c Config) Scheduler() *scheduler.Client {
-	return scheduler.NewFromConfig(c.AWS, func(o *scheduler.Options) { o.BaseEndpoint = c.Endpoint("scheduler") })
-}
-
-// STS returns an STS client honouring the overrides.
-func (c Config) STS() *sts.Client {
-	return sts.NewFromConfig(c.AWS, func(o *sts.Options) { o.BaseEndpoint = c.Endpoint("sts") })
 }
 
 func known(service string) bool {

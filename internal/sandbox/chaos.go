@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
@@ -138,7 +139,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	if err != nil {
 		return ChaosReport{}, err
 	}
-	c := &chaos{sb: s, d: d, lambda: cfg.Lambda(), store: state.New(s.AWS.DynamoDB(), d.Table), fleet: fleet.New(s.AWS.EC2(), Environment),
+	c := &chaos{sb: s, d: d, lambda: admin.Lambda(cfg), store: state.New(s.AWS.DynamoDB(), d.Table), fleet: fleet.New(s.AWS.EC2(), Environment),
 		out: o.Out, rng: rand.New(rand.NewSource(o.Seed)), faults: map[string]int{}, given: map[string][]string{}, failures: map[string]int{},
 		armed: map[string]context.CancelFunc{}, history: newHistory(), dynamoDB: dynamoDB{hot: map[string]time.Time{}}}
 	pool, err := c.store.GetPoolConfig(ctx, "linux")

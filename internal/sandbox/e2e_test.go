@@ -25,6 +25,7 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
@@ -112,7 +113,7 @@ func deployedWith(t *testing.T, o sandbox.DeployOptions) (*sandbox.Sandbox, sand
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sb, d, cfg.Lambda()
+	return sb, d, admin.Lambda(cfg)
 }
 
 func tail(s string, n int) string {
@@ -254,7 +255,7 @@ func TestE2E_UpDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	var prov provision.Output
-	invoke(t, cfg.Lambda(), env["GHRUNNER_PROVISION_FUNCTION"], `{"runId":"88","pool":"linux","instanceCount":1}`, &prov)
+	invoke(t, admin.Lambda(cfg), env["GHRUNNER_PROVISION_FUNCTION"], `{"runId":"88","pool":"linux","instanceCount":1}`, &prov)
 	if prov.Status != "ready" {
 		t.Fatalf("provision: %+v", prov)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
@@ -29,7 +30,7 @@ func withoutStatement(t *testing.T, sb *sandbox.Sandbox, fn *lambda.Client, func
 	}
 	role := aws.ToString(got.Configuration.Role)
 	role = role[strings.LastIndex(role, "/")+1:]
-	svc := sb.AWS.IAM()
+	svc := admin.IAM(sb.AWS)
 	names, err := svc.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: aws.String(role)})
 	if err != nil || len(names.PolicyNames) != 1 {
 		t.Fatalf("policies of %s: %v %v", role, names, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/iamsim"
 )
 
@@ -407,7 +408,7 @@ func (s *Sandbox) createFleetChecks(ctx context.Context, req awsRequest, form ur
 		if err != nil {
 			return nil, err
 		}
-		got, err := s.AWS.IAM().GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(lastSegment(role))})
+		got, err := admin.IAM(s.AWS).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(lastSegment(role))})
 		if err != nil {
 			return nil, fmt.Errorf("role %s: %w", role, err)
 		}
@@ -425,7 +426,7 @@ func (s *Sandbox) profileRole(ctx context.Context, arn, name string) (string, er
 	if name == "" {
 		name = lastSegment(arn)
 	}
-	out, err := s.AWS.IAM().GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
+	out, err := admin.IAM(s.AWS).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
 	if err != nil {
 		return "", fmt.Errorf("instance profile %s: %w", name, err)
 	}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
@@ -145,11 +146,11 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if s.evaluator, err = iamsim.Start(filepath.Join(o.Repo, "tools", "iamsim")); err != nil {
 		return nil, err
 	}
-	id, err := s.AWS.STS().GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	id, err := admin.STS(s.AWS).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
 		return nil, fmt.Errorf("moto's account: %w", err)
 	}
-	s.iam = newIAMGate(s.iamChecks, s.evaluator, s.AWS.IAM(), aws.ToString(id.Account))
+	s.iam = newIAMGate(s.iamChecks, s.evaluator, admin.IAM(s.AWS), aws.ToString(id.Account))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -157,7 +158,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	}
 	s.URL = "http://" + ln.Addr().String()
 	awsEnv := map[string]string{"AWS_ENDPOINT_URL": s.URL, "AWS_ACCESS_KEY_ID": "sandbox", "AWS_SECRET_ACCESS_KEY": "sandbox", "AWS_REGION": Region}
-	s.functions = newFunctions(s.AWS.Lambda(), filepath.Join(o.Repo, "provider", "assets"), filepath.Join(o.Dir, "bootstraps"), awsEnv, o.Logs)
+	s.functions = newFunctions(admin.Lambda(s.AWS), filepath.Join(o.Repo, "provider", "assets"), filepath.Join(o.Dir, "bootstraps"), awsEnv, o.Logs)
 	s.functions.credentials = s.iam.issue
 	s.streams = startStreams(s.functions, s.Moto, o.Logs)
 	s.front = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
@@ -191,7 +192,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.schedules = startSchedules(s.AWS.Scheduler(), s.functions, o.Logs)
+	s.schedules = startSchedules(admin.Scheduler(s.AWS), s.functions, o.Logs)
 	return s, nil
 }
 

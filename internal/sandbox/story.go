@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
@@ -56,7 +57,7 @@ func NewStory(ctx context.Context, sb *Sandbox, d Deployment, out io.Writer) (*S
 	if err != nil {
 		return nil, err
 	}
-	return &Story{sb: sb, d: d, lambda: cfg.Lambda(), store: state.New(sb.AWS.DynamoDB(), d.Table), fleet: fleet.New(sb.AWS.EC2(), Environment),
+	return &Story{sb: sb, d: d, lambda: admin.Lambda(cfg), store: state.New(sb.AWS.DynamoDB(), d.Table), fleet: fleet.New(sb.AWS.EC2(), Environment),
 		out: out, start: time.Now(), Launched: map[string]bool{}}, nil
 }
 

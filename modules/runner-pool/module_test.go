@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
@@ -212,17 +213,17 @@ func leftovers(t *testing.T) []string {
 	left = append(left, prefixed("table", tables.TableNames, "ci-")...)
 	queues, _ := c.SQS().ListQueues(ctx, &sqs.ListQueuesInput{})
 	left = append(left, prefixed("queue", queues.QueueUrls, "")...)
-	fns, _ := c.Lambda().ListFunctions(ctx, &lambda.ListFunctionsInput{})
+	fns, _ := admin.Lambda(c).ListFunctions(ctx, &lambda.ListFunctionsInput{})
 	for _, f := range fns.Functions {
 		left = append(left, "function "+aws.ToString(f.FunctionName))
 	}
-	roles, _ := c.IAM().ListRoles(ctx, &iam.ListRolesInput{})
+	roles, _ := admin.IAM(c).ListRoles(ctx, &iam.ListRolesInput{})
 	for _, r := range roles.Roles {
 		if strings.HasPrefix(aws.ToString(r.RoleName), "ghr-modtest-") {
 			left = append(left, "role "+aws.ToString(r.RoleName))
 		}
 	}
-	profiles, _ := c.IAM().ListInstanceProfiles(ctx, &iam.ListInstanceProfilesInput{})
+	profiles, _ := admin.IAM(c).ListInstanceProfiles(ctx, &iam.ListInstanceProfilesInput{})
 	for _, p := range profiles.InstanceProfiles {
 		left = append(left, "instance profile "+aws.ToString(p.InstanceProfileName))
 	}
@@ -230,19 +231,19 @@ func leftovers(t *testing.T) []string {
 	for _, lt := range lts.LaunchTemplates {
 		left = append(left, "launch template "+aws.ToString(lt.LaunchTemplateName))
 	}
-	buckets, _ := c.S3().ListBuckets(ctx, &s3.ListBucketsInput{})
+	buckets, _ := admin.S3(c).ListBuckets(ctx, &s3.ListBucketsInput{})
 	for _, b := range buckets.Buckets {
 		left = append(left, "bucket "+aws.ToString(b.Name))
 	}
-	groups, _ := c.Logs().DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{})
+	groups, _ := admin.Logs(c).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{})
 	for _, g := range groups.LogGroups {
 		left = append(left, "log group "+aws.ToString(g.LogGroupName))
 	}
-	schedules, _ := c.Scheduler().ListSchedules(ctx, &scheduler.ListSchedulesInput{})
+	schedules, _ := admin.Scheduler(c).ListSchedules(ctx, &scheduler.ListSchedulesInput{})
 	for _, s := range schedules.Schedules {
 		left = append(left, "schedule "+aws.ToString(s.Name))
 	}
-	oidc, _ := c.IAM().ListOpenIDConnectProviders(ctx, &iam.ListOpenIDConnectProvidersInput{})
+	oidc, _ := admin.IAM(c).ListOpenIDConnectProviders(ctx, &iam.ListOpenIDConnectProvidersInput{})
 	for _, p := range oidc.OpenIDConnectProviderList {
 		left = append(left, "OIDC provider "+aws.ToString(p.Arn))
 	}

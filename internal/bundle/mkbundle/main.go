@@ -103,7 +103,7 @@ func publish(dst string, data []byte, mode os.FileMode) error {
 // build ids removed so the same source gives the same bytes.
 func build(arch, pkg, dst string) error {
 	start := time.Now()
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid=", "-o", dst, pkg)
+	cmd := exec.Command("go", "build", "-tags", bundle.BuildTags, "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid=", "-o", dst, pkg)
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	fmt.Printf("mkbundle: building %s for linux/%s ...\n", pkg, arch)

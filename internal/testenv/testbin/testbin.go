@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 )
 
 // Module is the import path prefix of the project's packages.
@@ -26,8 +28,9 @@ var (
 	dir   string
 )
 
-// Build compiles the main package at importPath (statically, CGO off) once
-// per process and returns the binary's path.
+// Build compiles the main package at importPath (statically, CGO off, with
+// the bundle's build tags, as shipped) once per process and returns the
+// binary's path.
 func Build(importPath string) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
@@ -47,7 +50,7 @@ func Build(importPath string) (string, error) {
 		dir = d
 	}
 	r := &result{path: filepath.Join(dir, strings.ReplaceAll(strings.TrimPrefix(importPath, Module+"/"), "/", "-"))}
-	cmd := exec.Command("go", "build", "-o", r.path, importPath)
+	cmd := exec.Command("go", "build", "-tags", bundle.BuildTags, "-o", r.path, importPath)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		r.err = fmt.Errorf("build %s: %v\n%s", importPath, err, out)

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
@@ -324,7 +325,7 @@ func invoke(dir, function, payload string) error {
 	if err != nil {
 		return err
 	}
-	res, err := cfg.Lambda().Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(function), Payload: []byte(payload)})
+	res, err := admin.Lambda(cfg).Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(function), Payload: []byte(payload)})
 	if err != nil {
 		return err
 	}
