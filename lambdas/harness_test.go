@@ -25,6 +25,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/instancehost"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/lambdart"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 )
 
 var env *awstest.Moto
@@ -207,20 +208,8 @@ func must(t testing.TB, err error) {
 	}
 }
 
-type provisionOut struct {
-	RunID     string `json:"runId"`
-	Label     string `json:"label"`
-	Status    string `json:"status"`
-	Instances []struct {
-		InstanceID   string  `json:"instanceId"`
-		InstanceType string  `json:"instanceType"`
-		Source       string  `json:"source"`
-		ReadySeconds float64 `json:"readySeconds"`
-	} `json:"instances"`
-	Reused         int     `json:"reused"`
-	Created        int     `json:"created"`
-	ElapsedSeconds float64 `json:"elapsedSeconds"`
-}
+// provisionOut is what provision answers.
+type provisionOut = provision.Output
 
 type releaseOut struct {
 	Released []string `json:"released"`

@@ -47,6 +47,12 @@ func TestMoreThanThePool(t *testing.T) {
 	if out.Reused != 1 || out.Created != 2 || len(out.Instances) != 3 {
 		t.Fatalf("provision = %+v", out)
 	}
+	for _, in := range out.Instances {
+		// A token pool's registration comes with the claim.
+		if in.ClaimedSeconds <= 0 || in.ConfiguredSeconds != in.ClaimedSeconds || in.ReadySeconds < in.ConfiguredSeconds || in.ReadySeconds > out.ElapsedSeconds {
+			t.Errorf("%s (%s): claimed %.3f, configured %.3f, ready %.3f of %.3f s", in.InstanceID, in.Source, in.ClaimedSeconds, in.ConfiguredSeconds, in.ReadySeconds, out.ElapsedSeconds)
+		}
+	}
 	// Provision retried for the same runId joins the run: same instances, no new ones.
 	var again provisionOut
 	d.call("provision", map[string]any{"runId": "big", "pool": "linux", "instanceCount": 3}, &again)

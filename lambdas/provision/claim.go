@@ -226,9 +226,14 @@ func (p *provisioner) adopt(ctx context.Context, insts []*state.Instance, source
 		return
 	}
 	ids := make([]string, len(insts))
+	now := time.Since(p.start).Seconds()
+	configured := now // a token pool's registration came with the claim
+	if p.req.pool.JIT() {
+		configured = 0 // waitOne mints it
+	}
 	p.mu.Lock()
 	for i, inst := range insts {
-		p.mine[inst.ID] = &member{inst: inst, source: source}
+		p.mine[inst.ID] = &member{inst: inst, source: source, claimed: now, configured: configured}
 		ids[i] = inst.ID
 	}
 	p.mu.Unlock()

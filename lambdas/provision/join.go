@@ -52,7 +52,8 @@ func (p *provisioner) fromRecords(ctx context.Context, run *state.Run) (*Output,
 func (p *provisioner) output() *Output {
 	out := &Output{RunID: p.req.RunID, Label: p.label, Pool: p.req.Pool, Status: string(state.RunReady), Instances: []Instance{}}
 	for _, m := range p.members() {
-		out.Instances = append(out.Instances, Instance{InstanceID: m.inst.ID, InstanceType: m.inst.InstanceType, UsageClass: m.inst.UsageClass, Source: m.source, ReadySeconds: m.ready})
+		out.Instances = append(out.Instances, Instance{InstanceID: m.inst.ID, InstanceType: m.inst.InstanceType, UsageClass: m.inst.UsageClass, Source: m.source,
+			ClaimedSeconds: m.claimed, ConfiguredSeconds: m.configured, ReadySeconds: m.ready})
 		if m.source == "reused" {
 			out.Reused++
 		} else {

@@ -56,7 +56,14 @@ type Instance struct {
 	InstanceType string  `json:"instanceType"`
 	UsageClass   string  `json:"usageClass"`
 	Source       string  `json:"source"` // "reused" or "created"
-	ReadySeconds float64 `json:"readySeconds"`
+	// The instance's way to ready, in seconds since provision began: it
+	// became the run's (claimed from the pool, or launched and recorded),
+	// its runner's configuration was in its record (a just-in-time
+	// configuration minted, or the registration token written with the
+	// claim), and its agent reported the runner online.
+	ClaimedSeconds    float64 `json:"claimedSeconds"`
+	ConfiguredSeconds float64 `json:"configuredSeconds"`
+	ReadySeconds      float64 `json:"readySeconds"`
 }
 
 // Output is what provision returns.
@@ -340,10 +347,10 @@ type provisioner struct {
 
 // member is an instance of this run and how far it got.
 type member struct {
-	inst   *state.Instance
-	source string
-	ready  float64
-	done   bool
+	inst                       *state.Instance
+	source                     string
+	claimed, configured, ready float64 // seconds since p.start
+	done                       bool
 }
 
 func (p *provisioner) provision(ctx context.Context) (*Output, error) {

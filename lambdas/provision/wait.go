@@ -94,7 +94,7 @@ func (p *provisioner) waitOne(ctx context.Context, m *member) error {
 			return fmt.Errorf("its first just-in-time runner: %w", err)
 		}
 		p.mu.Lock()
-		m.inst = inst
+		m.inst, m.configured = inst, time.Since(p.start).Seconds()
 		p.mu.Unlock()
 	}
 	if _, err := p.d.Store.WaitSignal(wctx, m.inst.ID, m.inst.Assignment, state.SignalRegOK, state.SignalRegFailed, p.d.Poll); err != nil {

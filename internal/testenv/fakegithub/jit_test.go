@@ -29,8 +29,17 @@ func TestAJITRunnerTakesOneJobAndIsGone(t *testing.T) {
 	first := r.fake.EnqueueJob("ghr-7-secret", "echo one")
 	second := r.fake.EnqueueJob("ghr-7-secret", "echo two")
 	p := r.start("--jitconfig", jit.Encoded)
-	if job, err := r.fake.WaitJob(first, 10*time.Second); err != nil || job.ExitCode != 0 {
+	job, err := r.fake.WaitJob(first, 10*time.Second)
+	if err != nil || job.ExitCode != 0 {
 		t.Fatalf("first job: %+v %v\n%s", job, err, p.out.String())
+	}
+	// The timings the sandbox reports: queued, handed over, finished;
+	// the registration online (first listener) before it took the job.
+	reg := r.fake.History()[0]
+	if job.Queued.IsZero() || job.Started.Before(job.Queued) || job.Finished.Before(job.Started) ||
+		reg.Online.Before(reg.From) || job.Started.Before(reg.Online) || reg.To.Before(job.Finished) {
+		t.Fatalf("timings: job queued %v started %v finished %v; registration %v online %v ended %v",
+			job.Queued, job.Started, job.Finished, reg.From, reg.Online, reg.To)
 	}
 	if err := p.wait(t, 10*time.Second); err != nil {
 		t.Fatalf("run.sh: %v", err)

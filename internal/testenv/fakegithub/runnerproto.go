@@ -170,6 +170,9 @@ func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (int, any
 		// A just-in-time configuration starts one listener.
 		return http.StatusNotFound, apiError(http.StatusNotFound, "The runner registration has been deleted from the server.")
 	}
+	if !rn.listened {
+		s.cameOnline(rn.id)
+	}
 	rn.listened = true
 	session := randomToken("session_")
 	// A new listener for the same runner (run.sh restarted): the job the
@@ -237,7 +240,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
 		}
 		if r.Context().Err() == nil {
 			if job := s.nextJob(rn); job != nil {
-				job.State, job.RunnerID, job.Runner, job.session, job.acked = JobRunning, rn.id, rn.name, session, false
+				job.State, job.RunnerID, job.Runner, job.session, job.acked, job.Started = JobRunning, rn.id, rn.name, session, false, time.Now()
 				rn.busy = true
 				s.mu.Unlock()
 				return http.StatusOK, map[string]any{"id": job.ID, "script": job.Script, "repo": job.Repo, "label": job.Label}
@@ -280,10 +283,10 @@ func (s *Server) abandon(rn *runner, keep string) {
 			continue
 		}
 		if j.acked {
-			j.State, j.ExitCode, j.Result, j.Output = JobFailed, -1, "failed", j.Output+"The runner has lost communication with the server."
+			j.State, j.ExitCode, j.Result, j.Output, j.Finished = JobFailed, -1, "failed", j.Output+"The runner has lost communication with the server.", time.Now()
 			close(j.done)
 		} else {
-			j.State, j.RunnerID, j.Runner, j.session = JobQueued, 0, "", ""
+			j.State, j.RunnerID, j.Runner, j.session, j.Started = JobQueued, 0, "", "", time.Time{}
 			s.wake()
 		}
 		rn.busy = false
@@ -336,7 +339,7 @@ func (s *Server) jobComplete(w http.ResponseWriter, r *http.Request) (int, any) 
 			req.Result = "failed"
 		}
 	}
-	j.State, j.ExitCode, j.Result, j.Output = JobCompleted, req.ExitCode, req.Result, req.Output
+	j.State, j.ExitCode, j.Result, j.Output, j.Finished = JobCompleted, req.ExitCode, req.Result, req.Output, time.Now()
 	rn.busy = false
 	rn.lastSeen = s.now()
 	close(j.done)

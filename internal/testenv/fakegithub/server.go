@@ -158,7 +158,11 @@ type Job struct {
 	ExitCode int
 	Result   string // succeeded, failed or cancelled, once completed
 	Output   string
-	done     chan struct{}
+	// When it was queued, handed to a runner (zero again if the runner
+	// never confirmed it and it went back to the queue) and settled:
+	// wall-clock times, for the timings the sandbox and benchmarks show.
+	Queued, Started, Finished time.Time
+	done                      chan struct{}
 	session  string // the listener session that took it
 	acked    bool   // the runner confirmed it started the job
 }
@@ -410,6 +414,9 @@ type Registration struct {
 	Name     string
 	Labels   []string
 	From, To time.Time // To is zero while it lasts
+	// Online is when the runner's first listener session began (zero if
+	// none did): the moment GitHub could hand it a job.
+	Online time.Time
 	// EndedBy says what ended it: "api" (DELETE through the REST API, as
 	// the control plane deletes runners), "runner" (config.sh remove, as
 	// the agent deregisters) or "replaced" (a later config.sh --replace).
@@ -452,6 +459,15 @@ func (s *Server) unregistered(id int64, by string) {
 	for i := len(s.history) - 1; i >= 0; i-- {
 		if s.history[i].RunnerID == id && s.history[i].To.IsZero() {
 			s.history[i].To, s.history[i].EndedBy = time.Now(), by
+		}
+	}
+}
+
+// cameOnline notes a registration's first listener. Called with s.mu held.
+func (s *Server) cameOnline(id int64) {
+	for i := len(s.history) - 1; i >= 0; i-- {
+		if s.history[i].RunnerID == id && s.history[i].To.IsZero() && s.history[i].Online.IsZero() {
+			s.history[i].Online = time.Now()
 		}
 	}
 }
@@ -522,7 +538,7 @@ func (s *Server) EnqueueJob(label, script string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextID++
-	s.jobs[s.nextID] = &Job{ID: s.nextID, Label: label, Repo: "repo", Script: script, State: JobQueued, done: make(chan struct{})}
+	s.jobs[s.nextID] = &Job{ID: s.nextID, Label: label, Repo: "repo", Script: script, State: JobQueued, Queued: time.Now(), done: make(chan struct{})}
 	s.wake()
 	return s.nextID
 }
