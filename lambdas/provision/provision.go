@@ -52,10 +52,10 @@ type Input struct {
 
 // Instance is one runner given to the run.
 type Instance struct {
-	InstanceID   string  `json:"instanceId"`
-	InstanceType string  `json:"instanceType"`
-	UsageClass   string  `json:"usageClass"`
-	Source       string  `json:"source"` // "reused" or "created"
+	InstanceID   string `json:"instanceId"`
+	InstanceType string `json:"instanceType"`
+	UsageClass   string `json:"usageClass"`
+	Source       string `json:"source"` // "reused" or "created"
 	// The instance's way to ready, in seconds since provision began: it
 	// became the run's (claimed from the pool, or launched and recorded),
 	// its runner's configuration was in its record (a just-in-time

@@ -163,8 +163,8 @@ type Job struct {
 	// wall-clock times, for the timings the sandbox and benchmarks show.
 	Queued, Started, Finished time.Time
 	done                      chan struct{}
-	session  string // the listener session that took it
-	acked    bool   // the runner confirmed it started the job
+	session                   string // the listener session that took it
+	acked                     bool   // the runner confirmed it started the job
 }
 
 // Fault makes matching requests fail or slow down. It applies to the REST
