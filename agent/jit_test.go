@@ -107,3 +107,22 @@ func TestAJITRunTakesEachJobOnAFreshSingleJobRunner(t *testing.T) {
 		}
 	}
 }
+
+// TestAJITAgentStartsTheNextRunnerWithoutWaitingForItsPoll: with an
+// assigned poll of a minute, the next job still finds a runner within the
+// job helper's 20 s: the agent wakes when the runner exits, asks at once
+// and reads the record often while the answer is due.
+func TestAJITAgentStartsTheNextRunnerWithoutWaitingForItsPoll(t *testing.T) {
+	w, _, inst := jitWorld(t)
+	w.configure(func(c *config.Config) { c.AssignedPoll = config.Duration{Duration: time.Minute} })
+	w.start()
+	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
+	_, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
+	must(t, err)
+	first := w.job("ghr-run-a-jit", "echo one")
+	second := w.job("ghr-run-a-jit", "echo two")
+	if first.Runner == second.Runner || second.ExitCode != 0 {
+		t.Fatalf("jobs on %s and %s (exit %d)", first.Runner, second.Runner, second.ExitCode)
+	}
+	t.Logf("job done → next job started: %v", second.Started.Sub(first.Finished))
+}

@@ -22,6 +22,29 @@ import (
 // served by the next.
 const jitAskEvery = 5 * time.Second
 
+// jitAnswerPoll is how often the record is read while a requested
+// configuration is awaited (the control plane answers within about a
+// second), for at most jitAnswerFor after the request; then the usual
+// assigned poll. A job's next runner waits on these reads, and there
+// are few of them: one request per job.
+const (
+	jitAnswerPoll = 150 * time.Millisecond
+	jitAnswerFor  = 10 * time.Second
+)
+
+// jitWait is how long the main loop of a just-in-time assignment sleeps
+// before reading the record again, and what ends the sleep early: the
+// runner's exit (its job is done: ask for the next configuration now).
+func (a *Agent) jitWait(assignedPoll time.Duration) (time.Duration, <-chan struct{}) {
+	if alive, _ := a.Runner.Alive(); alive {
+		return assignedPoll, a.Runner.Exited()
+	}
+	if a.jitAsked == a.local.Seq+1 && time.Since(a.jitAskedAt) < jitAnswerFor {
+		return jitAnswerPoll, nil
+	}
+	return assignedPoll, nil
+}
+
 // registerJIT starts the runner of the assignment's first configuration.
 func (a *Agent) registerJIT(ctx context.Context, rec *state.Instance, reg *state.Registration) {
 	if err := a.startJIT(reg.JITConfig); err != nil {

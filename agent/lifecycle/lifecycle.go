@@ -188,11 +188,14 @@ func (a *Agent) mainLoop(ctx context.Context) error {
 		if a.isTerminated() {
 			return nil
 		}
-		wait := a.Config.IdlePoll.Duration
+		wait, wake := a.Config.IdlePoll.Duration, (<-chan struct{})(nil)
 		if a.local.registered() {
 			wait = a.Config.AssignedPoll.Duration
+			if a.local.JIT {
+				wait, wake = a.jitWait(wait)
+			}
 		}
-		if !sleep(ctx, wait) {
+		if !sleepOrWake(ctx, wait, wake) {
 			return ctx.Err()
 		}
 	}

@@ -35,13 +35,17 @@ func backoff(attempt int) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d)))
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
+func sleep(ctx context.Context, d time.Duration) bool { return sleepOrWake(ctx, d, nil) }
+
+// sleepOrWake is sleep that also ends when wake is ready.
+func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
-		return true
+	case <-wake:
 	}
+	return true
 }

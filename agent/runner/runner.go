@@ -234,6 +234,17 @@ func (r *Runner) Alive() (alive bool, err error) {
 	return true, nil
 }
 
+// Exited is closed when the run.sh this Runner started exits; nil (never
+// ready) when it started none, or adopted one after a restart of the agent.
+func (r *Runner) Exited() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return nil
+	}
+	return r.exited
+}
+
 // PID is run.sh's process id, 0 when not running.
 func (r *Runner) PID() int {
 	r.mu.Lock()

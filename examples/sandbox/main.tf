@@ -55,6 +55,33 @@ provider "ghrunner" {
   }
 }
 
+locals {
+  # Short, so the story plays in about a minute; max_runtime is the
+  # shortest the provider accepts, and the chaos suite runs jobs past it.
+  timings = {
+    created_ttl_seconds        = 60
+    claim_ttl_seconds          = 60
+    max_runtime_seconds        = 60
+    idle_ttl_seconds           = 600
+    boot_time_seconds          = 10
+    min_running_time_seconds   = 1
+    heartbeat_interval_seconds = 1
+    stale_after_seconds        = 10
+    release_wait_seconds       = 30
+  }
+  pool = {
+    owner          = "acme"
+    image_id       = var.image_id
+    instance_types = ["c7i.large", "m7i.large"]
+    subnet_ids     = [var.subnet_id]
+    usage_class    = "on-demand"
+    max_instances  = 10
+    agent_endpoint = var.endpoint
+    idle_windows   = [{ cron = var.idle_window_cron, time_zone = "UTC", idle_count = 2 }]
+    timings        = local.timings
+  }
+}
+
 module "runners" {
   source              = "../../modules/runner-pool"
   prefix              = "sandbox"
@@ -64,29 +91,11 @@ module "runners" {
   scale_down_schedule = "rate(10 minutes)"
 
   pools = {
-    linux = {
-      owner          = "acme"
-      image_id       = var.image_id
-      instance_types = ["c7i.large", "m7i.large"]
-      subnet_ids     = [var.subnet_id]
-      usage_class    = "on-demand"
-      max_instances  = 10
-      agent_endpoint = var.endpoint
-      idle_windows   = [{ cron = var.idle_window_cron, time_zone = "UTC", idle_count = 2 }]
-      # Short, so the story plays in about a minute; max_runtime is the
-      # shortest the provider accepts, and the chaos suite runs jobs past it.
-      timings = {
-        created_ttl_seconds        = 60
-        claim_ttl_seconds          = 60
-        max_runtime_seconds        = 60
-        idle_ttl_seconds           = 600
-        boot_time_seconds          = 10
-        min_running_time_seconds   = 1
-        heartbeat_interval_seconds = 1
-        stale_after_seconds        = 10
-        release_wait_seconds       = 30
-      }
-    }
+    # A just-in-time runner per job (the default).
+    linux = local.pool
+    # Registration tokens and config.sh: the fallback for GitHub
+    # Enterprise Server versions without just-in-time runners.
+    linux-token = merge(local.pool, { registration = "token" })
   }
 }
 

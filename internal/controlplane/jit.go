@@ -150,7 +150,7 @@ func (d *Deps) deleteJITRunners(ctx context.Context, inst *state.Instance, wait 
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(d.poll()):
+			case <-time.After(d.retryEvery()):
 			}
 		}
 	}

@@ -142,7 +142,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	c := &chaos{sb: s, d: d, lambda: admin.Lambda(cfg), store: state.New(s.AWS.DynamoDB(), d.Table), fleet: fleet.New(s.AWS.EC2(), Environment),
 		out: o.Out, rng: rand.New(rand.NewSource(o.Seed)), faults: map[string]int{}, given: map[string][]string{}, failures: map[string]int{},
 		armed: map[string]context.CancelFunc{}, history: newHistory(), dynamoDB: dynamoDB{hot: map[string]time.Time{}}}
-	pool, err := c.store.GetPoolConfig(ctx, "linux")
+	pool, err := c.store.GetPoolConfig(ctx, PoolJIT)
 	if err != nil || pool == nil {
 		return ChaosReport{}, fmt.Errorf("pool linux: %v", err)
 	}
@@ -186,9 +186,15 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 
 	// Each workflow's fault is drawn up front, so a seed gives the same plan
 	// whatever the timing.
-	plan := make([]string, o.Workflows)
+	// One workflow in four runs on the token pool: the fallback for GitHub
+	// Enterprise Server meets the same faults as the default.
+	plan, pools := make([]string, o.Workflows), make([]string, o.Workflows)
 	for i := range plan {
-		plan[i] = workflowFaults[c.intn(len(workflowFaults))]
+		plan[i], pools[i] = workflowFaults[c.intn(len(workflowFaults))], PoolJIT
+		if c.intn(4) == 0 {
+			pools[i] = PoolToken
+			c.activity["token-pool workflows"]++
+		}
 		if off["kills"] {
 			plan[i] = faultNone
 		}
@@ -215,7 +221,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 				}
 				wg.Done()
 			}()
-			ok := c.workflow(ctx, fmt.Sprintf("chaos-%d-%d", o.Seed, i), 1+c.intn(2), plan[i])
+			ok := c.workflow(ctx, fmt.Sprintf("chaos-%d-%d", o.Seed, i), pools[i], 1+c.intn(2), plan[i])
 			countMu.Lock()
 			if ok {
 				okCount++

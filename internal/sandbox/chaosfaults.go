@@ -128,7 +128,7 @@ func (c *chaos) hotItems(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		live, err := c.fleet.List(ctx, fleet.Filter{Pool: "linux"})
+		live, err := c.fleet.List(ctx, fleet.Filter{})
 		if err != nil || len(live) == 0 {
 			continue
 		}
@@ -250,7 +250,7 @@ func (c *chaos) killAgents(ctx context.Context) {
 			return
 		case <-time.After(time.Duration(800+c.intn(1500)) * time.Millisecond):
 		}
-		live, err := c.fleet.List(ctx, fleet.Filter{Pool: "linux"})
+		live, err := c.fleet.List(ctx, fleet.Filter{})
 		if err != nil || len(live) == 0 {
 			continue
 		}

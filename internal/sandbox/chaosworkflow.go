@@ -20,7 +20,7 @@ import (
 
 // workflow is what a GitHub workflow does: provision, one job per runner,
 // and release in an always() step; a failed release step is re-run once.
-func (c *chaos) workflow(ctx context.Context, runID string, count int, fault string) bool {
+func (c *chaos) workflow(ctx context.Context, runID, pool string, count int, fault string) bool {
 	// A fault counts once it happened: a kill timer that fires after the
 	// call returned, or an armed CreateFleet kill when everything was reused,
 	// injects nothing.
@@ -34,7 +34,7 @@ func (c *chaos) workflow(ctx context.Context, runID string, count int, fault str
 	case faultKillProvision:
 		time.AfterFunc(time.Duration(200+c.intn(2500))*time.Millisecond, func() { c.kill(pctx, cancel, fault) })
 	}
-	err := c.invokeStep(pctx, "provision", map[string]any{"runId": runID, "pool": "linux", "instanceCount": count}, &prov)
+	err := c.invokeStep(pctx, "provision", map[string]any{"runId": runID, "pool": pool, "instanceCount": count}, &prov)
 	cancel()
 	c.mu.Lock()
 	delete(c.armed, runID) // not met when everything was reused

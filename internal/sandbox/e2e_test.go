@@ -62,7 +62,7 @@ func TestMain(m *testing.M) {
 }
 
 // install runs `make install` into a temporary mirror once, as a user would.
-func install(t *testing.T) {
+func install(t testing.TB) {
 	t.Helper()
 	installOnce.Do(func() {
 		out, err := exec.Command("make", "-C", repo, "install", "MIRROR="+mirror).CombinedOutput()
@@ -81,7 +81,7 @@ func deployed(t *testing.T) (*sandbox.Sandbox, sandbox.Deployment, *lambda.Clien
 	return deployedWith(t, sandbox.DeployOptions{})
 }
 
-func deployedWith(t *testing.T, o sandbox.DeployOptions) (*sandbox.Sandbox, sandbox.Deployment, *lambda.Client) {
+func deployedWith(t testing.TB, o sandbox.DeployOptions) (*sandbox.Sandbox, sandbox.Deployment, *lambda.Client) {
 	t.Helper()
 	install(t)
 	ctx := context.Background()
@@ -142,8 +142,8 @@ func TestE2E_Story(t *testing.T) {
 	if !ok || len(st.Steps) < 10 {
 		t.Fatalf("story failed or too short: %d steps", len(st.Steps))
 	}
-	if n := sb.Invocations()[d.Functions[bundle.HandlerProvision]]; n != 4 {
-		t.Errorf("provision invoked %d times through the endpoint, want 4", n)
+	if n := sb.Invocations()[d.Functions[bundle.HandlerProvision]]; n != 5 {
+		t.Errorf("provision invoked %d times through the endpoint, want 5", n)
 	}
 	t.Logf("what IAM allowed each role (role action count):\n%s", strings.Join(sb.IAMAllowed(), "\n"))
 }

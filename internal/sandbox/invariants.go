@@ -31,13 +31,15 @@ func (c *chaos) check(ctx context.Context) []string {
 	// The index finds the live records; a consistent read gets all of each
 	// (the index does not project every attribute).
 	var ids []string
-	for _, st := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
-		recs, err := c.store.ByPoolState(ctx, "linux", st, time.Time{})
-		if err != nil {
-			return []string{"query records: " + err.Error()}
-		}
-		for _, r := range recs {
-			ids = append(ids, r.ID)
+	for _, pool := range Pools {
+		for _, st := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
+			recs, err := c.store.ByPoolState(ctx, pool, st, time.Time{})
+			if err != nil {
+				return []string{"query records: " + err.Error()}
+			}
+			for _, r := range recs {
+				ids = append(ids, r.ID)
+			}
 		}
 	}
 	for _, in := range live {

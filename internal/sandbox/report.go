@@ -29,7 +29,8 @@ func (r ChaosReport) Print(w io.Writer) {
 			a["refresh runs"], a["refresh runs failed"], a["refresh runs with errors"], a["refresh terminated"], a["refresh expired"])
 		fmt.Fprintf(w, "             scale-down ran %d× (%d failed, %d with errors): %d terminated, %d kept;\n",
 			a["scale-down runs"], a["scale-down runs failed"], a["scale-down runs with errors"], a["scale-down terminated"], a["scale-down kept"])
-		fmt.Fprintf(w, "             at most %d instances live at once (max_instances %d)\n", a["peak live instances"], a["max_instances"])
+		fmt.Fprintf(w, "             at most %d instances of a pool live at once (max_instances %d); %d workflows on the token pool\n",
+			a["peak live instances"], a["max_instances"], a["token-pool workflows"])
 	}
 	if len(r.Failures) > 0 {
 		reasons := make([]string, 0, len(r.Failures))

@@ -20,6 +20,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/scaledown"
@@ -66,11 +67,11 @@ func (st *Story) Play(ctx context.Context) bool {
 	stopView := st.liveView(ctx)
 	defer stopView()
 
-	first := st.workflow(ctx, "cold provision of 3 runners, a job on each, release", "run-1001", 3, 3, 0, nil)
+	first := st.play(ctx, flow{name: "cold provision of 3 runners, a job on each, release", runID: "run-1001", pool: PoolJIT, runners: 3, created: 3})
 	if ctx.Err() != nil {
 		return false // interrupted: stop here, the caller cleans up
 	}
-	st.workflow(ctx, "second workflow reuses the pooled runners", "run-1002", 3, 0, 3, first)
+	st.play(ctx, flow{name: "second workflow reuses the pooled runners", runID: "run-1002", pool: PoolJIT, runners: 3, reused: 3, sameAs: first})
 	if ctx.Err() != nil {
 		return false
 	}
@@ -80,11 +81,11 @@ func (st *Story) Play(ctx context.Context) bool {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		a = st.workflowJobs(ctx, "concurrent workflow A (2 runners, 6 jobs)", "run-1003", 2, 6, -1, -1, nil)
+		a = st.play(ctx, flow{name: "concurrent workflow A (2 runners, 6 jobs)", runID: "run-1003", pool: PoolJIT, runners: 2, jobs: 6, created: -1, reused: -1})
 	}()
 	go func() {
 		defer wg.Done()
-		b = st.workflow(ctx, "concurrent workflow B (2 runners)", "run-1004", 2, -1, -1, nil)
+		b = st.play(ctx, flow{name: "concurrent workflow B (2 runners)", runID: "run-1004", pool: PoolJIT, runners: 2, created: -1, reused: -1})
 	}()
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -100,6 +101,10 @@ func (st *Story) Play(ctx context.Context) bool {
 			return fmt.Sprintf("%d distinct runners, %d instances launched in total", len(distinct), len(st.Launched)),
 				len(all) == 4 && len(distinct) == 4 && len(st.Launched) == 4
 		})
+	st.play(ctx, flow{name: "a token pool (for GHES without just-in-time runners): 2 runners, 4 jobs", runID: "run-1005", pool: PoolToken, runners: 2, jobs: 4, created: 2})
+	if ctx.Err() != nil {
+		return false
+	}
 	st.scaleDown(ctx)
 	if ctx.Err() != nil {
 		return false
@@ -155,20 +160,26 @@ func (st *Story) invoke(ctx context.Context, handler string, payload, out any) e
 	return json.Unmarshal(res.Payload, out)
 }
 
-// workflow provisions count runners for runID, runs a job on each, and
-// releases them; wantCreated/wantReused < 0 are not checked; sameAs, when
-// given, are the instances the workflow must reuse.
-func (st *Story) workflow(ctx context.Context, name, runID string, count, wantCreated, wantReused int, sameAs []string) []string {
-	return st.workflowJobs(ctx, name, runID, count, count, wantCreated, wantReused, sameAs)
+// flow is one workflow of the story: runners provisioned from pool for
+// runID, jobs run on them (more jobs than runners: a just-in-time pool
+// gives each job a runner of its own, a token pool's runners take several),
+// then released. created/reused < 0 are not checked; sameAs, when given,
+// are the instances the workflow must get.
+type flow struct {
+	name, runID, pool string
+	runners, jobs     int
+	created, reused   int
+	sameAs            []string
 }
 
-// workflowJobs is a workflow whose run has more jobs than runners: each
-// job goes to a just-in-time runner of its own, and a runner's instance
-// takes the next job once the control plane answered its request.
-func (st *Story) workflowJobs(ctx context.Context, name, runID string, count, njobs, wantCreated, wantReused int, sameAs []string) []string {
+// play plays a flow and returns the instances it got.
+func (st *Story) play(ctx context.Context, f flow) []string {
+	if f.jobs == 0 {
+		f.jobs = f.runners
+	}
 	start := time.Now()
 	var out provision.Output
-	err := st.invoke(ctx, "provision", map[string]any{"runId": runID, "pool": "linux", "instanceCount": count}, &out)
+	err := st.invoke(ctx, "provision", map[string]any{"runId": f.runID, "pool": f.pool, "instanceCount": f.runners}, &out)
 	var ids []string
 	for _, in := range out.Instances {
 		ids = append(ids, in.InstanceID)
@@ -179,48 +190,63 @@ func (st *Story) workflowJobs(ctx context.Context, name, runID string, count, nj
 		}
 	}
 	sort.Strings(ids)
-	ok := err == nil && out.Status == "ready" && len(ids) == count &&
-		(wantCreated < 0 || out.Created == wantCreated) && (wantReused < 0 || out.Reused == wantReused) &&
-		(sameAs == nil || slices.Equal(ids, sameAs))
-	got := fmt.Sprintf("provision %s: %d ready (%d created, %d reused) in %.1fs", runID, len(ids), out.Created, out.Reused, out.ElapsedSeconds)
+	ok := err == nil && out.Status == "ready" && len(ids) == f.runners &&
+		(f.created < 0 || out.Created == f.created) && (f.reused < 0 || out.Reused == f.reused) &&
+		(f.sameAs == nil || slices.Equal(ids, f.sameAs))
+	got := fmt.Sprintf("provision %s: %d ready (%d created, %d reused) in %.1fs", f.runID, len(ids), out.Created, out.Reused, out.ElapsedSeconds)
+	if split, found := SplitOf(start, out, st.sb.GitHub.History()); found {
+		got += "; slowest: " + split.String()
+	}
 	if err != nil {
 		got = err.Error()
 	}
-	st.record(Step{Name: name + ": provision", Want: fmt.Sprintf("%d ready", count), Got: got, Took: time.Since(start), OK: ok})
+	st.record(Step{Name: f.name + ": provision", Want: fmt.Sprintf("%d ready", f.runners), Got: got, Took: time.Since(start), OK: ok})
 	if err != nil {
 		return ids
 	}
 
 	start = time.Now()
-	jobs := make([]int64, njobs)
-	for i := range jobs {
-		jobs[i] = st.sb.GitHub.EnqueueJob(out.Label, "echo building "+runID)
+	queued := make([]int64, f.jobs)
+	for i := range queued {
+		queued[i] = st.sb.GitHub.EnqueueJob(out.Label, "echo building "+f.runID)
 	}
-	ran, foreign := 0, 0
+	foreign := 0
 	runners := map[string]bool{}
-	for _, id := range jobs {
+	var done []fakegithub.Job
+	for _, id := range queued {
 		job, err := st.sb.GitHub.WaitJobContext(ctx, id)
 		if err != nil || job.Result != "succeeded" {
 			continue
 		}
-		ran++
+		done = append(done, job)
 		runners[job.Runner] = true
 		if inst, _ := github.InstanceOf(job.Runner); !slices.Contains(ids, inst) {
 			foreign++
 		}
 	}
-	st.record(Step{Name: name + ": jobs", Want: fmt.Sprintf("%d jobs on %s's runners, one runner each", njobs, runID),
-		Got: fmt.Sprintf("%d/%d succeeded on %d runners, %d on a runner of another run", ran, njobs, len(runners), foreign), Took: time.Since(start),
-		OK: ran == njobs && foreign == 0 && len(runners) == njobs})
+	want := fmt.Sprintf("%d jobs on %s's runners", f.jobs, f.runID)
+	wantRunners := f.runners
+	if f.pool == PoolJIT {
+		want, wantRunners = want+", one runner each", f.jobs
+	}
+	got = fmt.Sprintf("%d/%d succeeded on %d runners, %d on a runner of another run", len(done), f.jobs, len(runners), foreign)
+	if f.jobs > f.runners {
+		g := NextJobGaps(done, st.sb.GitHub.History())
+		got += fmt.Sprintf("; next-job gap p50 %.2fs max %.2fs (job done → next job started)", Quantile(g.Started, 0.5).Seconds(), Quantile(g.Started, 1).Seconds())
+		if f.pool == PoolJIT {
+			got += fmt.Sprintf(", next runner online p50 %.2fs", Quantile(g.Online, 0.5).Seconds())
+		}
+	}
+	st.record(Step{Name: f.name + ": jobs", Want: want, Got: got, Took: time.Since(start), OK: len(done) == f.jobs && foreign == 0 && len(runners) == wantRunners})
 
 	start = time.Now()
 	var rel release.Output
-	err = st.invoke(ctx, "release", map[string]any{"runId": runID}, &rel)
-	got = fmt.Sprintf("release %s: %d back in the pool, %d expired in %.1fs", runID, len(rel.Released), len(rel.Expired), rel.ElapsedSeconds)
+	err = st.invoke(ctx, "release", map[string]any{"runId": f.runID}, &rel)
+	got = fmt.Sprintf("release %s: %d back in the pool, %d expired in %.1fs", f.runID, len(rel.Released), len(rel.Expired), rel.ElapsedSeconds)
 	if err != nil {
 		got = err.Error()
 	}
-	st.record(Step{Name: name + ": release", Want: fmt.Sprintf("%d back in the pool", count), Got: got, Took: time.Since(start), OK: err == nil && len(rel.Released) == count})
+	st.record(Step{Name: f.name + ": release", Want: fmt.Sprintf("%d back in the pool", f.runners), Got: got, Took: time.Since(start), OK: err == nil && len(rel.Released) == f.runners})
 	return ids
 }
 
@@ -232,7 +258,7 @@ func (st *Story) scaleDown(ctx context.Context) {
 	err := st.invoke(ctx, bundle.HandlerScaleDown, map[string]any{}, &out)
 	live := -1
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(500 * time.Millisecond) {
-		in, lerr := st.fleet.List(ctx, fleet.Filter{Pool: "linux"})
+		in, lerr := st.fleet.List(ctx, fleet.Filter{})
 		if lerr == nil {
 			live = len(in)
 			if live == 0 {
@@ -288,11 +314,19 @@ func (st *Story) liveView(ctx context.Context) func() {
 		for {
 			counts := []string{}
 			for _, s := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
-				in, err := st.store.ByPoolState(ctx, "linux", s, time.Time{})
-				if err != nil {
-					break
+				n := 0
+				for _, p := range Pools {
+					in, err := st.store.ByPoolState(ctx, p, s, time.Time{})
+					if err != nil {
+						n = -1
+						break
+					}
+					n += len(in)
 				}
-				counts = append(counts, fmt.Sprintf("%s %d", s, len(in)))
+				if n < 0 {
+					break // shown at the next change
+				}
+				counts = append(counts, fmt.Sprintf("%s %d", s, n))
 			}
 			if line := strings.Join(counts, " · "); len(counts) == 4 && line != last {
 				fmt.Fprintf(st.out, "[%5.1fs]      instances: %s\n", time.Since(st.start).Seconds(), line)
