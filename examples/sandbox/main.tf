@@ -38,6 +38,12 @@ variable "idle_window_cron" {
   type        = string
 }
 
+variable "heartbeat_interval_seconds" {
+  description = "The agents' heartbeat: every second in the story and the chaos suite (stale agents are found within 10 s); the benchmarks use the production default, 15."
+  type        = number
+  default     = 1
+}
+
 provider "ghrunner" {
   region      = "us-east-1"
   environment = "sandbox"
@@ -65,8 +71,8 @@ locals {
     idle_ttl_seconds           = 600
     boot_time_seconds          = 10
     min_running_time_seconds   = 1
-    heartbeat_interval_seconds = 1
-    stale_after_seconds        = 10
+    heartbeat_interval_seconds = var.heartbeat_interval_seconds
+    stale_after_seconds        = max(10, 4 * var.heartbeat_interval_seconds)
     release_wait_seconds       = 30
   }
   pool = {

@@ -48,6 +48,9 @@ type Deps struct {
 	// to the peer design's); see WaitEvery and retryEvery for the defaults.
 	Poll time.Duration
 
+	watchOnce sync.Once
+	watch     *state.Watcher
+
 	mu    sync.Mutex
 	pools map[string]*state.PoolConfig
 }
@@ -88,6 +91,13 @@ func (d *Deps) WaitEvery() time.Duration {
 	return 250 * time.Millisecond
 }
 
+// Watcher serves every signal wait of these Deps with one batch read per
+// WaitEvery for all the records waited on.
+func (d *Deps) Watcher() *state.Watcher {
+	d.watchOnce.Do(func() { d.watch = state.NewWatcher(d.Store, d.WaitEvery()) })
+	return d.watch
+}
+
 // retryEvery is how often a refused GitHub call is tried again: GitHub's
 // rate limit, not a record read, is what it spends.
 func (d *Deps) retryEvery() time.Duration {
@@ -124,7 +134,7 @@ func (d *Deps) Repool(ctx context.Context, idle *state.Instance, p *state.PoolCo
 	log := d.Log.With("instanceId", idle.ID, "assignment", idle.Assignment)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	clean, err := d.Store.WaitSignal(wctx, idle.ID, idle.Assignment, state.SignalRemoveRegOK, state.SignalRemoveRegFailed, d.WaitEvery())
+	clean, err := d.Watcher().WaitSignal(wctx, idle.ID, idle.Assignment, state.SignalRemoveRegOK, state.SignalRemoveRegFailed)
 	if err != nil {
 		detail := "agent did not confirm it is clean: " + err.Error()
 		d.expire(ctx, idle.Ref(), detail)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -26,6 +27,9 @@ type DeployOptions struct {
 	// "" is IdleWindowCron(now), twelve hours away: the pool keeps nobody
 	// idle today, so the story's scale-down trims it to nothing.
 	IdleWindowCron string
+	// HeartbeatSeconds is the agents' heartbeat interval; 0 is the
+	// sandbox's 1 s.
+	HeartbeatSeconds int
 }
 
 // ChaosDeploy is how the chaos suite deploys: an idle window active every
@@ -65,6 +69,9 @@ func (s *Sandbox) DeployWith(ctx context.Context, mirror string, progress io.Wri
 	}
 	vars := map[string]string{"endpoint": s.URL, "architecture": runtime.GOARCH, "image_id": n.AMI, "subnet_id": n.Subnet,
 		"github_parameter": GitHubParameter, "idle_window_cron": o.IdleWindowCron}
+	if o.HeartbeatSeconds > 0 {
+		vars["heartbeat_interval_seconds"] = strconv.Itoa(o.HeartbeatSeconds)
+	}
 	raw, _ := json.MarshalIndent(vars, "", "  ")
 	if err := os.WriteFile(filepath.Join(work, "terraform.tfvars.json"), raw, 0o644); err != nil {
 		return d, err

@@ -2,7 +2,6 @@ package state
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -138,51 +137,8 @@ func (e *SignalFailedError) Error() string {
 	return fmt.Sprintf("instance %s signalled %s: %s", e.InstanceID, e.Signal, e.Detail)
 }
 
-// WaitSignal polls the record with consistent reads until the ok signal
-// answers assignment. It returns a *SignalFailedError at once when the failed
-// signal answers it, a *ConditionError when the record moved to another
-// assignment or was terminated (the wait can never succeed), and the context's
-// error at the deadline. Transient read errors are retried until the deadline.
-//
-// A spot interruption notice (UD_INTERRUPTED) for the assignment also ends
-// the wait at once, as a *SignalFailedError: the instance is going away.
+// WaitSignal is a Watcher's WaitSignal for one wait, reading the record
+// every interval (1 s if 0).
 func (s *Store) WaitSignal(ctx context.Context, instanceID, assignment, ok, failed string, every time.Duration) (*Instance, error) {
-	if every <= 0 {
-		every = time.Second
-	}
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	var lastErr error
-	for {
-		inst, err := s.Get(ctx, instanceID)
-		switch {
-		case IsNotFound(err):
-			return nil, &ConditionError{Key: InstanceKey(instanceID), Transition: "wait " + ok, Clause: ClauseExists, Detail: "no such record"}
-		case err != nil:
-			lastErr = err
-		case inst.State == Terminated:
-			return inst, &ConditionError{Key: inst.Key, Transition: "wait " + ok, Clause: ClauseState, Detail: "instance is terminated", Current: inst}
-		case inst.Assignment != assignment:
-			return inst, &ConditionError{Key: inst.Key, Transition: "wait " + ok, Clause: ClauseAssignment,
-				Detail: fmt.Sprintf("assignment is %s, want %s", inst.Assignment, assignment), Current: inst}
-		default:
-			if _, done := inst.SignalFor(ok); done {
-				return inst, nil
-			}
-			if sig, bad := inst.SignalFor(failed); bad && failed != "" {
-				return inst, &SignalFailedError{InstanceID: instanceID, Signal: failed, Detail: sig.Detail}
-			}
-			if sig, gone := inst.SignalFor(SignalInterrupted); gone {
-				return inst, &SignalFailedError{InstanceID: instanceID, Signal: SignalInterrupted, Detail: sig.Detail}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			if lastErr != nil {
-				return nil, errors.Join(ctx.Err(), lastErr)
-			}
-			return nil, fmt.Errorf("wait for %s of %s: %w", ok, instanceID, ctx.Err())
-		case <-ticker.C:
-		}
-	}
+	return NewWatcher(s, every).WaitSignal(ctx, instanceID, assignment, ok, failed)
 }

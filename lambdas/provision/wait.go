@@ -97,7 +97,7 @@ func (p *provisioner) waitOne(ctx context.Context, m *member) error {
 		m.inst, m.configured = inst, time.Since(p.start).Seconds()
 		p.mu.Unlock()
 	}
-	if _, err := p.d.Store.WaitSignal(wctx, m.inst.ID, m.inst.Assignment, state.SignalRegOK, state.SignalRegFailed, p.d.WaitEvery()); err != nil {
+	if _, err := p.d.Watcher().WaitSignal(wctx, m.inst.ID, m.inst.Assignment, state.SignalRegOK, state.SignalRegFailed); err != nil {
 		return err
 	}
 	run, err := p.d.Store.GetRun(ctx, p.req.RunID)
