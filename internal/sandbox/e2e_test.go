@@ -6,6 +6,7 @@ package sandbox_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,7 +86,10 @@ func deployedWith(t testing.TB, o sandbox.DeployOptions) (*sandbox.Sandbox, sand
 	t.Helper()
 	install(t)
 	ctx := context.Background()
-	logs, err := os.Create(filepath.Join(t.TempDir(), "sandbox.log"))
+	// GHRUNNER_SANDBOX_LOG keeps the log where it says (to read a run's
+	// timeline afterwards); by default it goes with the test's folder.
+	logPath := cmp.Or(os.Getenv("GHRUNNER_SANDBOX_LOG"), filepath.Join(t.TempDir(), "sandbox.log"))
+	logs, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}

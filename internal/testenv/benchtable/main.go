@@ -173,7 +173,33 @@ func table(m metrics) []row {
 		row{"Lambda bundle zip, arm64 / amd64", m.cell(" MB", ref{cs, "zip-MB-arm64"}, ref{cs, "zip-MB-amd64"}), "—", "—", "ColdStart"},
 		row{"Lambda init (cold minus warm invoke, p50); cold / warm invoke", m.ms(ref{cs, "init-s"}) + "; " + m.ms(ref{cs, "p50-cold-invoke-s"}, ref{cs, "p50-warm-invoke-s"}), "—", "—", "ColdStart"},
 	)
-	return rows
+	return append(rows, registrationRows(m)...)
+}
+
+// registrationRows compare just-in-time runners (ours) with registration
+// tokens and config.sh (the peer design's registration; our token pool),
+// measured in the sandbox in one run.
+func registrationRows(m metrics) []row {
+	const reg, how = "BenchmarkRegistration", "Registration"
+	pq := func(mode, what string) string {
+		return m.cell(" s", ref{reg, "p50-" + mode + "-" + what + "-s"}, ref{reg, "p95-" + mode + "-" + what + "-s"})
+	}
+	p50 := func(mode, what string) ref { return ref{reg, "p50-" + mode + "-" + what + "-s"} }
+	split := func(mode string) string {
+		return m.cell(" s", p50(mode, "warm-10-claim"), p50(mode, "warm-10-config"), p50(mode, "warm-10-runner-start"), p50(mode, "warm-10-signal"))
+	}
+	calls := func(mode, kind string) ref { return ref{reg, mode + "-" + kind + "-calls/workflow"} }
+	return []row{
+		{"sandbox: warm provision of 1 until its runner is online, p50 / p95 (peer: registration token and config.sh, our token pool, measured)",
+			pq("jit", "warm-1"), pq("token", "warm-1"), m.ratio(p50("token", "warm-1"), p50("jit", "warm-1")), how},
+		{"sandbox: warm provision of 10 until every runner is online, p50 / p95", pq("jit", "warm-10"), pq("token", "warm-10"),
+			m.ratio(p50("token", "warm-10"), p50("jit", "warm-10")), how},
+		{"same, the slowest instance: claim / configuration in its record / runner online / ready signal seen, p50", split("jit"), split("token"), "—", how},
+		{"sandbox: a job's end to the next job on the same instance, p50 / p95 (token: the same runner takes it)", pq("jit", "gap-started"), pq("token", "gap-started"), "—", how},
+		{"sandbox: a job's end to the instance's next just-in-time runner online, p50 / p95", pq("jit", "gap-online"), "—", "—", how},
+		{"GitHub REST API calls per workflow of 20 jobs on 10 warm runners, provision to release", m.cell("", calls("jit", "rest")), m.cell("", calls("token", "rest")), "—", how},
+		{"same: runners added or removed through config.sh's protocol", m.cell("", calls("jit", "configsh")), m.cell("", calls("token", "configsh")), "—", how},
+	}
 }
 
 func main() {

@@ -48,6 +48,18 @@ PASS`
 			t.Errorf("init row: %+v", r)
 		}
 	}
+	reg := metrics{"BenchmarkRegistration": {"p50-jit-warm-1-s": 0.5, "p95-jit-warm-1-s": 0.9, "p50-token-warm-1-s": 1.5, "p95-token-warm-1-s": 2,
+		"jit-rest-calls/workflow": 31.6, "token-rest-calls/workflow": 0}}
+	rows = map[string]row{}
+	for _, r := range table(reg) {
+		rows[r.what] = r
+	}
+	if r := rows["sandbox: warm provision of 1 until its runner is online, p50 / p95 (peer: registration token and config.sh, our token pool, measured)"]; r.ours != "0.50 / 0.90 s" || r.peer != "1.50 / 2.00 s" || r.ratio != "3.00×" {
+		t.Errorf("registration row: %+v", r)
+	}
+	if r := rows["GitHub REST API calls per workflow of 20 jobs on 10 warm runners, provision to release"]; r.ours != "31.6" || r.peer != "0.00" {
+		t.Errorf("calls row: %+v", r)
+	}
 	if _, err := parse(strings.NewReader("BenchmarkX-2 1 abc ns/op")); err == nil {
 		t.Error("a malformed value was accepted")
 	}
