@@ -57,6 +57,19 @@ func (d *Deps) ReleaseInstance(ctx context.Context, runID, id string) (Outcome, 
 		}
 	}
 	idle, err := d.Store.Release(ctx, inst.Ref(), runID, state.D(p.Timings.IdleTTL), removal)
+	for attempt := 1; state.ClauseOf(err) == state.ClauseJIT && attempt < 5; attempt++ {
+		// A configuration written since the read (a stream answer that was
+		// slow): read again, so that the runners deleted below include it.
+		// After the release no configuration of the old assignment can be
+		// written, and a runner minted for one is deleted by its minter.
+		if inst, err = d.Store.Get(ctx, id); err != nil {
+			return Untouched, err
+		}
+		if inst.RunID != runID || inst.State != state.Running {
+			return Untouched, nil
+		}
+		idle, err = d.Store.Release(ctx, inst.Ref(), runID, state.D(p.Timings.IdleTTL), removal)
+	}
 	switch state.ClauseOf(err) {
 	case "":
 		if err != nil {

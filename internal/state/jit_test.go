@@ -74,3 +74,31 @@ func TestNoJITConfigOnceTheLeaseHasPassed(t *testing.T) {
 	_, err := s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(1, 11))
 	wantClause(t, err, ClauseLease)
 }
+
+// TestReleaseSeesTheLastJITConfig: a configuration written after the
+// releaser read the record (a slow stream answer) makes the release fail
+// on jitSeq, so the releaser reads again and deletes that runner too; once
+// released, no configuration of the old assignment can be written.
+func TestReleaseSeesTheLastJITConfig(t *testing.T) {
+	s, _ := newStore(t)
+	inst := created(t, s, "i-1", "run-1")
+	inst, err := s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(1, 11))
+	must(t, err)
+	must(t, s.PutSignal(ctx, "i-1", inst.Assignment, SignalRegOK, ""))
+	read, err := s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
+	must(t, err)
+	_, err = s.PutJIT(ctx, "i-1", read.Assignment, jitReg(2, 12)) // after the releaser's read
+	must(t, err)
+	_, err = s.Release(ctx, read.Ref(), "run-1", time.Minute, nil)
+	wantClause(t, err, ClauseJIT)
+	again, err := s.Get(ctx, "i-1")
+	must(t, err)
+	if again.Registration == nil || again.Registration.RunnerID != 12 {
+		t.Fatalf("the record read again names %+v, want runner 12", again.Registration)
+	}
+	if _, err := s.Release(ctx, again.Ref(), "run-1", time.Minute, nil); err != nil {
+		t.Fatalf("release as read again: %v", err)
+	}
+	_, err = s.PutJIT(ctx, "i-1", again.Assignment, jitReg(3, 13))
+	wantClause(t, err, ClauseState)
+}

@@ -376,10 +376,16 @@ type Ref struct {
 	ID         string
 	Pool       string
 	Assignment string
+	// JITSeq is the number of the last just-in-time configuration the
+	// reader saw. Release requires it unchanged: the releaser deletes the
+	// runners the record names, so it must have seen the last one.
+	JITSeq int
 }
 
 // Ref returns the reference to this record as it is now.
-func (i *Instance) Ref() Ref { return Ref{ID: i.ID, Pool: i.Pool, Assignment: i.Assignment} }
+func (i *Instance) Ref() Ref {
+	return Ref{ID: i.ID, Pool: i.Pool, Assignment: i.Assignment, JITSeq: i.JITSeq}
+}
 
 // bound is the part of every condition that pins the record a caller read.
 func bound(r Ref) []check {
@@ -423,7 +429,7 @@ func (s *Store) toRunning(ctx context.Context, name string, r Ref, maxRuntime, r
 // then deregisters and signals UD_REMOVE_REG_OK for the new assignment.
 func (s *Store) Release(ctx context.Context, r Ref, runID string, idleTTL time.Duration, removal *Registration) (*Instance, error) {
 	now := s.now()
-	return s.toIdle(ctx, "running→idle", r, append(bound(r), stateIn(Running), runIDIs(runID), leaseLive(now)), idleTTL, removal)
+	return s.toIdle(ctx, "running→idle", r, append(bound(r), stateIn(Running), runIDIs(runID), leaseLive(now), jitSeqIs(r.JITSeq)), idleTTL, removal)
 }
 
 // Unclaim moves a claimed instance whose registration failed or timed out back
