@@ -170,7 +170,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Description: "How runners are registered. `jit` (default): for every job the control plane asks GitHub for a just-in-time runner " +
 					"(generate-jitconfig) and writes its single-job configuration into the instance's record; no GitHub token ever reaches the instance, " +
 					"and a runner left by a dead instance takes no job. Needs the table's `stream` and the `jit` function. `token`: `config.sh` with " +
-					"a registration token per run, for GitHub Enterprise Server versions without just-in-time runners.",
+					"a registration token per run, for GitHub Enterprise Server versions without just-in-time runners (before 3.10: provision then fails saying so).",
 				Validators: []validator.String{stringvalidator.OneOf(state.RegistrationJIT, state.RegistrationToken)}},
 			"usage_class": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("spot"),
 				Description: "`spot` or `on-demand`. Default spot.", Validators: []validator.String{stringvalidator.OneOf("spot", "on-demand")}},

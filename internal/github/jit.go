@@ -58,6 +58,15 @@ func (c *Client) GenerateJITConfig(ctx context.Context, owner, name string, grou
 			return JITConfig{}, fmt.Errorf("generate-jitconfig %s for %s: %w: %w", name, o, ErrNameTaken, err)
 		case http.StatusUnprocessableEntity:
 			return JITConfig{}, fmt.Errorf("generate-jitconfig %s for %s: GitHub refused the request: %w", name, o, err)
+		case http.StatusNotFound:
+			// GitHub says the same for a group it does not know and for a
+			// route it does not have: name both, and what to do.
+			return JITConfig{}, fmt.Errorf("generate-jitconfig %s for %s: not found: either runner group %d is not one it may use "+
+				"(set the pool's runner_group), or this server has no just-in-time runners (GitHub Enterprise Server before 3.10: "+
+				"set the pool's registration = \"token\"): %w", name, o, groupID, classify(err))
+		case http.StatusForbidden:
+			return JITConfig{}, fmt.Errorf("generate-jitconfig %s for %s: runner group %d is not one it may use "+
+				"(GitHub-hosted, or not shared with it: set the pool's runner_group): %w", name, o, groupID, classify(err))
 		}
 	}
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/ops"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
@@ -187,6 +188,19 @@ func TestE2E_ByHand(t *testing.T) {
 		if err != nil || rec == nil || rec.State != state.Idle || rec.RunID != "" {
 			t.Errorf("%s after release: %+v, %v", id, rec, err)
 		}
+	}
+
+	// The operator's view of the same: ghrunner, the real binary, through
+	// the sandbox's endpoint.
+	var status []ops.PoolStatus
+	operator(t, sb, d, &status, "status", "--json")
+	if len(status) != 2 || status[0].Pool != "linux" || status[0].Counts[state.Idle] != 2 || status[1].Pool != "linux-token" || len(status[0].RunsInFlight) != 0 {
+		t.Errorf("ghrunner status: %+v", status)
+	}
+	var run ops.RunView
+	operator(t, sb, d, &run, "run", "77001", "--json")
+	if run.Status != state.RunReleased || len(run.Instances) != 2 || run.Instances[0].State != state.Idle {
+		t.Errorf("ghrunner run 77001: %+v", run)
 	}
 
 	// Bad input: a FunctionError naming the field, and nothing launched.
@@ -414,5 +428,28 @@ func TestE2E_Chaos(t *testing.T) {
 	}
 	for _, v := range rep.Violations {
 		t.Error(v)
+	}
+}
+
+// operator runs the ghrunner command against the sandbox and decodes its
+// JSON output.
+func operator(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, out any, args ...string) {
+	t.Helper()
+	bin, err := testbin.Build(testbin.Module + "/cmd/ghrunner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"--endpoint", sb.URL, "--region", sandbox.Region, "--table", d.Table}, args...)...)
+	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=operator", "AWS_SECRET_ACCESS_KEY=operator")
+	raw, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("ghrunner %v: %v\n%s", args, err, stderr)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		t.Fatalf("ghrunner %v: %v\n%s", args, err, raw)
 	}
 }

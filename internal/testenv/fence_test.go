@@ -10,8 +10,8 @@ import (
 const module = "github.com/ghrunner/terraform-provider-ghrunner"
 
 // shipped are the main packages of what a user runs: the provider, the
-// Lambda bundle and the agent.
-var shipped = []string{module, module + "/lambdas", module + "/agent"}
+// Lambda bundle, the agent and the operator's command.
+var shipped = []string{module, module + "/lambdas", module + "/agent", module + "/cmd/ghrunner"}
 
 // testWorld says whether a package belongs to the test world: this tree,
 // the sandbox, or a test-helper package (named ...test, as statetest).

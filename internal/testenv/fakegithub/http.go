@@ -41,7 +41,9 @@ func (s *Server) routes() http.Handler {
 		route("GET "+scope+"/actions/runners", authToken, s.listRunners)
 		route("GET "+scope+"/actions/runners/{id}", authToken, s.getRunner)
 		route("DELETE "+scope+"/actions/runners/{id}", authToken, s.deleteRunner)
-		route("POST "+scope+"/actions/runners/generate-jitconfig", authToken, s.generateJITConfig)
+		if !s.withoutJIT {
+			route("POST "+scope+"/actions/runners/generate-jitconfig", authToken, s.generateJITConfig)
+		}
 	}
 	route("GET /orgs/{org}/actions/runner-groups", authToken, s.listGroups)
 	// The endpoint config.sh exchanges its token at.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 )
 
 // TestAJITRunnerTakesOneJobAndIsGone plays GitHub's just-in-time runner
@@ -103,8 +104,8 @@ func TestGenerateJITConfigRefusesWhatGitHubRefuses(t *testing.T) {
 	if _, err := r.gh.GenerateJITConfig(ctx, "acme", "a", 1, []string{"l"}); !github.IsNameTaken(err) {
 		t.Errorf("a taken name: %v, want IsNameTaken", err)
 	}
-	if _, err := r.gh.GenerateJITConfig(ctx, "acme", "b", 99, []string{"l"}); !github.IsNotFound(err) {
-		t.Errorf("an unknown group: %v, want IsNotFound", err)
+	if _, err := r.gh.GenerateJITConfig(ctx, "acme", "b", 99, []string{"l"}); !github.IsNotFound(err) || !strings.Contains(err.Error(), "runner_group") {
+		t.Errorf("an unknown group: %v, want IsNotFound naming runner_group", err)
 	}
 	if _, err := r.gh.GenerateJITConfig(ctx, "acme/api", "c", 2, []string{"l"}); !github.IsNotFound(err) {
 		t.Errorf("a repository runner outside Default: %v, want IsNotFound", err)
@@ -122,5 +123,24 @@ func TestGenerateJITConfigRefusesWhatGitHubRefuses(t *testing.T) {
 	}
 	if n := r.fake.Count("POST /orgs/{org}/actions/runners/generate-jitconfig"); n != before {
 		t.Errorf("bad input reached GitHub (%d requests)", n-before)
+	}
+}
+
+// TestAServerWithoutJITSaysToUseTokens: GitHub Enterprise Server before
+// 3.10 has no generate-jitconfig; the error tells the operator the pool
+// setting that works there.
+func TestAServerWithoutJITSaysToUseTokens(t *testing.T) {
+	fake := fakegithub.NewServer(fakegithub.Options{Orgs: []string{"acme"}, WithoutJIT: true})
+	t.Cleanup(fake.Close)
+	gh, err := github.New(github.Config{BaseURL: fake.APIURL(), AppID: fake.AppID, PrivateKeyPEM: fake.PrivateKeyPEM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = gh.GenerateJITConfig(context.Background(), "acme", "ghr-1-1-i-0abc", 1, []string{"l"})
+	if !github.IsNotFound(err) || !strings.Contains(err.Error(), `registration = "token"`) {
+		t.Fatalf("generate-jitconfig on a server without it: %v", err)
+	}
+	if _, _, err := gh.RegistrationToken(context.Background(), "acme"); err != nil {
+		t.Fatalf("the token path on the same server: %v", err)
 	}
 }

@@ -54,11 +54,16 @@ type Options struct {
 	// JITUnusedAfter is how long a just-in-time runner may go without a
 	// listener before GitHub removes it (default 5 minutes).
 	JITUnusedAfter time.Duration
+	// WithoutJIT serves no generate-jitconfig route, as GitHub Enterprise
+	// Server before 3.10 (the first whose REST API documents it): a
+	// request for it gets the 404 of an unknown route.
+	WithoutJIT bool
 }
 
 // Server is one fake GitHub. It is safe for concurrent use.
 type Server struct {
-	srv *httptest.Server
+	srv        *httptest.Server
+	withoutJIT bool // Options.WithoutJIT
 
 	// AppID identifies the App whose key PrivateKeyPEM (PKCS#1) is.
 	AppID         int64
@@ -237,6 +242,7 @@ func NewServer(o Options) *Server {
 		cancelOnShutdown: true,
 		offlineAfter:     o.OfflineAfter,
 		jitUnusedAfter:   o.JITUnusedAfter,
+		withoutJIT:       o.WithoutJIT,
 	}
 	for _, org := range o.Orgs {
 		s.install(org, nil)

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/ops"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
+)
+
+var env *awstest.Moto
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m, &env)) }
+
+// cli runs the command line against moto and returns its exit code and output.
+func cli(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	t.Setenv("AWS_ACCESS_KEY_ID", "testing")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "testing")
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), append([]string{"--region", awstest.Region, "--endpoint", env.URL}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func seeded(t *testing.T) string {
+	s := statetest.NewStore(t, env)
+	if err := s.PutPoolConfig(context.Background(), state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand",
+		MaxInstances: 5, OS: "linux", Registration: state.RegistrationJIT}); err != nil {
+		t.Fatal(err)
+	}
+	statetest.Pooled(t, s, statetest.Spec{ID: "i-idle-1", Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+	return s.Table()
+}
+
+func TestStatusAndInstancesShowTheTable(t *testing.T) {
+	table := seeded(t)
+	code, out, errOut := cli(t, "--table", table, "status")
+	if code != 0 || !strings.Contains(out, "linux") || !strings.Contains(out, "none (keeps 0 idle)") {
+		t.Fatalf("status: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, "--table", table, "instances", "--state", "idle", "--json")
+	var insts []ops.InstanceView
+	if code != 0 || json.Unmarshal([]byte(out), &insts) != nil || len(insts) != 1 || insts[0].ID != "i-idle-1" || insts[0].State != state.Idle {
+		t.Fatalf("instances --json: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// Bad input: exit 2, a message naming the flag and the rule, and nothing
+// read or written beyond what it takes to say so.
+func TestBadInputNamesTheFlag(t *testing.T) {
+	table := seeded(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status"}, "--table: required"},
+		{[]string{"--table", table, "launch"}, `unknown command "launch"`},
+		{[]string{"--table", table, "instances", "--state", "sleeping"}, `--state: "sleeping" is not one of created, claimed, running, idle`},
+		{[]string{"--table", table, "instances", "--pool", "gpu"}, `--pool: no pool "gpu" in this table (pools: linux)`},
+		{[]string{"--table", table, "run", "r-404"}, `no run "r-404"`},
+		{[]string{"--table", table, "run"}, "usage: ghrunner run <runId>"},
+		{[]string{"--table", table, "run", "a", "b"}, "usage: ghrunner run <runId>"},
+		{[]string{"--table", table, "run", "r-404", "--json"}, `no run "r-404"`},
+		{[]string{"--table", table, "--endpoint", "ftp://x", "status"}, "endpoint"},
+	} {
+		code, out, errOut := cli(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) || out != "" {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want 2 and %q", c.args, code, errOut, out, c.want)
+		}
+	}
+}
+
+func TestHelpEverywhere(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"instances", "--help"}, {"run", "--help"}, {"help"}} {
+		code, _, errOut := cli(t, args...)
+		if code != 0 || !strings.Contains(errOut, "usage: ghrunner") {
+			t.Errorf("%v: exit %d\n%s", args, code, errOut)
+		}
+	}
+}

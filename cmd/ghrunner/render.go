@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/ops"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+func renderStatus(w *tabwriter.Writer, pools []ops.PoolStatus) {
+	fmt.Fprintln(w, "POOL\tOWNER\tREGISTRATION\tCREATED\tCLAIMED\tRUNNING\tIDLE\tMAX\tIDLE WINDOW NOW\tOLDEST IDLE\tRUNS IN FLIGHT")
+	for _, p := range pools {
+		window := "none (keeps 0 idle)"
+		if p.IdleWindow != nil {
+			window = fmt.Sprintf("%s %s (keeps %d)", p.IdleWindow.Cron, p.IdleWindow.TimeZone, p.IdleWindow.IdleCount)
+		}
+		oldest := "-"
+		if p.Counts[state.Idle] > 0 {
+			oldest = (time.Duration(p.OldestIdleSeconds) * time.Second).String()
+		}
+		runs := "-"
+		if len(p.RunsInFlight) > 0 {
+			runs = fmt.Sprintf("%d: %s", len(p.RunsInFlight), strings.Join(p.RunsInFlight, ", "))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Pool, p.Owner, p.Registration,
+			p.Counts[state.Created], p.Counts[state.Claimed], p.Counts[state.Running], p.Counts[state.Idle], p.MaxInstances, window, oldest, runs)
+	}
+	if len(pools) == 0 {
+		fmt.Fprintln(w, "(no pools in this table)")
+	}
+}
+
+func renderInstances(w *tabwriter.Writer, insts []ops.InstanceView, now time.Time) {
+	fmt.Fprintln(w, "INSTANCE\tPOOL\tSTATE\tRUN\tUSES\tTYPE\tLEASE LEFT\tLAST BEAT\tRUNNER")
+	for _, in := range insts {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", in.ID, in.Pool, in.State, dash(in.RunID), in.Uses, in.InstanceType,
+			until(in.LeaseUntil, now), ago(in.HeartbeatAt, now), dash(in.RunnerName))
+	}
+	if len(insts) == 0 {
+		fmt.Fprintln(w, "(none)")
+	}
+}
+
+func renderRun(w *tabwriter.Writer, v *ops.RunView, now time.Time) {
+	fmt.Fprintf(w, "run\t%s\n", v.ID)
+	fmt.Fprintf(w, "pool\t%s\n", v.Pool)
+	fmt.Fprintf(w, "label\t%s\n", dash(v.Label))
+	fmt.Fprintf(w, "status\t%s%s\n", v.Status, map[bool]string{true: " (" + v.Detail + ")", false: ""}[v.Detail != ""])
+	fmt.Fprintf(w, "instances asked\t%d\n", v.InstanceCount)
+	fmt.Fprintf(w, "started\t%s\n", time.Unix(v.CreatedAt, 0).UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "updated\t%s\n\n", time.Unix(v.UpdatedAt, 0).UTC().Format(time.RFC3339))
+	fmt.Fprintln(w, "INSTANCE\tSTATE\tNOW SERVES\tRUNNER\tSIGNALS (this assignment)")
+	for _, in := range v.Instances {
+		serves := dash(in.RunID)
+		if in.RunID != v.ID {
+			serves += " (moved on)"
+		}
+		var sigs []string
+		for name, s := range in.Signals {
+			if s.Assignment == in.Assignment {
+				sigs = append(sigs, name+" "+ago(s.At, now)+map[bool]string{true: ": " + s.Detail, false: ""}[s.Detail != ""])
+			}
+		}
+		sort.Strings(sigs)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", in.ID, in.State, serves, dash(in.RunnerName), dash(strings.Join(sigs, "; ")))
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func until(unix int64, now time.Time) string {
+	if unix == 0 {
+		return "-"
+	}
+	return time.Unix(unix, 0).Sub(now).Truncate(time.Second).String()
+}
+
+func ago(unix int64, now time.Time) string {
+	if unix == 0 {
+		return "-"
+	}
+	return now.Sub(time.Unix(unix, 0)).Truncate(time.Second).String() + " ago"
+}

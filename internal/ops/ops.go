@@ -1,0 +1,253 @@
+// Package ops answers an operator's questions about a deployment from its
+// state table: what each pool holds now, which instances are in which
+// state, what a run was given. It only reads; what it shows is the table
+// at the moment of the read (the index behind the per-state lists may lag
+// a write by a moment, which is why the counts are a view, never a
+// decision: the functions decide on consistent reads).
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// Reader is what ops reads of the state table (*state.Store).
+type Reader interface {
+	ListPoolConfigs(ctx context.Context) ([]state.PoolConfig, error)
+	ByPoolState(ctx context.Context, pool string, st state.State, before time.Time) ([]state.Instance, error)
+	GetRun(ctx context.Context, runID string) (*state.Run, error)
+	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
+}
+
+// LiveStates are the states an instance is listed by (a terminated
+// record leaves the index).
+var LiveStates = []state.State{state.Created, state.Claimed, state.Running, state.Idle}
+
+// PoolStatus is one pool now.
+type PoolStatus struct {
+	Pool         string              `json:"pool"`
+	Owner        string              `json:"owner"`
+	Registration string              `json:"registration"`
+	MaxInstances int                 `json:"maxInstances"`
+	Counts       map[state.State]int `json:"counts"`
+	// IdleWindow is the window active now (the idle count scale-down
+	// keeps), nil when none is: then it keeps no idle instance.
+	IdleWindow *state.IdleWindow `json:"idleWindow"`
+	// OldestIdleSeconds is how long the longest-pooled idle instance has
+	// waited (0: none idle).
+	OldestIdleSeconds int64    `json:"oldestIdleSeconds"`
+	RunsInFlight      []string `json:"runsInFlight"`
+}
+
+// live lists the records of pool in st: the index finds them, a
+// consistent batch read gets all of each (the index projects only what
+// the functions query by). A record that left st in between is skipped.
+func live(ctx context.Context, r Reader, pool string, st state.State) ([]state.Instance, error) {
+	found, err := r.ByPoolState(ctx, pool, st, time.Time{})
+	if err != nil {
+		return nil, fmt.Errorf("pool %s, %s instances: %w", pool, st, err)
+	}
+	ids := make([]string, len(found))
+	for i, in := range found {
+		ids[i] = in.ID
+	}
+	full, err := r.GetMany(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s, %s instances: %w", pool, st, err)
+	}
+	out := []state.Instance{}
+	for _, id := range slices.Sorted(slices.Values(ids)) {
+		if rec := full[id]; rec != nil && rec.State == st && rec.Pool == pool {
+			out = append(out, *rec)
+		}
+	}
+	return out, nil
+}
+
+// Status reads every pool's configuration and live instances.
+func Status(ctx context.Context, r Reader, now time.Time) ([]PoolStatus, error) {
+	pools, err := r.ListPoolConfigs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list pools: %w", err)
+	}
+	out := make([]PoolStatus, 0, len(pools))
+	for _, p := range pools {
+		ps := PoolStatus{Pool: p.Name, Owner: p.Owner, Registration: p.Registration, MaxInstances: p.MaxInstances,
+			Counts: map[state.State]int{}, RunsInFlight: []string{}}
+		if ps.Registration == "" {
+			ps.Registration = state.RegistrationToken
+		}
+		if w, ok := p.ActiveWindow(now); ok {
+			ps.IdleWindow = &w
+		}
+		runs := map[string]bool{}
+		for _, st := range LiveStates {
+			insts, err := live(ctx, r, p.Name, st)
+			if err != nil {
+				return nil, err
+			}
+			ps.Counts[st] = len(insts)
+			for _, in := range insts {
+				if in.RunID != "" {
+					runs[in.RunID] = true
+				}
+				if st == state.Idle && in.PooledAt > 0 {
+					ps.OldestIdleSeconds = max(ps.OldestIdleSeconds, now.Unix()-in.PooledAt)
+				}
+			}
+		}
+		for id := range runs {
+			ps.RunsInFlight = append(ps.RunsInFlight, id)
+		}
+		sort.Strings(ps.RunsInFlight)
+		out = append(out, ps)
+	}
+	return out, nil
+}
+
+// BadInputError names the input and the rule it broke.
+type BadInputError struct{ Field, Rule string }
+
+func (e *BadInputError) Error() string { return e.Field + ": " + e.Rule }
+
+// IsBadInput says whether err is the operator's input, not the table.
+func IsBadInput(err error) bool {
+	var b *BadInputError
+	return errors.As(err, &b)
+}
+
+// InstanceView is what ops shows of a record: everything but the GitHub
+// material (a registration token, a just-in-time configuration), of which
+// it names the purpose only.
+type InstanceView struct {
+	ID           string                  `json:"instanceId"`
+	Pool         string                  `json:"pool"`
+	Owner        string                  `json:"owner"`
+	State        state.State             `json:"state"`
+	RunID        string                  `json:"runId,omitempty"`
+	Assignment   string                  `json:"assignment"`
+	InstanceType string                  `json:"instanceType"`
+	UsageClass   string                  `json:"usageClass"`
+	Uses         int                     `json:"uses"`
+	LaunchedAt   int64                   `json:"launchedAt"`
+	PooledAt     int64                   `json:"pooledAt,omitempty"`
+	LeaseUntil   int64                   `json:"leaseUntil,omitempty"`
+	HeartbeatAt  int64                   `json:"heartbeatAt,omitempty"`
+	Heartbeats   int64                   `json:"heartbeats"`
+	RunnerName   string                  `json:"runnerName,omitempty"`
+	RunnerID     int64                   `json:"githubRunnerId,omitempty"`
+	JITSeq       int                     `json:"jitSeq,omitempty"`
+	Registration string                  `json:"registration,omitempty"` // its purpose only
+	Signals      map[string]state.Signal `json:"signals"`
+	Terminated   string                  `json:"terminatedReason,omitempty"`
+}
+
+// View is the record as ops shows it.
+func View(i state.Instance) InstanceView {
+	v := InstanceView{ID: i.ID, Pool: i.Pool, Owner: i.Owner, State: i.State, RunID: i.RunID, Assignment: i.Assignment,
+		InstanceType: i.InstanceType, UsageClass: i.UsageClass, Uses: i.Uses, LaunchedAt: i.LaunchedAt, PooledAt: i.PooledAt,
+		LeaseUntil: i.Threshold, HeartbeatAt: i.HeartbeatAt, Heartbeats: i.Heartbeats, RunnerName: i.RunnerName,
+		RunnerID: i.GithubRunnerID, JITSeq: i.JITSeq, Signals: map[string]state.Signal{}, Terminated: i.TerminatedReason}
+	if i.Registration != nil {
+		v.Registration = i.Registration.Purpose
+	}
+	for name, s := range i.Signals {
+		v.Signals[name] = s
+	}
+	return v
+}
+
+// Instances lists the live instances of pool ("" every pool) in st (""
+// every live state), by pool, state and id.
+func Instances(ctx context.Context, r Reader, pool string, st state.State) ([]InstanceView, error) {
+	if st != "" && !slices.Contains(LiveStates, st) {
+		return nil, &BadInputError{"--state", fmt.Sprintf("%q is not one of %s", st, joinStates(LiveStates))}
+	}
+	pools, err := r.ListPoolConfigs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list pools: %w", err)
+	}
+	var names []string
+	for _, p := range pools {
+		names = append(names, p.Name)
+	}
+	if pool != "" {
+		if !slices.Contains(names, pool) {
+			return nil, &BadInputError{"--pool", fmt.Sprintf("no pool %q in this table (pools: %s)", pool, strings.Join(names, ", "))}
+		}
+		names = []string{pool}
+	}
+	states := LiveStates
+	if st != "" {
+		states = []state.State{st}
+	}
+	out := []InstanceView{}
+	for _, name := range names {
+		for _, s := range states {
+			insts, err := live(ctx, r, name, s)
+			if err != nil {
+				return nil, err
+			}
+			for _, in := range insts {
+				out = append(out, View(in))
+			}
+		}
+	}
+	return out, nil
+}
+
+// RunView is a run with the records of the instances it was given.
+type RunView struct {
+	ID            string          `json:"runId"`
+	Pool          string          `json:"pool"`
+	Owner         string          `json:"owner,omitempty"`
+	Label         string          `json:"label,omitempty"`
+	Status        state.RunStatus `json:"status"`
+	Detail        string          `json:"detail,omitempty"`
+	InstanceCount int             `json:"instanceCount"`
+	CreatedAt     int64           `json:"createdAt"`
+	UpdatedAt     int64           `json:"updatedAt"`
+	Instances     []InstanceView  `json:"instances"`
+}
+
+// Run reads a run and its instances' records (consistent reads: the
+// instances as they are, whatever run they serve now).
+func Run(ctx context.Context, r Reader, runID string) (*RunView, error) {
+	if runID == "" {
+		return nil, &BadInputError{"run id", "must not be empty"}
+	}
+	run, err := r.GetRun(ctx, runID)
+	if state.IsNotFound(err) {
+		return nil, &BadInputError{"run id", fmt.Sprintf("no run %q in this table (runs are kept a while after they end, then expire)", runID)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	recs, err := r.GetMany(ctx, run.InstanceIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read the run's instances: %w", err)
+	}
+	v := &RunView{ID: run.ID, Pool: run.Pool, Owner: run.Owner, Label: run.Label, Status: run.Status, Detail: run.Detail,
+		InstanceCount: run.InstanceCount, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt, Instances: []InstanceView{}}
+	for _, id := range slices.Sorted(slices.Values(run.InstanceIDs)) {
+		if rec := recs[id]; rec != nil {
+			v.Instances = append(v.Instances, View(*rec))
+		}
+	}
+	return v, nil
+}
+
+func joinStates(states []state.State) string {
+	s := make([]string, len(states))
+	for i, st := range states {
+		s[i] = string(st)
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,119 @@
+package ops_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/ops"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
+)
+
+var env *awstest.Moto
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m, &env)) }
+
+var ctx = context.Background()
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Seed is a table with two pools: linux (just-in-time, an idle window
+// always active) with two idle instances and one running for run-7 that
+// holds a registration token; win (token) with nothing.
+func Seed(t *testing.T) *state.Store {
+	s := statetest.NewStore(t, env)
+	for _, p := range []state.PoolConfig{
+		{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1", LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"},
+			SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux", Registration: state.RegistrationJIT,
+			IdleWindows: []state.IdleWindow{{Cron: "* * * * *", TimeZone: "UTC", IdleCount: 2, EvictionStrategy: "oldest_first"}}},
+		{Name: "win", Owner: "acme", QueueURL: "https://sqs/q2", LaunchTemplateID: "lt-2", LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"},
+			SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 3, OS: "linux"},
+	} {
+		must(t, s.PutPoolConfig(ctx, p))
+	}
+	statetest.Pooled(t, s, statetest.Spec{ID: "i-idle-1", Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+	statetest.Pooled(t, s, statetest.Spec{ID: "i-idle-2", Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+	_, _, err := s.StartRun(ctx, state.Run{ID: "run-7", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-7-x"})
+	must(t, err)
+	inst, err := s.Create(ctx, state.NewInstance{ID: "i-busy", Pool: "linux", Owner: "acme", RunID: "run-7", Assignment: state.NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute,
+		Registration: &state.Registration{Purpose: "register", Token: "AABSECRETTOKEN", URL: "https://github.com/acme"}})
+	must(t, err)
+	must(t, s.PutSignal(ctx, "i-busy", inst.Assignment, state.SignalRegOK, "ghr-1-i-busy"))
+	_, err = s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
+	must(t, err)
+	_, err = s.AddRunInstances(ctx, "run-7", "i-busy")
+	must(t, err)
+	return s
+}
+
+func TestStatusCountsEachPoolByState(t *testing.T) {
+	s := Seed(t)
+	pools, err := ops.Status(ctx, s, time.Now().Add(time.Minute))
+	must(t, err)
+	if len(pools) != 2 || pools[0].Pool != "linux" || pools[1].Pool != "win" {
+		t.Fatalf("pools %+v", pools)
+	}
+	l := pools[0]
+	if l.Counts[state.Idle] != 2 || l.Counts[state.Running] != 1 || l.Counts[state.Created] != 0 || l.Registration != "jit" ||
+		l.IdleWindow == nil || l.IdleWindow.IdleCount != 2 || l.OldestIdleSeconds < 60 || strings.Join(l.RunsInFlight, ",") != "run-7" {
+		t.Fatalf("linux: %+v", l)
+	}
+	if w := pools[1]; w.Registration != "token" || w.IdleWindow != nil || len(w.RunsInFlight) != 0 || w.Counts[state.Idle] != 0 {
+		t.Fatalf("win: %+v", w)
+	}
+}
+
+func TestInstancesFilterAndRefuseWhatIsNotThere(t *testing.T) {
+	s := Seed(t)
+	idle, err := ops.Instances(ctx, s, "linux", state.Idle)
+	must(t, err)
+	if len(idle) != 2 || idle[0].ID != "i-idle-1" || idle[1].ID != "i-idle-2" {
+		t.Fatalf("idle of linux: %+v", idle)
+	}
+	all, err := ops.Instances(ctx, s, "", "")
+	must(t, err)
+	if len(all) != 3 {
+		t.Fatalf("every live instance: %d, want 3", len(all))
+	}
+	for _, bad := range []struct {
+		pool  string
+		st    state.State
+		field string
+	}{{"nope", "", "--pool"}, {"", "sleeping", "--state"}, {"", state.Terminated, "--state"}} {
+		_, err := ops.Instances(ctx, s, bad.pool, bad.st)
+		if !ops.IsBadInput(err) || !strings.HasPrefix(err.Error(), bad.field+": ") {
+			t.Errorf("pool %q state %q: %v, want a bad-input error naming %s", bad.pool, bad.st, err, bad.field)
+		}
+	}
+}
+
+// No GitHub material leaves through ops: a record's registration token
+// (or just-in-time configuration) is named by its purpose only.
+func TestNoTokenInWhatOpsShows(t *testing.T) {
+	s := Seed(t)
+	all, err := ops.Instances(ctx, s, "", "")
+	must(t, err)
+	run, err := ops.Run(ctx, s, "run-7")
+	must(t, err)
+	raw, _ := json.Marshal([]any{all, run})
+	if strings.Contains(string(raw), "AABSECRETTOKEN") {
+		t.Fatalf("the token is in the output: %s", raw)
+	}
+	if len(run.Instances) != 1 || run.Instances[0].Registration != "register" || run.Instances[0].Signals[state.SignalRegOK].Detail != "ghr-1-i-busy" {
+		t.Fatalf("run view: %+v", run)
+	}
+	if _, err := ops.Run(ctx, s, "run-404"); !ops.IsBadInput(err) {
+		t.Fatalf("an unknown run: %v", err)
+	}
+}
