@@ -29,6 +29,9 @@ Commands:
                        and its idle count, the oldest idle instance, runs in flight
   instances            live instances, by pool and state (--pool P, --state S)
   run <runId>          a run and the records of the instances it was given
+  retire <instanceId>  take an idle instance out of the pool (--reason R): its lease ends,
+                       refresh terminates it; refused for an instance serving a run.
+                       The only command that writes (dynamodb:UpdateItem on the table)
 
 Every command takes --json. Global flags:
 `
@@ -58,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ghrunner "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	var pool, st *string
+	var pool, st, reason *string
 	switch cmd {
 	case "status":
 		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner status [--json]"); fs.PrintDefaults() }
@@ -71,11 +74,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	case "run":
 		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner run <runId> [--json]"); fs.PrintDefaults() }
+	case "retire":
+		reason = fs.String("reason", "", "why, kept in the record (terminatedReason)")
+		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner retire <instanceId> [--reason R] [--json]"); fs.PrintDefaults() }
 	case "help":
 		global.Usage()
 		return 0
 	default:
-		fmt.Fprintf(stderr, "ghrunner: unknown command %q: one of status, instances, run (ghrunner --help)\n", cmd)
+		fmt.Fprintf(stderr, "ghrunner: unknown command %q: one of status, instances, run, retire (ghrunner --help)\n", cmd)
 		return 2
 	}
 	// Flags may come before or after the arguments (run 42 --json).
@@ -89,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		positional, rest = append(positional, fs.Arg(0)), fs.Args()[1:]
 	}
-	if cmd == "run" && len(positional) != 1 || cmd != "run" && len(positional) != 0 {
+	if wantsID := cmd == "run" || cmd == "retire"; wantsID && len(positional) != 1 || !wantsID && len(positional) != 0 {
 		fs.Usage()
 		return 2
 	}
@@ -131,6 +137,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, err)
 		}
 		out, render = v, func(w *tabwriter.Writer) { renderRun(w, v, time.Now()) }
+	case "retire":
+		v, err := ops.Retire(ctx, store, positional[0], *reason)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		out, render = v, func(w *tabwriter.Writer) {
+			fmt.Fprintf(w, "%s retired (%s): its lease has ended, no provision claims it, refresh terminates it\n", v.ID, v.Terminated)
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

@@ -69,6 +69,8 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 		{[]string{"--table", table, "run", "a", "b"}, "usage: ghrunner run <runId>"},
 		{[]string{"--table", table, "run", "r-404", "--json"}, `no run "r-404"`},
 		{[]string{"--table", table, "--endpoint", "ftp://x", "status"}, "endpoint"},
+		{[]string{"--table", table, "retire"}, "usage: ghrunner retire <instanceId>"},
+		{[]string{"--table", table, "retire", "i-404"}, "no record of i-404"},
 	} {
 		code, out, errOut := cli(t, c.args...)
 		if code != 2 || !strings.Contains(errOut, c.want) || out != "" {
@@ -77,8 +79,19 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 	}
 }
 
+func TestRetireTakesAnIdleInstanceOut(t *testing.T) {
+	table := seeded(t)
+	code, out, errOut := cli(t, "--table", table, "retire", "i-idle-1", "--reason", "bad disk")
+	if code != 0 || !strings.Contains(out, "i-idle-1 retired (retired: bad disk)") {
+		t.Fatalf("retire: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut = cli(t, "--table", table, "retire", "i-idle-1"); code != 0 {
+		t.Fatalf("a second retire of the same instance: exit %d, %s (want 0: nothing left to do)", code, errOut)
+	}
+}
+
 func TestHelpEverywhere(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"instances", "--help"}, {"run", "--help"}, {"help"}} {
+	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"instances", "--help"}, {"run", "--help"}, {"retire", "--help"}, {"help"}} {
 		code, _, errOut := cli(t, args...)
 		if code != 0 || !strings.Contains(errOut, "usage: ghrunner") {
 			t.Errorf("%v: exit %d\n%s", args, code, errOut)

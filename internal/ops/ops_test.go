@@ -117,3 +117,52 @@ func TestNoTokenInWhatOpsShows(t *testing.T) {
 		t.Fatalf("an unknown run: %v", err)
 	}
 }
+
+func TestRetireTakesIdleInstancesOnly(t *testing.T) {
+	s := Seed(t)
+	v, err := ops.Retire(ctx, s, "i-idle-1", "bad disk")
+	must(t, err)
+	rec, err := s.Get(ctx, "i-idle-1")
+	must(t, err)
+	if v.Terminated != "retired: bad disk" || rec.TerminatedReason != "retired: bad disk" || rec.Threshold > time.Now().Unix() {
+		t.Fatalf("after retire: view %+v, record lease %d reason %q", v, rec.Threshold, rec.TerminatedReason)
+	}
+	// An instance serving a run: refused, the record as it was.
+	before, err := s.Get(ctx, "i-busy")
+	must(t, err)
+	_, err = ops.Retire(ctx, s, "i-busy", "")
+	if !ops.IsBadInput(err) || !strings.Contains(err.Error(), "running for run run-7") || !strings.Contains(err.Error(), "nothing changed") {
+		t.Fatalf("retire of a running instance: %v", err)
+	}
+	after, err := s.Get(ctx, "i-busy")
+	must(t, err)
+	if after.Version != before.Version || after.Threshold != before.Threshold {
+		t.Fatalf("the refused retire wrote: version %d → %d", before.Version, after.Version)
+	}
+}
+
+// claimFirst is the table with a provision claiming the instance between
+// Retire's read and its write.
+type claimFirst struct {
+	*state.Store
+	t *testing.T
+}
+
+func (c claimFirst) Expire(ctx context.Context, r state.Ref, reason string) (*state.Instance, error) {
+	_, err := c.Claim(ctx, r.ID, state.ClaimRequest{RunID: "run-8", Pool: "linux", Owner: "acme", ClaimTTL: time.Minute})
+	must(c.t, err)
+	return c.Store.Expire(ctx, r, reason)
+}
+
+func TestRetireLosesToAConcurrentClaimAndChangesNothing(t *testing.T) {
+	s := Seed(t)
+	_, err := ops.Retire(ctx, claimFirst{s, t}, "i-idle-2", "")
+	if !ops.IsBadInput(err) || !strings.Contains(err.Error(), "changed while retiring") {
+		t.Fatalf("retire racing a claim: %v", err)
+	}
+	rec, err := s.Get(ctx, "i-idle-2")
+	must(t, err)
+	if rec.State != state.Claimed || rec.RunID != "run-8" || rec.TerminatedReason != "" || rec.Threshold <= time.Now().Unix() {
+		t.Fatalf("the claim must stand untouched: %+v", rec)
+	}
+}
