@@ -76,7 +76,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner run <runId> [--json]"); fs.PrintDefaults() }
 	case "retire":
 		reason = fs.String("reason", "", "why, kept in the record (terminatedReason)")
-		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner retire <instanceId> [--reason R] [--json]"); fs.PrintDefaults() }
+		fs.Usage = func() {
+			fmt.Fprintln(stderr, "usage: ghrunner retire <instanceId> [--reason R] [--json]")
+			fs.PrintDefaults()
+		}
 	case "help":
 		global.Usage()
 		return 0
