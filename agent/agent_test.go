@@ -211,6 +211,20 @@ func (w *world) job(label, script string) fakegithub.Job {
 	return job
 }
 
+// markRunning waits until the instance's runner is registered (failing the
+// test with the record's signals when it is not) and moves the record to
+// running, as provision does.
+func (w *world) markRunning(inst *state.Instance) *state.Instance {
+	w.t.Helper()
+	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
+	if _, ok := got.SignalFor(state.SignalRegOK); !ok {
+		w.t.Fatalf("%s's runner not registered: %v", got.RunID, got.Signals)
+	}
+	running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
+	must(w.t, err)
+	return running
+}
+
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {

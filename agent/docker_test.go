@@ -27,12 +27,7 @@ func TestAJobsDockerObjectsAreGoneBeforeTheNextRun(t *testing.T) {
 	vars := map[string]string{"W": filepath.Join(w.dir, "work"), "BASE": baseID, "DOCKER_HOST": d.Host}
 
 	inst := w.create("run-a", "on-demand")
-	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
-	if _, ok := got.SignalFor(state.SignalRegOK); !ok {
-		t.Fatalf("run A's runner not registered: %v", got.Signals)
-	}
-	running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
-	must(t, err)
+	running := w.markRunning(inst)
 	if a := w.job("run-a", w.hostileScript("hostile-docker-a.sh", vars)); a.ExitCode != 0 || !strings.Contains(a.Output, "run A done") {
 		t.Fatalf("run A's job (exit %d):\n%s", a.ExitCode, a.Output)
 	}
@@ -55,7 +50,7 @@ func TestAJobsDockerObjectsAreGoneBeforeTheNextRun(t *testing.T) {
 
 	claimed, err := w.store.Claim(ctx, idle.ID, state.ClaimRequest{RunID: "run-b", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
 	must(t, err)
-	got = w.wait(claimed, state.SignalRegOK, state.SignalRegFailed)
+	got := w.wait(claimed, state.SignalRegOK, state.SignalRegFailed)
 	if _, ok := got.SignalFor(state.SignalRegOK); !ok {
 		t.Fatalf("run B's runner not registered: %v", got.Signals)
 	}

@@ -84,12 +84,7 @@ func TestAHostileJobOfOneRunReachesNothingOfTheNext(t *testing.T) {
 	vars["IMDS_HOST"], vars["IMDS_PORT"] = imdsAddr.Hostname(), imdsAddr.Port()
 
 	inst := w.create("run-a", "on-demand")
-	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
-	if _, ok := got.SignalFor(state.SignalRegOK); !ok {
-		t.Fatalf("run A's runner not registered: %v", got.Signals)
-	}
-	running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
-	must(t, err)
+	running := w.markRunning(inst)
 	a := w.job("run-a", w.hostileScript("hostile-run-a.sh", vars))
 	if a.ExitCode != 0 || !strings.Contains(a.Output, "run A done") || strings.Contains(a.Output, "BREACH") {
 		t.Fatalf("run A's job (exit %d):\n%s", a.ExitCode, a.Output)
@@ -121,7 +116,7 @@ func TestAHostileJobOfOneRunReachesNothingOfTheNext(t *testing.T) {
 	claimed, err := w.store.Claim(ctx, idle.ID, state.ClaimRequest{RunID: "run-b", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
 	must(t, err)
 	tokenB := claimed.Registration.Token
-	got = w.wait(claimed, state.SignalRegOK, state.SignalRegFailed)
+	got := w.wait(claimed, state.SignalRegOK, state.SignalRegFailed)
 	if _, ok := got.SignalFor(state.SignalRegOK); !ok {
 		t.Fatalf("run B's runner not registered: %v", got.Signals)
 	}

@@ -66,9 +66,7 @@ func TestAJITRunTakesEachJobOnAFreshSingleJobRunner(t *testing.T) {
 	w, _, inst := jitWorld(t)
 	w.jobUser()
 	w.start()
-	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
-	_, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
-	must(t, err)
+	got := w.markRunning(inst)
 
 	seen := map[string]bool{}
 	for n := 1; n <= 3; n++ {
@@ -118,9 +116,7 @@ func TestAJITAgentStartsTheNextRunnerWithoutWaitingForItsPoll(t *testing.T) {
 	w, _, inst := jitWorld(t)
 	w.configure(func(c *config.Config) { c.AssignedPoll = config.Duration{Duration: time.Minute} })
 	w.start()
-	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
-	_, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
-	must(t, err)
+	w.markRunning(inst)
 	first := w.job("ghr-run-a-jit", "echo one")
 	second := w.job("ghr-run-a-jit", "echo two")
 	if first.Runner == second.Runner || second.ExitCode != 0 {

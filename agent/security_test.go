@@ -151,9 +151,7 @@ func TestARunnerUserThatReachesIMDSGetsNoJob(t *testing.T) {
 		w.jobUser()
 		inst := w.create("run-a", "on-demand")
 		w.start()
-		got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
-		running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
-		must(t, err)
+		running := w.markRunning(inst)
 		w.unblock() // flushed while the run went on
 		idle, err := w.store.Release(ctx, running.Ref(), "run-a", 15*time.Minute, w.removal())
 		must(t, err)
@@ -177,9 +175,7 @@ func TestAJobCannotAimTheDeregistrationAtAnotherRunner(t *testing.T) {
 	decoy := w.fake.AddRunner("acme", "ghr-1-i-someoneelse", false, "run-b")
 	inst := w.create("run-a", "on-demand")
 	w.start()
-	got := w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
-	running, err := w.store.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
-	must(t, err)
+	running := w.markRunning(inst)
 	if job := w.job("run-a", fmt.Sprintf(`sed -i 's/"agentId": *[0-9]*/"agentId": %d/' ../../../run/.runner; grep agentId ../../../run/.runner`, decoy)); job.ExitCode != 0 || !strings.Contains(job.Output, fmt.Sprint(decoy)) {
 		t.Fatalf("the job did not rewrite .runner: %+v", job)
 	}
