@@ -131,9 +131,12 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 		return nil, err
 	}
 	s = &Sandbox{opts: o}
+	// Every error return below sets s to nil: stop what was started
+	// through a copy, and let the error through.
+	started := s
 	defer func() {
 		if err != nil {
-			s.Stop()
+			started.Stop()
 		}
 	}()
 	if s.Moto, err = awstest.Start(); err != nil {
