@@ -130,6 +130,9 @@ func tail(s string, n int) string {
 
 // The story of `make sandbox`, step by step.
 func TestE2E_Story(t *testing.T) {
+	// Beside the chaos and give-up tests: a third of its time is waiting
+	// for the refresh schedule's first firing, a minute after deploy.
+	t.Parallel()
 	sb, d, _ := deployed(t)
 	var out bytes.Buffer
 	st, err := sandbox.NewStory(context.Background(), sb, d, &out)
@@ -408,8 +411,9 @@ func processesUnder(dir string) int {
 // A small chaos run on every `make test` (make chaos plays 60 workflows):
 // faults injected, no invariant violated.
 func TestE2E_Chaos(t *testing.T) {
-	// Beside the give-up test, which mostly waits out a lease: each has a
-	// sandbox of its own (moto, endpoint, fake GitHub, instances).
+	// Beside the give-up test, which mostly waits out a lease, and the
+	// story, which mostly waits for a schedule: each has a sandbox of its
+	// own (moto, endpoint, fake GitHub, instances).
 	t.Parallel()
 	sb, d, _ := deployedWith(t, sandbox.ChaosDeploy)
 	var out bytes.Buffer
