@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -37,6 +38,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/metrics"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/jitstream"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
@@ -78,12 +80,14 @@ type execEnv struct {
 	fleet   *fleet.Fleet
 	log     *slog.Logger
 	ghParam string
-	ghOnce  sync.Mutex
-	gh      *github.Client
+	// metricsOut receives the EMF lines (stdout, as the logs).
+	metricsOut io.Writer
+	ghOnce     sync.Mutex
+	gh         *github.Client
 }
 
 func setup(ctx context.Context) (*execEnv, error) {
-	b := &execEnv{handler: os.Getenv("GHRUNNER_HANDLER"), ghParam: os.Getenv("GHRUNNER_GITHUB_PARAMETER")}
+	b := &execEnv{handler: os.Getenv("GHRUNNER_HANDLER"), ghParam: os.Getenv("GHRUNNER_GITHUB_PARAMETER"), metricsOut: os.Stdout}
 	valid := false
 	for _, h := range bundle.Handlers {
 		valid = valid || h == b.handler
@@ -167,16 +171,37 @@ func (b *execEnv) handle(ctx context.Context, payload json.RawMessage) (any, err
 	case bundle.HandlerRelease:
 		out, err = release.Handle(ctx, release.Deps{Deps: d}, payload)
 	case bundle.HandlerRefresh:
-		out, err = refresh.Handle(ctx, refresh.Deps{Deps: d, EC2: refresh.FleetEC2{Fleet: b.fleet}}, payload)
+		launch := provision.Deps{Deps: d, EC2: provision.FleetLauncher{Fleet: b.fleet}}
+		prewarm := func(ctx context.Context, p *state.PoolConfig, n int) ([]string, error) {
+			return provision.Prewarm(ctx, launch, p, n)
+		}
+		out, err = refresh.Handle(ctx, refresh.Deps{Deps: d, EC2: refresh.FleetEC2{Fleet: b.fleet}, Prewarm: prewarm}, payload)
 	case bundle.HandlerScaleDown:
 		out, err = scaledown.Handle(ctx, scaledown.Deps{Deps: d, EC2: b.fleet}, payload)
 	case bundle.HandlerJIT:
 		out, err = jitstream.Handle(ctx, jitstream.Deps{Deps: d}, payload)
 	}
+	seconds := time.Since(start).Seconds()
+	b.emit(log, invocationMetrics(b.handler, payload, out, err != nil, seconds, gh.RateRemaining()))
 	if err != nil {
-		log.Error("invocation failed", "err", err, "seconds", time.Since(start).Seconds(), "githubRateRemaining", gh.RateRemaining())
+		log.Error("invocation failed", "err", err, "seconds", seconds, "githubRateRemaining", gh.RateRemaining())
 		return nil, err
 	}
-	log.Info("invocation done", "seconds", time.Since(start).Seconds(), "githubRateRemaining", gh.RateRemaining())
+	log.Info("invocation done", "seconds", seconds, "githubRateRemaining", gh.RateRemaining())
 	return out, nil
+}
+
+// emit writes the invocation's metrics to stdout as EMF lines, where
+// CloudWatch Logs extracts them. A record that cannot be encoded is logged
+// and dropped: metrics never fail an invocation.
+func (b *execEnv) emit(log *slog.Logger, recs []metrics.Record) {
+	now := time.Now()
+	for _, r := range recs {
+		line, err := r.Encode(now)
+		if err != nil {
+			log.Warn("metric dropped", "err", err)
+			continue
+		}
+		b.metricsOut.Write(line)
+	}
 }

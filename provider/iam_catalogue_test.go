@@ -181,6 +181,30 @@ func TestTheProvisionRoleLaunchesTaggedAndNothingElse(t *testing.T) {
 	})
 }
 
+// Refresh launches too (pre-warming), under the same launch rules as
+// provision: tagged, from this deployment's templates, passing only pool
+// roles; and it never receives pool messages.
+func TestTheRefreshRoleLaunchesOnlyAsProvisionDoes(t *testing.T) {
+	e := evaluator(t)
+	policy, err := functionPolicy(bundle.HandlerRefresh, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-refresh", catEnv, "/", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := tags("aws:RequestTag/", "ghr:environment", catEnv, "ghr:pool", "linux")
+	poolRole := tags("aws:ResourceTag/", "ghr:environment", catEnv, "ghr:pool", "linux")
+	runCatalogue(t, e, catSTS("assumed-role/ghr-prod-fn-refresh/ghrunner-prod-refresh"), policy, nil, []ask{
+		{"the fleet it creates, tagged", "ec2:CreateFleet", catARN("ec2", "fleet/*"), ours, true},
+		{"the fleet it creates, untagged", "ec2:CreateFleet", catARN("ec2", "fleet/*"), nil, false},
+		{"another deployment's launch template", "ec2:CreateFleet", catARN("ec2", "launch-template/lt-2"), tags("aws:ResourceTag/", "ghr:environment", "staging"), false},
+		{"tag an instance that exists with its environment", "ec2:CreateTags", catARN("ec2", "instance/i-foreign"), ours, false},
+		{"pass a pool role to EC2", "iam:PassRole", catIAM("role/ghr-prod-linux"), iamsim.Merge(poolRole, map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}), true},
+		{"pass a function role to EC2", "iam:PassRole", catIAM("role/ghr-prod-fn-provision"),
+			iamsim.Merge(tags("aws:ResourceTag/", "ghr:environment", catEnv), map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}), false},
+		{"receive from its pool queue", "sqs:ReceiveMessage", catQueue, nil, false},
+		{"send to its pool queue (a lost pool message)", "sqs:SendMessage", catQueue, nil, true},
+	})
+}
+
 func TestScaleDownMarksOrphansAndTouchesNoOtherTag(t *testing.T) {
 	e := evaluator(t)
 	policy, err := functionPolicy(bundle.HandlerScaleDown, catTable, "", nil, "/ghrunner/github", "ghrunner-prod-scale-down", catEnv, "/", false)

@@ -184,7 +184,9 @@ func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, para
 		st = append(st, policyStatement{Sid: "PoolQueues", Effect: "Allow", Action: actions, Resource: queueARNs})
 	}
 	switch handler {
-	case bundle.HandlerProvision:
+	case bundle.HandlerProvision, bundle.HandlerRefresh:
+		// Refresh launches too: it pre-warms pools within their idle
+		// windows, through provision's launch path.
 		requestTagged := map[string]any{"aws:RequestTag/" + tagEnvironment: environment}
 		st = append(st,
 			// What a launch creates (the fleet, its instances, a spot

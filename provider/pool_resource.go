@@ -200,11 +200,11 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"runner_tarball_sha256": schema.StringAttribute{Optional: true, Description: "SHA-256 of the runner tarball.",
 				Validators: []validator.String{stringvalidator.RegexMatches(sha256HexRE, "must be 64 lowercase hex digits")}},
 			"idle_windows": schema.ListNestedAttribute{Optional: true,
-				Description: "Idle instances scale-down keeps while a window's cron matches the current minute in its time zone; outside every window the pool keeps none.",
+				Description: "Idle instances the pool keeps while a window's cron matches the current minute in its time zone: refresh pre-warms the pool up to the window's idle_count (instances launched with no run join the pool once their pre-runner script succeeded; within max_instances), scale-down trims what is beyond it; outside every window the pool keeps none.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"cron":       schema.StringAttribute{Required: true, Description: "5-field cron (minute hour day-of-month month day-of-week), e.g. `* 8-18 * * 1-5`."},
 					"time_zone":  schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("UTC"), Description: "IANA time zone of the cron. Default UTC."},
-					"idle_count": schema.Int64Attribute{Required: true, Description: "Idle instances to keep.", Validators: []validator.Int64{int64validator.AtLeast(0)}},
+					"idle_count": schema.Int64Attribute{Required: true, Description: "Idle instances to keep (and to pre-warm) while the window is active.", Validators: []validator.Int64{int64validator.AtLeast(0)}},
 					"eviction_strategy": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("oldest_first"),
 						Description: "Which idle instances go first: `oldest_first` or `newest_first`.", Validators: []validator.String{stringvalidator.OneOf("oldest_first", "newest_first")}},
 				}}},

@@ -38,6 +38,12 @@ variable "idle_window_cron" {
   type        = string
 }
 
+variable "token_pool_idle_window_cron" {
+  description = "The token pool's idle window; empty: idle_window_cron. The story keeps two token runners idle all the time (* * * * *), so refresh pre-warms that pool before its first workflow."
+  type        = string
+  default     = ""
+}
+
 variable "heartbeat_interval_seconds" {
   description = "The agents' heartbeat: every second in the story and the chaos suite (stale agents are found within 10 s); the benchmarks use the production default, 15."
   type        = number
@@ -101,7 +107,10 @@ module "runners" {
     linux = local.pool
     # Registration tokens and config.sh: the fallback for GitHub
     # Enterprise Server versions without just-in-time runners.
-    linux-token = merge(local.pool, { registration = "token" })
+    linux-token = merge(local.pool, {
+      registration = "token"
+      idle_windows = [{ cron = coalesce(var.token_pool_idle_window_cron, var.idle_window_cron), time_zone = "UTC", idle_count = 2 }]
+    })
   }
 }
 

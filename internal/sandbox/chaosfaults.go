@@ -174,8 +174,8 @@ func (c *chaos) controlLoop(ctx context.Context, handler string, lo, hi time.Dur
 		case <-time.After(lo + time.Duration(c.intn(int((hi-lo)/time.Millisecond)+1))*time.Millisecond):
 		}
 		var out struct {
-			Terminated, Expired, Kept []decision
-			Errors                    []string
+			Terminated, Expired, Kept, Prewarmed, Joined []decision
+			Errors                                       []string
 		}
 		err := c.invoke(ctx, handler, map[string]any{}, &out)
 		if ctx.Err() != nil {
@@ -194,6 +194,11 @@ func (c *chaos) controlLoop(ctx context.Context, handler string, lo, hi time.Dur
 			c.activity[handler+" kept"] += len(out.Kept)
 		} else {
 			c.activity[handler+" expired"] += len(out.Expired)
+			c.activity[handler+" pre-warmed"] += len(out.Prewarmed)
+			c.activity[handler+" joined"] += len(out.Joined)
+		}
+		for _, d := range out.Prewarmed {
+			c.acts[d.InstanceID] = append(c.acts[d.InstanceID], fmt.Sprintf("%s pre-warmed it at %s: %s", handler, c.at(now), d.Reason))
 		}
 		for _, d := range out.Terminated {
 			c.acts[d.InstanceID] = append(c.acts[d.InstanceID], fmt.Sprintf("%s terminated it at %s: %s", handler, c.at(now), d.Reason))

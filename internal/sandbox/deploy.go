@@ -30,7 +30,15 @@ type DeployOptions struct {
 	// HeartbeatSeconds is the agents' heartbeat interval; 0 is the
 	// sandbox's 1 s.
 	HeartbeatSeconds int
+	// TokenPoolIdleWindowCron is the token pool's idle window; "" is
+	// IdleWindowCron's.
+	TokenPoolIdleWindowCron string
 }
+
+// StoryDeploy is how the story deploys: the JIT pool keeps nobody idle
+// today, the token pool keeps two idle all the time, so refresh pre-warms
+// it before its first workflow.
+var StoryDeploy = DeployOptions{TokenPoolIdleWindowCron: "* * * * *"}
 
 // ChaosDeploy is how the chaos suite deploys: an idle window active every
 // minute, so that the scale-down it runs every few seconds both keeps idle
@@ -68,7 +76,7 @@ func (s *Sandbox) DeployWith(ctx context.Context, mirror string, progress io.Wri
 		return d, err
 	}
 	vars := map[string]string{"endpoint": s.URL, "architecture": runtime.GOARCH, "image_id": n.AMI, "subnet_id": n.Subnet,
-		"github_parameter": GitHubParameter, "idle_window_cron": o.IdleWindowCron}
+		"github_parameter": GitHubParameter, "idle_window_cron": o.IdleWindowCron, "token_pool_idle_window_cron": o.TokenPoolIdleWindowCron}
 	if o.HeartbeatSeconds > 0 {
 		vars["heartbeat_interval_seconds"] = strconv.Itoa(o.HeartbeatSeconds)
 	}

@@ -133,7 +133,7 @@ func TestE2E_Story(t *testing.T) {
 	// Beside the chaos and give-up tests: a third of its time is waiting
 	// for the refresh schedule's first firing, a minute after deploy.
 	t.Parallel()
-	sb, d, _ := deployed(t)
+	sb, d, _ := deployedWith(t, sandbox.StoryDeploy)
 	var out bytes.Buffer
 	st, err := sandbox.NewStory(context.Background(), sb, d, &out)
 	if err != nil {

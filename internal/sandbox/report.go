@@ -25,8 +25,9 @@ func (r ChaosReport) Print(w io.Writer) {
 	fmt.Fprintf(w, "  %-72s %5d\n", "total", total)
 	a := r.Activity
 	if a != nil {
-		fmt.Fprintf(w, "  meanwhile: refresh ran %d× (%d failed, %d with errors): %d terminated, %d expired;\n",
-			a["refresh runs"], a["refresh runs failed"], a["refresh runs with errors"], a["refresh terminated"], a["refresh expired"])
+		fmt.Fprintf(w, "  meanwhile: refresh ran %d× (%d failed, %d with errors): %d terminated, %d expired, %d pre-warmed (%d joined the pool);\n",
+			a["refresh runs"], a["refresh runs failed"], a["refresh runs with errors"], a["refresh terminated"], a["refresh expired"],
+			a["refresh pre-warmed"], a["refresh joined"])
 		fmt.Fprintf(w, "             scale-down ran %d× (%d failed, %d with errors): %d terminated, %d kept;\n",
 			a["scale-down runs"], a["scale-down runs failed"], a["scale-down runs with errors"], a["scale-down terminated"], a["scale-down kept"])
 		fmt.Fprintf(w, "             at most %d instances of a pool live at once (max_instances %d); %d workflows on the token pool\n",

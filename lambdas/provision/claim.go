@@ -202,10 +202,14 @@ func (p *provisioner) record(ctx context.Context, launched []Launched, assignmen
 				m.Assignment = assignment
 				material = &m
 			}
+			ttl := state.D(p.req.pool.Timings.CreatedTTL)
+			if p.req.RunID == "" {
+				ttl += PrewarmGrace // see Prewarm
+			}
 			inst, err := p.d.Store.Create(gctx, state.NewInstance{
 				ID: l.ID, Pool: p.req.Pool, Owner: p.req.Owner, RunID: p.req.RunID, Assignment: assignment,
 				InstanceType: l.InstanceType, UsageClass: l.UsageClass, LaunchTemplateVersion: p.req.pool.LaunchTemplateVersion,
-				LaunchedAt: l.LaunchedAt, TTL: state.D(p.req.pool.Timings.CreatedTTL), Registration: material,
+				LaunchedAt: l.LaunchedAt, TTL: ttl, Registration: material,
 			})
 			if err != nil {
 				return fmt.Errorf("record instance %s: %w", l.ID, err)
@@ -237,6 +241,9 @@ func (p *provisioner) adopt(ctx context.Context, insts []*state.Instance, source
 		ids[i] = inst.ID
 	}
 	p.mu.Unlock()
+	if p.req.RunID == "" {
+		return // pre-warmed: no run to note them in
+	}
 	if _, err := p.d.Store.AddRunInstances(context.WithoutCancel(ctx), p.req.RunID, ids...); err != nil {
 		p.log.Warn("record run instances", "err", err)
 	}

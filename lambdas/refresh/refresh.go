@@ -1,7 +1,7 @@
 // Package refresh is the refresh function, run by a schedule: it terminates
 // instances whose lease ended, expires those whose agent went silent,
-// reconciles EC2 with the records, and re-sends pool messages a crash left
-// unsent.
+// reconciles EC2 with the records, re-sends pool messages a crash left
+// unsent, and tops pools up to their active idle window (prewarm.go).
 //
 // Invariants:
 //   - after a refresh, every live instance of the deployment has a live
@@ -44,6 +44,9 @@ type EC2 interface {
 type Deps struct {
 	*controlplane.Deps
 	EC2 EC2 // FleetEC2 in the bundle
+	// Prewarm launches n instances of a pool that belong to no run
+	// (provision.Prewarm in the bundle); nil: refresh does not pre-warm.
+	Prewarm func(ctx context.Context, p *state.PoolConfig, n int) ([]string, error)
 }
 
 // LiveInstance is an EC2 instance of the deployment.
@@ -65,10 +68,14 @@ type Decision struct {
 
 // Output summarises a refresh.
 type Output struct {
-	Terminated     []Decision `json:"terminated"`
-	Expired        []Decision `json:"expired"`
-	Repooled       []Decision `json:"repooled"`
-	Kept           []Decision `json:"kept,omitempty"` // silent agents kept, with why
+	Terminated []Decision `json:"terminated"`
+	Expired    []Decision `json:"expired"`
+	Repooled   []Decision `json:"repooled"`
+	Kept       []Decision `json:"kept,omitempty"` // silent agents kept, with why
+	// Prewarmed were launched with no run for an active idle window;
+	// Joined are pre-warmed instances that became idle (prewarm.go).
+	Prewarmed      []Decision `json:"prewarmed,omitempty"`
+	Joined         []Decision `json:"joined,omitempty"`
 	Errors         []string   `json:"errors,omitempty"`
 	ElapsedSeconds float64    `json:"elapsedSeconds"`
 	// Skipped says why nothing was done (another invocation was running).
@@ -93,7 +100,7 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 		return &Output{Skipped: "another invocation holds the single-flight lease"}, nil
 	}
 	defer release()
-	r := &refresher{d: d, ec2: ec2, now: d.Store.Now(), out: &Output{Terminated: []Decision{}, Expired: []Decision{}, Repooled: []Decision{}}}
+	r := &refresher{d: d, ec2: ec2, prewarm: deps.Prewarm, now: d.Store.Now(), out: &Output{Terminated: []Decision{}, Expired: []Decision{}, Repooled: []Decision{}}}
 	pools, err := d.Store.ListPoolConfigs(ctx)
 	if err != nil {
 		return nil, err
@@ -123,10 +130,11 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 }
 
 type refresher struct {
-	d   *controlplane.Deps
-	ec2 EC2
-	now time.Time
-	out *Output
+	d       *controlplane.Deps
+	ec2     EC2
+	prewarm func(ctx context.Context, p *state.PoolConfig, n int) ([]string, error)
+	now     time.Time
+	out     *Output
 }
 
 func (r *refresher) fail(err error) {
@@ -158,6 +166,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 		return err
 	}
 	var expired []*state.Instance
+	warm, live := 0, 0 // idle or pre-warming (what an idle window counts); every live record
 	for _, id := range ids {
 		inst, ok := records[id]
 		if !ok || inst.State == state.Terminated {
@@ -168,21 +177,38 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 			expired = append(expired, inst) // its record is marked terminated below
 			continue
 		}
+		live++
+		if inst.State == state.Idle || warming(inst) {
+			warm++
+		}
 		switch {
+		case warming(inst):
+			r.joinPool(ctx, p, inst)
+			continue
 		case inst.State == state.Created || inst.State == state.Claimed:
 			// A provision waits on these with its own liveness check, and
 			// their short lease ends them if it died.
+			continue
 		case inst.BeatUnobserved():
 			if _, err := r.d.Store.NoteBeat(ctx, inst.Ref(), inst.Heartbeats); err != nil && state.ClauseOf(err) == "" {
 				r.fail(err)
 			}
 		case inst.Silent(r.now, state.D(p.Timings.StaleAfter)) || inst.NeverBeat(r.now, state.D(p.Timings.BootTime)):
 			r.silent(ctx, p, inst)
-		case inst.State == state.Idle && inst.Clean() && inst.PooledAt == 0:
+			continue
+		}
+		// Not a case of the switch: a live agent's counter has almost
+		// always moved since the last refresh, and a beat noted must not
+		// keep a clean idle instance out of the queue.
+		if inst.State == state.Idle && inst.Clean() && inst.PooledAt == 0 {
 			r.repool(ctx, p, inst)
 		}
 	}
-	return r.terminate(ctx, expired, "lease expired", true)
+	if err := r.terminate(ctx, expired, "lease expired", true); err != nil {
+		return err
+	}
+	r.topUp(ctx, p, warm, live)
+	return nil
 }
 
 // silent expires an instance whose agent stopped beating, unless it is

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
@@ -332,5 +333,40 @@ func TestRefreshFreesTheCapacityOfAProvisionThatDiedBeforeItsRecords(t *testing.
 	}
 	if err := w.cp.Reserve(ctx, "linux", "next", 1, 2, time.Hour, none); err != nil {
 		t.Fatalf("the dead provision's capacity was not freed with its instances: %v", err)
+	}
+}
+
+// A clean idle instance whose pool message was lost (release died after
+// the agent's confirmation) goes back into the queue at the next refresh,
+// even though its agent beat since the last one: a refresh sees a moved
+// counter on nearly every live agent, and noting it once kept the
+// instance out of the pool for good.
+func TestACleanIdleInstanceWithoutAPoolMessageIsRepooledWhileItsAgentBeats(t *testing.T) {
+	w := newWorld(t)
+	sqsc := env.Config(t).SQS()
+	q, err := sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(w.name)})
+	must(t, err)
+	w.pool.QueueURL = aws.ToString(q.QueueUrl)
+	must(t, w.cp.PutPoolConfig(ctx, w.pool))
+	inst, agent := w.running("seed", 0)
+	inst, err = w.cp.Release(ctx, inst.Ref(), "seed", 5*time.Minute, nil)
+	must(t, err)
+	must(t, agent.PutSignal(ctx, inst.ID, inst.Assignment, state.SignalRemoveRegOK, ""))
+	must(t, agent.Heartbeat(ctx, inst.ID)) // a beat refresh has not noted
+
+	out, err := w.refresh()
+	must(t, err)
+	if len(out.Repooled) != 1 || out.Repooled[0].InstanceID != inst.ID {
+		t.Fatalf("refresh repooled %+v, want %s", out.Repooled, inst.ID)
+	}
+	msgs, err := sqsc.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10})
+	must(t, err)
+	if len(msgs.Messages) != 1 || !strings.Contains(aws.ToString(msgs.Messages[0].Body), inst.ID) {
+		t.Fatalf("queue holds %+v, want one message for %s", msgs.Messages, inst.ID)
+	}
+	rec, err := w.cp.Get(ctx, inst.ID)
+	must(t, err)
+	if rec.PooledAt == 0 || rec.BeatSeen != rec.Heartbeats {
+		t.Fatalf("record after refresh: pooledAt %d, beat seen %d of %d", rec.PooledAt, rec.BeatSeen, rec.Heartbeats)
 	}
 }

@@ -132,7 +132,7 @@ func play(dir, mirror string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	begin := time.Now()
-	sb, d, err := start(ctx, dir, mirror, sandbox.DeployOptions{})
+	sb, d, err := start(ctx, dir, mirror, sandbox.StoryDeploy)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/metrics"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/scaledown"
+)
+
+// Metric names (docs/design.md, "Metrics"); the sandbox's story reads
+// them back by these names.
+const (
+	mInvocations    = "Invocations"
+	mErrors         = "Errors"
+	mDuration       = "DurationSeconds"
+	mGitHubRate     = "GitHubRateRemaining"
+	mProvisionTime  = "ProvisionSeconds"
+	mProvisionFail  = "ProvisionFailures"
+	mPoolHits       = "PoolHits"
+	mPoolMisses     = "PoolMisses"
+	mClaimTime      = "ClaimSeconds"
+	mConfigTime     = "ConfigSeconds"
+	mReadyTime      = "ReadySeconds"
+	mSpot           = "SpotInstances"
+	mReleaseTime    = "ReleaseSeconds"
+	mPooled         = "InstancesPooled"
+	mExpiredRelease = "InstancesExpiredAtRelease"
+	mTerminations   = "Terminations"
+	mRepairs        = "Repairs"
+	mKeptIdle       = "IdleInstancesKept"
+	mPrewarmed      = "InstancesPrewarmed"
+)
+
+// invocationMetrics turns one invocation's result into metric records:
+// every number comes from the output the caller also receives, so the
+// metrics and what a workflow sees cannot disagree.
+func invocationMetrics(handler string, payload json.RawMessage, out any, failed bool, seconds float64, rateRemaining int64) []metrics.Record {
+	fn := metrics.Record{Dimensions: map[string]string{"function": handler}}
+	fn.Add(mInvocations, metrics.Count, 1)
+	fn.Add(mErrors, metrics.Count, b2f(failed))
+	fn.Add(mDuration, metrics.Seconds, seconds)
+	if rateRemaining >= 0 {
+		fn.Add(mGitHubRate, metrics.Count, float64(rateRemaining))
+	}
+	recs := []metrics.Record{fn}
+	switch o := out.(type) {
+	case *provision.Output:
+		if o != nil && o.Pool != "" && o.Status == "ready" {
+			recs = append(recs, provisionMetrics(o))
+		}
+	case *release.Output:
+		if o != nil {
+			r := metrics.Record{Dimensions: map[string]string{"function": handler}}
+			r.Add(mReleaseTime, metrics.Seconds, o.ElapsedSeconds)
+			r.Add(mPooled, metrics.Count, float64(len(o.Released)))
+			r.Add(mExpiredRelease, metrics.Count, float64(len(o.Expired)))
+			recs = append(recs, r)
+		}
+	case *refresh.Output:
+		if o != nil {
+			recs = append(recs, refreshMetrics(handler, o)...)
+		}
+	case *scaledown.Output:
+		if o != nil {
+			recs = append(recs, scaleDownMetrics(handler, o)...)
+		}
+	}
+	if handler == bundle.HandlerProvision && failed {
+		// A provision that failed returns no output; its pool is in the payload.
+		var in struct {
+			Pool string `json:"pool"`
+		}
+		if json.Unmarshal(payload, &in) == nil && in.Pool != "" {
+			r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": in.Pool}}
+			r.Add(mProvisionFail, metrics.Count, 1)
+			recs = append(recs, r)
+		}
+	}
+	return recs
+}
+
+func provisionMetrics(o *provision.Output) metrics.Record {
+	r := metrics.Record{Dimensions: map[string]string{"function": bundle.HandlerProvision, "pool": o.Pool}}
+	r.Add(mProvisionTime, metrics.Seconds, o.ElapsedSeconds)
+	r.Add(mProvisionFail, metrics.Count, 0)
+	r.Add(mPoolHits, metrics.Count, float64(o.Reused))
+	r.Add(mPoolMisses, metrics.Count, float64(o.Created))
+	spot := 0
+	for _, in := range o.Instances {
+		r.Add(mClaimTime, metrics.Seconds, in.ClaimedSeconds)
+		r.Add(mConfigTime, metrics.Seconds, in.ConfiguredSeconds)
+		r.Add(mReadyTime, metrics.Seconds, in.ReadySeconds)
+		if in.UsageClass == "spot" {
+			spot++
+		}
+	}
+	r.Add(mSpot, metrics.Count, float64(spot))
+	return r
+}
+
+// Reasons of terminations and repairs, the "reason" dimension.
+const (
+	reasonExpired    = "expired"    // a lease ran out
+	reasonStale      = "stale"      // an agent stopped beating
+	reasonUnrecorded = "unrecorded" // an instance without a live record
+	reasonGone       = "gone"       // a record whose instance EC2 no longer has
+	reasonLostPool   = "lost-pool-message"
+	reasonScaleDown  = "scale-down" // beyond the idle quota, or not reusable
+	reasonOrphan     = "orphan"     // a confirmed orphan
+)
+
+func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
+	terms := map[[2]string]int{}
+	repairs := map[[2]string]int{}
+	for _, d := range o.Terminated {
+		switch {
+		case strings.HasPrefix(d.Reason, "lease expired"):
+			terms[[2]string{d.Pool, reasonExpired}]++
+		case strings.HasPrefix(d.Reason, "instance gone from EC2"):
+			repairs[[2]string{d.Pool, reasonGone}]++
+		default: // "no record", "its record says terminated"
+			terms[[2]string{d.Pool, reasonUnrecorded}]++
+			repairs[[2]string{d.Pool, reasonUnrecorded}]++
+		}
+	}
+	for _, d := range o.Expired {
+		terms[[2]string{d.Pool, reasonStale}]++
+	}
+	for _, d := range o.Repooled {
+		repairs[[2]string{d.Pool, reasonLostPool}]++
+	}
+	recs := append(counted(handler, mTerminations, terms), counted(handler, mRepairs, repairs)...)
+	warmed := map[string]int{}
+	for _, d := range o.Prewarmed {
+		warmed[d.Pool]++
+	}
+	for p, n := range warmed {
+		r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": orUnknown(p)}}
+		r.Add(mPrewarmed, metrics.Count, float64(n))
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+func scaleDownMetrics(handler string, o *scaledown.Output) []metrics.Record {
+	terms := map[[2]string]int{}
+	for _, d := range o.Terminated {
+		reason := reasonScaleDown
+		if strings.HasPrefix(d.Reason, "confirmed orphan") {
+			reason = reasonOrphan
+		}
+		terms[[2]string{d.Pool, reason}]++
+	}
+	kept := map[string]int{}
+	for _, d := range o.Kept {
+		if d.Action == scaledown.Renew {
+			kept[d.Pool]++
+		}
+	}
+	recs := counted(handler, mTerminations, terms)
+	for p, n := range kept {
+		r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": orUnknown(p)}}
+		r.Add(mKeptIdle, metrics.Count, float64(n))
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// counted makes one record per (pool, reason) with its count.
+func counted(handler, name string, n map[[2]string]int) []metrics.Record {
+	var recs []metrics.Record
+	for k, v := range n {
+		r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": orUnknown(k[0]), "reason": k[1]}}
+		r.Add(name, metrics.Count, float64(v))
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+func orUnknown(pool string) string {
+	if pool == "" {
+		return "unknown"
+	}
+	return pool
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/metrics"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/scaledown"
+)
+
+// read encodes records as the bundle writes them and reads them back as
+// CloudWatch would.
+func read(t *testing.T, recs []metrics.Record) []metrics.Point {
+	t.Helper()
+	var buf bytes.Buffer
+	for _, r := range recs {
+		line, err := r.Encode(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(line)
+	}
+	points, err := metrics.Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return points
+}
+
+func sum(points []metrics.Point, name string, dims map[string]string) float64 {
+	s, _ := metrics.Sum(points, name, dims)
+	return s
+}
+
+func TestAProvisionsMetricsComeFromItsOutput(t *testing.T) {
+	out := &provision.Output{Pool: "linux", Status: "ready", Reused: 2, Created: 1, ElapsedSeconds: 3.5, Instances: []provision.Instance{
+		{Source: "reused", UsageClass: "on-demand", ClaimedSeconds: 0.1, ConfiguredSeconds: 0.2, ReadySeconds: 0.5},
+		{Source: "reused", UsageClass: "spot", ClaimedSeconds: 0.1, ConfiguredSeconds: 0.3, ReadySeconds: 0.7},
+		{Source: "created", UsageClass: "spot", ClaimedSeconds: 1.2, ConfiguredSeconds: 1.4, ReadySeconds: 3.4},
+	}}
+	p := read(t, invocationMetrics(bundle.HandlerProvision, nil, out, false, 3.6, 4999))
+	pool := map[string]string{"function": "provision", "pool": "linux"}
+	for name, want := range map[string]float64{"PoolHits": 2, "PoolMisses": 1, "ProvisionSeconds": 3.5, "ReadySeconds": 4.6, "SpotInstances": 2, "ProvisionFailures": 0} {
+		if got := sum(p, name, pool); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	fn := map[string]string{"function": "provision"}
+	if sum(p, "Invocations", fn) != 1 || sum(p, "Errors", fn) != 0 || sum(p, "GitHubRateRemaining", fn) != 4999 {
+		t.Errorf("function metrics: %+v", p)
+	}
+}
+
+func TestAFailedProvisionCountsAgainstThePoolItAskedFor(t *testing.T) {
+	p := read(t, invocationMetrics(bundle.HandlerProvision, []byte(`{"runId":"1","pool":"gpu"}`), (*provision.Output)(nil), true, 0.2, -1))
+	if got := sum(p, "ProvisionFailures", map[string]string{"pool": "gpu"}); got != 1 {
+		t.Errorf("ProvisionFailures = %v, want 1", got)
+	}
+	if got := sum(p, "Errors", map[string]string{"function": "provision"}); got != 1 {
+		t.Errorf("Errors = %v, want 1", got)
+	}
+	if _, n := metrics.Sum(p, "GitHubRateRemaining", nil); n != 0 {
+		t.Error("a rate limit GitHub never sent was reported")
+	}
+}
+
+func TestTerminationsAndRepairsAreCountedByReason(t *testing.T) {
+	rf := &refresh.Output{
+		Terminated: []refresh.Decision{{Pool: "linux", Reason: "lease expired: released"}, {Pool: "linux", Reason: "no record"}, {Pool: "linux", Reason: "instance gone from EC2"}},
+		Expired:    []refresh.Decision{{Pool: "linux", Reason: "heartbeat silent for over 60s"}},
+		Repooled:   []refresh.Decision{{Pool: "linux", Reason: "clean idle instance had no pool message"}},
+	}
+	p := read(t, invocationMetrics(bundle.HandlerRefresh, nil, rf, false, 1, -1))
+	for reason, want := range map[string]float64{"expired": 1, "unrecorded": 1, "stale": 1, "gone": 0} {
+		if got := sum(p, "Terminations", map[string]string{"reason": reason}); got != want {
+			t.Errorf("Terminations %s = %v, want %v", reason, got, want)
+		}
+	}
+	for reason, want := range map[string]float64{"unrecorded": 1, "gone": 1, "lost-pool-message": 1} {
+		if got := sum(p, "Repairs", map[string]string{"reason": reason}); got != want {
+			t.Errorf("Repairs %s = %v, want %v", reason, got, want)
+		}
+	}
+	sd := &scaledown.Output{
+		Terminated: []scaledown.Decision{{Pool: "linux", Reason: "idle beyond the idle quota"}, {Reason: "confirmed orphan: no live lease and no runner id to check"}},
+		Kept:       []scaledown.Decision{{Pool: "linux", Action: scaledown.Renew}, {Pool: "linux", Action: scaledown.Keep}},
+	}
+	p = read(t, invocationMetrics(bundle.HandlerScaleDown, nil, sd, false, 1, -1))
+	if sum(p, "Terminations", map[string]string{"reason": "scale-down", "pool": "linux"}) != 1 ||
+		sum(p, "Terminations", map[string]string{"reason": "orphan", "pool": "unknown"}) != 1 ||
+		sum(p, "IdleInstancesKept", map[string]string{"pool": "linux"}) != 1 {
+		t.Errorf("scale-down metrics: %+v", p)
+	}
+}
