@@ -56,6 +56,16 @@ func (r *poolResource) putConfigItem(ctx context.Context, m poolModel) diag.Diag
 			cfg.Tags[k] = v
 		}
 	}
+	// A drain is the operator's (ghrunner drain), not the configuration's:
+	// an apply keeps it.
+	old, err := r.getConfigItem(ctx, m.Table.ValueString(), cfg.Name)
+	if err != nil {
+		diags.AddError("Reading the pool config failed", err.Error())
+		return diags
+	}
+	if old != nil {
+		cfg.Draining = old.Draining
+	}
 	if err := state.New(r.c.aws.DynamoDB(), m.Table.ValueString()).PutPoolConfig(ctx, cfg); err != nil {
 		diags.AddError("Writing the pool config failed", err.Error())
 	}
@@ -94,7 +104,7 @@ func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diag
 // is gone.
 func (r *poolResource) getConfigItem(ctx context.Context, table, name string) (*state.PoolConfig, error) {
 	cfg, err := state.New(r.c.aws.DynamoDB(), table).GetPoolConfig(ctx, name)
-	if awserr.IsNotFound(err) {
+	if awserr.IsNotFound(err) || state.IsNotFound(err) {
 		return nil, nil
 	}
 	return cfg, err

@@ -192,9 +192,24 @@ func TestAccPool_basic_update_import(t *testing.T) {
 					resource.TestMatchResourceAttr("ghrunner_pool.linux", "agent_sha256", regexp.MustCompile(`^[0-9a-f]{64}$`)),
 				),
 			},
-			// Only the config item changes: same template version.
-			{Config: f.config(fmt.Sprintf(poolExtra, 8) + runnerGroupExtra), Check: resource.ComposeAggregateTestCheckFunc(
-				f.checkPool(8, "#!/bin/bash\necho warm\n", "1"), f.checkRunnerLabel(state.LabelRunID, "ci"))},
+			// Only the config item changes: same template version. An
+			// operator's drain (ghrunner drain) outlives the apply.
+			{
+				PreConfig: func() {
+					if _, err := state.New(env.Config(t).DynamoDB(), f.table).SetDraining(context.Background(), "linux", true); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: f.config(fmt.Sprintf(poolExtra, 8) + runnerGroupExtra),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					f.checkPool(8, "#!/bin/bash\necho warm\n", "1"), f.checkRunnerLabel(state.LabelRunID, "ci"),
+					func(*terraform.State) error {
+						if cfg, err := f.poolConfig(); err != nil || !cfg.Draining {
+							return fmt.Errorf("the apply ended the operator's drain: %+v, %v", cfg, err)
+						}
+						return nil
+					}),
+			},
 			// The script and the docker choice are in the user data: a new
 			// template version.
 			{

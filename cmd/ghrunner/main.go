@@ -30,8 +30,11 @@ Commands:
   instances            live instances, by pool and state (--pool P, --state S)
   run <runId>          a run and the records of the instances it was given
   retire <instanceId>  take an idle instance out of the pool (--reason R): its lease ends,
-                       refresh terminates it; refused for an instance serving a run.
-                       The only command that writes (dynamodb:UpdateItem on the table)
+                       refresh terminates it; refused for an instance serving a run
+  drain <pool>         the pool takes no new run, pools nothing and keeps nothing idle;
+                       its idle instances are retired now, its runs finish (--off ends it)
+
+retire and drain are the commands that write (dynamodb:UpdateItem on the table).
 
 Every command takes --json. Global flags:
 `
@@ -62,6 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	var pool, st, reason *string
+	var off *bool
 	switch cmd {
 	case "status":
 		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner status [--json]"); fs.PrintDefaults() }
@@ -80,11 +84,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "usage: ghrunner retire <instanceId> [--reason R] [--json]")
 			fs.PrintDefaults()
 		}
+	case "drain":
+		off = fs.Bool("off", false, "end the drain: the pool takes runs and pools instances again")
+		fs.Usage = func() {
+			fmt.Fprintln(stderr, "usage: ghrunner drain <pool> [--off] [--json]")
+			fs.PrintDefaults()
+		}
 	case "help":
 		global.Usage()
 		return 0
 	default:
-		fmt.Fprintf(stderr, "ghrunner: unknown command %q: one of status, instances, run, retire (ghrunner --help)\n", cmd)
+		fmt.Fprintf(stderr, "ghrunner: unknown command %q: one of status, instances, run, retire, drain (ghrunner --help)\n", cmd)
 		return 2
 	}
 	// Flags may come before or after the arguments (run 42 --json).
@@ -98,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		positional, rest = append(positional, fs.Arg(0)), fs.Args()[1:]
 	}
-	if wantsID := cmd == "run" || cmd == "retire"; wantsID && len(positional) != 1 || !wantsID && len(positional) != 0 {
+	if wantsID := cmd == "run" || cmd == "retire" || cmd == "drain"; wantsID && len(positional) != 1 || !wantsID && len(positional) != 0 {
 		fs.Usage()
 		return 2
 	}
@@ -148,6 +158,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		out, render = v, func(w *tabwriter.Writer) {
 			fmt.Fprintf(w, "%s retired (%s): its lease has ended, no provision claims it, refresh terminates it\n", v.ID, v.Terminated)
 		}
+	case "drain":
+		v, err := ops.Drain(ctx, store, positional[0], !*off)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		out, render = v, func(w *tabwriter.Writer) { renderDrain(w, v) }
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

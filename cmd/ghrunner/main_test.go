@@ -71,6 +71,8 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 		{[]string{"--table", table, "--endpoint", "ftp://x", "status"}, "endpoint"},
 		{[]string{"--table", table, "retire"}, "usage: ghrunner retire <instanceId>"},
 		{[]string{"--table", table, "retire", "i-404"}, "no record of i-404"},
+		{[]string{"--table", table, "drain"}, "usage: ghrunner drain <pool>"},
+		{[]string{"--table", table, "drain", "gpu"}, `pool: no pool "gpu" in this table (pools: linux); nothing changed`},
 	} {
 		code, out, errOut := cli(t, c.args...)
 		if code != 2 || !strings.Contains(errOut, c.want) || out != "" {
@@ -90,8 +92,27 @@ func TestRetireTakesAnIdleInstanceOut(t *testing.T) {
 	}
 }
 
+func TestDrainRetiresTheIdleAndShowsInStatusUntilOff(t *testing.T) {
+	table := seeded(t)
+	code, out, errOut := cli(t, "--table", table, "drain", "linux")
+	if code != 0 || !strings.Contains(out, "pool linux is draining") || !strings.Contains(out, "i-idle-1") {
+		t.Fatalf("drain: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ = cli(t, "--table", table, "status"); code != 0 || !strings.Contains(out, "draining (keeps 0 idle, takes no run)") {
+		t.Fatalf("status while draining: exit %d\n%s", code, out)
+	}
+	code, out, errOut = cli(t, "--table", table, "drain", "linux", "--off", "--json")
+	var v ops.DrainView
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.Draining {
+		t.Fatalf("drain --off: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ = cli(t, "--table", table, "status"); code != 0 || strings.Contains(out, "draining") {
+		t.Fatalf("status after drain --off: exit %d\n%s", code, out)
+	}
+}
+
 func TestHelpEverywhere(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"instances", "--help"}, {"run", "--help"}, {"retire", "--help"}, {"help"}} {
+	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"instances", "--help"}, {"run", "--help"}, {"retire", "--help"}, {"drain", "--help"}, {"help"}} {
 		code, _, errOut := cli(t, args...)
 		if code != 0 || !strings.Contains(errOut, "usage: ghrunner") {
 			t.Errorf("%v: exit %d\n%s", args, code, errOut)

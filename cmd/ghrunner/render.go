@@ -15,7 +15,10 @@ func renderStatus(w *tabwriter.Writer, pools []ops.PoolStatus) {
 	fmt.Fprintln(w, "POOL\tOWNER\tREGISTRATION\tCREATED\tCLAIMED\tRUNNING\tIDLE\tMAX\tIDLE WINDOW NOW\tOLDEST IDLE\tRUNS IN FLIGHT")
 	for _, p := range pools {
 		window := "none (keeps 0 idle)"
-		if p.IdleWindow != nil {
+		switch {
+		case p.Draining:
+			window = "draining (keeps 0 idle, takes no run)"
+		case p.IdleWindow != nil:
 			window = fmt.Sprintf("%s %s (keeps %d)", p.IdleWindow.Cron, p.IdleWindow.TimeZone, p.IdleWindow.IdleCount)
 		}
 		oldest := "-"
@@ -89,4 +92,21 @@ func ago(unix int64, now time.Time) string {
 		return "-"
 	}
 	return now.Sub(time.Unix(unix, 0)).Truncate(time.Second).String() + " ago"
+}
+
+func renderDrain(w *tabwriter.Writer, v *ops.DrainView) {
+	if !v.Draining {
+		fmt.Fprintf(w, "pool %s no longer drains: it takes runs and pools instances again\n", v.Pool)
+		return
+	}
+	fmt.Fprintf(w, "pool %s is draining: it takes no new run, pools nothing and keeps nothing idle\n", v.Pool)
+	fmt.Fprintf(w, "retired now (refresh terminates them):\t%d\t%s\n", len(v.Retired), strings.Join(v.Retired, ", "))
+	for id, why := range v.Left {
+		fmt.Fprintf(w, "left:\t%s\t%s\n", id, why)
+	}
+	runs := "none"
+	if len(v.RunsInFlight) > 0 {
+		runs = strings.Join(v.RunsInFlight, ", ")
+	}
+	fmt.Fprintf(w, "runs in flight (they finish; release retires their instances):\t%d\t%s\n", len(v.RunsInFlight), runs)
 }

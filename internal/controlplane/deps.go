@@ -146,6 +146,11 @@ func (d *Deps) Repool(ctx context.Context, idle *state.Instance, p *state.PoolCo
 		d.expire(ctx, clean.Ref(), "spot interruption notice")
 		return false, "spot interruption notice"
 	}
+	if p.Draining {
+		// An operator drains the pool: nothing goes back into it.
+		d.expire(ctx, clean.Ref(), "pool draining")
+		return false, "pool draining"
+	}
 	msg := pool.Message{InstanceID: clean.ID, Pool: clean.Pool, InstanceType: clean.InstanceType, UsageClass: clean.UsageClass, IdleUntil: clean.Threshold}
 	if err := d.Queue(p).Send(ctx, msg); err != nil {
 		// The record is clean and idle without pooledAt: refresh re-sends.

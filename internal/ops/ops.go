@@ -44,6 +44,8 @@ type PoolStatus struct {
 	// waited (0: none idle).
 	OldestIdleSeconds int64    `json:"oldestIdleSeconds"`
 	RunsInFlight      []string `json:"runsInFlight"`
+	// Draining is an operator's drain (ghrunner drain).
+	Draining bool `json:"draining"`
 }
 
 // live lists the records of pool in st: the index finds them, a
@@ -80,7 +82,7 @@ func Status(ctx context.Context, r Reader, now time.Time) ([]PoolStatus, error) 
 	out := make([]PoolStatus, 0, len(pools))
 	for _, p := range pools {
 		ps := PoolStatus{Pool: p.Name, Owner: p.Owner, Registration: p.Registration, MaxInstances: p.MaxInstances,
-			Counts: map[state.State]int{}, RunsInFlight: []string{}}
+			Counts: map[state.State]int{}, RunsInFlight: []string{}, Draining: p.Draining}
 		if ps.Registration == "" {
 			ps.Registration = state.RegistrationToken
 		}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -124,7 +125,11 @@ type PoolConfig struct {
 	// RegistrationToken (config.sh with a registration token, also when
 	// empty; for GitHub Enterprise Server versions without JIT).
 	Registration string `dynamodbav:"registration,omitempty" json:"registration,omitempty"`
-	UpdatedAt    int64  `dynamodbav:"updatedAt" json:"updatedAt,omitempty"`
+	// Draining is set by an operator (ghrunner drain): the pool takes no
+	// new run and pools nothing; its idle instances are retired and the
+	// runs it serves finish. The provider keeps it across applies.
+	Draining  bool  `dynamodbav:"draining,omitempty" json:"draining,omitempty"`
+	UpdatedAt int64 `dynamodbav:"updatedAt" json:"updatedAt,omitempty"`
 }
 
 // How runners are registered.
@@ -287,6 +292,33 @@ func (s *Store) PutPoolConfig(ctx context.Context, p PoolConfig) error {
 		return fmt.Errorf("write pool %s: %w", p.Name, err)
 	}
 	return nil
+}
+
+// SetDraining turns a pool's drain on or off, in place: the rest of the
+// item is the provider's. A pool that does not exist is ErrNotFound.
+func (s *Store) SetDraining(ctx context.Context, name string, on bool) (*PoolConfig, error) {
+	b := newBuilder()
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(PoolKey(name)),
+		UpdateExpression:          aws.String("SET " + b.name("config") + "." + b.name("draining") + " = " + b.value(on)),
+		ConditionExpression:       aws.String("attribute_exists(" + b.name("pk") + ")"),
+		ExpressionAttributeNames:  b.attrNames(),
+		ExpressionAttributeValues: b.attrValues(),
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil, fmt.Errorf("pool %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("drain pool %s: %w", name, err)
+	}
+	var it poolItem
+	if err := attributevalue.UnmarshalMap(out.Attributes, &it); err != nil {
+		return nil, fmt.Errorf("decode pool %s: %w", name, err)
+	}
+	return &it.Config, nil
 }
 
 // GetPoolConfig reads a pool config with a consistent read.

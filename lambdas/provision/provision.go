@@ -158,6 +158,15 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	if err != nil {
 		return nil, err
 	}
+	if req.pool.Draining {
+		// A run already under way may ask again (a retried invoke); a new
+		// one is refused.
+		if _, err := d.Store.GetRun(ctx, req.RunID); state.IsNotFound(err) {
+			return nil, controlplane.Invalid("pool", "%q is draining (ghrunner drain): it takes no new run; the runs it serves finish. End the drain with ghrunner drain --off %s", req.Pool, req.Pool)
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	canonical, _ := json.Marshal(req.Input)
 	run, created, err := d.Store.StartRun(ctx, state.Run{ID: req.RunID, Pool: req.Pool, Owner: req.Owner, InstanceCount: req.count, Request: string(canonical),
 		Label: newLabel(req.RunID, req.pool.RunnerLabel)})

@@ -55,7 +55,7 @@ func (r *refresher) joinPool(ctx context.Context, p *state.PoolConfig, inst *sta
 // leaves beside the live records (the launch's reservation then counts
 // EC2 too).
 func (r *refresher) topUp(ctx context.Context, p *state.PoolConfig, warm, live int) {
-	if r.prewarm == nil {
+	if r.prewarm == nil || p.Draining {
 		return
 	}
 	w, ok := p.ActiveWindow(r.now)

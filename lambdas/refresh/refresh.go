@@ -237,8 +237,17 @@ func (r *refresher) silent(ctx context.Context, p *state.PoolConfig, inst *state
 	}
 }
 
-// repool sends the pool message a release (or a refresh) could not.
+// repool sends the pool message a release (or a refresh) could not; in a
+// draining pool it retires the instance instead.
 func (r *refresher) repool(ctx context.Context, p *state.PoolConfig, inst *state.Instance) {
+	if p.Draining {
+		if _, err := r.d.Store.Expire(ctx, inst.Ref(), "pool draining"); err == nil {
+			r.out.Expired = append(r.out.Expired, Decision{inst.ID, p.Name, "pool draining"})
+		} else if state.ClauseOf(err) == "" {
+			r.fail(err)
+		}
+		return
+	}
 	msg := pool.Message{InstanceID: inst.ID, Pool: inst.Pool, InstanceType: inst.InstanceType, UsageClass: inst.UsageClass, IdleUntil: inst.Threshold}
 	if err := r.d.Queue(p).Send(ctx, msg); err != nil {
 		r.fail(err)

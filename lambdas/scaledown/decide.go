@@ -179,6 +179,9 @@ func decidePool(in Input, idx runnerIndex, poolName string, insts []fleet.Instan
 	pool, known := in.Pools[poolName]
 	window, _ := pool.ActiveWindow(in.Now)
 	quota := window.IdleCount
+	if pool.Draining {
+		quota = 0 // an operator drains the pool: it keeps nothing idle
+	}
 	// oldest_first evicts the oldest: look at the newest first, they are
 	// the ones kept within the quota.
 	sort.SliceStable(insts, func(i, j int) bool {
