@@ -183,6 +183,12 @@ func (b *execEnv) handle(ctx context.Context, payload json.RawMessage) (any, err
 	}
 	seconds := time.Since(start).Seconds()
 	b.emit(log, invocationMetrics(b.handler, payload, out, err != nil, seconds, gh.RateRemaining()))
+	if last := lastRunOf(b.handler, out, err, seconds); last != nil {
+		// For the operator's status; a failed write costs only that.
+		if perr := b.store.PutLastRun(context.WithoutCancel(ctx), *last); perr != nil {
+			log.Warn("last run not recorded", "err", perr)
+		}
+	}
 	if err != nil {
 		log.Error("invocation failed", "err", err, "seconds", seconds, "githubRateRemaining", gh.RateRemaining())
 		return nil, err

@@ -133,4 +133,10 @@ func TestPrewarmingStopsAtThePoolsCap(t *testing.T) {
 	if len(out.Prewarmed) != 2 || len(d.live()) != 2 {
 		t.Fatalf("pre-warmed %d, %d live: want max_instances, 2", len(out.Prewarmed), len(d.live()))
 	}
+	// What the operator's status shows of it.
+	last, err := d.store.GetLastRun(ctx, bundle.HandlerRefresh)
+	must(t, err)
+	if last == nil || last.Counts["prewarmed"] != 2 || last.Error != "" {
+		t.Fatalf("refresh's last run: %+v", last)
+	}
 }

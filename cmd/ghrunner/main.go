@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/ops"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -26,8 +27,10 @@ Shows what a ghrunner deployment holds, from its state table.
 
 Commands:
   status               every pool: instances by state, the idle window active now
-                       and its idle count, the oldest idle instance, runs in flight
+                       and its idle count, the oldest idle instance, runs in flight;
+                       when refresh and scale-down last ran and what they did
   instances            live instances, by pool and state (--pool P, --state S)
+  runs                 the runs in flight: their pool, status, label and instances by state
   run <runId>          a run and the records of the instances it was given
   retire <instanceId>  take an idle instance out of the pool (--reason R): its lease ends,
                        refresh terminates it; refused for an instance serving a run
@@ -76,6 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "usage: ghrunner instances [--pool P] [--state S] [--json]")
 			fs.PrintDefaults()
 		}
+	case "runs":
+		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner runs [--json]"); fs.PrintDefaults() }
 	case "run":
 		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner run <runId> [--json]"); fs.PrintDefaults() }
 	case "retire":
@@ -94,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		global.Usage()
 		return 0
 	default:
-		fmt.Fprintf(stderr, "ghrunner: unknown command %q: one of status, instances, run, retire, drain (ghrunner --help)\n", cmd)
+		fmt.Fprintf(stderr, "ghrunner: unknown command %q: one of status, instances, runs, run, retire, drain (ghrunner --help)\n", cmd)
 		return 2
 	}
 	// Flags may come before or after the arguments (run 42 --json).
@@ -137,13 +142,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(stderr, err)
 		}
-		out, render = pools, func(w *tabwriter.Writer) { renderStatus(w, pools) }
+		last, err := ops.Scheduled(ctx, store, bundle.HandlerRefresh, bundle.HandlerScaleDown)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		v := ops.StatusView{Pools: pools, Scheduled: last}
+		out, render = v, func(w *tabwriter.Writer) { renderStatus(w, v, time.Now()) }
 	case "instances":
 		insts, err := ops.Instances(ctx, store, *pool, state.State(*st))
 		if err != nil {
 			return fail(stderr, err)
 		}
 		out, render = insts, func(w *tabwriter.Writer) { renderInstances(w, insts, time.Now()) }
+	case "runs":
+		v, err := ops.Runs(ctx, store)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		out, render = v, func(w *tabwriter.Writer) { renderRuns(w, v, time.Now()) }
 	case "run":
 		v, err := ops.Run(ctx, store, positional[0])
 		if err != nil {

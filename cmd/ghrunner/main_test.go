@@ -42,8 +42,21 @@ func seeded(t *testing.T) string {
 func TestStatusAndInstancesShowTheTable(t *testing.T) {
 	table := seeded(t)
 	code, out, errOut := cli(t, "--table", table, "status")
-	if code != 0 || !strings.Contains(out, "linux") || !strings.Contains(out, "none (keeps 0 idle)") {
+	if code != 0 || !strings.Contains(out, "linux") || !strings.Contains(out, "none (keeps 0 idle)") || !strings.Contains(out, "have not run yet") {
 		t.Fatalf("status: exit %d\n%s%s", code, out, errOut)
+	}
+	s := state.New(env.Config(t).DynamoDB(), table)
+	if err := s.PutLastRun(context.Background(), state.LastRun{Handler: "refresh", Seconds: 0.8, Counts: map[string]int{"terminated": 2, "kept": 0}}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = cli(t, "--table", table, "status")
+	if code != 0 || !strings.Contains(out, "refresh") || !strings.Contains(out, "terminated 2") || strings.Contains(out, "kept 0") {
+		t.Fatalf("status after a refresh: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, "--table", table, "status", "--json")
+	var v ops.StatusView
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || len(v.Pools) != 1 || len(v.Scheduled) != 1 || v.Scheduled[0].Counts["terminated"] != 2 {
+		t.Fatalf("status --json: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = cli(t, "--table", table, "instances", "--state", "idle", "--json")
 	var insts []ops.InstanceView
@@ -112,7 +125,7 @@ func TestDrainRetiresTheIdleAndShowsInStatusUntilOff(t *testing.T) {
 }
 
 func TestHelpEverywhere(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"instances", "--help"}, {"run", "--help"}, {"retire", "--help"}, {"drain", "--help"}, {"help"}} {
+	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"instances", "--help"}, {"run", "--help"}, {"retire", "--help"}, {"drain", "--help"}, {"runs", "--help"}, {"help"}} {
 		code, _, errOut := cli(t, args...)
 		if code != 0 || !strings.Contains(errOut, "usage: ghrunner") {
 			t.Errorf("%v: exit %d\n%s", args, code, errOut)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -11,7 +13,8 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
-func renderStatus(w *tabwriter.Writer, pools []ops.PoolStatus) {
+func renderStatus(w *tabwriter.Writer, v ops.StatusView, now time.Time) {
+	pools := v.Pools
 	fmt.Fprintln(w, "POOL\tOWNER\tREGISTRATION\tCREATED\tCLAIMED\tRUNNING\tIDLE\tMAX\tIDLE WINDOW NOW\tOLDEST IDLE\tRUNS IN FLIGHT")
 	for _, p := range pools {
 		window := "none (keeps 0 idle)"
@@ -34,6 +37,25 @@ func renderStatus(w *tabwriter.Writer, pools []ops.PoolStatus) {
 	}
 	if len(pools) == 0 {
 		fmt.Fprintln(w, "(no pools in this table)")
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "SCHEDULED\tLAST RUN\tTOOK\tRESULT\tWHAT IT DID")
+	for _, r := range v.Scheduled {
+		result := "ok"
+		if r.Error != "" {
+			result = "failed: " + r.Error
+		}
+		var did []string
+		for _, k := range slices.Sorted(maps.Keys(r.Counts)) {
+			if r.Counts[k] > 0 {
+				did = append(did, fmt.Sprintf("%s %d", k, r.Counts[k]))
+			}
+		}
+		ago := now.Sub(time.Unix(r.At, 0)).Truncate(time.Second)
+		fmt.Fprintf(w, "%s\t%s ago\t%.1fs\t%s\t%s\n", r.Handler, ago, r.Seconds, result, dash(strings.Join(did, ", ")))
+	}
+	if len(v.Scheduled) == 0 {
+		fmt.Fprintln(w, "(refresh and scale-down have not run yet)")
 	}
 }
 
@@ -109,4 +131,19 @@ func renderDrain(w *tabwriter.Writer, v *ops.DrainView) {
 		runs = strings.Join(v.RunsInFlight, ", ")
 	}
 	fmt.Fprintf(w, "runs in flight (they finish; release retires their instances):\t%d\t%s\n", len(v.RunsInFlight), runs)
+}
+
+func renderRuns(w *tabwriter.Writer, runs []ops.RunSummary, now time.Time) {
+	fmt.Fprintln(w, "RUN\tPOOL\tSTATUS\tLABEL\tAGE\tCREATED\tCLAIMED\tRUNNING")
+	for _, r := range runs {
+		age := "-"
+		if r.CreatedAt > 0 {
+			age = now.Sub(time.Unix(r.CreatedAt, 0)).Truncate(time.Second).String()
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.ID, r.Pool, dash(string(r.Status)), dash(r.Label), age,
+			r.Instances[state.Created], r.Instances[state.Claimed], r.Instances[state.Running])
+	}
+	if len(runs) == 0 {
+		fmt.Fprintln(w, "(no run holds an instance now)")
+	}
 }

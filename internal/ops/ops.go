@@ -24,6 +24,31 @@ type Reader interface {
 	ByPoolState(ctx context.Context, pool string, st state.State, before time.Time) ([]state.Instance, error)
 	GetRun(ctx context.Context, runID string) (*state.Run, error)
 	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
+	GetLastRun(ctx context.Context, handler string) (*state.LastRun, error)
+}
+
+// StatusView is ghrunner status: the pools, and what the scheduled
+// functions did last.
+type StatusView struct {
+	Pools []PoolStatus `json:"pools"`
+	// Scheduled are the last runs of refresh and scale-down (absent:
+	// not run yet).
+	Scheduled []state.LastRun `json:"scheduled"`
+}
+
+// Scheduled reads the last run of each scheduled function.
+func Scheduled(ctx context.Context, r Reader, handlers ...string) ([]state.LastRun, error) {
+	out := []state.LastRun{}
+	for _, h := range handlers {
+		last, err := r.GetLastRun(ctx, h)
+		if err != nil {
+			return nil, fmt.Errorf("last run of %s: %w", h, err)
+		}
+		if last != nil {
+			out = append(out, *last)
+		}
+	}
+	return out, nil
 }
 
 // LiveStates are the states an instance is listed by (a terminated

@@ -166,3 +166,45 @@ func TestRetireLosesToAConcurrentClaimAndChangesNothing(t *testing.T) {
 		t.Fatalf("the claim must stand untouched: %+v", rec)
 	}
 }
+
+func TestStatusShowsWhatTheScheduledFunctionsDidLast(t *testing.T) {
+	s := Seed(t)
+	last, err := ops.Scheduled(ctx, s, "refresh", "scale-down")
+	must(t, err)
+	if len(last) != 0 {
+		t.Fatalf("before any run: %+v", last)
+	}
+	must(t, s.PutLastRun(ctx, state.LastRun{Handler: "refresh", Seconds: 1.5, Counts: map[string]int{"terminated": 2, "prewarmed": 1}}))
+	must(t, s.PutLastRun(ctx, state.LastRun{Handler: "scale-down", Seconds: 0.4, Error: "throttled"}))
+	last, err = ops.Scheduled(ctx, s, "refresh", "scale-down")
+	must(t, err)
+	if len(last) != 2 || last[0].Counts["terminated"] != 2 || last[0].At == 0 || last[1].Error != "throttled" {
+		t.Fatalf("last runs: %+v", last)
+	}
+	// The items are no instances: the pools count what they did.
+	pools, err := ops.Status(ctx, s, time.Now())
+	must(t, err)
+	if pools[0].Counts[state.Idle] != 2 || pools[0].Counts[state.Running] != 1 {
+		t.Fatalf("pools after the last-run items: %+v", pools[0].Counts)
+	}
+}
+
+func TestRunsListsTheRunsThatHoldInstances(t *testing.T) {
+	s := Seed(t)
+	runs, err := ops.Runs(ctx, s)
+	must(t, err)
+	if len(runs) != 1 || runs[0].ID != "run-7" || runs[0].Pool != "linux" || runs[0].Instances[state.Running] != 1 ||
+		runs[0].Label != "ghr-run-7-x" || runs[0].CreatedAt == 0 {
+		t.Fatalf("runs: %+v", runs)
+	}
+	// The run's instance released: the run holds nothing, it is not in flight.
+	busy, err := s.Get(ctx, "i-busy")
+	must(t, err)
+	_, err = s.Release(ctx, busy.Ref(), "run-7", time.Minute, nil)
+	must(t, err)
+	runs, err = ops.Runs(ctx, s)
+	must(t, err)
+	if len(runs) != 0 {
+		t.Fatalf("runs after the release: %+v", runs)
+	}
+}

@@ -195,8 +195,9 @@ func TestE2E_ByHand(t *testing.T) {
 
 	// The operator's view of the same: ghrunner, the real binary, through
 	// the sandbox's endpoint.
-	var status []ops.PoolStatus
-	operator(t, sb, d, &status, "status", "--json")
+	var view ops.StatusView
+	operator(t, sb, d, &view, "status", "--json")
+	status := view.Pools
 	if len(status) != 2 || status[0].Pool != "linux" || status[0].Counts[state.Idle] != 2 || status[1].Pool != "linux-token" || len(status[0].RunsInFlight) != 0 {
 		t.Errorf("ghrunner status: %+v", status)
 	}
@@ -228,6 +229,7 @@ func TestE2E_ByHand(t *testing.T) {
 	}
 
 	deniedWithoutLaunchStatement(t, sb, d, fn)
+	drainBesideAProvision(t, sb, d, fn, "77003")
 }
 
 // `ghrunner-sandbox up` in the background and `down`: the env file names
