@@ -82,6 +82,9 @@ type execEnv struct {
 	ghParam string
 	// metricsOut receives the EMF lines (stdout, as the logs).
 	metricsOut io.Writer
+	// environment is every metric's "environment" dimension: deployments
+	// sharing an account and region keep their metrics apart.
+	environment string
 	ghOnce     sync.Mutex
 	gh         *github.Client
 }
@@ -106,6 +109,7 @@ func setup(ctx context.Context) (*execEnv, error) {
 	if err := level.UnmarshalText([]byte(envOr("GHRUNNER_LOG_LEVEL", "info"))); err != nil {
 		return nil, fmt.Errorf("GHRUNNER_LOG_LEVEL: %w", err)
 	}
+	b.environment = env
 	b.log = slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level})).With("handler", b.handler, "environment", env)
 	cfg, err := awsconf.Load(ctx, awsconf.FromEnv())
 	if err != nil {
@@ -203,6 +207,7 @@ func (b *execEnv) handle(ctx context.Context, payload json.RawMessage) (any, err
 func (b *execEnv) emit(log *slog.Logger, recs []metrics.Record) {
 	now := time.Now()
 	for _, r := range recs {
+		r.Dimensions["environment"] = b.environment
 		line, err := r.Encode(now)
 		if err != nil {
 			log.Warn("metric dropped", "err", err)
