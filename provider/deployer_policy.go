@@ -108,6 +108,13 @@ func deployerPolicy(d deployment) string {
 			// the caller's permissions.
 			Action: []string{"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeLaunchTemplates",
 				"ec2:DescribeInstanceTypes", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs"}},
+		// ghrunner_monitoring: the dashboard named by the prefix and its
+		// alarms (a dashboard's ARN has no region).
+		policyStatement{Sid: "Monitoring", Effect: "Allow", Action: []string{"cloudwatch:PutDashboard", "cloudwatch:GetDashboard", "cloudwatch:DeleteDashboards"},
+			Resource: []string{global("cloudwatch", "dashboard/"+d.namePrefix+"*")}},
+		policyStatement{Sid: "MonitoringAlarms", Effect: "Allow", Action: []string{"cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"},
+			Resource: []string{arn("cloudwatch", "alarm:"+d.namePrefix+"-*")}},
+		policyStatement{Sid: "ListAlarms", Effect: "Allow", Action: []string{"cloudwatch:DescribeAlarms"}, Resource: []string{"*"}},
 		// A pool without image_id reads the latest image's id from its
 		// publisher's public parameter (no account in its ARN).
 		policyStatement{Sid: "PublicImageParameters", Effect: "Allow", Action: []string{"ssm:GetParameter"},

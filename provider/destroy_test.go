@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"sort"
 	"testing"
 
@@ -62,7 +63,15 @@ var objectsGone = map[string]func(ctx context.Context, c awsconf.Config, id stri
 		return gone("queue "+id, err)
 	},
 	"ghrunner_function": functionGone,
-	"ghrunner_pool":     poolGone,
+	"ghrunner_monitoring": func(ctx context.Context, c awsconf.Config, id string, attrs map[string]string) error {
+		_, err := admin.CloudWatch(c).GetDashboard(ctx, &cloudwatch.GetDashboardInput{DashboardName: aws.String(id)})
+		alarms, aerr := admin.CloudWatch(c).DescribeAlarms(ctx, &cloudwatch.DescribeAlarmsInput{AlarmNamePrefix: aws.String(id + "-")})
+		if aerr == nil && len(alarms.MetricAlarms) > 0 {
+			aerr = fmt.Errorf("%d alarms of %s left", len(alarms.MetricAlarms), id)
+		}
+		return errors.Join(gone("dashboard "+id, err), aerr)
+	},
+	"ghrunner_pool": poolGone,
 	"ghrunner_schedule": func(ctx context.Context, c awsconf.Config, id string, attrs map[string]string) error {
 		_, err := admin.Scheduler(c).GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(id)})
 		return errors.Join(gone("schedule "+id, err), roleGone(ctx, c, roleNameOf(attrs["role_arn"])))

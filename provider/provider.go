@@ -37,20 +37,21 @@ type providerModel struct {
 }
 
 type endpointModel struct {
-	DynamoDB  types.String `tfsdk:"dynamodb"`
-	EC2       types.String `tfsdk:"ec2"`
-	IAM       types.String `tfsdk:"iam"`
-	Lambda    types.String `tfsdk:"lambda"`
-	Logs      types.String `tfsdk:"logs"`
-	S3        types.String `tfsdk:"s3"`
-	Scheduler types.String `tfsdk:"scheduler"`
-	SQS       types.String `tfsdk:"sqs"`
-	SSM       types.String `tfsdk:"ssm"`
-	STS       types.String `tfsdk:"sts"`
+	CloudWatch types.String `tfsdk:"cloudwatch"`
+	DynamoDB   types.String `tfsdk:"dynamodb"`
+	EC2        types.String `tfsdk:"ec2"`
+	IAM        types.String `tfsdk:"iam"`
+	Lambda     types.String `tfsdk:"lambda"`
+	Logs       types.String `tfsdk:"logs"`
+	S3         types.String `tfsdk:"s3"`
+	Scheduler  types.String `tfsdk:"scheduler"`
+	SQS        types.String `tfsdk:"sqs"`
+	SSM        types.String `tfsdk:"ssm"`
+	STS        types.String `tfsdk:"sts"`
 }
 
 func (e endpointModel) byService() map[string]types.String {
-	return map[string]types.String{"dynamodb": e.DynamoDB, "ec2": e.EC2, "iam": e.IAM, "lambda": e.Lambda, "logs": e.Logs,
+	return map[string]types.String{"cloudwatch": e.CloudWatch, "dynamodb": e.DynamoDB, "ec2": e.EC2, "iam": e.IAM, "lambda": e.Lambda, "logs": e.Logs,
 		"s3": e.S3, "scheduler": e.Scheduler, "sqs": e.SQS, "ssm": e.SSM, "sts": e.STS}
 }
 
@@ -178,7 +179,7 @@ func (p *ghrunnerProvider) Configure(ctx context.Context, req provider.Configure
 }
 
 func (p *ghrunnerProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newTableResource, newQueueResource, newPoolResource, newFunctionResource, newScheduleResource, newInvokerRoleResource}
+	return []func() resource.Resource{newTableResource, newQueueResource, newPoolResource, newFunctionResource, newScheduleResource, newInvokerRoleResource, newMonitoringResource}
 }
 
 func (p *ghrunnerProvider) DataSources(context.Context) []func() datasource.DataSource {

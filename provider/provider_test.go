@@ -46,6 +46,7 @@ provider "ghrunner" {
   environment = "acc"
   default_tags = { team = "ci" }
   endpoints {
+    cloudwatch = %[1]q
     dynamodb  = %[1]q
     ec2       = %[1]q
     iam       = %[1]q

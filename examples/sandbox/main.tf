@@ -54,16 +54,17 @@ provider "ghrunner" {
   region      = "us-east-1"
   environment = "sandbox"
   endpoints {
-    dynamodb  = var.endpoint
-    ec2       = var.endpoint
-    iam       = var.endpoint
-    lambda    = var.endpoint
-    logs      = var.endpoint
-    s3        = var.endpoint
-    scheduler = var.endpoint
-    sqs       = var.endpoint
-    ssm       = var.endpoint
-    sts       = var.endpoint
+    cloudwatch = var.endpoint
+    dynamodb   = var.endpoint
+    ec2        = var.endpoint
+    iam        = var.endpoint
+    lambda     = var.endpoint
+    logs       = var.endpoint
+    s3         = var.endpoint
+    scheduler  = var.endpoint
+    sqs        = var.endpoint
+    ssm        = var.endpoint
+    sts        = var.endpoint
   }
 }
 

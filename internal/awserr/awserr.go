@@ -31,6 +31,7 @@ func Code(err error) string {
 var notFound = map[string]bool{
 	"NoSuchEntity":              true, // IAM
 	"ResourceNotFoundException": true, // DynamoDB, Lambda, EventBridge Scheduler, CloudWatch Logs
+	"ResourceNotFound":          true, // CloudWatch: a dashboard (DashboardNotFoundError) or an alarm
 	"ParameterNotFound":         true, // SSM
 	"NoSuchKey":                 true, // S3
 	"NoSuchBucket":              true, // S3

@@ -104,3 +104,15 @@ resource "ghrunner_invoker_role" "workflows" {
   create_oidc_provider = var.create_oidc_provider
   tags                 = var.tags
 }
+
+# A CloudWatch dashboard of the functions' metrics and the alarms a
+# platform team pages on, named after the prefix.
+resource "ghrunner_monitoring" "this" {
+  count = var.monitoring == null ? 0 : 1
+
+  name                        = var.prefix
+  pools                       = sort(keys(var.pools))
+  alarm_topic_arn             = var.monitoring.alarm_topic_arn
+  pool_miss_ratio_threshold   = var.monitoring.pool_miss_ratio_threshold
+  github_rate_limit_threshold = var.monitoring.github_rate_limit_threshold
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,6 +96,7 @@ provider "ghrunner" {
   region      = "us-east-1"
   environment = "modtest"
   endpoints {
+    cloudwatch = %[1]q
     dynamodb  = %[1]q
     ec2       = %[1]q
     iam       = %[1]q
@@ -158,8 +160,8 @@ func TestModuleApplyDestroy(t *testing.T) {
 	start := time.Now()
 	plan := tf(t, dir, cliConfig, "plan", "-input=false", "-no-color", "-out=tfplan")
 	t.Logf("terraform plan of the module (2 pools, nothing deployed yet): %.1fs", time.Since(start).Seconds())
-	if !strings.Contains(plan, "Plan: 13 to add") {
-		t.Errorf("plan does not add the 13 objects (table, 2 queues, 2 pools, 5 functions, 2 schedules, the invoker role):\n%s", lastLines(plan, 5))
+	if !strings.Contains(plan, "Plan: 14 to add") {
+		t.Errorf("plan does not add the 14 objects (table, 2 queues, 2 pools, 5 functions, 2 schedules, the invoker role, the monitoring):\n%s", lastLines(plan, 5))
 	}
 	tf(t, dir, cliConfig, "apply", "-input=false", "-no-color", "tfplan")
 
@@ -171,6 +173,8 @@ func TestModuleApplyDestroy(t *testing.T) {
 				QueueURLs     map[string]string `json:"queue_urls"`
 				ScheduleNames map[string]string `json:"schedule_names"`
 				InvokerRole   string            `json:"invoker_role_arn"`
+				Dashboard     string            `json:"dashboard_name"`
+				Alarms        []string          `json:"alarm_names"`
 			} `json:"value"`
 		} `json:"runners"`
 	}
@@ -179,7 +183,8 @@ func TestModuleApplyDestroy(t *testing.T) {
 	}
 	got := out.Runners.Value
 	if got.TableName != "ci-state" || got.FunctionNames["provision"] != "ci-provision" || got.FunctionNames["scale-down"] != "ci-scale-down" ||
-		len(got.QueueURLs) != 2 || got.ScheduleNames["refresh"] != "ci-refresh" || !strings.HasSuffix(got.InvokerRole, ":role/ghr-modtest-us-east-1-invoke-ci") {
+		len(got.QueueURLs) != 2 || got.ScheduleNames["refresh"] != "ci-refresh" || !strings.HasSuffix(got.InvokerRole, ":role/ghr-modtest-us-east-1-invoke-ci") ||
+		got.Dashboard != "ci" || len(got.Alarms) != 8 {
 		t.Fatalf("outputs %+v", got)
 	}
 	// The jit function is fed by the table's stream (the mapping is kept
@@ -242,6 +247,14 @@ func leftovers(t *testing.T) []string {
 	schedules, _ := admin.Scheduler(c).ListSchedules(ctx, &scheduler.ListSchedulesInput{})
 	for _, s := range schedules.Schedules {
 		left = append(left, "schedule "+aws.ToString(s.Name))
+	}
+	dashboards, _ := admin.CloudWatch(c).ListDashboards(ctx, &cloudwatch.ListDashboardsInput{})
+	for _, d := range dashboards.DashboardEntries {
+		left = append(left, "dashboard "+aws.ToString(d.DashboardName))
+	}
+	alarms, _ := admin.CloudWatch(c).DescribeAlarms(ctx, &cloudwatch.DescribeAlarmsInput{})
+	for _, a := range alarms.MetricAlarms {
+		left = append(left, "alarm "+aws.ToString(a.AlarmName))
 	}
 	oidc, _ := admin.IAM(c).ListOpenIDConnectProviders(ctx, &iam.ListOpenIDConnectProvidersInput{})
 	for _, p := range oidc.OpenIDConnectProviderList {

@@ -37,3 +37,13 @@ output "invoker_role_arn" {
   description = "The role workflows of invoker_repositories assume (aws-actions/configure-aws-credentials role-to-assume) to invoke provision and release; null without invoker_repositories."
   value       = one(ghrunner_invoker_role.workflows[*].arn)
 }
+
+output "dashboard_name" {
+  description = "The CloudWatch dashboard of the deployment's metrics; null without monitoring."
+  value       = one(ghrunner_monitoring.this[*].id)
+}
+
+output "alarm_names" {
+  description = "The deployment's CloudWatch alarms; empty without monitoring."
+  value       = flatten(ghrunner_monitoring.this[*].alarm_names)
+}

@@ -156,3 +156,13 @@ variable "function_vpc" {
   })
   default = null
 }
+
+variable "monitoring" {
+  description = "A CloudWatch dashboard named after prefix and alarms (ghrunner_monitoring): per pool, failed provisions and a pool-miss ratio above pool_miss_ratio_threshold; refresh repairs; failing refresh or scale-down runs; GitHub's rate limit below github_rate_limit_threshold. alarm_topic_arn: an SNS topic the alarms notify. Null: none."
+  type = object({
+    alarm_topic_arn             = optional(string)
+    pool_miss_ratio_threshold   = optional(number, 0.5)
+    github_rate_limit_threshold = optional(number, 500)
+  })
+  default = {}
+}

@@ -1,6 +1,6 @@
 // Package admin builds the clients of the services only deployment and the
-// test world call (IAM, S3, Lambda, CloudWatch Logs, EventBridge Scheduler,
-// STS), with awsconf's endpoint overrides.
+// test world call (IAM, S3, Lambda, CloudWatch, CloudWatch Logs,
+// EventBridge Scheduler, STS), with awsconf's endpoint overrides.
 //
 // They live apart from awsconf because importing an SDK service package
 // runs its initialisation and maps its code into every binary that links
@@ -11,6 +11,7 @@
 package admin
 
 import (
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -39,6 +40,15 @@ func S3(c awsconf.Config) *s3.Client {
 // Lambda returns a Lambda client honouring the overrides.
 func Lambda(c awsconf.Config) *lambda.Client {
 	return lambda.NewFromConfig(c.AWS, func(o *lambda.Options) { o.BaseEndpoint = c.Endpoint("lambda") })
+}
+
+// CloudWatch returns a CloudWatch (metrics, dashboards, alarms) client
+// honouring the overrides. The module is held at v1.52, the last release
+// that speaks CloudWatch's query protocol: later ones speak Smithy RPC v2
+// CBOR, which AWS accepts too but moto 5.2, the test world's CloudWatch,
+// answers with a 404. Nothing ghrunner calls changed between them.
+func CloudWatch(c awsconf.Config) *cloudwatch.Client {
+	return cloudwatch.NewFromConfig(c.AWS, func(o *cloudwatch.Options) { o.BaseEndpoint = c.Endpoint("cloudwatch") })
 }
 
 // Logs returns a CloudWatch Logs client honouring the overrides.

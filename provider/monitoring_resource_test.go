@@ -1,0 +1,133 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
+)
+
+func monitoringConfig(name, pools, extra string) string {
+	return providerConfig() + fmt.Sprintf(`
+resource "ghrunner_monitoring" "ci" {
+  name  = %q
+  pools = %s
+%s
+}
+`, name, pools, extra)
+}
+
+// alarmsOf reads the alarms of the dashboard name from CloudWatch.
+func alarmsOf(name string) (map[string]float64, map[string][]string, error) {
+	out, err := admin.CloudWatch(env.Config(&testing.T{})).DescribeAlarms(context.Background(), &cloudwatch.DescribeAlarmsInput{AlarmNamePrefix: aws.String(name + "-")})
+	if err != nil {
+		return nil, nil, err
+	}
+	thresholds, actions := map[string]float64{}, map[string][]string{}
+	for _, a := range out.MetricAlarms {
+		thresholds[aws.ToString(a.AlarmName)] = aws.ToFloat64(a.Threshold)
+		actions[aws.ToString(a.AlarmName)] = a.AlarmActions
+	}
+	return thresholds, actions, nil
+}
+
+func checkMonitoring(name string, pools []string, topic string, missRatio float64) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		dash, err := admin.CloudWatch(env.Config(&testing.T{})).GetDashboard(context.Background(), &cloudwatch.GetDashboardInput{DashboardName: aws.String(name)})
+		if err != nil {
+			return fmt.Errorf("dashboard: %w", err)
+		}
+		var body struct{ Widgets []struct{ Properties map[string]any } }
+		if err := json.Unmarshal([]byte(aws.ToString(dash.DashboardBody)), &body); err != nil || len(body.Widgets) < 6 {
+			return fmt.Errorf("dashboard body: %v, %d widgets", err, len(body.Widgets))
+		}
+		if b := aws.ToString(dash.DashboardBody); !strings.Contains(b, `"environment","acc"`) || !strings.Contains(b, `"pool","`+pools[0]+`"`) {
+			return fmt.Errorf("dashboard does not chart environment acc's pool %s: %s", pools[0], b)
+		}
+		thresholds, actions, err := alarmsOf(name)
+		if err != nil {
+			return err
+		}
+		if len(thresholds) != 2*len(pools)+4 {
+			return fmt.Errorf("%d alarms, want %d: %v", len(thresholds), 2*len(pools)+4, thresholds)
+		}
+		for _, p := range pools {
+			if _, ok := thresholds[name+"-provision-failures-"+p]; !ok {
+				return fmt.Errorf("no provision-failure alarm for pool %s: %v", p, thresholds)
+			}
+			if got := thresholds[name+"-pool-misses-"+p]; got != missRatio {
+				return fmt.Errorf("pool-miss alarm of %s: threshold %v, want %v", p, got, missRatio)
+			}
+		}
+		if got := actions[name+"-repairs"]; topic != "" && (len(got) != 1 || got[0] != topic) || topic == "" && len(got) != 0 {
+			return fmt.Errorf("repairs alarm actions %v, want topic %q", got, topic)
+		}
+		return nil
+	}
+}
+
+func TestAccMonitoring_basic_update_import(t *testing.T) {
+	name := awstest.Name(t, "ghr")
+	topic := "arn:aws:sns:us-east-1:123456789012:ci-pages"
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
+		Steps: []resource.TestStep{
+			{
+				Config: monitoringConfig(name, `["linux", "gpu"]`, ""),
+				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux", "gpu"}, "", 0.5),
+					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "8"),
+					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "github_rate_limit_threshold", "500")),
+			},
+			// A pool less, a topic and a threshold: the pool's alarms go.
+			{
+				Config: monitoringConfig(name, `["linux"]`, fmt.Sprintf("  alarm_topic_arn = %q\n  pool_miss_ratio_threshold = 0.25", topic)),
+				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux"}, topic, 0.25),
+					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "6")),
+			},
+			{ResourceName: "ghrunner_monitoring.ci", ImportState: true, ImportStateId: name, ImportStateVerify: true},
+		},
+	})
+}
+
+func TestAccMonitoring_disappears(t *testing.T) {
+	name := awstest.Name(t, "ghr")
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
+		Steps: []resource.TestStep{{
+			Config: monitoringConfig(name, `["linux"]`, ""),
+			Check: func(*terraform.State) error {
+				// One alarm deleted outside Terraform: the next plan makes
+				// them all again.
+				_, err := admin.CloudWatch(env.Config(&testing.T{})).DeleteAlarms(context.Background(), &cloudwatch.DeleteAlarmsInput{AlarmNames: []string{name + "-repairs"}})
+				return err
+			},
+			ExpectNonEmptyPlan: true,
+		}},
+	})
+}
+
+func TestAccMonitoring_badInput(t *testing.T) {
+	for _, c := range []struct{ pools, extra, want string }{
+		{`[]`, "", "pools"},
+		{`["Linux Pool"]`, "", "must be a pool name"},
+		{`["linux"]`, `  alarm_topic_arn = "ci-pages"`, "must be the ARN of an SNS topic"},
+		{`["linux"]`, `  pool_miss_ratio_threshold = 2`, "pool_miss_ratio_threshold"},
+	} {
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: factories,
+			Steps:                    []resource.TestStep{{Config: monitoringConfig("ghr-bad", c.pools, c.extra), PlanOnly: true, ExpectError: regexp.MustCompile(c.want)}},
+		})
+	}
+}
