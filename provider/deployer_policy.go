@@ -61,7 +61,7 @@ func deployerPolicy(d deployment) string {
 		policyStatement{Sid: "Functions", Effect: "Allow", Resource: []string{arn("lambda", "function:"+d.namePrefix+"-*")},
 			Action: []string{"lambda:CreateFunction", "lambda:DeleteFunction", "lambda:DeleteFunctionConcurrency", "lambda:GetFunction",
 				"lambda:GetFunctionConcurrency", "lambda:GetFunctionEventInvokeConfig", "lambda:ListTags", "lambda:PutFunctionConcurrency",
-				"lambda:PutFunctionEventInvokeConfig", "lambda:TagResource", "lambda:UntagResource", "lambda:UpdateFunctionCode", "lambda:UpdateFunctionConfiguration"}},
+				"lambda:PutFunctionEventInvokeConfig", "lambda:DeleteFunctionEventInvokeConfig", "lambda:TagResource", "lambda:UntagResource", "lambda:UpdateFunctionCode", "lambda:UpdateFunctionConfiguration"}},
 		// The jit function's source, the table's stream: mappings are
 		// created and deleted for the deployment's functions only.
 		policyStatement{Sid: "StreamSources", Effect: "Allow", Resource: []string{"*"},

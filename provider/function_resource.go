@@ -56,6 +56,7 @@ type functionModel struct {
 	ReservedConcurrency types.Int64  `tfsdk:"reserved_concurrency"`
 	LogRetentionDays    types.Int64  `tfsdk:"log_retention_days"`
 	LogLevel            types.String `tfsdk:"log_level"`
+	OnFailureTopic      types.String `tfsdk:"on_failure_topic_arn"`
 	VPCSubnetIDs        types.Set    `tfsdk:"vpc_subnet_ids"`
 	VPCSecurityGroupIDs types.Set    `tfsdk:"vpc_security_group_ids"`
 	Tags                types.Map    `tfsdk:"tags"`
@@ -120,6 +121,9 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 				Description: "Retention of the log group /aws/lambda/<name>. Default 30.", Validators: []validator.Int64{int64validator.OneOf(logRetentions...)}},
 			"log_level": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("info"),
 				Description: "`debug`, `info`, `warn` or `error`. Default info.", Validators: []validator.String{stringvalidator.OneOf("debug", "info", "warn", "error")}},
+			"on_failure_topic_arn": schema.StringAttribute{Optional: true,
+				Description: "SNS topic that gets an asynchronous invocation (a schedule's) that failed, with its error: Lambda's on-failure destination. The function's role may publish to it.",
+				Validators:  []validator.String{stringvalidator.RegexMatches(snsTopicARNRE, "must be the ARN of an SNS topic (arn:aws:sns:REGION:ACCOUNT:NAME)")}},
 			"tags":        schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags of the function, role and log group."},
 			"arn":         schema.StringAttribute{Computed: true, Description: "Function ARN.", PlanModifiers: keep},
 			"role_name":   schema.StringAttribute{Computed: true, Description: "Execution role name: ghr-<environment>-<region>-fn-<name> (IAM names are global; the region keeps two regions' deployments apart). A function made by an earlier version moves to it on the next apply.", PlanModifiers: keep},
@@ -378,6 +382,14 @@ func (r *functionResource) read(ctx context.Context, name string, m *functionMod
 		m.VPCSubnetIDs, _ = types.SetValueFrom(ctx, types.StringType, v.SubnetIds)
 		m.VPCSecurityGroupIDs, _ = types.SetValueFrom(ctx, types.StringType, v.SecurityGroupIds)
 	}
+	m.OnFailureTopic = types.StringNull()
+	async, err := client.GetFunctionEventInvokeConfig(ctx, &lambda.GetFunctionEventInvokeConfigInput{FunctionName: aws.String(name)})
+	if err != nil && !awserr.IsNotFound(err) {
+		return false, err
+	}
+	if err == nil && async.DestinationConfig != nil && async.DestinationConfig.OnFailure != nil && aws.ToString(async.DestinationConfig.OnFailure.Destination) != "" {
+		m.OnFailureTopic = types.StringValue(aws.ToString(async.DestinationConfig.OnFailure.Destination))
+	}
 	conc, err := client.GetFunctionConcurrency(ctx, &lambda.GetFunctionConcurrencyInput{FunctionName: aws.String(name)})
 	if err != nil {
 		return false, err
@@ -430,8 +442,18 @@ func (r *functionResource) applySettings(ctx context.Context, m functionModel) e
 	} else if _, err := client.DeleteFunctionConcurrency(ctx, &lambda.DeleteFunctionConcurrencyInput{FunctionName: name}); awserr.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("reserved concurrency: %w", err)
 	}
-	_, err := client.PutFunctionEventInvokeConfig(ctx, &lambda.PutFunctionEventInvokeConfigInput{FunctionName: name, MaximumRetryAttempts: aws.Int32(0),
-		MaximumEventAgeInSeconds: aws.Int32(maxEventAge)})
+	async := &lambda.PutFunctionEventInvokeConfigInput{FunctionName: name, MaximumRetryAttempts: aws.Int32(0), MaximumEventAgeInSeconds: aws.Int32(maxEventAge)}
+	if topic := m.OnFailureTopic.ValueString(); topic != "" {
+		async.DestinationConfig = &lambdatypes.DestinationConfig{OnFailure: &lambdatypes.OnFailure{Destination: aws.String(topic)}}
+	} else if cur, err := client.GetFunctionEventInvokeConfig(ctx, &lambda.GetFunctionEventInvokeConfigInput{FunctionName: name}); err == nil &&
+		cur.DestinationConfig != nil && cur.DestinationConfig.OnFailure != nil && aws.ToString(cur.DestinationConfig.OnFailure.Destination) != "" {
+		// A destination given up: delete the configuration rather than
+		// trust a put without it to drop the one there (moto keeps it).
+		if _, err := client.DeleteFunctionEventInvokeConfig(ctx, &lambda.DeleteFunctionEventInvokeConfigInput{FunctionName: name}); err != nil {
+			return fmt.Errorf("asynchronous invocation config: %w", err)
+		}
+	}
+	_, err := client.PutFunctionEventInvokeConfig(ctx, async)
 	if err != nil {
 		return fmt.Errorf("asynchronous invocation config: %w", err)
 	}

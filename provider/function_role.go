@@ -34,6 +34,12 @@ func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags
 	var queues []string
 	diags.Append(m.QueueARNs.ElementsAs(ctx, &queues, false)...)
 	policy, err := functionPolicy(m.Handler.ValueString(), tableARN, tableKey, queues, m.GitHubParameter.ValueString(), m.Name.ValueString(), r.c.environment, r.c.rolePath, m.inVPC())
+	if err == nil && m.OnFailureTopic.ValueString() != "" {
+		// Lambda sends a failed asynchronous invocation to the
+		// destination with the function's role.
+		policy, err = withStatement(policy, policyStatement{Sid: "OnFailureDestination", Effect: "Allow",
+			Action: []string{"sns:Publish"}, Resource: []string{m.OnFailureTopic.ValueString()}})
+	}
 	if err != nil {
 		diags.AddError("Building the function policy failed", err.Error())
 		return "", diags

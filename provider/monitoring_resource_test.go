@@ -47,7 +47,9 @@ func checkMonitoring(name string, pools []string, topic string, missRatio float6
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
 		}
-		var body struct{ Widgets []struct{ Properties map[string]any } }
+		var body struct {
+			Widgets []struct{ Properties map[string]any }
+		}
 		if err := json.Unmarshal([]byte(aws.ToString(dash.DashboardBody)), &body); err != nil || len(body.Widgets) < 6 {
 			return fmt.Errorf("dashboard body: %v, %d widgets", err, len(body.Widgets))
 		}

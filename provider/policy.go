@@ -249,3 +249,13 @@ func scheduleInvokePolicy(functionARN string) string {
 		Effect: "Allow", Action: []string{"lambda:InvokeFunction"}, Resource: []string{functionARN},
 	}}}.String()
 }
+
+// withStatement adds a statement to a policy document.
+func withStatement(doc string, st policyStatement) (string, error) {
+	var d policyDocument
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		return "", err
+	}
+	d.Statement = append(d.Statement, st)
+	return d.String(), nil
+}

@@ -78,6 +78,9 @@ resource "ghrunner_function" "fn" {
   vpc_subnet_ids         = try(var.function_vpc.subnet_ids, null)
   vpc_security_group_ids = try(var.function_vpc.security_group_ids, null)
 
+  # A scheduled run that fails reaches the monitoring's topic too.
+  on_failure_topic_arn = contains(keys(local.scheduled), each.key) ? try(var.monitoring.alarm_topic_arn, null) : null
+
   # Functions read the pool configs at run time: deploy them after the pools
   # so the first scheduled run already sees every pool.
   depends_on = [ghrunner_pool.pool]

@@ -118,6 +118,7 @@ module "runners" {
 
   invoker_repositories = ["acme/app", "acme/api"]
   create_oidc_provider = true
+  monitoring           = { alarm_topic_arn = "arn:aws:sns:us-east-1:123456789012:ci-pages" }
   pools = {
     linux = {
       owner          = "acme"
@@ -191,6 +192,18 @@ func TestModuleApplyDestroy(t *testing.T) {
 	// by the moto proxy: awstest/mappings.go).
 	if ms := env.Mappings(); len(ms) != 1 || !strings.HasSuffix(aws.ToString(ms[0].FunctionArn), ":function:ci-jit") || !strings.Contains(aws.ToString(ms[0].EventSourceArn), "table/ci-state/stream/") {
 		t.Errorf("event source mappings %+v, want ci-jit's from the table's stream", ms)
+	}
+	// A failed scheduled run reaches the monitoring's topic; provision's
+	// failures go to its caller.
+	for fn, want := range map[string]string{"ci-refresh": "arn:aws:sns:us-east-1:123456789012:ci-pages", "ci-scale-down": "arn:aws:sns:us-east-1:123456789012:ci-pages", "ci-provision": ""} {
+		async, err := admin.Lambda(env.Config(t)).GetFunctionEventInvokeConfig(context.Background(), &lambda.GetFunctionEventInvokeConfigInput{FunctionName: aws.String(fn)})
+		got := ""
+		if err == nil && async.DestinationConfig != nil && async.DestinationConfig.OnFailure != nil {
+			got = aws.ToString(async.DestinationConfig.OnFailure.Destination)
+		}
+		if err != nil || got != want {
+			t.Errorf("%s: on-failure destination %q (%v), want %q", fn, got, err, want)
+		}
 	}
 	pools, err := state.New(env.Config(t).DynamoDB(), got.TableName).ListPoolConfigs(context.Background())
 	if err != nil || len(pools) != 2 || pools[1].Owner != "acme/api" || pools[1].Timings.MaxUses != 10 || len(pools[0].IdleWindows) != 1 {

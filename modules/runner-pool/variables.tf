@@ -158,7 +158,7 @@ variable "function_vpc" {
 }
 
 variable "monitoring" {
-  description = "A CloudWatch dashboard named after prefix and alarms (ghrunner_monitoring): per pool, failed provisions and a pool-miss ratio above pool_miss_ratio_threshold; refresh repairs; failing refresh or scale-down runs; GitHub's rate limit below github_rate_limit_threshold. alarm_topic_arn: an SNS topic the alarms notify. Null: none."
+  description = "A CloudWatch dashboard named after prefix and alarms (ghrunner_monitoring): per pool, failed provisions and a pool-miss ratio above pool_miss_ratio_threshold; refresh repairs; failing refresh or scale-down runs; GitHub's rate limit below github_rate_limit_threshold. alarm_topic_arn: an SNS topic the alarms notify, and the on-failure destination of the refresh and scale-down invocations its schedules make. Null: none."
   type = object({
     alarm_topic_arn             = optional(string)
     pool_miss_ratio_threshold   = optional(number, 0.5)
