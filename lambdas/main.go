@@ -85,8 +85,8 @@ type execEnv struct {
 	// environment is every metric's "environment" dimension: deployments
 	// sharing an account and region keep their metrics apart.
 	environment string
-	ghOnce     sync.Mutex
-	gh         *github.Client
+	ghOnce      sync.Mutex
+	gh          *github.Client
 }
 
 func setup(ctx context.Context) (*execEnv, error) {
