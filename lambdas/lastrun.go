@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/scaledown"
@@ -10,6 +13,10 @@ import (
 // invocation (nil for the others, and for a run skipped because another
 // held the single-flight lease).
 func lastRunOf(handler string, out any, err error, seconds float64) *state.LastRun {
+	var bad *controlplane.InputError
+	if errors.As(err, &bad) {
+		return nil // bad input changes nothing, not even this
+	}
 	r := &state.LastRun{Handler: handler, Seconds: seconds, Counts: map[string]int{}}
 	if err != nil {
 		r.Error = err.Error()

@@ -34,6 +34,7 @@ const (
 	mRepairs        = "Repairs"
 	mKeptIdle       = "IdleInstancesKept"
 	mPrewarmed      = "InstancesPrewarmed"
+	mByState        = "InstancesByState"
 )
 
 // invocationMetrics turns one invocation's result into metric records:
@@ -143,6 +144,13 @@ func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 		r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": orUnknown(p)}}
 		r.Add(mPrewarmed, metrics.Count, float64(n))
 		recs = append(recs, r)
+	}
+	for p, counts := range o.Instances {
+		for st, n := range counts {
+			r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": p, "state": string(st)}}
+			r.Add(mByState, metrics.Count, float64(n))
+			recs = append(recs, r)
+		}
 	}
 	return recs
 }

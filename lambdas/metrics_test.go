@@ -7,6 +7,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/metrics"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/scaledown"
@@ -73,11 +74,17 @@ func TestTerminationsAndRepairsAreCountedByReason(t *testing.T) {
 		Terminated: []refresh.Decision{{Pool: "linux", Reason: "lease expired: released"}, {Pool: "linux", Reason: "no record"}, {Pool: "linux", Reason: "instance gone from EC2"}},
 		Expired:    []refresh.Decision{{Pool: "linux", Reason: "heartbeat silent for over 60s"}},
 		Repooled:   []refresh.Decision{{Pool: "linux", Reason: "clean idle instance had no pool message"}},
+		Instances:  map[string]map[state.State]int{"linux": {state.Idle: 3, state.Running: 2, state.Created: 0}},
 	}
 	p := read(t, invocationMetrics(bundle.HandlerRefresh, nil, rf, false, 1, -1))
 	for reason, want := range map[string]float64{"expired": 1, "unrecorded": 1, "stale": 1, "gone": 0} {
 		if got := sum(p, "Terminations", map[string]string{"reason": reason}); got != want {
 			t.Errorf("Terminations %s = %v, want %v", reason, got, want)
+		}
+	}
+	for st, want := range map[string]float64{"idle": 3, "running": 2, "created": 0} {
+		if got, n := metrics.Sum(p, "InstancesByState", map[string]string{"pool": "linux", "state": st}); got != want || n != 1 {
+			t.Errorf("InstancesByState %s = %v (%d values), want %v", st, got, n, want)
 		}
 	}
 	for reason, want := range map[string]float64{"unrecorded": 1, "gone": 1, "lost-pool-message": 1} {

@@ -145,6 +145,13 @@ func (s monitoringSpec) dashboard() string {
 		}
 	}
 	add("Terminations by reason", "Sum", terms)
+	var states [][]any
+	for _, p := range s.Pools {
+		for _, st := range []string{"created", "claimed", "running", "idle"} {
+			states = append(states, append(series("InstancesByState", "function", "refresh", "pool", p, "state", st), map[string]any{"label": p + " " + st}))
+		}
+	}
+	add("Instances by state (as refresh counts them)", "Average", states)
 	var errs [][]any
 	for _, fn := range []string{"provision", "release", "refresh", "scale-down", "jit"} {
 		errs = append(errs, series("Errors", "function", fn))

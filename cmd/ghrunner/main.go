@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -32,6 +34,9 @@ Commands:
   instances            live instances, by pool and state (--pool P, --state S)
   runs                 the runs in flight: their pool, status, label and instances by state
   run <runId>          a run and the records of the instances it was given
+  tail <runId>         follow a run: its status, its instances' states and signals as they
+                       change (--interval D), until it is released and its instances are
+                       pooled or gone; one line per change, or one JSON object with --json
   retire <instanceId>  take an idle instance out of the pool (--reason R): its lease ends,
                        refresh terminates it; refused for an instance serving a run
   drain <pool>         the pool takes no new run, pools nothing and keeps nothing idle;
@@ -42,7 +47,13 @@ retire and drain are the commands that write (dynamodb:UpdateItem on the table).
 Every command takes --json. Global flags:
 `
 
-func main() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	// Ctrl-C ends a tail cleanly; the other commands finish their reads.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
 // run is the command line; it returns the exit code: 0 done, 1 the table
 // could not be read, 2 bad input.
@@ -69,6 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	var pool, st, reason *string
 	var off *bool
+	var interval *time.Duration
 	switch cmd {
 	case "status":
 		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner status [--json]"); fs.PrintDefaults() }
@@ -83,6 +95,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner runs [--json]"); fs.PrintDefaults() }
 	case "run":
 		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner run <runId> [--json]"); fs.PrintDefaults() }
+	case "tail":
+		interval = fs.Duration("interval", time.Second, "how often to read the run (each read is a GetItem and a BatchGetItem)")
+		fs.Usage = func() {
+			fmt.Fprintln(stderr, "usage: ghrunner tail <runId> [--interval 1s] [--json]")
+			fs.PrintDefaults()
+		}
 	case "retire":
 		reason = fs.String("reason", "", "why, kept in the record (terminatedReason)")
 		fs.Usage = func() {
@@ -99,7 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		global.Usage()
 		return 0
 	default:
-		fmt.Fprintf(stderr, "ghrunner: unknown command %q: one of status, instances, runs, run, retire, drain (ghrunner --help)\n", cmd)
+		fmt.Fprintf(stderr, "ghrunner: unknown command %q: one of status, instances, runs, run, tail, retire, drain (ghrunner --help)\n", cmd)
 		return 2
 	}
 	// Flags may come before or after the arguments (run 42 --json).
@@ -113,7 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		positional, rest = append(positional, fs.Arg(0)), fs.Args()[1:]
 	}
-	if wantsID := cmd == "run" || cmd == "retire" || cmd == "drain"; wantsID && len(positional) != 1 || !wantsID && len(positional) != 0 {
+	if wantsID := cmd == "run" || cmd == "tail" || cmd == "retire" || cmd == "drain"; wantsID && len(positional) != 1 || !wantsID && len(positional) != 0 {
 		fs.Usage()
 		return 2
 	}
@@ -133,6 +151,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	store := state.New(cfg.DynamoDB(), *table)
+	if cmd == "tail" {
+		if *interval < 100*time.Millisecond {
+			fmt.Fprintln(stderr, "ghrunner: --interval: must be at least 100ms")
+			return 2
+		}
+		enc := json.NewEncoder(stdout)
+		err := ops.Tail(ctx, store, positional[0], *interval, func(e ops.Event) {
+			if *asJSON {
+				enc.Encode(e)
+				return
+			}
+			fmt.Fprintf(stdout, "%s  %-20s %s\n", e.At.Format("15:04:05"), e.Instance, e.What)
+		})
+		if err != nil {
+			return fail(stderr, err)
+		}
+		return 0
+	}
 
 	var out any
 	var render func(w *tabwriter.Writer)

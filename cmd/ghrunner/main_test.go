@@ -85,6 +85,9 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 		{[]string{"--table", table, "retire"}, "usage: ghrunner retire <instanceId>"},
 		{[]string{"--table", table, "retire", "i-404"}, "no record of i-404"},
 		{[]string{"--table", table, "drain"}, "usage: ghrunner drain <pool>"},
+		{[]string{"--table", table, "tail"}, "usage: ghrunner tail <runId>"},
+		{[]string{"--table", table, "tail", "r-404"}, `no run "r-404"`},
+		{[]string{"--table", table, "tail", "r-1", "--interval", "1ms"}, "--interval: must be at least 100ms"},
 		{[]string{"--table", table, "drain", "gpu"}, `pool: no pool "gpu" in this table (pools: linux); nothing changed`},
 	} {
 		code, out, errOut := cli(t, c.args...)
@@ -125,7 +128,7 @@ func TestDrainRetiresTheIdleAndShowsInStatusUntilOff(t *testing.T) {
 }
 
 func TestHelpEverywhere(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"instances", "--help"}, {"run", "--help"}, {"retire", "--help"}, {"drain", "--help"}, {"runs", "--help"}, {"help"}} {
+	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"instances", "--help"}, {"run", "--help"}, {"retire", "--help"}, {"drain", "--help"}, {"runs", "--help"}, {"tail", "--help"}, {"help"}} {
 		code, _, errOut := cli(t, args...)
 		if code != 0 || !strings.Contains(errOut, "usage: ghrunner") {
 			t.Errorf("%v: exit %d\n%s", args, code, errOut)

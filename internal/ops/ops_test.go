@@ -208,3 +208,63 @@ func TestRunsListsTheRunsThatHoldInstances(t *testing.T) {
 		t.Fatalf("runs after the release: %+v", runs)
 	}
 }
+
+func TestTailFollowsARunUntilItIsOver(t *testing.T) {
+	s := statetest.NewStore(t, env)
+	must(t, s.PutPoolConfig(ctx, state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1", LaunchTemplateVersion: "1",
+		InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux"}))
+	_, _, err := s.StartRun(ctx, state.Run{ID: "run-9", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-9-x"})
+	must(t, err)
+	inst, err := s.Create(ctx, state.NewInstance{ID: "i-9", Pool: "linux", Owner: "acme", RunID: "run-9", Assignment: state.NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
+	must(t, err)
+	_, err = s.AddRunInstances(ctx, "run-9", "i-9")
+	must(t, err)
+
+	events := make(chan ops.Event, 100)
+	done := make(chan error, 1)
+	go func() { done <- ops.Tail(ctx, s, "run-9", 30*time.Millisecond, func(e ops.Event) { events <- e }) }()
+	var said []string
+	// await reads what tail says until it says want: each change is made
+	// only once tail saw the one before, so the order is the test's.
+	await := func(want string) {
+		t.Helper()
+		for {
+			select {
+			case e := <-events:
+				said = append(said, strings.TrimSpace(e.Instance+" "+e.What))
+				if strings.Contains(said[len(said)-1], want) {
+					return
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("tail did not say %q; it said:\n%s", want, strings.Join(said, "\n"))
+			}
+		}
+	}
+	await("run provisioning")
+	await("i-9 instance created")
+	must(t, s.PutSignal(ctx, "i-9", inst.Assignment, state.SignalRegOK, "ghr-1-i-9"))
+	await("i-9 signal UD_REG_OK (ghr-1-i-9)")
+	running, err := s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
+	must(t, err)
+	await("i-9 instance created → running")
+	_, err = s.SetRunStatus(ctx, "run-9", state.RunReady, "", state.RunProvisioning)
+	must(t, err)
+	await("run ready")
+	_, err = s.Release(ctx, running.Ref(), "run-9", time.Minute, nil)
+	must(t, err)
+	await("i-9 instance running → idle (no longer the run's)")
+	_, err = s.SetRunStatus(ctx, "run-9", state.RunReleased, "", state.RunReady)
+	must(t, err)
+	await("run released")
+	await("run over")
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("tail did not end after the run was released")
+	}
+	if err := ops.Tail(ctx, s, "run-404", time.Millisecond, func(ops.Event) {}); !ops.IsBadInput(err) || !strings.Contains(err.Error(), `no run "run-404"`) {
+		t.Fatalf("tail of a missing run: %v", err)
+	}
+}

@@ -206,6 +206,18 @@ func TestE2E_ByHand(t *testing.T) {
 	if run.Status != state.RunReleased || len(run.Instances) != 2 || run.Instances[0].State != state.Idle {
 		t.Errorf("ghrunner run 77001: %+v", run)
 	}
+	// tail of a run that is over: what it is, then "run over", and done.
+	var events []ops.Event
+	operatorLines(t, sb, d, func(line []byte) {
+		var e ops.Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Errorf("ghrunner tail: %v: %s", err, line)
+		}
+		events = append(events, e)
+	}, "tail", "77001", "--interval", "200ms", "--json")
+	if len(events) < 4 || events[0].What != "run released" || !strings.HasPrefix(events[len(events)-1].What, "run over") {
+		t.Errorf("ghrunner tail 77001: %+v", events)
+	}
 
 	// Bad input: a FunctionError naming the field, and nothing launched.
 	res, err := fn.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(d.Functions[bundle.HandlerProvision]),
@@ -437,9 +449,9 @@ func TestE2E_Chaos(t *testing.T) {
 	}
 }
 
-// operator runs the ghrunner command against the sandbox and decodes its
-// JSON output.
-func operator(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, out any, args ...string) {
+// ghrunnerOutput runs the ghrunner command, the real binary, against the
+// sandbox and returns what it printed.
+func ghrunnerOutput(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, args ...string) []byte {
 	t.Helper()
 	bin, err := testbin.Build(testbin.Module + "/cmd/ghrunner")
 	if err != nil {
@@ -455,7 +467,23 @@ func operator(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, out any, 
 		}
 		t.Fatalf("ghrunner %v: %v\n%s", args, err, stderr)
 	}
+	return raw
+}
+
+// operator runs the ghrunner command and decodes its JSON output.
+func operator(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, out any, args ...string) {
+	t.Helper()
+	raw := ghrunnerOutput(t, sb, d, args...)
 	if err := json.Unmarshal(raw, out); err != nil {
 		t.Fatalf("ghrunner %v: %v\n%s", args, err, raw)
+	}
+}
+
+// operatorLines runs the ghrunner command and hands each line it printed
+// to each.
+func operatorLines(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, each func([]byte), args ...string) {
+	t.Helper()
+	for _, line := range bytes.Split(bytes.TrimSpace(ghrunnerOutput(t, sb, d, args...)), []byte("\n")) {
+		each(line)
 	}
 }

@@ -74,10 +74,14 @@ type Output struct {
 	Kept       []Decision `json:"kept,omitempty"` // silent agents kept, with why
 	// Prewarmed were launched with no run for an active idle window;
 	// Joined are pre-warmed instances that became idle (prewarm.go).
-	Prewarmed      []Decision `json:"prewarmed,omitempty"`
-	Joined         []Decision `json:"joined,omitempty"`
-	Errors         []string   `json:"errors,omitempty"`
-	ElapsedSeconds float64    `json:"elapsedSeconds"`
+	Prewarmed []Decision `json:"prewarmed,omitempty"`
+	Joined    []Decision `json:"joined,omitempty"`
+	// Instances counts each pool's live records by state, as read (the
+	// InstancesByState metric; sampled every refresh, its idle count
+	// summed over time is the pool's idle instance-time).
+	Instances      map[string]map[state.State]int `json:"instances,omitempty"`
+	Errors         []string                       `json:"errors,omitempty"`
+	ElapsedSeconds float64                        `json:"elapsedSeconds"`
 	// Skipped says why nothing was done (another invocation was running).
 	Skipped string `json:"skipped,omitempty"`
 }
@@ -167,12 +171,21 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 	}
 	var expired []*state.Instance
 	warm, live := 0, 0 // idle or pre-warming (what an idle window counts); every live record
+	counts := map[state.State]int{}
+	for _, st := range liveStates {
+		counts[st] = 0
+	}
+	if r.out.Instances == nil {
+		r.out.Instances = map[string]map[state.State]int{}
+	}
+	r.out.Instances[p.Name] = counts
 	for _, id := range ids {
 		inst, ok := records[id]
 		if !ok || inst.State == state.Terminated {
 			continue
 		}
 		known[id] = inst
+		counts[inst.State]++
 		if inst.Expired(r.now) {
 			expired = append(expired, inst) // its record is marked terminated below
 			continue

@@ -40,7 +40,7 @@ output "invoker_role_arn" {
 
 output "dashboard_name" {
   description = "The CloudWatch dashboard of the deployment's metrics; null without monitoring."
-  value       = one(ghrunner_monitoring.this[*].id)
+  value       = one(ghrunner_monitoring.this[*].name)
 }
 
 output "alarm_names" {
