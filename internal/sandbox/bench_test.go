@@ -96,7 +96,7 @@ func BenchmarkRegistration(b *testing.B) {
 				run = fmt.Sprintf("bench-%s-%d-10", mode, r)
 				before, start := sb.GitHub.Counts(), time.Now()
 				out, took = provisionRun(run, pool, 10)
-				split, ok := sandbox.SplitOf(start, out, sb.GitHub.History())
+				split, ok := sandbox.SplitOf(start, start.Add(took), out, sb.GitHub.History())
 				if !ok {
 					b.Fatalf("%s: no runner of the slowest instance came online", run)
 				}

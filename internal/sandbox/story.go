@@ -192,6 +192,7 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 	start := time.Now()
 	var out provision.Output
 	err := st.invoke(ctx, "provision", map[string]any{"runId": f.runID, "pool": f.pool, "instanceCount": f.runners}, &out)
+	answered := time.Now()
 	var ids []string
 	for _, in := range out.Instances {
 		ids = append(ids, in.InstanceID)
@@ -206,7 +207,7 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 		(f.created < 0 || out.Created == f.created) && (f.reused < 0 || out.Reused == f.reused) &&
 		(f.sameAs == nil || slices.Equal(ids, f.sameAs))
 	got := fmt.Sprintf("provision %s: %d ready (%d created, %d reused) in %.1fs", f.runID, len(ids), out.Created, out.Reused, out.ElapsedSeconds)
-	if split, found := SplitOf(start, out, st.sb.GitHub.History()); found {
+	if split, found := SplitOf(start, answered, out, st.sb.GitHub.History()); found {
 		got += "; slowest: " + split.String()
 	}
 	if err != nil {

@@ -39,11 +39,15 @@ func (s Split) String() string {
 		s.Claim.Seconds(), s.Config.Seconds(), s.RunnerStart.Seconds(), s.Signal.Seconds())
 }
 
-// SplitOf splits a provision invoked at start and answered with out, with
-// the registrations GitHub saw. The function's own offsets are measured
-// from its start, a few milliseconds after the invoke: they are taken as
-// from the invoke.
-func SplitOf(start time.Time, out provision.Output, history []fakegithub.Registration) (Split, bool) {
+// SplitOf splits a provision invoked at start and answered with out at
+// answered, with the registrations GitHub saw. The function's own offsets
+// are measured from its own start, which the invoke's overhead (a process
+// started, the runtime API) puts after start: it is taken as answered less
+// the function's elapsed time, so that an offset and GitHub's clock meet on
+// one time line (taking the offsets from start made the ready signal come
+// before the runner was online, by that overhead). The overhead counts in
+// the claim.
+func SplitOf(start, answered time.Time, out provision.Output, history []fakegithub.Registration) (Split, bool) {
 	if len(out.Instances) == 0 {
 		return Split{}, false
 	}
@@ -59,13 +63,17 @@ func SplitOf(start time.Time, out provision.Output, history []fakegithub.Registr
 		return Split{}, false
 	}
 	sec := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
-	configured := start.Add(sec(slowest.ConfiguredSeconds))
+	began := answered.Add(-sec(out.ElapsedSeconds))
+	if began.Before(start) {
+		began = start
+	}
+	configured := began.Add(sec(slowest.ConfiguredSeconds))
 	return Split{
-		Claim:       sec(slowest.ClaimedSeconds),
+		Claim:       began.Sub(start) + sec(slowest.ClaimedSeconds),
 		Config:      sec(slowest.ConfiguredSeconds - slowest.ClaimedSeconds),
 		RunnerStart: online.Sub(configured),
-		Signal:      start.Add(sec(slowest.ReadySeconds)).Sub(online),
-		Total:       sec(out.ElapsedSeconds),
+		Signal:      began.Add(sec(slowest.ReadySeconds)).Sub(online),
+		Total:       answered.Sub(start),
 	}, true
 }
 

@@ -43,12 +43,15 @@ func TestSplitOfTheSlowestInstance(t *testing.T) {
 		{Name: "ghr-2-1-i-slow", From: start.Add(400 * time.Millisecond), Online: start.Add(1200 * time.Millisecond)},
 		{Name: "ghr-2-1-i-fast", From: start.Add(100 * time.Millisecond), Online: start.Add(600 * time.Millisecond)},
 	}
-	s, ok := SplitOf(start, out, history)
+	// The function started 100 ms after the invoke (answered 1.6 s after
+	// it, having run 1.5 s): its offsets are from there.
+	answered := start.Add(1600 * time.Millisecond)
+	s, ok := SplitOf(start, answered, out, history)
 	ms := func(d time.Duration) int { return int(d.Round(time.Millisecond) / time.Millisecond) }
-	if !ok || ms(s.Claim) != 300 || ms(s.Config) != 200 || ms(s.RunnerStart) != 700 || ms(s.Signal) != 200 || ms(s.Total) != 1500 {
+	if !ok || ms(s.Claim) != 400 || ms(s.Config) != 200 || ms(s.RunnerStart) != 600 || ms(s.Signal) != 300 || ms(s.Total) != 1600 {
 		t.Fatalf("split %+v (%v)", s, ok)
 	}
-	if _, ok := SplitOf(start, out, history[:1]); ok {
+	if _, ok := SplitOf(start, answered, out, history[:1]); ok {
 		t.Fatal("split without the run's registration")
 	}
 }
