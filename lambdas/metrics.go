@@ -27,6 +27,8 @@ const (
 	mConfigTime     = "ConfigSeconds"
 	mReadyTime      = "ReadySeconds"
 	mSpot           = "SpotInstances"
+	mFallbacks      = "OnDemandFallbacks"
+	mClaimsRefused  = "ClaimsRefused"
 	mReleaseTime    = "ReleaseSeconds"
 	mPooled         = "InstancesPooled"
 	mExpiredRelease = "InstancesExpiredAtRelease"
@@ -91,7 +93,7 @@ func provisionMetrics(o *provision.Output) metrics.Record {
 	r.Add(mProvisionFail, metrics.Count, 0)
 	r.Add(mPoolHits, metrics.Count, float64(o.Reused))
 	r.Add(mPoolMisses, metrics.Count, float64(o.Created))
-	spot := 0
+	spot, fallbacks := 0, 0
 	for _, in := range o.Instances {
 		r.Add(mClaimTime, metrics.Seconds, in.ClaimedSeconds)
 		r.Add(mConfigTime, metrics.Seconds, in.ConfiguredSeconds)
@@ -99,8 +101,13 @@ func provisionMetrics(o *provision.Output) metrics.Record {
 		if in.UsageClass == "spot" {
 			spot++
 		}
+		if o.UsageClass == "spot" && in.UsageClass == "on-demand" && in.Source == "created" {
+			fallbacks++
+		}
 	}
 	r.Add(mSpot, metrics.Count, float64(spot))
+	r.Add(mFallbacks, metrics.Count, float64(fallbacks))
+	r.Add(mClaimsRefused, metrics.Count, float64(o.ClaimsRefused))
 	return r
 }
 

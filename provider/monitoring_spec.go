@@ -124,7 +124,9 @@ func (s monitoringSpec) dashboard() string {
 			append(series("ProvisionSeconds", "function", "provision", "pool", p), map[string]any{"stat": "p95", "label": p + " p95"}))
 		hits = append(hits, append(series("PoolHits", "function", "provision", "pool", p), map[string]any{"label": p + " reused"}),
 			append(series("PoolMisses", "function", "provision", "pool", p), map[string]any{"label": p + " launched"}),
-			append(series("InstancesPrewarmed", "function", "refresh", "pool", p), map[string]any{"label": p + " pre-warmed"}))
+			append(series("InstancesPrewarmed", "function", "refresh", "pool", p), map[string]any{"label": p + " pre-warmed"}),
+			append(series("ClaimsRefused", "function", "provision", "pool", p), map[string]any{"label": p + " claims refused"}),
+			append(series("OnDemandFallbacks", "function", "provision", "pool", p), map[string]any{"label": p + " on-demand fallbacks"}))
 		for _, step := range []string{"ClaimSeconds", "ConfigSeconds", "ReadySeconds"} {
 			timing = append(timing, append(series(step, "function", "provision", "pool", p), map[string]any{"label": p + " " + step}))
 		}

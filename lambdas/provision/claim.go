@@ -29,6 +29,9 @@ func (p *provisioner) claim(ctx context.Context, n int, reg *state.Registration)
 		p.d.Expire(ctx, old.Ref(), "not reusable: launch template, use count or age")
 	}
 	p.adopt(ctx, claimer.Instances, "reused")
+	p.mu.Lock()
+	p.refused += res.Stale
+	p.mu.Unlock()
 	if err != nil {
 		p.log.Warn("pool queue failed: creating what was not claimed", "err", err, "claimed", len(claimer.Instances))
 	}

@@ -60,6 +60,10 @@ func (p *provisioner) output() *Output {
 			out.Created++
 		}
 	}
+	out.UsageClass = p.req.UsageClass
+	p.mu.Lock()
+	out.ClaimsRefused = p.refused
+	p.mu.Unlock()
 	out.ElapsedSeconds = time.Since(p.start).Seconds()
 	return out
 }

@@ -70,13 +70,19 @@ type Instance struct {
 type Output struct {
 	RunID string `json:"runId"`
 	// Label is what the run's jobs name in runs-on.
-	Label          string     `json:"label"`
-	Pool           string     `json:"pool"`
-	Status         string     `json:"status"`
-	Instances      []Instance `json:"instances"`
-	Reused         int        `json:"reused"`
-	Created        int        `json:"created"`
-	ElapsedSeconds float64    `json:"elapsedSeconds"`
+	Label     string     `json:"label"`
+	Pool      string     `json:"pool"`
+	Status    string     `json:"status"`
+	Instances []Instance `json:"instances"`
+	Reused    int        `json:"reused"`
+	Created   int        `json:"created"`
+	// UsageClass is the one asked for (the pool's when the payload gave
+	// none): a created on-demand instance of a spot request is a fallback.
+	UsageClass string `json:"usageClass"`
+	// ClaimsRefused counts pool messages whose instance could not be
+	// claimed: another provision took it first, or the message was stale.
+	ClaimsRefused  int     `json:"claimsRefused"`
+	ElapsedSeconds float64 `json:"elapsedSeconds"`
 	// Checks are a preflight's findings (Status preflight-ok or
 	// preflight-failed).
 	Checks []Check `json:"checks,omitempty"`
@@ -355,6 +361,7 @@ type provisioner struct {
 	mine    map[string]*member // every instance this provision touched
 	created int
 	reused  int
+	refused int // pool messages whose claim was refused
 }
 
 // member is an instance of this run and how far it got.
