@@ -147,11 +147,7 @@ func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 	for _, d := range o.Prewarmed {
 		warmed[d.Pool]++
 	}
-	for p, n := range warmed {
-		r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": orUnknown(p)}}
-		r.Add(mPrewarmed, metrics.Count, float64(n))
-		recs = append(recs, r)
-	}
+	recs = append(recs, perPool(handler, mPrewarmed, warmed)...)
 	for p, counts := range o.Instances {
 		for st, n := range counts {
 			r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": p, "state": string(st)}}
@@ -177,13 +173,7 @@ func scaleDownMetrics(handler string, o *scaledown.Output) []metrics.Record {
 			kept[d.Pool]++
 		}
 	}
-	recs := counted(handler, mTerminations, terms)
-	for p, n := range kept {
-		r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": orUnknown(p)}}
-		r.Add(mKeptIdle, metrics.Count, float64(n))
-		recs = append(recs, r)
-	}
-	return recs
+	return append(counted(handler, mTerminations, terms), perPool(handler, mKeptIdle, kept)...)
 }
 
 // counted makes one record per (pool, reason) with its count.
@@ -191,6 +181,17 @@ func counted(handler, name string, n map[[2]string]int) []metrics.Record {
 	var recs []metrics.Record
 	for k, v := range n {
 		r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": orUnknown(k[0]), "reason": k[1]}}
+		r.Add(name, metrics.Count, float64(v))
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// perPool makes one record per pool with its count.
+func perPool(handler, name string, n map[string]int) []metrics.Record {
+	var recs []metrics.Record
+	for p, v := range n {
+		r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": orUnknown(p)}}
 		r.Add(name, metrics.Count, float64(v))
 		recs = append(recs, r)
 	}

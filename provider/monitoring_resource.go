@@ -241,7 +241,7 @@ func (r *monitoringResource) read(ctx context.Context, m *monitoringModel) (bool
 	}
 	if !m.Pools.IsNull() && !m.Pools.IsUnknown() {
 		var want []string
-		m.Pools.ElementsAs(context.Background(), &want, false)
+		m.Pools.ElementsAs(ctx, &want, false)
 		slices.Sort(pools)
 		if slices.Equal(slices.Sorted(slices.Values(want)), pools) {
 			pools = want // keep the configuration's order

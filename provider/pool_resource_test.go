@@ -196,7 +196,7 @@ func TestAccPool_basic_update_import(t *testing.T) {
 			// operator's drain (ghrunner drain) outlives the apply.
 			{
 				PreConfig: func() {
-					if _, err := state.New(env.Config(t).DynamoDB(), f.table).SetDraining(context.Background(), "linux", true); err != nil {
+					if err := state.New(env.Config(t).DynamoDB(), f.table).SetDraining(context.Background(), "linux", true); err != nil {
 						t.Fatal(err)
 					}
 				},

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -14,7 +15,7 @@ import (
 type Drainer interface {
 	Reader
 	Writer
-	SetDraining(ctx context.Context, pool string, on bool) (*state.PoolConfig, error)
+	SetDraining(ctx context.Context, pool string, on bool) error
 }
 
 // DrainView is what a drain did.
@@ -43,7 +44,7 @@ func Drain(ctx context.Context, d Drainer, pool string, on bool) (*DrainView, er
 	if pool == "" {
 		return nil, &BadInputError{"pool", "must not be empty"}
 	}
-	if _, err := d.SetDraining(ctx, pool, on); state.IsNotFound(err) {
+	if err := d.SetDraining(ctx, pool, on); state.IsNotFound(err) {
 		names := []string{}
 		if pools, lerr := d.ListPoolConfigs(ctx); lerr == nil {
 			for _, p := range pools {
@@ -55,25 +56,11 @@ func Drain(ctx context.Context, d Drainer, pool string, on bool) (*DrainView, er
 		return nil, err
 	}
 	v := &DrainView{Pool: pool, Draining: on, Retired: []string{}, RunsInFlight: []string{}}
-	runs := map[string]bool{}
-	for _, st := range []state.State{state.Created, state.Claimed, state.Running} {
-		insts, err := live(ctx, d, pool, st)
-		if err != nil {
-			return nil, err
-		}
-		for _, in := range insts {
-			if in.RunID != "" {
-				runs[in.RunID] = true
-			}
-		}
+	runs, err := inFlight(ctx, d, pool)
+	if err != nil {
+		return nil, err
 	}
-	v.RunsInFlight = slices.Sorted(func(yield func(string) bool) {
-		for id := range runs {
-			if !yield(id) {
-				return
-			}
-		}
-	})
+	v.RunsInFlight = slices.Sorted(maps.Keys(runs))
 	if !on {
 		return v, nil
 	}

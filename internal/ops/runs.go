@@ -30,22 +30,12 @@ func Runs(ctx context.Context, r Reader) ([]RunSummary, error) {
 	}
 	byRun := map[string]*RunSummary{}
 	for _, p := range pools {
-		for _, st := range []state.State{state.Created, state.Claimed, state.Running} {
-			insts, err := live(ctx, r, p.Name, st)
-			if err != nil {
-				return nil, err
-			}
-			for _, in := range insts {
-				if in.RunID == "" {
-					continue // pre-warming: no run
-				}
-				s := byRun[in.RunID]
-				if s == nil {
-					s = &RunSummary{ID: in.RunID, Pool: p.Name, Instances: map[state.State]int{}}
-					byRun[in.RunID] = s
-				}
-				s.Instances[st]++
-			}
+		held, err := inFlight(ctx, r, p.Name)
+		if err != nil {
+			return nil, err
+		}
+		for id, counts := range held {
+			byRun[id] = &RunSummary{ID: id, Pool: p.Name, Instances: counts}
 		}
 	}
 	out := make([]RunSummary, 0, len(byRun))
@@ -63,4 +53,26 @@ func Runs(ctx context.Context, r Reader) ([]RunSummary, error) {
 		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
 	return out, nil
+}
+
+// inFlight counts, per run, the pool's instances that serve it (created,
+// claimed or running for it); an instance warming with no run is none's.
+func inFlight(ctx context.Context, r Reader, pool string) (map[string]map[state.State]int, error) {
+	runs := map[string]map[state.State]int{}
+	for _, st := range []state.State{state.Created, state.Claimed, state.Running} {
+		insts, err := live(ctx, r, pool, st)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range insts {
+			if in.RunID == "" {
+				continue
+			}
+			if runs[in.RunID] == nil {
+				runs[in.RunID] = map[state.State]int{}
+			}
+			runs[in.RunID][st]++
+		}
+	}
+	return runs, nil
 }

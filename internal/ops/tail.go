@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -52,13 +53,7 @@ func changes(prev *runSnapshot, next runSnapshot, runID string, at time.Time) []
 		}
 		out = append(out, Event{At: at, What: what})
 	}
-	for _, id := range slices.Sorted(func(yield func(string) bool) {
-		for id := range next.instances {
-			if !yield(id) {
-				return
-			}
-		}
-	}) {
+	for _, id := range slices.Sorted(maps.Keys(next.instances)) {
 		n := next.instances[id]
 		var p *instanceSnapshot
 		if prev != nil {

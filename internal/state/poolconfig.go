@@ -296,29 +296,24 @@ func (s *Store) PutPoolConfig(ctx context.Context, p PoolConfig) error {
 
 // SetDraining turns a pool's drain on or off, in place: the rest of the
 // item is the provider's. A pool that does not exist is ErrNotFound.
-func (s *Store) SetDraining(ctx context.Context, name string, on bool) (*PoolConfig, error) {
+func (s *Store) SetDraining(ctx context.Context, name string, on bool) error {
 	b := newBuilder()
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       s.key(PoolKey(name)),
 		UpdateExpression:          aws.String("SET " + b.name("config") + "." + b.name("draining") + " = " + b.value(on)),
 		ConditionExpression:       aws.String("attribute_exists(" + b.name("pk") + ")"),
 		ExpressionAttributeNames:  b.attrNames(),
 		ExpressionAttributeValues: b.attrValues(),
-		ReturnValues:              types.ReturnValueAllNew,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return nil, fmt.Errorf("pool %q: %w", name, ErrNotFound)
+		return fmt.Errorf("pool %q: %w", name, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("drain pool %s: %w", name, err)
+		return fmt.Errorf("drain pool %s: %w", name, err)
 	}
-	var it poolItem
-	if err := attributevalue.UnmarshalMap(out.Attributes, &it); err != nil {
-		return nil, fmt.Errorf("decode pool %s: %w", name, err)
-	}
-	return &it.Config, nil
+	return nil
 }
 
 // GetPoolConfig reads a pool config with a consistent read.

@@ -32,12 +32,7 @@ func warming(inst *state.Instance) bool { return inst.State == state.Created && 
 // its assignment, and expires one whose pre-runner script failed.
 func (r *refresher) joinPool(ctx context.Context, p *state.PoolConfig, inst *state.Instance) {
 	if s, failed := inst.SignalFor(state.SignalFailed); failed {
-		reason := "pre-warmed, but its pre-runner script failed: " + s.Detail
-		if _, err := r.d.Store.Expire(ctx, inst.Ref(), reason); err == nil {
-			r.out.Expired = append(r.out.Expired, Decision{inst.ID, p.Name, reason})
-		} else if state.ClauseOf(err) == "" {
-			r.fail(err)
-		}
+		r.expire(ctx, p, inst, "pre-warmed, but its pre-runner script failed: "+s.Detail)
 		return
 	}
 	if _, ok := inst.SignalFor(state.SignalOK); !ok {

@@ -243,6 +243,12 @@ func (r *refresher) silent(ctx context.Context, p *state.PoolConfig, inst *state
 			return
 		}
 	}
+	r.expire(ctx, p, inst, reason)
+}
+
+// expire ends inst's lease (refresh terminates it next) and notes it; a
+// write refused because the record moved on is no failure.
+func (r *refresher) expire(ctx context.Context, p *state.PoolConfig, inst *state.Instance, reason string) {
 	if _, err := r.d.Store.Expire(ctx, inst.Ref(), reason); err == nil {
 		r.out.Expired = append(r.out.Expired, Decision{inst.ID, p.Name, reason})
 	} else if state.ClauseOf(err) == "" {
@@ -254,11 +260,7 @@ func (r *refresher) silent(ctx context.Context, p *state.PoolConfig, inst *state
 // draining pool it retires the instance instead.
 func (r *refresher) repool(ctx context.Context, p *state.PoolConfig, inst *state.Instance) {
 	if p.Draining {
-		if _, err := r.d.Store.Expire(ctx, inst.Ref(), "pool draining"); err == nil {
-			r.out.Expired = append(r.out.Expired, Decision{inst.ID, p.Name, "pool draining"})
-		} else if state.ClauseOf(err) == "" {
-			r.fail(err)
-		}
+		r.expire(ctx, p, inst, "pool draining")
 		return
 	}
 	msg := pool.Message{InstanceID: inst.ID, Pool: inst.Pool, InstanceType: inst.InstanceType, UsageClass: inst.UsageClass, IdleUntil: inst.Threshold}
