@@ -120,6 +120,7 @@ const (
 	reasonLostPool   = "lost-pool-message"
 	reasonScaleDown  = "scale-down" // beyond the idle quota, or not reusable
 	reasonOrphan     = "orphan"     // a confirmed orphan
+	reasonRetired    = "retired"    // a drained pool's, or a pre-warmed one whose script failed
 )
 
 func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
@@ -137,7 +138,11 @@ func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 		}
 	}
 	for _, d := range o.Expired {
-		terms[[2]string{d.Pool, reasonStale}]++
+		reason := reasonRetired
+		if strings.HasPrefix(d.Reason, "heartbeat silent") || strings.HasPrefix(d.Reason, "no heartbeat") {
+			reason = reasonStale
+		}
+		terms[[2]string{d.Pool, reason}]++
 	}
 	for _, d := range o.Repooled {
 		repairs[[2]string{d.Pool, reasonLostPool}]++

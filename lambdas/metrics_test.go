@@ -77,12 +77,12 @@ func TestAFailedProvisionCountsAgainstThePoolItAskedFor(t *testing.T) {
 func TestTerminationsAndRepairsAreCountedByReason(t *testing.T) {
 	rf := &refresh.Output{
 		Terminated: []refresh.Decision{{Pool: "linux", Reason: "lease expired: released"}, {Pool: "linux", Reason: "no record"}, {Pool: "linux", Reason: "instance gone from EC2"}},
-		Expired:    []refresh.Decision{{Pool: "linux", Reason: "heartbeat silent for over 60s"}},
+		Expired:    []refresh.Decision{{Pool: "linux", Reason: "heartbeat silent for over 60s"}, {Pool: "linux", Reason: "pool draining"}},
 		Repooled:   []refresh.Decision{{Pool: "linux", Reason: "clean idle instance had no pool message"}},
 		Instances:  map[string]map[state.State]int{"linux": {state.Idle: 3, state.Running: 2, state.Created: 0}},
 	}
 	p := read(t, invocationMetrics(bundle.HandlerRefresh, nil, rf, false, 1, -1))
-	for reason, want := range map[string]float64{"expired": 1, "unrecorded": 1, "stale": 1, "gone": 0} {
+	for reason, want := range map[string]float64{"expired": 1, "unrecorded": 1, "stale": 1, "retired": 1, "gone": 0} {
 		if got := sum(p, "Terminations", map[string]string{"reason": reason}); got != want {
 			t.Errorf("Terminations %s = %v, want %v", reason, got, want)
 		}
