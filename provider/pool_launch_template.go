@@ -16,6 +16,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
 
@@ -29,14 +30,14 @@ import (
 func launchTemplateInputs(m poolModel) string {
 	return strings.Join([]string{m.ImageID.String(), m.SecurityGroupIDs.String(), m.RootVolumeSize.String(), m.RootVolumeType.String(),
 		m.AgentPath.String(), m.AgentEndpoint.String(), m.PreRunnerScript.String(), m.CleanupScript.String(), m.RunnerUser.String(),
-		m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String(), m.RoleName.String(), m.KeepDockerImages.String()}, "\x00")
+		m.RunnerVersion.String(), m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String(), m.RoleName.String(), m.KeepDockerImages.String()}, "\x00")
 }
 
 // ensureTemplate makes the pool's launch template on create, or a new default
 // version of it when its inputs changed, and records both in plan.
 func (r *poolResource) ensureTemplate(ctx context.Context, plan, prior *poolModel, image imageInfo, profileARN string, agent agentObject, tags map[string]string) diag.Diagnostics {
 	var diags diag.Diagnostics
-	userData, err := r.userData(*plan, plan.Table.ValueString(), r.c.aws.AWS.Region, agent.sha256, agent.url)
+	userData, err := r.userData(*plan, image.arch, plan.Table.ValueString(), r.c.aws.AWS.Region, agent.sha256, agent.url)
 	if err != nil {
 		diags.AddError("Invalid user data settings", err.Error())
 		return diags
@@ -65,12 +66,23 @@ func (r *poolResource) ensureTemplate(ctx context.Context, plan, prior *poolMode
 	return diags
 }
 
-// userData renders the user data of m's instances.
-func (r *poolResource) userData(m poolModel, table, region, sum, agentURL string) ([]byte, error) {
+// userData renders the user data of m's instances, whose architecture is
+// arch (amd64 or arm64).
+func (r *poolResource) userData(m poolModel, arch, table, region, sum, agentURL string) ([]byte, error) {
 	agent := config.Defaults()
 	agent.Table, agent.Region = table, region
 	agent.Endpoint = m.AgentEndpoint.ValueString()
 	agent.RunnerTarballURL, agent.RunnerTarballSHA256 = m.RunnerTarballURL.ValueString(), m.RunnerTarballSHA.ValueString()
+	if agent.RunnerTarballURL == "" {
+		version := m.RunnerVersion.ValueString()
+		if version == "" { // configuration before the plan's default, or state from a release without runner_version
+			version = runnerrelease.Default
+		}
+		var err error
+		if agent.RunnerTarballURL, agent.RunnerTarballSHA256, err = runnerrelease.Tarball(version, arch); err != nil {
+			return nil, err
+		}
+	}
 	agent.KeepDockerImages = m.KeepDockerImages.ValueBool()
 	if hb := m.HeartbeatInterval.ValueInt64(); hb > 0 {
 		agent.HeartbeatInterval = config.Duration{Duration: time.Duration(hb) * time.Second}
@@ -217,7 +229,6 @@ func (r *poolResource) readUserData(ctx context.Context, m *poolModel, data *ec2
 	m.RunnerUser = types.StringValue(u.RunnerUser)
 	m.KeepDockerImages = types.BoolValue(u.Agent.KeepDockerImages)
 	m.AgentPath, m.AgentEndpoint = optional(u.AgentPath), optional(u.Agent.Endpoint)
-	m.RunnerTarballURL, m.RunnerTarballSHA = optional(u.Agent.RunnerTarballURL), optional(u.Agent.RunnerTarballSHA256)
 	m.AgentSHA256 = types.StringValue(u.AgentSHA256)
 	m.AgentBucket = types.StringValue(bucketOf(u.AgentURL))
 	if m.Architecture.ValueString() == "" {
@@ -227,7 +238,20 @@ func (r *poolResource) readUserData(ctx context.Context, m *poolModel, data *ec2
 		}
 		m.Architecture = types.StringValue(img.arch)
 	}
+	m.RunnerVersion, m.RunnerTarballURL, m.RunnerTarballSHA = runnerSource(m.RunnerVersion, m.Architecture.ValueString(), u.Agent.RunnerTarballURL, u.Agent.RunnerTarballSHA256)
 	return nil
+}
+
+// runnerSource reads back where the user data downloads the runner from: a
+// release this provider pins (runner_version, the tarball attributes unset)
+// or a tarball of the pool's own (runner_version left as it was: ignored).
+func runnerSource(version types.String, arch, url, sum string) (types.String, types.String, types.String) {
+	for _, v := range runnerrelease.Versions() {
+		if u, s, err := runnerrelease.Tarball(v, arch); err == nil && u == url && s == sum {
+			return types.StringValue(v), types.StringNull(), types.StringNull()
+		}
+	}
+	return version, optional(url), optional(sum)
 }
 
 // optional maps "" to null, as an unset optional attribute reads.

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -67,6 +68,7 @@ type poolModel struct {
 	RunnerLabel      types.String `tfsdk:"runner_label"`
 	RunnerGroup      types.String `tfsdk:"runner_group"`
 	Registration     types.String `tfsdk:"registration"`
+	RunnerVersion    types.String `tfsdk:"runner_version"`
 	RunnerTarballURL types.String `tfsdk:"runner_tarball_url"`
 	RunnerTarballSHA types.String `tfsdk:"runner_tarball_sha256"`
 	IdleWindows      types.List   `tfsdk:"idle_windows"`
@@ -195,7 +197,10 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`), "must be a Linux user name")}},
 			"keep_docker_images": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				Description: "After every run the agent puts the instance's docker daemon back as the pre-runner script left it: containers, volumes, networks and images a run made are removed, and noted images get their names back. True keeps the images runs pulled or built (a warm cache), which trusts every run: one can leave an image under a name a later run uses. Default false."},
-			"runner_tarball_url": schema.StringAttribute{Optional: true, Description: "actions/runner tarball to install when the AMI has none (needs runner_tarball_sha256).",
+			"runner_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(runnerrelease.Default),
+				Description: "actions/runner release the agent downloads from github.com at boot when the AMI has none in the runner directory, checked against the SHA-256 its release notes publish for the instance's architecture (this provider pins " +
+					strings.Join(runnerrelease.Versions(), ", ") + "). Default " + runnerrelease.Default + ". Ignored when runner_tarball_url is set (a mirror, or a release this provider does not pin)."},
+			"runner_tarball_url": schema.StringAttribute{Optional: true, Description: "actions/runner tarball to install when the AMI has none, instead of runner_version's download from github.com (needs runner_tarball_sha256).",
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^https?://[^\s]+$`), "must be an http(s) URL")}},
 			"runner_tarball_sha256": schema.StringAttribute{Optional: true, Description: "SHA-256 of the runner tarball.",
 				Validators: []validator.String{stringvalidator.RegexMatches(sha256HexRE, "must be 64 lowercase hex digits")}},

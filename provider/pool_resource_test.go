@@ -22,6 +22,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/templates"
@@ -117,6 +118,11 @@ func (f poolFixture) checkPool(maxInstances int, preRunner string, version strin
 		if u.PreRunnerScript != preRunner || u.Agent.Table != f.table || u.AgentSHA256 != attrs["agent_sha256"] {
 			return fmt.Errorf("user data carries script %q, table %q, sum %q", u.PreRunnerScript, u.Agent.Table, u.AgentSHA256)
 		}
+		// A stock AMI: the agent downloads the pinned runner release.
+		if url, sum, err := runnerrelease.Tarball(attrs["runner_version"], "amd64"); err != nil || u.Agent.RunnerTarballURL != url || u.Agent.RunnerTarballSHA256 != sum {
+			return fmt.Errorf("the agent downloads the runner from %q (sha256 %q), want runner_version %q's %q %q (%v)",
+				u.Agent.RunnerTarballURL, u.Agent.RunnerTarballSHA256, attrs["runner_version"], url, sum, err)
+		}
 		if want := attrs["keep_docker_images"] == "true"; u.Agent.KeepDockerImages != want {
 			return fmt.Errorf("the agent's keepDockerImages is %v, the pool's keep_docker_images %v", u.Agent.KeepDockerImages, want)
 		}
@@ -188,6 +194,7 @@ func TestAccPool_basic_update_import(t *testing.T) {
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_label", "minted"),
 					resource.TestCheckNoResourceAttr("ghrunner_pool.linux", "runner_group"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "architecture", "amd64"),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_version", runnerrelease.Default),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "role_name", "ghr-acc-us-east-1-linux"),
 					resource.TestMatchResourceAttr("ghrunner_pool.linux", "agent_sha256", regexp.MustCompile(`^[0-9a-f]{64}$`)),
 				),
@@ -210,12 +217,13 @@ func TestAccPool_basic_update_import(t *testing.T) {
 						return nil
 					}),
 			},
-			// The script and the docker choice are in the user data: a new
-			// template version.
+			// The script, the docker choice and the runner release are in
+			// the user data: a new template version.
 			{
-				Config: f.config(strings.Replace(fmt.Sprintf(poolExtra, 8), "echo warm", "echo hot", 1) + runnerGroupExtra + "  keep_docker_images = true\n"),
+				Config: f.config(strings.Replace(fmt.Sprintf(poolExtra, 8), "echo warm", "echo hot", 1) + runnerGroupExtra + "  keep_docker_images = true\n  runner_version = \"2.335.1\"\n"),
 				Check: resource.ComposeAggregateTestCheckFunc(f.checkPool(8, "#!/bin/bash\necho hot\n", "2"),
-					resource.TestCheckResourceAttr("ghrunner_pool.linux", "keep_docker_images", "true")),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "keep_docker_images", "true"),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_version", "2.335.1")),
 			},
 			{ResourceName: "ghrunner_pool.linux", ImportState: true, ImportStateIdFunc: func(*terraform.State) (string, error) { return f.table + ":linux", nil },
 				ImportStateVerify: true},
@@ -335,6 +343,7 @@ func TestAccPool_validation(t *testing.T) {
 		{`pre_runner_script = "echo no interpreter"`, `must start with an interpreter line`},
 		{`pre_runner_script = ` + string(big), `over EC2's limit of 16384`},
 		{`runner_tarball_url = "https://example.com/r.tgz"`, `set runner_tarball_url and runner_tarball_sha256 together`},
+		{`runner_version = "2.300.0"`, `"2.300.0" is not a release this provider pins`},
 		{`agent_path = "relative/agent"`, `must be an absolute path`},
 		{`max_instances = 0`, `between 1 and 10000`},
 		{`min_running_time_seconds = 0`, `value must be at least 1`},

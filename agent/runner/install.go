@@ -2,6 +2,7 @@ package runner
 
 import (
 	"archive/tar"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -55,10 +57,52 @@ func Install(ctx context.Context, dir, url, sha256Hex string) error {
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	if err := unpack(tmp, dir); err != nil {
+	if err := unpackAtomically(tmp, dir); err != nil {
 		return fmt.Errorf("unpack runner: %w", err)
 	}
 	return installDependencies(ctx, dir)
+}
+
+// unpackAtomically unpacks into a directory beside dir and then moves the
+// entries in, config.sh last: Install takes config.sh for a finished
+// install, so an agent killed midway (a crash, a reboot, a full disk)
+// downloads again on its next start instead of running half a runner.
+func unpackAtomically(r io.Reader, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	staging, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dir)), ".runner-unpack-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(staging)
+	if err := unpack(r, staging); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(staging)
+	if err != nil {
+		return err
+	}
+	slices.SortStableFunc(entries, func(a, b os.DirEntry) int {
+		return cmp.Compare(boolInt(a.Name() == "config.sh"), boolInt(b.Name() == "config.sh"))
+	})
+	for _, e := range entries {
+		dst := filepath.Join(dir, e.Name())
+		if err := os.RemoveAll(dst); err != nil { // what an interrupted install left
+			return err
+		}
+		if err := os.Rename(filepath.Join(staging, e.Name()), dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // installDependencies runs the runner's own bin/installdependencies.sh (as

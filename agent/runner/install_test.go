@@ -117,3 +117,38 @@ func TestInstallRunsTheRunnersDependencyScript(t *testing.T) {
 		})
 	}
 }
+
+// An unpack that stops midway (here: an entry it refuses after config.sh;
+// on an instance, a crash or a full disk) leaves no config.sh, so the next
+// start installs again instead of taking half a runner for a whole one.
+func TestAnInstallCutShortLeavesNothingTakenForAnInstalledRunner(t *testing.T) {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, name := range []string{"config.sh", "../evil"} {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: 1, Typeflag: tar.TypeReg})
+		tw.Write([]byte("x"))
+	}
+	tw.Close()
+	gz.Close()
+	dir := filepath.Join(t.TempDir(), "runner")
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil { // left by an earlier try
+		t.Fatal(err)
+	}
+	if err := Install(context.Background(), dir, serve(t, buf.Bytes()), sum(buf.Bytes())); err == nil {
+		t.Fatal("a tarball with an escaping entry installed")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config.sh")); err == nil {
+		t.Fatal("config.sh left behind by an unpack that failed: the next start would run half a runner")
+	}
+	good := tarball(t, map[string]string{"config.sh": "#!/bin/sh\n", "bin/Runner.Listener": "x"}, nil)
+	if err := Install(context.Background(), dir, serve(t, good), sum(good)); err != nil {
+		t.Fatalf("the next start: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bin", "Runner.Listener")); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".runner-unpack-*")); len(left) > 0 {
+		t.Fatalf("staging left behind: %v", left)
+	}
+}

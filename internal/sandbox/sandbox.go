@@ -8,7 +8,9 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
@@ -78,6 +81,7 @@ type Sandbox struct {
 	streams   *streams
 	iam       *iamGate
 	evaluator *iamsim.Evaluator
+	runnerSHA string // of the fake runner's tarball the fake github.com serves
 
 	mu     sync.Mutex
 	table  string // the state table, known once deployed
@@ -174,6 +178,17 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Instances start from a stock image: the agent downloads the runner
+	// release its pool names, from the fake github.com.
+	tarball, err := fakegithub.RunnerTarball(runner)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range runnerrelease.Versions() {
+		s.GitHub.ServeRunnerRelease(v, tarball)
+	}
+	sum := sha256.Sum256(tarball)
+	s.runnerSHA = hex.EncodeToString(sum[:])
 	agent := filepath.Join(o.Repo, "provider", "assets", bundle.Agent(runtime.GOARCH))
 	if _, err := os.Stat(agent); err != nil {
 		return nil, fmt.Errorf("agent %s missing: run make build", agent)
@@ -187,7 +202,6 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	s.instances, err = instancehost.Start(context.Background(), instancehost.Options{
 		EC2: s.AWS.EC2(), Region: Region, Environment: Environment, AgentBinary: agent, Root: filepath.Join(o.Dir, "instances"),
 		Config: s.agentConfig, Env: env, Output: o.Logs, Role: s.instanceRole,
-		PrepareRunner: func(dir string) error { return fakegithub.InstallRunner(dir, runner) },
 		// As on EC2, jobs run as an unprivileged user of their instance's
 		// own, when the sandbox may create users.
 		RunnerUsers: os.Getuid() == 0,
@@ -305,6 +319,11 @@ func (s *Sandbox) agentConfig(id string, tags map[string]string) config.Config {
 	cfg.IdlePoll = config.Duration{Duration: 200 * time.Millisecond}
 	cfg.AssignedPoll = config.Duration{Duration: 300 * time.Millisecond}
 	cfg.StopTimeout = config.Duration{Duration: 10 * time.Second}
+	// The fake GitHub stands in for github.com: the release's own path, but
+	// the fake runner's bytes, so their checksum instead of the pinned one.
+	if path, ok := strings.CutPrefix(cfg.RunnerTarballURL, "https://github.com/"); ok {
+		cfg.RunnerTarballURL, cfg.RunnerTarballSHA256 = s.GitHub.URL()+"/"+path, s.runnerSHA
+	}
 	s.mu.Lock()
 	skew := s.faults.ClockOffset
 	s.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
@@ -72,6 +73,11 @@ func (st *Story) Play(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return false // interrupted: stop here, the caller cleans up
 	}
+	st.check("a stock image: each new instance downloaded the pinned runner release", fmt.Sprintf("at least %d downloads of actions/runner v%s", len(first), runnerrelease.Default),
+		func() (string, bool) {
+			n := st.sb.GitHub.Count(fakegithub.CountReleaseDownload)
+			return fmt.Sprintf("%d downloads, checked against the pool's SHA-256", n), n >= len(first) && len(first) > 0
+		})
 	st.play(ctx, flow{name: "second workflow reuses the pooled runners", runID: "run-1002", pool: PoolJIT, runners: 3, reused: 3, sameAs: first})
 	if ctx.Err() != nil {
 		return false

@@ -87,6 +87,7 @@ type Server struct {
 	jobs             map[int64]*Job
 	jobWake          chan struct{}
 	faults           []*Fault
+	releases         map[string][]byte // actions/runner release asset name → bytes (ServeRunnerRelease)
 	counts           map[string]int
 	rateLimit        int
 	rateUsed         int
