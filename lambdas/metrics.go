@@ -15,28 +15,30 @@ import (
 // Metric names (docs/design.md, "Metrics"); the sandbox's story reads
 // them back by these names.
 const (
-	mInvocations    = "Invocations"
-	mErrors         = "Errors"
-	mDuration       = "DurationSeconds"
-	mGitHubRate     = "GitHubRateRemaining"
-	mProvisionTime  = "ProvisionSeconds"
-	mProvisionFail  = "ProvisionFailures"
-	mPoolHits       = "PoolHits"
-	mPoolMisses     = "PoolMisses"
-	mClaimTime      = "ClaimSeconds"
-	mConfigTime     = "ConfigSeconds"
-	mReadyTime      = "ReadySeconds"
-	mSpot           = "SpotInstances"
-	mFallbacks      = "OnDemandFallbacks"
-	mClaimsRefused  = "ClaimsRefused"
-	mReleaseTime    = "ReleaseSeconds"
-	mPooled         = "InstancesPooled"
-	mExpiredRelease = "InstancesExpiredAtRelease"
-	mTerminations   = "Terminations"
-	mRepairs        = "Repairs"
-	mKeptIdle       = "IdleInstancesKept"
-	mPrewarmed      = "InstancesPrewarmed"
-	mByState        = "InstancesByState"
+	mInvocations       = "Invocations"
+	mErrors            = "Errors"
+	mDuration          = "DurationSeconds"
+	mGitHubRate        = "GitHubRateRemaining"
+	mProvisionTime     = "ProvisionSeconds"
+	mProvisionFail     = "ProvisionFailures"
+	mPoolHits          = "PoolHits"
+	mPoolMisses        = "PoolMisses"
+	mClaimTime         = "ClaimSeconds"
+	mConfigTime        = "ConfigSeconds"
+	mReadyTime         = "ReadySeconds"
+	mSpot              = "SpotInstances"
+	mFallbacks         = "OnDemandFallbacks"
+	mClaimsRefused     = "ClaimsRefused"
+	mReleaseTime       = "ReleaseSeconds"
+	mPooled            = "InstancesPooled"
+	mExpiredRelease    = "InstancesExpiredAtRelease"
+	mTerminations      = "Terminations"
+	mRepairs           = "Repairs"
+	mKeptIdle          = "IdleInstancesKept"
+	mPrewarmed         = "InstancesPrewarmed"
+	mByState           = "InstancesByState"
+	mSpotInterruptions = "SpotInterruptions"
+	mStuckRuns         = "StuckRuns"
 )
 
 // invocationMetrics turns one invocation's result into metric records:
@@ -113,24 +115,29 @@ func provisionMetrics(o *provision.Output) metrics.Record {
 
 // Reasons of terminations and repairs, the "reason" dimension.
 const (
-	reasonExpired    = "expired"    // a lease ran out
-	reasonStale      = "stale"      // an agent stopped beating
-	reasonUnrecorded = "unrecorded" // an instance without a live record
-	reasonGone       = "gone"       // a record whose instance EC2 no longer has
-	reasonLostPool   = "lost-pool-message"
-	reasonScaleDown  = "scale-down" // beyond the idle quota, or not reusable
-	reasonOrphan     = "orphan"     // a confirmed orphan
-	reasonRetired    = "retired"    // a drained pool's, or a pre-warmed one whose script failed
+	reasonExpired     = "expired"    // a lease ran out
+	reasonStale       = "stale"      // an agent stopped beating
+	reasonUnrecorded  = "unrecorded" // an instance without a live record
+	reasonGone        = "gone"       // a record whose instance EC2 no longer has
+	reasonLostPool    = "lost-pool-message"
+	reasonScaleDown   = "scale-down"  // beyond the idle quota, or not reusable
+	reasonOrphan      = "orphan"      // a confirmed orphan
+	reasonRetired     = "retired"     // a drained pool's, or a pre-warmed one whose script failed
+	reasonInterrupted = "interrupted" // EC2 took a spot instance back after its notice
 )
 
 func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 	terms := map[[2]string]int{}
 	repairs := map[[2]string]int{}
+	interrupted := map[string]int{}
 	for _, d := range o.Terminated {
 		switch {
 		case strings.HasPrefix(d.Reason, "lease expired"):
 			terms[[2]string{d.Pool, reasonExpired}]++
-		case strings.HasPrefix(d.Reason, "instance gone from EC2"):
+		case d.Reason == refresh.ReasonGoneInterrupted:
+			terms[[2]string{d.Pool, reasonInterrupted}]++
+			interrupted[d.Pool]++
+		case d.Reason == refresh.ReasonGone:
 			repairs[[2]string{d.Pool, reasonGone}]++
 		default: // "no record", "its record says terminated"
 			terms[[2]string{d.Pool, reasonUnrecorded}]++
@@ -153,6 +160,12 @@ func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 		warmed[d.Pool]++
 	}
 	recs = append(recs, perPool(handler, mPrewarmed, warmed)...)
+	recs = append(recs, perPool(handler, mSpotInterruptions, interrupted)...)
+	stuck := map[string]int{}
+	for _, d := range o.Stuck {
+		stuck[d.Pool]++
+	}
+	recs = append(recs, perPool(handler, mStuckRuns, stuck)...)
 	for p, counts := range o.Instances {
 		for st, n := range counts {
 			r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": p, "state": string(st)}}

@@ -76,13 +76,15 @@ func TestAFailedProvisionCountsAgainstThePoolItAskedFor(t *testing.T) {
 
 func TestTerminationsAndRepairsAreCountedByReason(t *testing.T) {
 	rf := &refresh.Output{
-		Terminated: []refresh.Decision{{Pool: "linux", Reason: "lease expired: released"}, {Pool: "linux", Reason: "no record"}, {Pool: "linux", Reason: "instance gone from EC2"}},
-		Expired:    []refresh.Decision{{Pool: "linux", Reason: "heartbeat silent for over 60s"}, {Pool: "linux", Reason: "pool draining"}},
-		Repooled:   []refresh.Decision{{Pool: "linux", Reason: "clean idle instance had no pool message"}},
-		Instances:  map[string]map[state.State]int{"linux": {state.Idle: 3, state.Running: 2, state.Created: 0}},
+		Terminated: []refresh.Decision{{Pool: "linux", Reason: "lease expired: released"}, {Pool: "linux", Reason: "no record"}, {Pool: "linux", Reason: refresh.ReasonGone},
+			{Pool: "linux", Reason: refresh.ReasonGoneInterrupted}},
+		Expired:   []refresh.Decision{{Pool: "linux", Reason: "heartbeat silent for over 60s"}, {Pool: "linux", Reason: "pool draining"}},
+		Repooled:  []refresh.Decision{{Pool: "linux", Reason: "clean idle instance had no pool message"}},
+		Stuck:     []refresh.Decision{{Pool: "linux", Reason: "run 7 held it past its lease"}},
+		Instances: map[string]map[state.State]int{"linux": {state.Idle: 3, state.Running: 2, state.Created: 0}},
 	}
 	p := read(t, invocationMetrics(bundle.HandlerRefresh, nil, rf, false, 1, -1))
-	for reason, want := range map[string]float64{"expired": 1, "unrecorded": 1, "stale": 1, "retired": 1, "gone": 0} {
+	for reason, want := range map[string]float64{"expired": 1, "unrecorded": 1, "stale": 1, "retired": 1, "gone": 0, "interrupted": 1} {
 		if got := sum(p, "Terminations", map[string]string{"reason": reason}); got != want {
 			t.Errorf("Terminations %s = %v, want %v", reason, got, want)
 		}
@@ -92,10 +94,17 @@ func TestTerminationsAndRepairsAreCountedByReason(t *testing.T) {
 			t.Errorf("InstancesByState %s = %v (%d values), want %v", st, got, n, want)
 		}
 	}
-	for reason, want := range map[string]float64{"unrecorded": 1, "gone": 1, "lost-pool-message": 1} {
+	for reason, want := range map[string]float64{"unrecorded": 1, "gone": 1, "lost-pool-message": 1, "interrupted": 0} {
 		if got := sum(p, "Repairs", map[string]string{"reason": reason}); got != want {
 			t.Errorf("Repairs %s = %v, want %v", reason, got, want)
 		}
+	}
+	// A spot instance EC2 took back is the price of spot, not a repair.
+	if got := sum(p, "SpotInterruptions", map[string]string{"pool": "linux"}); got != 1 {
+		t.Errorf("SpotInterruptions = %v, want 1", got)
+	}
+	if got := sum(p, "StuckRuns", map[string]string{"pool": "linux"}); got != 1 {
+		t.Errorf("StuckRuns = %v, want 1", got)
 	}
 	sd := &scaledown.Output{
 		Terminated: []scaledown.Decision{{Pool: "linux", Reason: "idle beyond the idle quota"}, {Reason: "confirmed orphan: no live lease and no runner id to check"}},

@@ -62,7 +62,7 @@ func (r *monitoringResource) Metadata(_ context.Context, req resource.MetadataRe
 func (r *monitoringResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "A CloudWatch dashboard of the functions' metrics (time to runners, pool hits and misses, each instance's way to ready, release, terminations by reason, errors, GitHub's rate limit) " +
-			"and alarms: per pool, a failed provision and a high pool-miss ratio; for the deployment, refresh repairs, failing refresh or scale-down runs and a low GitHub rate limit. " +
+			"and alarms: per pool, a failed provision, a stuck run (a run held an instance past its lease) and a high pool-miss ratio; for the deployment, refresh repairs, failing refresh or scale-down runs and a low GitHub rate limit. " +
 			"Metrics of the provider's environment only. Missing data never alarms.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The dashboard name.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},

@@ -67,6 +67,11 @@ func (s monitoringSpec) alarms() []alarm {
 		a.Statistic, a.Period, a.Threshold, a.ComparisonOperator = cwtypes.StatisticSum, aws.Int32(300), aws.Float64(0), cwtypes.ComparisonOperatorGreaterThanThreshold
 		out = append(out, a)
 
+		st := base("stuck-runs-"+pool, fmt.Sprintf("A run held an instance of pool %s past its lease (a job beyond max_runtime_seconds, or a workflow that never called release); refresh ended the instance. See ghrunner runs and the run's workflow.", pool))
+		st.Namespace, st.MetricName, st.Dimensions = aws.String(metricsNamespace), aws.String("StuckRuns"), s.dims("function", "refresh", "pool", pool)
+		st.Statistic, st.Period, st.Threshold, st.ComparisonOperator = cwtypes.StatisticSum, aws.Int32(600), aws.Float64(0), cwtypes.ComparisonOperatorGreaterThanThreshold
+		out = append(out, st)
+
 		m := base("pool-misses-"+pool, fmt.Sprintf("More than %.0f%% of the runners pool %s gave in an hour were launched, not reused: raise its idle window's idle_count or max_instances.", 100*s.MissRatio, pool))
 		metric := func(id, name string) cwtypes.MetricDataQuery {
 			return cwtypes.MetricDataQuery{Id: aws.String(id), ReturnData: aws.Bool(false), MetricStat: &cwtypes.MetricStat{Period: aws.Int32(3600), Stat: aws.String("Sum"),
@@ -139,7 +144,7 @@ func (s monitoringSpec) dashboard() string {
 		series("InstancesPooled", "function", "release"), series("InstancesExpiredAtRelease", "function", "release")})
 	var terms [][]any
 	for _, p := range s.Pools {
-		for _, reason := range []string{"expired", "stale", "unrecorded"} {
+		for _, reason := range []string{"expired", "stale", "retired", "unrecorded", "interrupted"} {
 			terms = append(terms, series("Terminations", "function", "refresh", "pool", p, "reason", reason))
 		}
 		for _, reason := range []string{"scale-down", "orphan"} {

@@ -30,6 +30,12 @@ func (f FleetEC2) Terminate(ctx context.Context, ids []string) error {
 	return err
 }
 
+// Reasons of a record whose instance EC2 no longer has.
+const (
+	ReasonGone            = "instance gone from EC2"
+	ReasonGoneInterrupted = "instance gone from EC2 after a spot interruption notice"
+)
+
 // reconcile compares EC2 with the records. An instance the index did not
 // show is terminated only once a consistent read finds its record absent or
 // terminated and it is older than createdTTL (a provision may still be
@@ -76,9 +82,16 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 		if inEC2[id] || r.now.Sub(time.Unix(inst.LaunchedAt, 0)) < grace[inst.Pool] {
 			continue
 		}
-		if _, err := r.d.Store.Terminate(ctx, id, state.Termination{Assignment: inst.Assignment, Reason: "instance gone from EC2"}); err == nil {
+		reason := ReasonGone
+		// The record (read whole by pool) says whether its agent heard a
+		// spot interruption notice: EC2 took the instance back, which is
+		// no repair but the price of spot.
+		if _, interrupted := inst.SignalFor(state.SignalInterrupted); interrupted {
+			reason = ReasonGoneInterrupted
+		}
+		if _, err := r.d.Store.Terminate(ctx, id, state.Termination{Assignment: inst.Assignment, Reason: reason}); err == nil {
 			gone = append(gone, inst)
-			r.out.Terminated = append(r.out.Terminated, Decision{id, inst.Pool, "instance gone from EC2"})
+			r.out.Terminated = append(r.out.Terminated, Decision{id, inst.Pool, reason})
 		} else if state.ClauseOf(err) == "" {
 			r.fail(err)
 		}

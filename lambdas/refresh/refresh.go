@@ -71,7 +71,10 @@ type Output struct {
 	Terminated []Decision `json:"terminated"`
 	Expired    []Decision `json:"expired"`
 	Repooled   []Decision `json:"repooled"`
-	Kept       []Decision `json:"kept,omitempty"` // silent agents kept, with why
+	// Stuck are running instances whose lease ran out (also in
+	// Terminated): a run held them past max_runtime_seconds.
+	Stuck []Decision `json:"stuck,omitempty"`
+	Kept  []Decision `json:"kept,omitempty"` // silent agents kept, with why
 	// Prewarmed were launched with no run for an active idle window;
 	// Joined are pre-warmed instances that became idle (prewarm.go).
 	Prewarmed []Decision `json:"prewarmed,omitempty"`
@@ -217,8 +220,16 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 			r.repool(ctx, p, inst)
 		}
 	}
+	before := len(r.out.Terminated)
 	if err := r.terminate(ctx, expired, "lease expired", true); err != nil {
 		return err
+	}
+	// A running instance whose lease ran out was held by a run past its
+	// runtime (a hung job, or a workflow that never released): a stuck run.
+	for _, d := range r.out.Terminated[before:] {
+		if inst := records[d.InstanceID]; inst != nil && inst.State == state.Running {
+			r.out.Stuck = append(r.out.Stuck, Decision{d.InstanceID, p.Name, "run " + inst.RunID + " held it past its lease"})
+		}
 	}
 	r.topUp(ctx, p, warm, live)
 	return nil

@@ -370,3 +370,50 @@ func TestACleanIdleInstanceWithoutAPoolMessageIsRepooledWhileItsAgentBeats(t *te
 		t.Fatalf("record after refresh: pooledAt %d, beat seen %d of %d", rec.PooledAt, rec.BeatSeen, rec.Heartbeats)
 	}
 }
+
+// A record whose instance EC2 took back after the agent signalled a spot
+// interruption notice is closed as interrupted, not as a lost instance.
+func TestAnInstanceGoneAfterASpotNoticeIsClosedAsInterrupted(t *testing.T) {
+	w := newWorld(t)
+	interrupted, agent := w.running("run-spot", 0)
+	must(t, agent.PutSignal(ctx, interrupted.ID, interrupted.Assignment, state.SignalInterrupted, "instance-action terminate"))
+	lost, _ := w.running("run-lost", 0)
+	_, err := w.fleet.Terminate(ctx, []string{interrupted.ID, lost.ID})
+	must(t, err)
+	out, err := w.refresh()
+	must(t, err)
+	got := map[string]string{}
+	for _, d := range out.Terminated {
+		got[d.InstanceID] = d.Reason
+	}
+	if got[interrupted.ID] != refresh.ReasonGoneInterrupted || got[lost.ID] != refresh.ReasonGone {
+		t.Fatalf("terminated %v, want %s %q and %s %q", got, interrupted.ID, refresh.ReasonGoneInterrupted, lost.ID, refresh.ReasonGone)
+	}
+	rec, err := w.cp.Get(ctx, interrupted.ID)
+	must(t, err)
+	if rec.State != state.Terminated || rec.TerminatedReason != refresh.ReasonGoneInterrupted {
+		t.Fatalf("record %s %q", rec.State, rec.TerminatedReason)
+	}
+}
+
+// A running instance whose lease ran out was held by a run past its
+// runtime: refresh ends it and names it stuck; an idle one whose lease ran
+// out is only expired.
+func TestARunHoldingAnInstancePastItsLeaseIsReportedStuck(t *testing.T) {
+	w := newWorld(t)
+	hung, _ := w.running("run-hung", 0)
+	idle := w.idle()
+	w.now = w.now.Add(time.Hour + time.Minute)
+	out, err := w.refresh()
+	must(t, err)
+	terminated := map[string]bool{}
+	for _, d := range out.Terminated {
+		terminated[d.InstanceID] = true
+	}
+	if !terminated[hung.ID] || !terminated[idle.ID] {
+		t.Fatalf("terminated %v, want both %s and %s (their leases ran out)", terminated, hung.ID, idle.ID)
+	}
+	if len(out.Stuck) != 1 || out.Stuck[0].InstanceID != hung.ID || !strings.Contains(out.Stuck[0].Reason, "run-hung") {
+		t.Fatalf("stuck %+v, want only %s, naming run-hung", out.Stuck, hung.ID)
+	}
+}

@@ -43,6 +43,11 @@ variable "pools" {
     runner_group       = optional(string)
     keep_docker_images = optional(bool, false)
     registration       = optional(string, "jit")
+    # The runner a stock image downloads at boot: a release the provider
+    # pins (null: its default), or a tarball of your own with its checksum.
+    runner_version        = optional(string)
+    runner_tarball_url    = optional(string)
+    runner_tarball_sha256 = optional(string)
     idle_windows = optional(list(object({
       cron              = string
       time_zone         = optional(string, "UTC")
@@ -158,7 +163,7 @@ variable "function_vpc" {
 }
 
 variable "monitoring" {
-  description = "A CloudWatch dashboard named after prefix and alarms (ghrunner_monitoring): per pool, failed provisions and a pool-miss ratio above pool_miss_ratio_threshold; refresh repairs; failing refresh or scale-down runs; GitHub's rate limit below github_rate_limit_threshold. alarm_topic_arn: an SNS topic the alarms notify, and the on-failure destination of the refresh and scale-down invocations its schedules make. Null: none."
+  description = "A CloudWatch dashboard named after prefix and alarms (ghrunner_monitoring): per pool, failed provisions, stuck runs and a pool-miss ratio above pool_miss_ratio_threshold; refresh repairs; failing refresh or scale-down runs; GitHub's rate limit below github_rate_limit_threshold. alarm_topic_arn: an SNS topic the alarms notify, and the on-failure destination of the refresh and scale-down invocations its schedules make. Null: none."
   type = object({
     alarm_topic_arn             = optional(string)
     pool_miss_ratio_threshold   = optional(number, 0.5)
