@@ -46,6 +46,10 @@ func (st *Story) prewarm(ctx context.Context, pool string) []string {
 		for _, d := range out.Prewarmed {
 			launched[d.InstanceID] = true
 		}
+		// The refresh schedule fires too, and may have pre-warmed first.
+		for _, id := range st.unclaimedOf(ctx, pool) {
+			launched[id] = true
+		}
 		if pooled = st.pooledOf(ctx, pool, launched); pooled >= want {
 			break
 		}
@@ -88,4 +92,24 @@ func (st *Story) pooledOf(ctx context.Context, pool string, ids map[string]bool)
 		}
 	}
 	return n
+}
+
+// unclaimedOf lists the pool's created and idle instances that no workflow
+// of the story launched and no run holds: what refresh pre-warmed.
+func (st *Story) unclaimedOf(ctx context.Context, pool string) []string {
+	var ids []string
+	for _, s := range []state.State{state.Created, state.Idle} {
+		insts, err := st.store.ByPoolState(ctx, pool, s, time.Time{})
+		if err != nil {
+			continue
+		}
+		st.mu.Lock()
+		for _, in := range insts {
+			if !st.Launched[in.ID] && in.RunID == "" {
+				ids = append(ids, in.ID)
+			}
+		}
+		st.mu.Unlock()
+	}
+	return ids
 }
