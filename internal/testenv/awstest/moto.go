@@ -9,6 +9,9 @@ package awstest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,7 +81,12 @@ func Start() (*Moto, error) {
 		return nil, err
 	}
 	e := &Moto{MotoURL: fmt.Sprintf("http://127.0.0.1:%d", port), log: &testbin.Buffer{}, exited: make(chan struct{})}
+	patch, err := motoPatchDir()
+	if err != nil {
+		return nil, err
+	}
 	e.cmd = exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+	e.cmd.Env = append(os.Environ(), "PYTHONPATH="+strings.Trim(patch+string(os.PathListSeparator)+os.Getenv("PYTHONPATH"), string(os.PathListSeparator)))
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	// Die with the test binary, even when it is killed.
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -245,4 +254,35 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+//go:embed motopatch/sitecustomize.py
+var motoPatch []byte
+
+// motoPatchDir is the directory holding motopatch/sitecustomize.py (what it
+// changes and why is in the file): named after its content, so test
+// processes share one and a changed file gets a new one.
+func motoPatchDir() (string, error) {
+	sum := sha256.Sum256(motoPatch)
+	dir := filepath.Join(os.TempDir(), "ghr-motopatch-"+hex.EncodeToString(sum[:6]))
+	file := filepath.Join(dir, "sitecustomize.py")
+	if old, err := os.ReadFile(file); err == nil && bytes.Equal(old, motoPatch) {
+		return dir, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, ".sitecustomize-")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(motoPatch); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	return dir, os.Rename(tmp.Name(), file)
 }
