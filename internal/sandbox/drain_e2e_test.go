@@ -96,3 +96,56 @@ func drainBesideAProvision(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployme
 		t.Errorf("after drain --off: %+v, status %+v", off, status.Pools)
 	}
 }
+
+// retireBesideAProvision runs `ghrunner retire` (the real binary) on the
+// pool's one idle instance while a provision of a new run claims from the
+// pool. Either may win; never both: a retired instance is given to no run,
+// and a retire that lost is refused with a message saying the instance is
+// another's now, having changed nothing.
+func retireBesideAProvision(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, fn *lambda.Client) {
+	ctx := context.Background()
+	var seed provision.Output
+	invoke(t, fn, d.Functions[bundle.HandlerProvision], `{"runId":"77300","pool":"linux","instanceCount":1}`, &seed)
+	var rel struct{ Released []string }
+	invoke(t, fn, d.Functions[bundle.HandlerRelease], `{"runId":"77300"}`, &rel)
+	if seed.Status != "ready" || len(rel.Released) != 1 {
+		t.Fatalf("seeding an idle instance: provision %+v, release %+v", seed, rel)
+	}
+	target := rel.Released[0]
+
+	done := make(chan provision.Output, 1)
+	go func() { // not invoke: t.Fatal belongs to the test's goroutine
+		var out provision.Output
+		res, err := fn.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(d.Functions[bundle.HandlerProvision]),
+			Payload: []byte(`{"runId":"77301","pool":"linux","instanceCount":1}`)})
+		if err == nil && res.FunctionError == nil {
+			json.Unmarshal(res.Payload, &out)
+		}
+		done <- out
+	}()
+	stdout, stderr, err := ghrunnerRun(t, sb, d, "retire", target, "--reason", "beside a provision", "--json")
+	given := <-done
+	if given.Status != "ready" || len(given.Instances) != 1 {
+		t.Fatalf("provision beside the retire: %+v", given)
+	}
+	took := given.Instances[0].InstanceID == target
+	t.Logf("retire of %s: err %v, %s%s; provision took %s (%s)", target, err, stdout, stderr, given.Instances[0].InstanceID, given.Instances[0].Source)
+	rec, rerr := state.New(sb.AWS.DynamoDB(), d.Table).Get(ctx, target)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	switch {
+	case err == nil && took:
+		t.Errorf("%s both retired and given to run 77301", target)
+	case err == nil && (rec.RunID != "" || rec.Threshold > time.Now().Unix()):
+		t.Errorf("retire said it retired %s, but its record is %+v", target, rec)
+	case err != nil && !took:
+		t.Errorf("retire of an idle instance no run took failed: %v %s", err, stderr)
+	case err != nil && (!strings.Contains(string(stderr), target) || !strings.Contains(string(stderr), "nothing changed")):
+		t.Errorf("retire that lost to the provision says %q, want the instance and \"nothing changed\"", stderr)
+	case err != nil && (rec.RunID != "77301" || rec.TerminatedReason != ""):
+		t.Errorf("%s given to run 77301 after a refused retire: %+v", target, rec)
+	}
+	var end struct{ Released []string }
+	invoke(t, fn, d.Functions[bundle.HandlerRelease], `{"runId":"77301"}`, &end)
+}

@@ -242,6 +242,7 @@ func TestE2E_ByHand(t *testing.T) {
 
 	deniedWithoutLaunchStatement(t, sb, d, fn)
 	drainBesideAProvision(t, sb, d, fn, "77003")
+	retireBesideAProvision(t, sb, d, fn)
 }
 
 // `ghrunner-sandbox up` in the background and `down`: the env file names
@@ -453,21 +454,28 @@ func TestE2E_Chaos(t *testing.T) {
 // sandbox and returns what it printed.
 func ghrunnerOutput(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, args ...string) []byte {
 	t.Helper()
+	raw, stderr, err := ghrunnerRun(t, sb, d, args...)
+	if err != nil {
+		t.Fatalf("ghrunner %v: %v\n%s", args, err, stderr)
+	}
+	return raw
+}
+
+// ghrunnerRun runs the ghrunner command against the sandbox and returns
+// what it printed and how it exited.
+func ghrunnerRun(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, args ...string) (stdout, stderr []byte, err error) {
+	t.Helper()
 	bin, err := testbin.Build(testbin.Module + "/cmd/ghrunner")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, append([]string{"--endpoint", sb.URL, "--region", sandbox.Region, "--table", d.Table}, args...)...)
 	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=operator", "AWS_SECRET_ACCESS_KEY=operator")
-	raw, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("ghrunner %v: %v\n%s", args, err, stderr)
+	stdout, err = cmd.Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = ee.Stderr
 	}
-	return raw
+	return stdout, stderr, err
 }
 
 // operator runs the ghrunner command and decodes its JSON output.
