@@ -113,17 +113,12 @@ func provisionMetrics(o *provision.Output) metrics.Record {
 	return r
 }
 
-// Reasons of terminations and repairs, the "reason" dimension.
+// The "reason" dimension of terminations and repairs: refresh's decision
+// kinds (refresh.Kind: expired, stale, retired, unrecorded, interrupted;
+// repairs unrecorded, gone, lost-pool-message) and scale-down's two.
 const (
-	reasonExpired     = "expired"    // a lease ran out
-	reasonStale       = "stale"      // an agent stopped beating
-	reasonUnrecorded  = "unrecorded" // an instance without a live record
-	reasonGone        = "gone"       // a record whose instance EC2 no longer has
-	reasonLostPool    = "lost-pool-message"
-	reasonScaleDown   = "scale-down"  // beyond the idle quota, or not reusable
-	reasonOrphan      = "orphan"      // a confirmed orphan
-	reasonRetired     = "retired"     // a drained pool's, or a pre-warmed one whose script failed
-	reasonInterrupted = "interrupted" // EC2 took a spot instance back after its notice
+	reasonScaleDown = "scale-down" // beyond the idle quota, or not reusable
+	reasonOrphan    = "orphan"     // a confirmed orphan
 )
 
 func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
@@ -131,28 +126,24 @@ func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 	repairs := map[[2]string]int{}
 	interrupted := map[string]int{}
 	for _, d := range o.Terminated {
-		switch {
-		case strings.HasPrefix(d.Reason, "lease expired"):
-			terms[[2]string{d.Pool, reasonExpired}]++
-		case d.Reason == refresh.ReasonGoneInterrupted:
-			terms[[2]string{d.Pool, reasonInterrupted}]++
+		switch d.Kind {
+		case refresh.KindInterrupted:
+			terms[[2]string{d.Pool, string(d.Kind)}]++
 			interrupted[d.Pool]++
-		case d.Reason == refresh.ReasonGone:
-			repairs[[2]string{d.Pool, reasonGone}]++
-		default: // "no record", "its record says terminated"
-			terms[[2]string{d.Pool, reasonUnrecorded}]++
-			repairs[[2]string{d.Pool, reasonUnrecorded}]++
+		case refresh.KindGone:
+			repairs[[2]string{d.Pool, string(d.Kind)}]++
+		case refresh.KindUnrecorded:
+			terms[[2]string{d.Pool, string(d.Kind)}]++
+			repairs[[2]string{d.Pool, string(d.Kind)}]++
+		default: // expired
+			terms[[2]string{d.Pool, string(d.Kind)}]++
 		}
 	}
-	for _, d := range o.Expired {
-		reason := reasonRetired
-		if strings.HasPrefix(d.Reason, "heartbeat silent") || strings.HasPrefix(d.Reason, "no heartbeat") {
-			reason = reasonStale
-		}
-		terms[[2]string{d.Pool, reason}]++
+	for _, d := range o.Expired { // stale or retired
+		terms[[2]string{d.Pool, string(d.Kind)}]++
 	}
 	for _, d := range o.Repooled {
-		repairs[[2]string{d.Pool, reasonLostPool}]++
+		repairs[[2]string{d.Pool, string(d.Kind)}]++
 	}
 	recs := append(counted(handler, mTerminations, terms), counted(handler, mRepairs, repairs)...)
 	warmed := map[string]int{}

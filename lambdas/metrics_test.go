@@ -76,11 +76,11 @@ func TestAFailedProvisionCountsAgainstThePoolItAskedFor(t *testing.T) {
 
 func TestTerminationsAndRepairsAreCountedByReason(t *testing.T) {
 	rf := &refresh.Output{
-		Terminated: []refresh.Decision{{Pool: "linux", Reason: "lease expired: released"}, {Pool: "linux", Reason: "no record"}, {Pool: "linux", Reason: refresh.ReasonGone},
-			{Pool: "linux", Reason: refresh.ReasonGoneInterrupted}},
-		Expired:   []refresh.Decision{{Pool: "linux", Reason: "heartbeat silent for over 60s"}, {Pool: "linux", Reason: "pool draining"}},
-		Repooled:  []refresh.Decision{{Pool: "linux", Reason: "clean idle instance had no pool message"}},
-		Stuck:     []refresh.Decision{{Pool: "linux", Reason: "run 7 held it past its lease"}},
+		Terminated: []refresh.Decision{{Pool: "linux", Kind: refresh.KindExpired}, {Pool: "linux", Kind: refresh.KindUnrecorded}, {Pool: "linux", Kind: refresh.KindGone},
+			{Pool: "linux", Kind: refresh.KindInterrupted}},
+		Expired:   []refresh.Decision{{Pool: "linux", Kind: refresh.KindStale}, {Pool: "linux", Kind: refresh.KindRetired}},
+		Repooled:  []refresh.Decision{{Pool: "linux", Kind: refresh.KindRepooled}},
+		Stuck:     []refresh.Decision{{Pool: "linux", Kind: refresh.KindStuck}},
 		Instances: map[string]map[state.State]int{"linux": {state.Idle: 3, state.Running: 2, state.Created: 0}},
 	}
 	p := read(t, invocationMetrics(bundle.HandlerRefresh, nil, rf, false, 1, -1))

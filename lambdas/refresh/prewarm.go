@@ -32,14 +32,14 @@ func warming(inst *state.Instance) bool { return inst.State == state.Created && 
 // its assignment, and expires one whose pre-runner script failed.
 func (r *refresher) joinPool(ctx context.Context, p *state.PoolConfig, inst *state.Instance) {
 	if s, failed := inst.SignalFor(state.SignalFailed); failed {
-		r.expire(ctx, p, inst, "pre-warmed, but its pre-runner script failed: "+s.Detail)
+		r.expire(ctx, p, inst, KindRetired, "pre-warmed, but its pre-runner script failed: "+s.Detail)
 		return
 	}
 	if _, ok := inst.SignalFor(state.SignalOK); !ok {
 		return // still booting
 	}
 	if _, err := r.d.Store.JoinPool(ctx, inst.Ref(), state.D(p.Timings.IdleTTL)); err == nil {
-		r.out.Joined = append(r.out.Joined, Decision{inst.ID, p.Name, "pre-warmed: its pre-runner script succeeded"})
+		r.out.Joined = append(r.out.Joined, Decision{inst.ID, p.Name, "pre-warmed: its pre-runner script succeeded", KindJoined})
 	} else if state.ClauseOf(err) == "" {
 		r.fail(err)
 	}
@@ -64,7 +64,7 @@ func (r *refresher) topUp(ctx context.Context, p *state.PoolConfig, warm, live i
 	ids, err := r.prewarm(ctx, p, n)
 	reason := fmt.Sprintf("idle window %q keeps %d idle, %d were idle or warming", w.Cron, w.IdleCount, warm)
 	for _, id := range ids {
-		r.out.Prewarmed = append(r.out.Prewarmed, Decision{id, p.Name, reason})
+		r.out.Prewarmed = append(r.out.Prewarmed, Decision{id, p.Name, reason, KindPrewarmed})
 	}
 	switch {
 	case state.IsCapacity(err):

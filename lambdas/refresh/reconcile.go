@@ -82,16 +82,16 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 		if inEC2[id] || r.now.Sub(time.Unix(inst.LaunchedAt, 0)) < grace[inst.Pool] {
 			continue
 		}
-		reason := ReasonGone
+		reason, kind := ReasonGone, KindGone
 		// The record (read whole by pool) says whether its agent heard a
 		// spot interruption notice: EC2 took the instance back, which is
 		// no repair but the price of spot.
 		if _, interrupted := inst.SignalFor(state.SignalInterrupted); interrupted {
-			reason = ReasonGoneInterrupted
+			reason, kind = ReasonGoneInterrupted, KindInterrupted
 		}
 		if _, err := r.d.Store.Terminate(ctx, id, state.Termination{Assignment: inst.Assignment, Reason: reason}); err == nil {
 			gone = append(gone, inst)
-			r.out.Terminated = append(r.out.Terminated, Decision{id, inst.Pool, reason})
+			r.out.Terminated = append(r.out.Terminated, Decision{id, inst.Pool, reason, kind})
 		} else if state.ClauseOf(err) == "" {
 			r.fail(err)
 		}
@@ -129,7 +129,7 @@ func (r *refresher) terminateUnrecorded(ctx context.Context, candidates []LiveIn
 			reason = "its record says terminated"
 		}
 		orphans = append(orphans, in.ID)
-		decisions = append(decisions, Decision{in.ID, in.Pool, reason})
+		decisions = append(decisions, Decision{in.ID, in.Pool, reason, KindUnrecorded})
 	}
 	if len(orphans) == 0 {
 		return nil

@@ -59,12 +59,31 @@ type LiveInstance struct {
 	LaunchedAt time.Time
 }
 
-// Decision is one thing refresh did, with why.
+// Decision is one thing refresh did, with why: Kind for machines (the
+// metrics count by it), Reason for people.
 type Decision struct {
 	InstanceID string `json:"instanceId"`
 	Pool       string `json:"pool,omitempty"`
 	Reason     string `json:"reason"`
+	Kind       Kind   `json:"kind"`
 }
+
+// Kind is what a decision was.
+type Kind string
+
+const (
+	KindExpired     Kind = "expired"           // a lease ran out: terminated
+	KindUnrecorded  Kind = "unrecorded"        // an instance without a live record: terminated
+	KindGone        Kind = "gone"              // a record whose instance EC2 no longer has: closed
+	KindInterrupted Kind = "interrupted"       // the same after the agent's spot interruption notice
+	KindStale       Kind = "stale"             // a silent agent: lease expired
+	KindRetired     Kind = "retired"           // a drained pool's, or a pre-warmed one whose script failed: lease expired
+	KindKept        Kind = "kept"              // a silent agent whose runner GitHub says is online (or could not say)
+	KindRepooled    Kind = "lost-pool-message" // a clean idle instance's pool message sent again
+	KindStuck       Kind = "stuck"             // a running instance whose lease ran out (also in Terminated)
+	KindPrewarmed   Kind = "prewarmed"         // launched with no run for an idle window
+	KindJoined      Kind = "joined"            // a pre-warmed instance that became idle
+)
 
 // Output summarises a refresh.
 type Output struct {
@@ -228,7 +247,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 	// runtime (a hung job, or a workflow that never released): a stuck run.
 	for _, d := range r.out.Terminated[before:] {
 		if inst := records[d.InstanceID]; inst != nil && inst.State == state.Running {
-			r.out.Stuck = append(r.out.Stuck, Decision{d.InstanceID, p.Name, "run " + inst.RunID + " held it past its lease"})
+			r.out.Stuck = append(r.out.Stuck, Decision{d.InstanceID, p.Name, "run " + inst.RunID + " held it past its lease", KindStuck})
 		}
 	}
 	r.topUp(ctx, p, warm, live)
@@ -247,21 +266,21 @@ func (r *refresher) silent(ctx context.Context, p *state.PoolConfig, inst *state
 		rn, err := r.d.GitHub.GetRunner(ctx, inst.Owner, inst.GithubRunnerID)
 		switch {
 		case err != nil && !github.IsNotFound(err):
-			r.out.Kept = append(r.out.Kept, Decision{inst.ID, p.Name, reason + "; kept: its runner could not be read: " + err.Error()})
+			r.out.Kept = append(r.out.Kept, Decision{inst.ID, p.Name, reason + "; kept: its runner could not be read: " + err.Error(), KindKept})
 			return
 		case err == nil && rn.Status == "online":
-			r.out.Kept = append(r.out.Kept, Decision{inst.ID, p.Name, reason + "; kept: its runner is online on GitHub"})
+			r.out.Kept = append(r.out.Kept, Decision{inst.ID, p.Name, reason + "; kept: its runner is online on GitHub", KindKept})
 			return
 		}
 	}
-	r.expire(ctx, p, inst, reason)
+	r.expire(ctx, p, inst, KindStale, reason)
 }
 
 // expire ends inst's lease (refresh terminates it next) and notes it; a
 // write refused because the record moved on is no failure.
-func (r *refresher) expire(ctx context.Context, p *state.PoolConfig, inst *state.Instance, reason string) {
+func (r *refresher) expire(ctx context.Context, p *state.PoolConfig, inst *state.Instance, kind Kind, reason string) {
 	if _, err := r.d.Store.Expire(ctx, inst.Ref(), reason); err == nil {
-		r.out.Expired = append(r.out.Expired, Decision{inst.ID, p.Name, reason})
+		r.out.Expired = append(r.out.Expired, Decision{inst.ID, p.Name, reason, kind})
 	} else if state.ClauseOf(err) == "" {
 		r.fail(err)
 	}
@@ -271,7 +290,7 @@ func (r *refresher) expire(ctx context.Context, p *state.PoolConfig, inst *state
 // draining pool it retires the instance instead.
 func (r *refresher) repool(ctx context.Context, p *state.PoolConfig, inst *state.Instance) {
 	if p.Draining {
-		r.expire(ctx, p, inst, "pool draining")
+		r.expire(ctx, p, inst, KindRetired, "pool draining")
 		return
 	}
 	msg := pool.Message{InstanceID: inst.ID, Pool: inst.Pool, InstanceType: inst.InstanceType, UsageClass: inst.UsageClass, IdleUntil: inst.Threshold}
@@ -280,7 +299,7 @@ func (r *refresher) repool(ctx context.Context, p *state.PoolConfig, inst *state
 		return
 	}
 	if _, err := r.d.Store.MarkPooled(ctx, inst.Ref()); err == nil {
-		r.out.Repooled = append(r.out.Repooled, Decision{inst.ID, p.Name, "clean idle instance had no pool message"})
+		r.out.Repooled = append(r.out.Repooled, Decision{inst.ID, p.Name, "clean idle instance had no pool message", KindRepooled})
 	}
 }
 
@@ -294,7 +313,7 @@ func (r *refresher) terminate(ctx context.Context, insts []*state.Instance, reas
 		if inst.TerminatedReason != "" {
 			why = reason + ": " + inst.TerminatedReason
 		}
-		r.out.Terminated = append(r.out.Terminated, Decision{inst.ID, inst.Pool, why})
+		r.out.Terminated = append(r.out.Terminated, Decision{inst.ID, inst.Pool, why, KindExpired})
 	}
 	return err
 }

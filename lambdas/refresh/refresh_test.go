@@ -385,6 +385,9 @@ func TestAnInstanceGoneAfterASpotNoticeIsClosedAsInterrupted(t *testing.T) {
 	got := map[string]string{}
 	for _, d := range out.Terminated {
 		got[d.InstanceID] = d.Reason
+		if want := map[string]refresh.Kind{interrupted.ID: refresh.KindInterrupted, lost.ID: refresh.KindGone}[d.InstanceID]; d.Kind != want {
+			t.Errorf("%s: kind %q, want %q", d.InstanceID, d.Kind, want)
+		}
 	}
 	if got[interrupted.ID] != refresh.ReasonGoneInterrupted || got[lost.ID] != refresh.ReasonGone {
 		t.Fatalf("terminated %v, want %s %q and %s %q", got, interrupted.ID, refresh.ReasonGoneInterrupted, lost.ID, refresh.ReasonGone)
@@ -413,7 +416,7 @@ func TestARunHoldingAnInstancePastItsLeaseIsReportedStuck(t *testing.T) {
 	if !terminated[hung.ID] || !terminated[idle.ID] {
 		t.Fatalf("terminated %v, want both %s and %s (their leases ran out)", terminated, hung.ID, idle.ID)
 	}
-	if len(out.Stuck) != 1 || out.Stuck[0].InstanceID != hung.ID || !strings.Contains(out.Stuck[0].Reason, "run-hung") {
+	if len(out.Stuck) != 1 || out.Stuck[0].InstanceID != hung.ID || !strings.Contains(out.Stuck[0].Reason, "run-hung") || out.Stuck[0].Kind != refresh.KindStuck {
 		t.Fatalf("stuck %+v, want only %s, naming run-hung", out.Stuck, hung.ID)
 	}
 }
