@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
-	"strings"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/metrics"
@@ -113,13 +113,10 @@ func provisionMetrics(o *provision.Output) metrics.Record {
 	return r
 }
 
-// The "reason" dimension of terminations and repairs: refresh's decision
-// kinds (refresh.Kind: expired, stale, retired, unrecorded, interrupted;
-// repairs unrecorded, gone, lost-pool-message) and scale-down's two.
-const (
-	reasonScaleDown = "scale-down" // beyond the idle quota, or not reusable
-	reasonOrphan    = "orphan"     // a confirmed orphan
-)
+// The "reason" dimension of terminations and repairs is the decision's
+// kind: refresh's (expired, stale, retired, unrecorded, interrupted;
+// repairs unrecorded, gone, lost-pool-message) and scale-down's
+// (scale-down, orphan).
 
 func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 	terms := map[[2]string]int{}
@@ -170,11 +167,7 @@ func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 func scaleDownMetrics(handler string, o *scaledown.Output) []metrics.Record {
 	terms := map[[2]string]int{}
 	for _, d := range o.Terminated {
-		reason := reasonScaleDown
-		if strings.HasPrefix(d.Reason, "confirmed orphan") {
-			reason = reasonOrphan
-		}
-		terms[[2]string{d.Pool, reason}]++
+		terms[[2]string{d.Pool, string(cmp.Or(d.Kind, scaledown.KindScaleDown))}]++
 	}
 	kept := map[string]int{}
 	for _, d := range o.Kept {

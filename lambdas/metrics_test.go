@@ -107,7 +107,7 @@ func TestTerminationsAndRepairsAreCountedByReason(t *testing.T) {
 		t.Errorf("StuckRuns = %v, want 1", got)
 	}
 	sd := &scaledown.Output{
-		Terminated: []scaledown.Decision{{Pool: "linux", Reason: "idle beyond the idle quota"}, {Reason: "confirmed orphan: no live lease and no runner id to check"}},
+		Terminated: []scaledown.Decision{{Pool: "linux", Kind: scaledown.KindScaleDown}, {Kind: scaledown.KindOrphan}},
 		Kept:       []scaledown.Decision{{Pool: "linux", Action: scaledown.Renew}, {Pool: "linux", Action: scaledown.Keep}},
 	}
 	p = read(t, invocationMetrics(bundle.HandlerScaleDown, nil, sd, false, 1, -1))

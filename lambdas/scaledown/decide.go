@@ -37,12 +37,22 @@ const (
 	Untag     Action = "untag"     // remove ghr:orphan (a false positive)
 )
 
+// Kind is what a termination was.
+type Kind string
+
+const (
+	KindScaleDown Kind = "scale-down" // beyond the idle quota, not reusable, or finishing a termination
+	KindOrphan    Kind = "orphan"     // a confirmed orphan
+)
+
 // Decision is the verdict on one instance, with why.
 type Decision struct {
 	InstanceID string `json:"instanceId"`
 	Pool       string `json:"pool,omitempty"`
 	Action     Action `json:"-"`
 	Reason     string `json:"reason"`
+	// Kind of a termination, for machines (the metrics count by it).
+	Kind Kind `json:"kind,omitempty"`
 	// Deregister are runners of the instance's earlier uses, deleted once
 	// the record's conditional write succeeded (never before).
 	Deregister []int64 `json:"-"`
@@ -140,7 +150,7 @@ func orphanDecision(in Input, inst fleet.Instance, tagged string) Decision {
 	}
 	id := runnerIDOf(inst, rec)
 	if id == 0 {
-		d.Action, d.Reason = Terminate, "confirmed orphan: no live lease and no runner id to check"
+		d.Action, d.Reason, d.Kind = Terminate, "confirmed orphan: no live lease and no runner id to check", KindOrphan
 		return d
 	}
 	r, found, err := in.Runner(d.Owner, id)
@@ -148,11 +158,11 @@ func orphanDecision(in Input, inst fleet.Instance, tagged string) Decision {
 	case err != nil:
 		d.Action, d.Reason = Keep, "orphan not checked: GitHub answered "+err.Error()
 	case !found:
-		d.Action, d.Reason = Terminate, "confirmed orphan: no live lease and its runner is gone from GitHub"
+		d.Action, d.Reason, d.Kind = Terminate, "confirmed orphan: no live lease and its runner is gone from GitHub", KindOrphan
 	case r.Status == "offline" && r.Busy:
 		// A ghost runner cannot be deleted while GitHub thinks it busy; the
 		// instance goes anyway, as the seed says.
-		d.Action, d.Reason = Terminate, "confirmed orphan: its runner is offline and busy"
+		d.Action, d.Reason, d.Kind = Terminate, "confirmed orphan: its runner is offline and busy", KindOrphan
 	default:
 		d.Action, d.Reason = Untag, "false positive: its runner exists and is healthy"
 	}
@@ -203,7 +213,7 @@ func decidePool(in Input, idx runnerIndex, poolName string, insts []fleet.Instan
 		case rec != nil && rec.State == state.Terminated:
 			// A terminated record never comes back: the instance is left
 			// over from a termination cut off between the record and EC2.
-			d.Action, d.Reason = Terminate, "its record is terminated: finishing the termination"
+			d.Action, d.Reason, d.Kind = Terminate, "its record is terminated: finishing the termination", KindScaleDown
 			if rec.TerminatedReason != "" {
 				d.Reason = "its record is terminated (" + rec.TerminatedReason + "): finishing the termination"
 			}
@@ -264,18 +274,18 @@ func idleDecision(now time.Time, runners []github.Runner, pool state.PoolConfig,
 		}
 	}
 	if busy {
-		d.Action, d.Reason = Terminate, "pooled but its runner is busy on GitHub: not reusable (the runner is left for the ghost sweep)"
+		d.Action, d.Reason, d.Kind = Terminate, "pooled but its runner is busy on GitHub: not reusable (the runner is left for the ghost sweep)", KindScaleDown
 		return d, quota
 	}
 	if why := unclaimable(pool, rec, now); why != "" {
-		d.Action, d.Reason = Terminate, "not reusable: "+why
+		d.Action, d.Reason, d.Kind = Terminate, "not reusable: "+why, KindScaleDown
 		return d, quota
 	}
 	if quota > 0 {
 		d.Action, d.Reason = Renew, "within the idle quota"
 		return d, quota - 1
 	}
-	d.Action, d.Reason = Terminate, "idle beyond the idle quota"
+	d.Action, d.Reason, d.Kind = Terminate, "idle beyond the idle quota", KindScaleDown
 	return d, quota
 }
 

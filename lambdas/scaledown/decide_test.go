@@ -152,6 +152,17 @@ func TestDecisionTable(t *testing.T) {
 			if r.deregister != nil && !slices.Equal(got[0].Deregister, r.deregister) {
 				t.Fatalf("deregister %v, want %v", got[0].Deregister, r.deregister)
 			}
+			// Every termination says its kind: a confirmed orphan (phase 2
+			// of an orphan tag), or scale-down's own.
+			if got[0].Action == Terminate {
+				want := KindScaleDown
+				if r.tags[fleet.TagOrphan] != "" {
+					want = KindOrphan
+				}
+				if got[0].Kind != want {
+					t.Fatalf("kind %q, want %q", got[0].Kind, want)
+				}
+			}
 		})
 	}
 }
