@@ -123,17 +123,15 @@ func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 	repairs := map[[2]string]int{}
 	interrupted := map[string]int{}
 	for _, d := range o.Terminated {
-		switch d.Kind {
-		case refresh.KindInterrupted:
-			terms[[2]string{d.Pool, string(d.Kind)}]++
+		k := [2]string{d.Pool, string(d.Kind)}
+		if d.Kind != refresh.KindGone { // a record closed is no termination
+			terms[k]++
+		}
+		if d.Kind == refresh.KindGone || d.Kind == refresh.KindUnrecorded {
+			repairs[k]++
+		}
+		if d.Kind == refresh.KindInterrupted {
 			interrupted[d.Pool]++
-		case refresh.KindGone:
-			repairs[[2]string{d.Pool, string(d.Kind)}]++
-		case refresh.KindUnrecorded:
-			terms[[2]string{d.Pool, string(d.Kind)}]++
-			repairs[[2]string{d.Pool, string(d.Kind)}]++
-		default: // expired
-			terms[[2]string{d.Pool, string(d.Kind)}]++
 		}
 	}
 	for _, d := range o.Expired { // stale or retired

@@ -78,10 +78,11 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 	if m.PreRunnerScript.IsUnknown() || m.CleanupScript.IsUnknown() || m.AgentPath.IsUnknown() || m.AgentEndpoint.IsUnknown() {
 		return
 	}
-	if m.RunnerTarballURL.IsNull() && !m.RunnerVersion.IsUnknown() && !m.RunnerVersion.IsNull() && !runnerrelease.Known(m.RunnerVersion.ValueString()) {
-		_, _, err := runnerrelease.Tarball(m.RunnerVersion.ValueString(), "amd64")
-		resp.Diagnostics.AddAttributeError(path.Root("runner_version"), "Runner release not pinned", err.Error())
-		return
+	if v := m.RunnerVersion; m.RunnerTarballURL.IsNull() && !v.IsUnknown() && !v.IsNull() {
+		if _, _, err := runnerrelease.Tarball(v.ValueString(), "amd64"); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("runner_version"), "Runner release not pinned", err.Error())
+			return
+		}
 	}
 	if _, err := r.userData(m, "amd64", "table-placeholder", "us-east-1", strings.Repeat("0", 64), "https://bucket.s3.us-east-1.amazonaws.com/agent/x/ghrunner-agent"); err != nil {
 		resp.Diagnostics.AddError("Invalid user data settings", err.Error())

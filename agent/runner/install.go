@@ -2,7 +2,6 @@ package runner
 
 import (
 	"archive/tar"
-	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -14,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 )
@@ -83,26 +81,25 @@ func unpackAtomically(r io.Reader, dir string) error {
 	if err != nil {
 		return err
 	}
-	slices.SortStableFunc(entries, func(a, b os.DirEntry) int {
-		return cmp.Compare(boolInt(a.Name() == "config.sh"), boolInt(b.Name() == "config.sh"))
-	})
-	for _, e := range entries {
-		dst := filepath.Join(dir, e.Name())
+	move := func(name string) error {
+		dst := filepath.Join(dir, name)
 		if err := os.RemoveAll(dst); err != nil { // what an interrupted install left
 			return err
 		}
-		if err := os.Rename(filepath.Join(staging, e.Name()), dst); err != nil {
+		return os.Rename(filepath.Join(staging, name), dst)
+	}
+	hasConfig := false
+	for _, e := range entries {
+		if e.Name() == "config.sh" {
+			hasConfig = true
+		} else if err := move(e.Name()); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
+	if !hasConfig {
+		return nil
 	}
-	return 0
+	return move("config.sh")
 }
 
 // installDependencies runs the runner's own bin/installdependencies.sh (as

@@ -16,6 +16,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"golang.org/x/mod/semver"
 )
 
 // Default is the release a pool installs when it names none.
@@ -38,9 +40,6 @@ func Versions() []string {
 	return slices.SortedFunc(maps.Keys(sha256s), func(a, b string) int { return compare(b, a) })
 }
 
-// Known reports whether version is one this provider pins.
-func Known(version string) bool { _, ok := sha256s[version]; return ok }
-
 // Tarball is the download URL and SHA-256 of version's Linux tarball for
 // goarch (amd64 or arm64).
 func Tarball(version, goarch string) (url, sha256 string, err error) {
@@ -57,16 +56,5 @@ func Tarball(version, goarch string) (url, sha256 string, err error) {
 		sums[goarch], nil
 }
 
-// compare orders dotted numeric versions.
-func compare(a, b string) int {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(as) && i < len(bs); i++ {
-		var x, y int
-		fmt.Sscan(as[i], &x)
-		fmt.Sscan(bs[i], &y)
-		if x != y {
-			return x - y
-		}
-	}
-	return len(as) - len(bs)
-}
+// compare orders release versions (semantic versions without the "v").
+func compare(a, b string) int { return semver.Compare("v"+a, "v"+b) }
