@@ -74,7 +74,7 @@ func TestAnAgentKilledBetweenConfigureAndItsNoteAdoptsTheRunner(t *testing.T) {
 			w.hangAfterConfigure()
 			w.start()
 			w.killAfterConfigure()
-			if rec, _ := w.store.Get(ctx, w.id); answered(rec, state.SignalRegOK, state.SignalRegFailed) {
+			if rec, _ := w.store.Get(ctx, w.key); answered(rec, state.SignalRegOK, state.SignalRegFailed) {
 				t.Fatalf("signals %v before the registration was noted", rec.Signals)
 			}
 
@@ -87,8 +87,8 @@ func TestAnAgentKilledBetweenConfigureAndItsNoteAdoptsTheRunner(t *testing.T) {
 		}},
 		subtest{"the runner of an earlier assignment is removed first", func(t *testing.T) {
 			w := newWorld(t, "")
-			pooled := statetest.Pooled(t, w.store, statetest.Spec{ID: w.id, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
-			claimed, err := w.store.Claim(ctx, pooled.ID, state.ClaimRequest{RunID: "run-1", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
+			pooled := statetest.Pooled(t, w.store, statetest.Spec{ID: w.id, RoleID: testRoleID, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+			claimed, err := w.store.Claim(ctx, pooled.Key, state.ClaimRequest{RunID: "run-1", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
 			must(t, err)
 			w.hangAfterConfigure()
 			w.start()
@@ -115,7 +115,7 @@ func TestAnAgentKilledBetweenConfigureAndItsNoteAdoptsTheRunner(t *testing.T) {
 					t.Fatalf("%s left after the runner was removed", f)
 				}
 			}
-			next, err := w.store.Claim(ctx, idle.ID, state.ClaimRequest{RunID: "run-2", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
+			next, err := w.store.Claim(ctx, idle.Key, state.ClaimRequest{RunID: "run-2", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
 			must(t, err)
 			got := w.wait(next, state.SignalRegOK, state.SignalRegFailed)
 			w.onlyRunner(got, fmt.Sprintf("ghr-%d-%s", next.Uses, w.id))

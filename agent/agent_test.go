@@ -37,13 +37,19 @@ var ctx = context.Background()
 
 // world is one instance with a real agent process, against moto and the
 // fake GitHub, with the test playing the control plane.
+// testRoleID stands for the pool's instance role id (ghrunner_pool.instance_role_id).
+const testRoleID = "AROAAGENTTESTROLE0001"
+
 type world struct {
-	t      testing.TB
-	store  *state.Store
-	ec2    *ec2.Client
-	fake   *fakegithub.Server
-	gh     *github.Client
-	id     string
+	t     testing.TB
+	store *state.Store
+	ec2   *ec2.Client
+	fake  *fakegithub.Server
+	gh    *github.Client
+	id    string
+	// key is the instance's record: keyed with a role id as in
+	// production, so an agent reading the bare id would find nothing.
+	key    state.Key
 	dir    string
 	agent  *exec.Cmd
 	logs   *testbin.Buffer
@@ -73,6 +79,7 @@ func newWorld(t testing.TB, preRunner string) *world {
 	run, err := w.ec2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: images.Images[0].ImageId, MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: ec2types.InstanceTypeC7iLarge})
 	must(t, err)
 	w.id = aws.ToString(run.Instances[0].InstanceId)
+	w.key = state.InstanceKey(testRoleID, w.id)
 	w.dir = t.TempDir()
 	bin, err := fakegithub.BuildRunner()
 	must(t, err)
@@ -82,7 +89,7 @@ func newWorld(t testing.TB, preRunner string) *world {
 	w.imds = imds
 
 	cfg := config.Defaults()
-	cfg.Table, cfg.Endpoint, cfg.IMDSEndpoint = w.store.Table(), env.URL, imds.URL()
+	cfg.Table, cfg.RoleID, cfg.Endpoint, cfg.IMDSEndpoint = w.store.Table(), testRoleID, env.URL, imds.URL()
 	cfg.RunnerDir, cfg.RunDir, cfg.WorkDir, cfg.StateDir = filepath.Join(w.dir, "runner"), filepath.Join(w.dir, "run"), filepath.Join(w.dir, "work"), filepath.Join(w.dir, "state")
 	cfg.FirewallFailureFile = filepath.Join(w.dir, "firewall-failed")
 	cfg.HeartbeatInterval = config.Duration{Duration: time.Second}
@@ -163,7 +170,7 @@ func (w *world) create(runID, usageClass string) *state.Instance {
 // createFor is create with a created lease of ttl.
 func (w *world) createFor(runID, usageClass string, ttl time.Duration) *state.Instance {
 	w.t.Helper()
-	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: runID, Assignment: state.NewAssignment(),
+	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, RoleID: testRoleID, Pool: "linux", Owner: "acme", RunID: runID, Assignment: state.NewAssignment(),
 		InstanceType: "c7i.large", UsageClass: usageClass, TTL: ttl, Registration: w.registration()})
 	must(w.t, err)
 	return inst
@@ -185,7 +192,7 @@ func (w *world) wait(inst *state.Instance, ok, failed string) *state.Instance {
 	w.t.Helper()
 	c, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	got, err := w.store.WaitSignal(c, inst.ID, inst.Assignment, ok, failed, 100*time.Millisecond)
+	got, err := w.store.WaitSignal(c, inst.Key, inst.Assignment, ok, failed, 100*time.Millisecond)
 	if err != nil {
 		w.t.Fatalf("waiting for %s: %v\nagent log:\n%s", ok, err, w.logs.String())
 	}
@@ -294,14 +301,14 @@ func TestAgentThroughThreeAssignments(t *testing.T) {
 		}
 		if run < 3 {
 			req := state.ClaimRequest{RunID: fmt.Sprintf("run-%d", run+1), Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()}
-			inst, err = w.store.Claim(ctx, idle.ID, req)
+			inst, err = w.store.Claim(ctx, idle.Key, req)
 			must(t, err)
 		}
 	}
 	if j, _ := w.fake.Job(foreign); j.State != "queued" {
 		t.Fatalf("a job for another runId ran on this instance: %+v", j)
 	}
-	rec, err := w.store.Get(ctx, w.id)
+	rec, err := w.store.Get(ctx, w.key)
 	must(t, err)
 	if age := time.Since(time.Unix(rec.HeartbeatAt, 0)); age > 3*time.Second {
 		t.Fatalf("heartbeat is %s old", age)
@@ -331,13 +338,13 @@ func TestFailingPreRunnerScript(t *testing.T) {
 	w.start()
 	c, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	_, err := w.store.WaitSignal(c, inst.ID, inst.Assignment, state.SignalOK, state.SignalFailed, 100*time.Millisecond)
+	_, err := w.store.WaitSignal(c, inst.Key, inst.Assignment, state.SignalOK, state.SignalFailed, 100*time.Millisecond)
 	var failed *state.SignalFailedError
 	if !asSignalFailed(err, &failed) || !strings.Contains(failed.Detail, "package not found") || !strings.Contains(failed.Detail, "exit status 7") {
 		t.Fatalf("pre-runner failure: %v", err)
 	}
 	// The waiting provision learns at once: no registration, UD_REG_FAILED.
-	_, err = w.store.WaitSignal(c, inst.ID, inst.Assignment, state.SignalRegOK, state.SignalRegFailed, 100*time.Millisecond)
+	_, err = w.store.WaitSignal(c, inst.Key, inst.Assignment, state.SignalRegOK, state.SignalRegFailed, 100*time.Millisecond)
 	if !asSignalFailed(err, &failed) || !strings.Contains(failed.Detail, "pre-runner") {
 		t.Fatalf("registration after failed pre-runner: %v", err)
 	}

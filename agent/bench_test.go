@@ -43,12 +43,12 @@ func BenchmarkAgentIdle(b *testing.B) {
 			c.HeartbeatInterval, c.IdlePoll, c.AssignedPoll = config.Duration{Duration: v.heartbeat}, config.Duration{Duration: v.idle}, def.AssignedPoll
 			raw, _ := json.Marshal(c)
 			must(b, os.WriteFile(cfgPath, raw, 0o600))
-			statetest.Pooled(b, w.store, statetest.Spec{ID: w.id, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+			statetest.Pooled(b, w.store, statetest.Spec{ID: w.id, RoleID: testRoleID, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
 			w.start()
 			time.Sleep(3 * time.Second) // start-up: pre-runner, first signals
 			for _, phase := range v.phases {
 				if phase == "assigned" {
-					inst, err := w.store.Claim(ctx, w.id, state.ClaimRequest{RunID: "bench", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
+					inst, err := w.store.Claim(ctx, w.key, state.ClaimRequest{RunID: "bench", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
 					must(b, err)
 					w.wait(inst, state.SignalRegOK, state.SignalRegFailed)
 					time.Sleep(2 * time.Second)

@@ -48,7 +48,7 @@ func TestAJobsDockerObjectsAreGoneBeforeTheNextRun(t *testing.T) {
 		t.Errorf("base:1 names %s in the pooled instance, want the noted %s", got, baseID)
 	}
 
-	claimed, err := w.store.Claim(ctx, idle.ID, state.ClaimRequest{RunID: "run-b", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
+	claimed, err := w.store.Claim(ctx, idle.Key, state.ClaimRequest{RunID: "run-b", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
 	must(t, err)
 	got := w.wait(claimed, state.SignalRegOK, state.SignalRegFailed)
 	if _, ok := got.SignalFor(state.SignalRegOK); !ok {

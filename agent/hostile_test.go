@@ -113,7 +113,7 @@ func TestAHostileJobOfOneRunReachesNothingOfTheNext(t *testing.T) {
 		t.Error("the runner user still lingers after run A")
 	}
 
-	claimed, err := w.store.Claim(ctx, idle.ID, state.ClaimRequest{RunID: "run-b", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
+	claimed, err := w.store.Claim(ctx, idle.Key, state.ClaimRequest{RunID: "run-b", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
 	must(t, err)
 	tokenB := claimed.Registration.Token
 	got := w.wait(claimed, state.SignalRegOK, state.SignalRegFailed)

@@ -31,7 +31,7 @@ func jitWorld(t *testing.T) (*world, *controlplane.Deps, *state.Instance) {
 		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux"}))
 	_, _, err := w.store.StartRun(ctx, state.Run{ID: "run-a", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-a-jit"})
 	must(t, err)
-	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: "run-a", Assignment: state.NewAssignment(),
+	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, RoleID: testRoleID, Pool: "linux", Owner: "acme", RunID: "run-a", Assignment: state.NewAssignment(),
 		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
 	must(t, err)
 	poll, err := streampoll.New(ctx, env.Config(t).DynamoDB(), env.URL, awstest.Region, w.store.Table())
@@ -87,13 +87,13 @@ func TestAJITRunTakesEachJobOnAFreshSingleJobRunner(t *testing.T) {
 	if n := w.fake.Count("POST /orgs/{org}/actions/runners/registration-token"); n != 0 {
 		t.Errorf("%d registration tokens asked for in a just-in-time run", n)
 	}
-	rec, err := w.store.Get(ctx, w.id)
+	rec, err := w.store.Get(ctx, w.key)
 	must(t, err)
 	if rec.Registration != nil && rec.Registration.Token != "" {
 		t.Fatalf("a token in the record: %v", rec.Registration)
 	}
 
-	rec, err = w.store.Get(ctx, w.id) // the agent may have asked for one more
+	rec, err = w.store.Get(ctx, w.key) // the agent may have asked for one more
 	must(t, err)
 	idle, err := w.store.Release(ctx, rec.Ref(), "run-a", 15*time.Minute, nil)
 	must(t, err)

@@ -118,7 +118,7 @@ func (w *world) watchLease(until time.Time, ahead int64) (moves int) {
 	w.t.Helper()
 	last := int64(0)
 	for time.Now().Before(until) {
-		rec, err := w.store.Get(ctx, w.id)
+		rec, err := w.store.Get(ctx, w.key)
 		must(w.t, err)
 		now := time.Now()
 		switch {
@@ -156,7 +156,7 @@ func TestAJobLongerThanMaxRuntimeKeepsItsLeaseUpToTheCap(t *testing.T) {
 			if j, _ := w.fake.Job(job); j.State != fakegithub.JobRunning {
 				t.Fatalf("job %s before the cap", j.State)
 			}
-			got, err := w.store.Get(ctx, w.id)
+			got, err := w.store.Get(ctx, w.key)
 			must(t, err)
 			if got.Threshold != rec.LeaseCap {
 				t.Fatalf("threshold %d at the end, want the cap %d", got.Threshold, rec.LeaseCap)
@@ -265,7 +265,7 @@ func TestADynamoDBOutageDoesNotCutAJobShortButTheLeaseStillEnds(t *testing.T) {
 			if st := out.Reservations[0].Instances[0].State.Name; st != ec2types.InstanceStateNameRunning {
 				t.Fatalf("instance %s before the runtime cap", st)
 			}
-			got, err := w.store.Get(ctx, w.id)
+			got, err := w.store.Get(ctx, w.key)
 			must(t, err)
 			if !got.Expired(time.Now()) {
 				t.Fatalf("lease extended to %d during the outage", got.Threshold)

@@ -104,6 +104,7 @@ and region come from the instance metadata service (IMDSv2).
 	agent := &lifecycle.Agent{
 		Config:     cfg,
 		InstanceID: id.InstanceID,
+		Key:        state.InstanceKey(cfg.RoleID, id.InstanceID),
 		Now:        now,
 		Store:      store,
 		EC2:        aws.EC2(),
@@ -111,7 +112,7 @@ and region come from the instance metadata service (IMDSv2).
 		Runner:     run,
 		Log:        log,
 	}
-	log.Info("agent starting", "instanceId", id.InstanceID, "region", region, "table", cfg.Table)
+	log.Info("agent starting", "instanceId", id.InstanceID, "record", agent.Key, "region", region, "table", cfg.Table)
 	err = agent.Run(ctx)
 	if errors.Is(err, lifecycle.ErrTerminated) || errors.Is(err, context.Canceled) {
 		log.Info("agent stopped", "reason", err.Error())

@@ -51,7 +51,7 @@ func TestRunIsolationOnAPooledInstance(t *testing.T) {
 		t.Fatalf("remove token kept in the pooled record: %v", clean.Registration)
 	}
 
-	claimed, err := w.store.Claim(ctx, idle.ID, state.ClaimRequest{RunID: "run-b", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
+	claimed, err := w.store.Claim(ctx, idle.Key, state.ClaimRequest{RunID: "run-b", Pool: "linux", Owner: "acme", ClaimTTL: 5 * time.Minute, Registration: w.registration()})
 	must(t, err)
 	w.wait(claimed, state.SignalRegOK, state.SignalRegFailed)
 	secrets = append(secrets, w.fake.Secrets()...)
@@ -85,7 +85,7 @@ func TestTheRunnerTakesTheLabelAndGroupOfItsRegistration(t *testing.T) {
 	w.fake.AddRunnerGroup("acme", "ci")
 	reg := w.registration()
 	reg.Labels, reg.Group = "ghr-run-a-abcdefghijklmnop", "ci"
-	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, Pool: "linux", Owner: "acme", RunID: "run-a", Assignment: state.NewAssignment(),
+	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, RoleID: testRoleID, Pool: "linux", Owner: "acme", RunID: "run-a", Assignment: state.NewAssignment(),
 		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute, Registration: reg})
 	must(t, err)
 	w.start()
@@ -121,7 +121,7 @@ func TestAnInstanceThatCannotBlockIMDSSignalsFailedAndRunsNoJob(t *testing.T) {
 	if rs := w.fake.Runners(); len(rs) != 0 {
 		t.Fatalf("a runner was registered on an instance whose jobs could reach IMDS: %+v", rs)
 	}
-	if rec, _ := w.store.Get(ctx, w.id); answered(rec, state.SignalRegOK) {
+	if rec, _ := w.store.Get(ctx, w.key); answered(rec, state.SignalRegOK) {
 		t.Fatalf("UD_REG_OK on an instance whose jobs could reach IMDS: %v", rec.Signals)
 	}
 }
@@ -157,7 +157,7 @@ func TestARunnerUserThatReachesIMDSGetsNoJob(t *testing.T) {
 		must(t, err)
 		c, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		clean, err := w.store.WaitSignal(c, idle.ID, idle.Assignment, state.SignalRemoveRegFailed, state.SignalRemoveRegOK, 100*time.Millisecond)
+		clean, err := w.store.WaitSignal(c, idle.Key, idle.Assignment, state.SignalRemoveRegFailed, state.SignalRemoveRegOK, 100*time.Millisecond)
 		must(t, err)
 		if sig, failed := clean.SignalFor(state.SignalRemoveRegFailed); !failed || !strings.Contains(sig.Detail, "reaches the instance metadata service") {
 			t.Fatalf("signals %v, want UD_REMOVE_REG_FAILED saying the runner user reaches IMDS (never pooled)", clean.Signals)
@@ -183,7 +183,7 @@ func TestAJobCannotAimTheDeregistrationAtAnotherRunner(t *testing.T) {
 	must(t, err)
 	c, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	clean, err := w.store.WaitSignal(c, idle.ID, idle.Assignment, state.SignalRemoveRegFailed, state.SignalRemoveRegOK, 100*time.Millisecond)
+	clean, err := w.store.WaitSignal(c, idle.Key, idle.Assignment, state.SignalRemoveRegFailed, state.SignalRemoveRegOK, 100*time.Millisecond)
 	if _, ok := w.fake.Runner(decoy); !ok {
 		t.Fatal("the runner the job pointed .runner at was deleted")
 	}

@@ -209,7 +209,7 @@ func BenchmarkScaleDown1000(b *testing.B) {
 		}
 		for i, inst := range launched {
 			runnerIDs[inst.InstanceID] = d.fake.AddRunner(owner, state.RunnerName(1, inst.InstanceID), false, "linux")
-			_, err := d.store.Create(ctx, state.NewInstance{ID: inst.InstanceID, Pool: d.pool.Name, Owner: owner, RunID: fmt.Sprintf("r-%d-%d", o, i), Assignment: state.NewAssignment(),
+			_, err := d.store.Create(ctx, state.NewInstance{ID: inst.InstanceID, RoleID: d.pool.InstanceRoleID, Pool: d.pool.Name, Owner: owner, RunID: fmt.Sprintf("r-%d-%d", o, i), Assignment: state.NewAssignment(),
 				InstanceType: inst.InstanceType, UsageClass: "on-demand", TTL: time.Hour})
 			must(b, err)
 		}
@@ -232,7 +232,7 @@ func BenchmarkScaleDown1000(b *testing.B) {
 		// side (one paginated DescribeInstances) is the same as ours.
 		gc, err := github.New(github.Config{BaseURL: d.fake.URL(), AppID: d.fake.AppID, PrivateKeyPEM: d.fake.PrivateKeyPEM})
 		must(b, err)
-		recs, err := d.store.GetMany(ctx, instanceIDs(b, d))
+		recs, err := d.store.ByInstanceID(ctx, instanceIDs(b, d), d.roles)
 		must(b, err)
 		calls := d.fake.Count("GET /orgs/{org}/actions/runners/{id}") + d.fake.Count("GET /repos/{org}/{repo}/actions/runners/{id}")
 		start = time.Now()

@@ -98,7 +98,10 @@ func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 		Name: "linux", Owner: "acme", QueueURL: aws.ToString(q.QueueUrl), LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId),
 		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large", "m7i.large"}, SubnetIDs: []string{aws.ToString(sn.Subnet.SubnetId)},
 		UsageClass: "on-demand", MaxInstances: 20, OS: "linux", Tags: map[string]string{"cost-center": "ci"},
-		Timings: state.Timings{CreatedTTL: 60, ClaimTTL: 30, MaxRuntime: 600, IdleTTL: 300, BootTime: 30, HeartbeatInterval: 1, StaleAfter: 10, ReleaseWait: 20},
+		// Records are keyed <role id>:<instance id> as in production: a
+		// function or test reading by the bare id finds nothing.
+		InstanceRoleID: "AROALAMBDASTESTPOOL01",
+		Timings:        state.Timings{CreatedTTL: 60, ClaimTTL: 30, MaxRuntime: 600, IdleTTL: 300, BootTime: 30, HeartbeatInterval: 1, StaleAfter: 10, ReleaseWait: 20},
 	}
 	if tune != nil {
 		tune(&d.pool)
@@ -130,7 +133,7 @@ func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 		RunnerUsers: true, // jobs run as an unprivileged user, as on EC2 (the tests run as root)
 		Config: func(string, map[string]string) config.Config {
 			c := config.Defaults()
-			c.Table, c.Endpoint = d.name, env.URL
+			c.Table, c.Endpoint, c.RoleID = d.name, env.URL, d.pool.InstanceRoleID
 			// The agents beat at the pool's interval, as the user data sets it.
 			c.HeartbeatInterval = config.Duration{Duration: state.D(d.pool.Timings.HeartbeatInterval)}
 			c.IdlePoll = config.Duration{Duration: 200 * time.Millisecond}
@@ -223,12 +226,19 @@ func launchRequest(d *deployment) fleet.LaunchRequest {
 		Pool: d.pool.Name, Owner: d.pool.Owner, Assignment: state.NewAssignment()}
 }
 
+// key is the key of the record of the pool's instance id.
+func (d *deployment) key(id string) state.Key { return d.pool.RecordKey(id) }
+
+// roles answers state.Store.ByInstanceID: every instance of the test's
+// pools has the pool's role.
+func (d *deployment) roles(string) string { return d.pool.InstanceRoleID }
+
 // drain retires every pooled instance (expire, then refresh terminates).
 func (d *deployment) drain() {
 	idle, err := d.store.ByPoolState(ctx, d.pool.Name, state.Idle, time.Time{})
 	must(d.t, err)
 	for _, inst := range idle {
-		rec, err := d.store.Get(ctx, inst.ID)
+		rec, err := d.store.Get(ctx, inst.Key)
 		must(d.t, err)
 		_, err = d.store.Expire(ctx, rec.Ref(), "drain")
 		must(d.t, err)

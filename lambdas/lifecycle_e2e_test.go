@@ -26,7 +26,7 @@ func TestLifecycleWalkthrough(t *testing.T) {
 	if len(live) != 1 || live[0].Tags["cost-center"] != "ci" {
 		t.Fatalf("instance %s tags %+v, want the pool's cost-center=ci", id, live)
 	}
-	rec, err := d.store.Get(ctx, id)
+	rec, err := d.store.Get(ctx, d.key(id))
 	must(t, err)
 	if rec.State != state.Running || rec.RunID != "7890" || rec.Registration != nil {
 		t.Fatalf("record after provision: %s run %q registration kept=%v", rec.State, rec.RunID, rec.Registration != nil)
@@ -47,7 +47,7 @@ func TestLifecycleWalkthrough(t *testing.T) {
 	if len(rel.Released) != 1 || rel.Released[0] != id || len(rel.Expired) != 0 {
 		t.Fatalf("release = %+v", rel)
 	}
-	rec, err = d.store.Get(ctx, id)
+	rec, err = d.store.Get(ctx, d.key(id))
 	must(t, err)
 	if rec.State != state.Idle || !rec.Clean() || rec.PooledAt == 0 || rec.RunID != "" {
 		t.Fatalf("record after release: %+v", rec)

@@ -33,7 +33,7 @@ func (d *deployment) refreshUntilPooled(want int) map[string]bool {
 		must(d.t, err)
 		pooled := 0
 		for _, in := range idle {
-			rec, err := d.store.Get(ctx, in.ID)
+			rec, err := d.store.Get(ctx, in.Key)
 			must(d.t, err)
 			if rec.Clean() && rec.PooledAt != 0 {
 				pooled++

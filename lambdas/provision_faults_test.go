@@ -125,12 +125,12 @@ func TestProvisionReplacesAnInstanceInterruptedWhileItBoots(t *testing.T) {
 			if err != nil || len(recs) == 0 {
 				continue
 			}
-			rec, err := d.store.Get(ctx, recs[0].ID)
+			rec, err := d.store.Get(ctx, recs[0].Key)
 			if err != nil {
 				continue
 			}
 			// What the agent writes when IMDS announces the interruption.
-			must(t, d.store.PutSignal(ctx, rec.ID, rec.Assignment, state.SignalInterrupted, "terminate at "+time.Now().Add(2*time.Minute).Format(time.RFC3339)))
+			must(t, d.store.PutSignal(ctx, rec.Key, rec.Assignment, state.SignalInterrupted, "terminate at "+time.Now().Add(2*time.Minute).Format(time.RFC3339)))
 			interrupted <- rec.ID
 			return
 		}
@@ -145,7 +145,7 @@ func TestProvisionReplacesAnInstanceInterruptedWhileItBoots(t *testing.T) {
 	if out.Status != "ready" || len(out.Instances) != 1 || out.Instances[0].InstanceID == gone {
 		t.Fatalf("provision = %+v: want one ready instance other than the interrupted %s", out, gone)
 	}
-	rec, err := d.store.Get(ctx, gone)
+	rec, err := d.store.Get(ctx, d.key(gone))
 	must(t, err)
 	if rec.State != state.Terminated {
 		t.Fatalf("the interrupted instance is %s, want terminated", rec.State)

@@ -29,7 +29,7 @@ func TestAgentDiesDuringRelease(t *testing.T) {
 	if len(ref.Terminated) != 1 || ref.Terminated[0].InstanceID != id {
 		t.Fatalf("refresh = %+v", ref)
 	}
-	rec, err := d.store.Get(ctx, id)
+	rec, err := d.store.Get(ctx, d.key(id))
 	must(t, err)
 	if rec.State != state.Terminated || rec.PooledAt != 0 {
 		t.Fatalf("record = %+v", rec)

@@ -101,7 +101,7 @@ func scaleDownFleet(b *testing.B, n int) (*deployment, []fleet.Instance) {
 			id := aws.ToString(inst.InstanceId)
 			launched = append(launched, fleet.Instance{ID: id, InstanceType: string(inst.InstanceType), State: "running", LaunchTime: aws.ToTime(inst.LaunchTime),
 				UsageClass: fleet.OnDemand, Tags: map[string]string{fleet.TagEnvironment: d.name, fleet.TagPool: d.pool.Name, fleet.TagOwner: owner}})
-			rec := state.Instance{Key: state.InstanceKey(id), Kind: "instance", ID: id, Pool: d.pool.Name, Owner: owner, Assignment: state.NewAssignment(),
+			rec := state.Instance{Key: d.key(id), Kind: "instance", ID: id, Pool: d.pool.Name, Owner: owner, Assignment: state.NewAssignment(),
 				Threshold: now.Add(time.Hour).Unix(), LaunchedAt: now.Unix(), LaunchTemplateVersion: d.pool.LaunchTemplateVersion,
 				InstanceType: "c7i.large", UsageClass: "on-demand", Uses: 1, Version: 1, Signals: map[string]state.Signal{}}
 			switch k := start + i; {

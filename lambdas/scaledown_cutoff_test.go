@@ -40,7 +40,7 @@ func (c *cutDB) UpdateItem(cx context.Context, in *dynamodb.UpdateItemInput, opt
 func (d *deployment) checkConsistent(ids []string, when string) {
 	d.t.Helper()
 	states := d.ec2States()
-	recs, err := d.store.GetMany(ctx, ids)
+	recs, err := d.store.ByInstanceID(ctx, ids, d.roles)
 	must(d.t, err)
 	for _, id := range ids {
 		rec, st := recs[id], states[id]
@@ -81,7 +81,7 @@ func TestScaleDownCutOffAtARandomPointIsRepairedByTheNextRun(t *testing.T) {
 	first := d.scaleDownHere(cut, state.New(db, d.name), d.gitHub())
 	t.Logf("cut run: %d kept, %d terminated, errors %v", len(first.Kept), len(first.Terminated), first.Errors)
 	states := d.ec2States()
-	recs, err := d.store.GetMany(ctx, ids)
+	recs, err := d.store.ByInstanceID(ctx, ids, d.roles)
 	must(t, err)
 	for _, id := range ids {
 		if !alive(states[id]) && recs[id].State != state.Terminated {
@@ -135,7 +135,7 @@ func TestScaleDownStopsBeforeItsDeadlineAndLeavesNothingHalfDone(t *testing.T) {
 	}
 	d.fake.ClearFaults()
 	states := d.ec2States()
-	recs, err := d.store.GetMany(ctx, ids)
+	recs, err := d.store.ByInstanceID(ctx, ids, d.roles)
 	must(t, err)
 	for _, id := range ids {
 		if recs[id].State == state.Terminated && alive(states[id]) {

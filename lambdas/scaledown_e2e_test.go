@@ -52,21 +52,21 @@ func TestScaleDownAtScale(t *testing.T) {
 			id := res.Instances[0].InstanceID
 			switch i % 3 {
 			case 0: // clean idle in the pool
-				inst, err := d.store.Create(ctx, state.NewInstance{ID: id, Pool: pool, Owner: owner, RunID: "seed", Assignment: req.Assignment, InstanceType: "c7i.large", UsageClass: "on-demand", TTL: time.Hour,
+				inst, err := d.store.Create(ctx, state.NewInstance{ID: id, RoleID: d.pool.InstanceRoleID, Pool: pool, Owner: owner, RunID: "seed", Assignment: req.Assignment, InstanceType: "c7i.large", UsageClass: "on-demand", TTL: time.Hour,
 					LaunchTemplateVersion: d.pool.LaunchTemplateVersion})
 				must(t, err)
-				must(t, d.store.PutSignal(ctx, id, inst.Assignment, state.SignalRegOK, ""))
+				must(t, d.store.PutSignal(ctx, d.key(id), inst.Assignment, state.SignalRegOK, ""))
 				inst, err = d.store.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
 				must(t, err)
 				inst, err = d.store.Release(ctx, inst.Ref(), "seed", time.Hour, nil)
 				must(t, err)
-				must(t, d.store.PutSignal(ctx, id, inst.Assignment, state.SignalRemoveRegOK, ""))
+				must(t, d.store.PutSignal(ctx, d.key(id), inst.Assignment, state.SignalRemoveRegOK, ""))
 				idle = append(idle, id)
 				want[id] = "idle"
 			case 1: // running for a run, registered and busy
-				inst, err := d.store.Create(ctx, state.NewInstance{ID: id, Pool: pool, Owner: owner, RunID: "busy-run", Assignment: req.Assignment, InstanceType: "c7i.large", UsageClass: "on-demand", TTL: time.Hour})
+				inst, err := d.store.Create(ctx, state.NewInstance{ID: id, RoleID: d.pool.InstanceRoleID, Pool: pool, Owner: owner, RunID: "busy-run", Assignment: req.Assignment, InstanceType: "c7i.large", UsageClass: "on-demand", TTL: time.Hour})
 				must(t, err)
-				must(t, d.store.PutSignal(ctx, id, inst.Assignment, state.SignalRegOK, ""))
+				must(t, d.store.PutSignal(ctx, d.key(id), inst.Assignment, state.SignalRegOK, ""))
 				_, err = d.store.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
 				must(t, err)
 				d.fake.AddRunner(owner, fmt.Sprintf("ghr-1-%s", id), true, "busy-run")
@@ -83,14 +83,14 @@ func TestScaleDownAtScale(t *testing.T) {
 	res, err := d.fleet.Launch(ctx, req)
 	must(t, err)
 	stuck := res.Instances[0].InstanceID
-	inst, err := d.store.Create(ctx, state.NewInstance{ID: stuck, Pool: "linux", Owner: "acme", RunID: "seed", Assignment: req.Assignment, InstanceType: "c7i.large", UsageClass: "on-demand", TTL: time.Hour, LaunchedAt: time.Now().Add(-48 * time.Hour)})
+	inst, err := d.store.Create(ctx, state.NewInstance{ID: stuck, RoleID: d.pool.InstanceRoleID, Pool: "linux", Owner: "acme", RunID: "seed", Assignment: req.Assignment, InstanceType: "c7i.large", UsageClass: "on-demand", TTL: time.Hour, LaunchedAt: time.Now().Add(-48 * time.Hour)})
 	must(t, err)
-	must(t, d.store.PutSignal(ctx, stuck, inst.Assignment, state.SignalRegOK, ""))
+	must(t, d.store.PutSignal(ctx, d.key(stuck), inst.Assignment, state.SignalRegOK, ""))
 	inst, err = d.store.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
 	must(t, err)
 	inst, err = d.store.Release(ctx, inst.Ref(), "seed", time.Hour, nil)
 	must(t, err)
-	must(t, d.store.PutSignal(ctx, stuck, inst.Assignment, state.SignalRemoveRegOK, ""))
+	must(t, d.store.PutSignal(ctx, d.key(stuck), inst.Assignment, state.SignalRemoveRegOK, ""))
 	runnerID := d.fake.AddRunner("acme", "ghr-1-"+stuck, false, "seed")
 	d.fake.SetBusy(runnerID, false)
 

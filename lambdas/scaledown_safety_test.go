@@ -58,26 +58,26 @@ func (d *deployment) launchN(n int, owner string) []string {
 // before (0: pre-warmed, never used), through the store's transitions.
 func (d *deployment) pooledIdle(id, owner string, uses int, tune func(*state.NewInstance)) *state.Instance {
 	d.t.Helper()
-	n := state.NewInstance{ID: id, Pool: d.pool.Name, Owner: owner, Assignment: state.NewAssignment(), InstanceType: "c7i.large",
+	n := state.NewInstance{ID: id, RoleID: d.pool.InstanceRoleID, Pool: d.pool.Name, Owner: owner, Assignment: state.NewAssignment(), InstanceType: "c7i.large",
 		UsageClass: "on-demand", LaunchTemplateVersion: d.pool.LaunchTemplateVersion, TTL: time.Hour}
 	if tune != nil {
 		tune(&n)
 	}
 	inst, err := d.store.Create(ctx, n)
 	must(d.t, err)
-	must(d.t, d.store.PutSignal(ctx, id, inst.Assignment, state.SignalOK, ""))
+	must(d.t, d.store.PutSignal(ctx, d.key(id), inst.Assignment, state.SignalOK, ""))
 	// A short idle lease: a renewal (the pool's 300 s) moves it later.
 	inst, err = d.store.JoinPool(ctx, inst.Ref(), time.Minute)
 	must(d.t, err)
 	for i := 0; i < uses; i++ {
-		must(d.t, d.store.PutSignal(ctx, id, inst.Assignment, state.SignalRemoveRegOK, ""))
-		inst, err = d.store.Claim(ctx, id, state.ClaimRequest{RunID: fmt.Sprintf("seed-%d", i), Pool: d.pool.Name, Owner: owner, ClaimTTL: time.Hour})
+		must(d.t, d.store.PutSignal(ctx, d.key(id), inst.Assignment, state.SignalRemoveRegOK, ""))
+		inst, err = d.store.Claim(ctx, d.key(id), state.ClaimRequest{RunID: fmt.Sprintf("seed-%d", i), Pool: d.pool.Name, Owner: owner, ClaimTTL: time.Hour})
 		must(d.t, err)
 		inst, err = d.store.Unclaim(ctx, inst.Ref(), time.Minute, nil)
 		must(d.t, err)
 	}
-	must(d.t, d.store.PutSignal(ctx, id, inst.Assignment, state.SignalRemoveRegOK, ""))
-	inst, err = d.store.Get(ctx, id)
+	must(d.t, d.store.PutSignal(ctx, d.key(id), inst.Assignment, state.SignalRemoveRegOK, ""))
+	inst, err = d.store.Get(ctx, d.key(id))
 	must(d.t, err)
 	return inst
 }
@@ -143,7 +143,7 @@ func TestScaleDownSparesTheRunnerOfARunThatClaimedMeanwhile(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // past the minimum running time
 	var newRunner int64
 	gh := &listHook{Client: d.gitHub(), before: func() {
-		claimed, err := d.store.Claim(ctx, id, state.ClaimRequest{RunID: "late-run", Pool: "linux", Owner: "acme", ClaimTTL: time.Minute})
+		claimed, err := d.store.Claim(ctx, d.key(id), state.ClaimRequest{RunID: "late-run", Pool: "linux", Owner: "acme", ClaimTTL: time.Minute})
 		must(t, err)
 		newRunner = d.fake.AddRunner("acme", state.RunnerName(claimed.Uses, id), false, "late-run")
 	}}
@@ -151,7 +151,7 @@ func TestScaleDownSparesTheRunnerOfARunThatClaimedMeanwhile(t *testing.T) {
 	if _, ok := d.fake.Runner(newRunner); !ok {
 		t.Fatalf("the runner of the run that claimed the instance was deleted; output %+v", out)
 	}
-	rec, err := d.store.Get(ctx, id)
+	rec, err := d.store.Get(ctx, d.key(id))
 	must(t, err)
 	if rec.State != state.Claimed || rec.RunID != "late-run" {
 		t.Fatalf("record: %s for %q, want claimed for late-run", rec.State, rec.RunID)
@@ -185,13 +185,13 @@ func TestScaleDownRetiresIdleInstancesNoClaimCanTake(t *testing.T) {
 		if !strings.Contains(reasons[ids[i]], rule) {
 			t.Errorf("%s: terminated for %q, want a reason naming %s (output %+v)", ids[i], reasons[ids[i]], rule, out)
 		}
-		rec, err := d.store.Get(ctx, ids[i])
+		rec, err := d.store.Get(ctx, d.key(ids[i]))
 		must(t, err)
 		if rec.State != state.Terminated || alive(states[ids[i]]) {
 			t.Errorf("%s: record %s, EC2 %s; want both terminated", ids[i], rec.State, states[ids[i]])
 		}
 	}
-	rec, err := d.store.Get(ctx, ids[3])
+	rec, err := d.store.Get(ctx, d.key(ids[3]))
 	must(t, err)
 	if rec.State != state.Idle || rec.Threshold <= good.Threshold || !alive(states[ids[3]]) {
 		t.Errorf("reusable instance: %s, lease %d (was %d), EC2 %s; want kept and renewed", rec.State, rec.Threshold, good.Threshold, states[ids[3]])
@@ -217,7 +217,7 @@ func TestScaleDownRenewRemovesTheStaleRunner(t *testing.T) {
 	if r, ok := d.fake.Runner(stale); ok {
 		t.Fatalf("stale runner %+v still registered; scale-down said %q", r, out.Kept[0].Reason)
 	}
-	rec, err := d.store.Get(ctx, id)
+	rec, err := d.store.Get(ctx, d.key(id))
 	must(t, err)
 	if rec.State != state.Idle || rec.Threshold <= before.Threshold {
 		t.Fatalf("record %s, lease %d (was %d): want idle and renewed", rec.State, rec.Threshold, before.Threshold)
@@ -234,10 +234,10 @@ func TestScaleDownSweepsGhostRunners(t *testing.T) {
 	d := scaleDownDeploy(t, 5, nil)
 	ids := d.launchN(3, "acme")
 	for _, id := range ids {
-		inst, err := d.store.Create(ctx, state.NewInstance{ID: id, Pool: "linux", Owner: "acme", RunID: "run-" + id, Assignment: state.NewAssignment(), InstanceType: "c7i.large", UsageClass: "on-demand", TTL: time.Hour})
+		inst, err := d.store.Create(ctx, state.NewInstance{ID: id, RoleID: d.pool.InstanceRoleID, Pool: "linux", Owner: "acme", RunID: "run-" + id, Assignment: state.NewAssignment(), InstanceType: "c7i.large", UsageClass: "on-demand", TTL: time.Hour})
 		must(t, err)
 		if id != ids[2] {
-			_, err = d.store.Terminate(ctx, id, state.Termination{Assignment: inst.Assignment, Reason: "test"})
+			_, err = d.store.Terminate(ctx, d.key(id), state.Termination{Assignment: inst.Assignment, Reason: "test"})
 			must(t, err)
 		}
 	}

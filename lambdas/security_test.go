@@ -58,7 +58,7 @@ func TestNoSecretInLogsOutputsOrJobs(t *testing.T) {
 	if len(idle) != 1 {
 		t.Fatalf("%d idle instances, want the reused one", len(idle))
 	}
-	rec, err := d.store.Get(ctx, idle[0].ID)
+	rec, err := d.store.Get(ctx, idle[0].Key)
 	must(t, err)
 	if rec.Registration != nil || !rec.Clean() {
 		t.Errorf("pooled record keeps GitHub material (%v) or is not clean", rec.Registration)

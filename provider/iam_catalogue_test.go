@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/iamsim"
 )
 
@@ -231,14 +232,26 @@ func TestTheAgentReachesOnlyItsOwnInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	self := map[string][]string{"ec2:SourceInstanceARN": {catARN("ec2", "instance/i-self")}}
+	// An instance-profile session: aws:userid is <role id>:<instance id>,
+	// and so is the key of the instance's record (state.InstanceKey).
+	const role = "AROACATALOGUEPOOL0001"
+	own := func(id string) map[string][]string {
+		return map[string][]string{"dynamodb:LeadingKeys": {string(state.InstanceKey(role, id))}}
+	}
+	self := map[string][]string{"ec2:SourceInstanceARN": {catARN("ec2", "instance/i-self")}, "aws:userid": {role + ":i-self"}}
 	pool := tags("aws:ResourceTag/", "ghr:environment", catEnv, "ghr:pool", "linux")
 	runCatalogue(t, e, catSTS("assumed-role/ghr-prod-linux/i-self"), policy, self, []ask{
-		{"read its own record", "dynamodb:GetItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"i-self"}}, true},
+		{"read its own record", "dynamodb:GetItem", catTable, own("i-self"), true},
+		{"write its own record", "dynamodb:UpdateItem", catTable, own("i-self"), true},
+		{"read another instance's record (item 7)", "dynamodb:GetItem", catTable, own("i-other"), false},
+		{"write another instance's record (item 7)", "dynamodb:UpdateItem", catTable, own("i-other"), false},
+		{"read its record by the bare instance id", "dynamodb:GetItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"i-self"}}, false},
+		{"write a record of another pool's role", "dynamodb:UpdateItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"AROAOTHERPOOLROLE0001:i-self"}}, false},
+		{"update without a key", "dynamodb:UpdateItem", catTable, nil, false},
 		{"read a pool config item", "dynamodb:GetItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"pool#linux"}}, false},
 		{"write a run item", "dynamodb:UpdateItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"run#1"}}, false},
-		{"put a record", "dynamodb:PutItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"i-self"}}, false},
-		{"query the table", "dynamodb:Query", catTable, map[string][]string{"dynamodb:LeadingKeys": {"i-self"}}, false},
+		{"put a record", "dynamodb:PutItem", catTable, own("i-self"), false},
+		{"query the table", "dynamodb:Query", catTable, own("i-self"), false},
 		{"scan the table", "dynamodb:Scan", catTable, nil, false},
 		{"terminate itself", "ec2:TerminateInstances", catARN("ec2", "instance/i-self"), iamsim.Merge(pool, map[string][]string{"ec2:InstanceID": {"i-self"}}), true},
 		{"terminate another instance of its pool", "ec2:TerminateInstances", catARN("ec2", "instance/i-other"), iamsim.Merge(pool, map[string][]string{"ec2:InstanceID": {"i-other"}}), false},

@@ -78,14 +78,13 @@ func parseARN(arn string) (arnParts, error) {
 
 // agentPolicy is the instance role's only policy. Every statement is an
 // Allow: anything not listed is denied.
-//   - the agent reads and updates instance records (keys i-…), never pool,
-//     run or token items, and never puts, deletes, queries or scans. IAM
-//     cannot narrow this to the caller's own item while the key is the bare
-//     instance id: the policy variables an instance-profile session carries
-//     (${aws:userid} = ROLEID:i-…, ${ec2:SourceInstanceARN}) never equal
-//     it, and LeadingKeys patterns cannot cut a prefix off a variable. The
-//     store's conditional writes bound to the assignment compensate
-//     (docs/security.md);
+//   - the agent reads and updates its own instance record and nothing else:
+//     records are keyed <role id>:<instance id> (state.InstanceKey), which
+//     is ${aws:userid} of the instance-profile session EC2 gives the
+//     instance, so LeadingKeys = ${aws:userid} matches exactly one item, the
+//     caller's. Never pool, run or token items, another instance's record,
+//     puts, deletes, queries or scans. The Null clause keeps ForAllValues
+//     from holding for a request without a key;
 //   - it terminates only itself: the calling instance's ARN must be the
 //     target's (the target's id as a policy variable; a bare
 //     ${ec2:SourceInstanceARN} in Resource is not in ARN format, which IAM
@@ -100,9 +99,12 @@ func agentPolicy(tableARN, tableKey, environment, pool, agentBucket string) (str
 	st := []policyStatement{
 		{
 			Sid: "OwnInstanceRecords", Effect: "Allow",
-			Action:    []string{"dynamodb:GetItem", "dynamodb:UpdateItem"},
-			Resource:  []string{tableARN},
-			Condition: map[string]map[string]any{"ForAllValues:StringLike": {"dynamodb:LeadingKeys": []string{"i-*"}}},
+			Action:   []string{"dynamodb:GetItem", "dynamodb:UpdateItem"},
+			Resource: []string{tableARN},
+			Condition: map[string]map[string]any{
+				"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": []string{"${aws:userid}"}},
+				"Null":                      {"dynamodb:LeadingKeys": "false"},
+			},
 		},
 		{
 			Sid: "TerminateItself", Effect: "Allow",

@@ -84,6 +84,7 @@ func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diag
 		InstanceTypes: types_, SubnetIDs: subnets, UsageClass: m.UsageClass.ValueString(), OnDemandFallback: m.OnDemandFallback.ValueBool(),
 		MaxInstances: int(m.MaxInstances.ValueInt64()), OS: "linux", UpdatedAt: time.Now().Unix(),
 		RunnerLabel: m.RunnerLabel.ValueString(), RunnerGroup: m.RunnerGroup.ValueString(), Registration: m.Registration.ValueString(),
+		InstanceRoleID: m.InstanceRoleID.ValueString(),
 		Timings: state.Timings{
 			CreatedTTL: m.CreatedTTL.ValueInt64(), ClaimTTL: m.ClaimTTL.ValueInt64(), MaxRuntime: m.MaxRuntime.ValueInt64(), IdleTTL: m.IdleTTL.ValueInt64(),
 			BootTime: m.BootTime.ValueInt64(), MinRunningTime: m.MinRunningTime.ValueInt64(), HeartbeatInterval: m.HeartbeatInterval.ValueInt64(),

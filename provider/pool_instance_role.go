@@ -23,18 +23,34 @@ const agentPolicyName = "ghrunner-agent"
 
 // ensureInstanceRole makes the pool's role (ensureRole in iam.go says when an
 // existing role is taken over) and its instance profile, and returns the
-// profile's ARN and whether the role was created.
-func (r *poolResource) ensureInstanceRole(ctx context.Context, name, policy, table string, tags map[string]string, drop []string) (string, bool, error) {
-	_, created, err := r.c.ensureRole(ctx, table, roleSpec{
+// profile's ARN, the role's id (the first half of its instances' record
+// keys) and whether the role was created.
+func (r *poolResource) ensureInstanceRole(ctx context.Context, name, policy, table string, tags map[string]string, drop []string) (profileARN, roleID string, created bool, err error) {
+	_, created, err = r.c.ensureRole(ctx, table, roleSpec{
 		name: name, kind: "pool", service: "ec2.amazonaws.com",
 		description: "ghrunner agent on instances of pool " + name,
 		policyName:  agentPolicyName, policy: policy, tags: tags, drop: drop,
 	})
 	if err != nil {
-		return "", created, err
+		return "", "", created, err
 	}
-	arn, err := r.ensureInstanceProfile(ctx, name, tags)
-	return arn, created, err
+	if roleID, err = r.instanceRoleID(ctx, name); err != nil {
+		return "", "", created, err
+	}
+	profileARN, err = r.ensureInstanceProfile(ctx, name, tags)
+	return profileARN, roleID, created, err
+}
+
+// instanceRoleID is the id of the role name, "" when there is none.
+func (r *poolResource) instanceRoleID(ctx context.Context, name string) (string, error) {
+	got, err := admin.IAM(r.c.aws).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
+	if awserr.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read role %s: %w", name, err)
+	}
+	return aws.ToString(got.Role.RoleId), nil
 }
 
 // ensureInstanceProfile makes the instance profile name holding the role

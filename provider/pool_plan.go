@@ -136,7 +136,15 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		// role and instance profile (a new template version) on the next
 		// apply; the plan shows it.
 		if role := r.roleName(plan); role != prior.RoleName.ValueString() {
-			plan.RoleName, plan.InstanceProfileARN = types.StringValue(role), types.StringUnknown()
+			plan.RoleName, plan.InstanceProfileARN, plan.InstanceRoleID = types.StringValue(role), types.StringUnknown(), types.StringUnknown()
+		} else if id, err := r.instanceRoleID(ctx, role); err != nil {
+			resp.Diagnostics.AddWarning("Could not read the pool's instance role", err.Error()+"; the apply reads it again.")
+			plan.InstanceRoleID = types.StringUnknown()
+		} else if id != prior.InstanceRoleID.ValueString() {
+			// Replaced or deleted outside Terraform (or a pool from before
+			// record keys carried the role): the user data and the pool
+			// config must carry the new id, so the template gets a version.
+			plan.InstanceRoleID = types.StringUnknown()
 		}
 	}
 	if prior != nil && launchTemplateInputs(plan) == launchTemplateInputs(*prior) && plan.AgentSHA256.Equal(prior.AgentSHA256) {

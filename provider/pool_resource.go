@@ -90,6 +90,7 @@ type poolModel struct {
 	LaunchTemplateID      types.String `tfsdk:"launch_template_id"`
 	LaunchTemplateVersion types.String `tfsdk:"launch_template_version"`
 	RoleName              types.String `tfsdk:"role_name"`
+	InstanceRoleID        types.String `tfsdk:"instance_role_id"`
 	InstanceProfileARN    types.String `tfsdk:"instance_profile_arn"`
 	AgentBucket           types.String `tfsdk:"agent_bucket"`
 	AgentSHA256           types.String `tfsdk:"agent_sha256"`
@@ -231,6 +232,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"launch_template_id":      schema.StringAttribute{Computed: true, Description: "Launch template id.", PlanModifiers: keep},
 			"launch_template_version": schema.StringAttribute{Computed: true, Description: "Current launch template version; pooled instances of older versions are not reused."},
 			"role_name":               schema.StringAttribute{Computed: true, Description: "Instance role and instance profile name: ghr-<environment>-<region>-<pool>. A pool made by an earlier version moves to it on the next apply (a new template version); the old role is removed once no instance of the pool is live.", PlanModifiers: keep},
+			"instance_role_id":        schema.StringAttribute{Computed: true, Description: "IAM's id of the instance role (AROA…). Each instance's record in the state table is keyed <instance_role_id>:<instance id>, the aws:userid of the instance's session, and the role's policy allows that key only (dynamodb:LeadingKeys): an instance reads and writes its own record and no other. A role replaced outside Terraform gets a new id, which the next plan shows with a new template version.", PlanModifiers: keep},
 			"instance_profile_arn":    schema.StringAttribute{Computed: true, Description: "Instance profile ARN.", PlanModifiers: keep},
 			"agent_bucket":            schema.StringAttribute{Computed: true, Description: "Private bucket holding the agent (empty with agent_path).", PlanModifiers: keep},
 			"agent_sha256":            schema.StringAttribute{Computed: true, Description: "SHA-256 of the agent the instances download; a provider with a new agent shows it as a change."},
@@ -359,7 +361,7 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 		drop = droppedTags(old, tags)
 	}
 	role := r.roleName(*plan)
-	profileARN, created, err := r.ensureInstanceRole(ctx, role, policy, plan.Table.ValueString(), tags, drop)
+	profileARN, roleID, created, err := r.ensureInstanceRole(ctx, role, policy, plan.Table.ValueString(), tags, drop)
 	if err == nil || created {
 		plan.RoleName = types.StringValue(role) // a role not this pool's is never recorded, so never deleted
 	}
@@ -367,7 +369,13 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 		diags.AddError("Creating the instance role failed", err.Error())
 		return diags
 	}
-	plan.InstanceProfileARN = types.StringValue(profileARN)
+	if !plan.InstanceRoleID.IsUnknown() && plan.InstanceRoleID.ValueString() != roleID {
+		// The plan read the role's id (ModifyPlan); it changed since.
+		diags.AddError("The instance role changed during the apply",
+			fmt.Sprintf("role %s has the id %s, the plan read %s: someone replaced it meanwhile. Run terraform apply again: the plan then shows a new template version for the new id.", role, roleID, plan.InstanceRoleID.ValueString()))
+		return diags
+	}
+	plan.InstanceProfileARN, plan.InstanceRoleID = types.StringValue(profileARN), types.StringValue(roleID)
 
 	if diags.Append(r.ensureTemplate(ctx, plan, prior, image, profileARN, agent, tags)...); diags.HasError() {
 		return diags
@@ -423,7 +431,7 @@ func (r *poolResource) tags(ctx context.Context, m poolModel) (map[string]string
 // unknownToNull gives the computed attributes a failed create did not reach
 // a value, so that the partial state can be saved.
 func (r *poolResource) unknownToNull(m *poolModel) {
-	for _, s := range []*types.String{&m.ImageID, &m.LaunchTemplateID, &m.LaunchTemplateVersion, &m.RoleName, &m.InstanceProfileARN, &m.AgentBucket, &m.AgentSHA256, &m.Architecture} {
+	for _, s := range []*types.String{&m.ImageID, &m.LaunchTemplateID, &m.LaunchTemplateVersion, &m.RoleName, &m.InstanceRoleID, &m.InstanceProfileARN, &m.AgentBucket, &m.AgentSHA256, &m.Architecture} {
 		if s.IsUnknown() {
 			*s = types.StringValue("")
 		}

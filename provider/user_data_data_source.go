@@ -23,6 +23,7 @@ type userDataSource struct{}
 
 type userDataModel struct {
 	Table             types.String `tfsdk:"table"`
+	InstanceRoleID    types.String `tfsdk:"instance_role_id"`
 	Region            types.String `tfsdk:"region"`
 	AgentPath         types.String `tfsdk:"agent_path"`
 	AgentURL          types.String `tfsdk:"agent_url"`
@@ -50,6 +51,7 @@ func (d *userDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 		Description: "Renders the EC2 user data that installs the ghrunner agent and starts it under systemd. Scripts travel as base64; the result is at most 16 KB.",
 		Attributes: map[string]schema.Attribute{
 			"table":                 schema.StringAttribute{Required: true, Description: "The state table the agent reads its record from."},
+			"instance_role_id":      opt("The id (AROA…) of the instance role the instances run with, e.g. ghrunner_pool.instance_role_id: the agent's record is keyed <instance_role_id>:<instance id>, the only key a ghrunner instance role lets it touch."),
 			"region":                opt("Region of the S3 download's signature (required with agent_url)."),
 			"agent_path":            opt("A preinstalled agent binary in the AMI; or use agent_url."),
 			"agent_url":             opt("The agent's S3 object URL, downloaded with the instance role and checked against agent_sha256."),
@@ -74,7 +76,7 @@ func (d *userDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		return
 	}
 	agent := config.Defaults()
-	agent.Table = m.Table.ValueString()
+	agent.Table, agent.RoleID = m.Table.ValueString(), m.InstanceRoleID.ValueString()
 	agent.KeepDockerImages = m.KeepDockerImages.ValueBool()
 	agent.RunnerTarballURL, agent.RunnerTarballSHA256 = m.RunnerTarballURL.ValueString(), m.RunnerTarballSHA.ValueString()
 	if v := m.HeartbeatInterval.ValueString(); v != "" {

@@ -47,6 +47,12 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 type Config struct {
 	// Table is the state table's name.
 	Table string `json:"table"`
+	// RoleID is the id of the pool's instance role (IAM's RoleId, AROA…).
+	// The agent's record is keyed "<role id>:<instance id>", the
+	// ${aws:userid} of its instance-profile session, and the role may
+	// touch no other key. Empty: the bare instance id (pools made before
+	// records were keyed by role; the role's policy then denies it).
+	RoleID string `json:"roleId,omitempty"`
 	// Region overrides the region read from IMDS.
 	Region string `json:"region,omitempty"`
 	// Endpoint and Endpoints override AWS endpoints (VPC endpoints, emulators).

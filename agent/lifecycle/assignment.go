@@ -104,7 +104,7 @@ func (a *Agent) adopt(ctx context.Context, rec *state.Instance, name string) boo
 // assignment.
 func (a *Agent) launch(ctx context.Context, rec *state.Instance) {
 	if err := retry(ctx, 5, func() error {
-		return a.Store.SetRunner(ctx, a.InstanceID, rec.Assignment, a.local.RunnerID, a.local.Name)
+		return a.Store.SetRunner(ctx, a.Key, rec.Assignment, a.local.RunnerID, a.local.Name)
 	}); err != nil {
 		a.Log.Warn("record runner id", "err", err, "assignment", rec.Assignment)
 	}
@@ -136,7 +136,7 @@ func (a *Agent) deregister(ctx context.Context, rec *state.Instance) {
 	problems := a.dropRunner(ctx, rec)
 	a.setLocal(registration{}, true)
 	if len(problems) == 0 {
-		if err := retry(ctx, 5, func() error { return a.Store.SetRunner(ctx, a.InstanceID, rec.Assignment, 0, "") }); err != nil {
+		if err := retry(ctx, 5, func() error { return a.Store.SetRunner(ctx, a.Key, rec.Assignment, 0, "") }); err != nil {
 			log.Warn("clear runner id", "err", err)
 		}
 	}
@@ -365,7 +365,7 @@ func (a *Agent) signal(ctx context.Context, rec *state.Instance, name, detail st
 		return
 	}
 	err := retry(ctx, 5, func() error {
-		err := a.Store.PutSignal(ctx, a.InstanceID, rec.Assignment, name, truncate(detail, 1000))
+		err := a.Store.PutSignal(ctx, a.Key, rec.Assignment, name, truncate(detail, 1000))
 		if state.ClauseOf(err) != "" {
 			return permanent{err} // the record moved on: this signal has no reader
 		}

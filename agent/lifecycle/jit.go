@@ -77,7 +77,7 @@ func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
 	if a.jitAsked == next && time.Since(a.jitAskedAt) < jitAskEvery {
 		return
 	}
-	if err := a.Store.PutSignal(ctx, a.InstanceID, rec.Assignment, state.SignalJITNext, strconv.Itoa(next)); err != nil {
+	if err := a.Store.PutSignal(ctx, a.Key, rec.Assignment, state.SignalJITNext, strconv.Itoa(next)); err != nil {
 		a.Log.Warn("ask for the next just-in-time configuration", "err", err, "seq", next)
 		return
 	}
@@ -92,7 +92,7 @@ func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
 func (a *Agent) noteJIT(ctx context.Context, rec *state.Instance, reg *state.Registration) {
 	a.setLocal(registration{RunID: rec.RunID, Assignment: rec.Assignment, RunnerID: reg.RunnerID, Name: reg.RunnerName, JIT: true, Seq: reg.Seq}, true)
 	if err := retry(ctx, 5, func() error {
-		return a.Store.SetRunner(ctx, a.InstanceID, rec.Assignment, reg.RunnerID, reg.RunnerName)
+		return a.Store.SetRunner(ctx, a.Key, rec.Assignment, reg.RunnerID, reg.RunnerName)
 	}); err != nil {
 		a.Log.Warn("record runner id", "err", err, "assignment", rec.Assignment)
 	}

@@ -82,7 +82,7 @@ func (a *Agent) leaseLoop(ctx context.Context) {
 			failures = 0
 			continue
 		}
-		rec, err := a.Store.ExtendLease(ctx, a.InstanceID, ext.assignment, ext.seen, ext.next)
+		rec, err := a.Store.ExtendLease(ctx, a.Key, ext.assignment, ext.seen, ext.next)
 		var refused *state.ConditionError
 		switch {
 		case err == nil:

@@ -41,11 +41,11 @@ import (
 
 // Store holds the state-store calls the agent makes on its own record.
 type Store interface {
-	Get(ctx context.Context, instanceID string) (*state.Instance, error)
-	Heartbeat(ctx context.Context, instanceID string) error
-	PutSignal(ctx context.Context, instanceID, assignment, name, detail string) error
-	SetRunner(ctx context.Context, instanceID, assignment string, runnerID int64, runnerName string) error
-	ExtendLease(ctx context.Context, instanceID, assignment string, seen, next int64) (*state.Instance, error)
+	Get(ctx context.Context, key state.Key) (*state.Instance, error)
+	Heartbeat(ctx context.Context, key state.Key) error
+	PutSignal(ctx context.Context, key state.Key, assignment, name, detail string) error
+	SetRunner(ctx context.Context, key state.Key, assignment string, runnerID int64, runnerName string) error
+	ExtendLease(ctx context.Context, key state.Key, assignment string, seen, next int64) (*state.Instance, error)
 }
 
 // EC2 holds the one EC2 call the agent makes: terminating its own instance.
@@ -67,12 +67,17 @@ var ErrTerminated = errors.New("instance terminated itself")
 type Agent struct {
 	Config     config.Config
 	InstanceID string
-	Store      Store
-	EC2        EC2
-	Spot       Spot
-	Runner     *runner.Runner
-	Log        *slog.Logger
-	Now        func() time.Time
+	// Key is the instance's record: state.InstanceKey of the pool's
+	// instance role (config.RoleID) and InstanceID, which is the
+	// ${aws:userid} of the agent's credentials, the one record the
+	// instance role's policy lets it touch.
+	Key    state.Key
+	Store  Store
+	EC2    EC2
+	Spot   Spot
+	Runner *runner.Runner
+	Log    *slog.Logger
+	Now    func() time.Time
 
 	started time.Time
 	// mono is the clock leases are measured with (see monoClock); boot
@@ -165,7 +170,7 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) mainLoop(ctx context.Context) error {
 	failures := 0
 	for {
-		rec, err := a.Store.Get(ctx, a.InstanceID)
+		rec, err := a.Store.Get(ctx, a.Key)
 		switch {
 		case state.IsNotFound(err):
 			// The lease clock keeps the last record seen: self-termination
@@ -235,7 +240,7 @@ func (a *Agent) reconcile(ctx context.Context, rec *state.Instance) {
 func (a *Agent) heartbeatLoop(ctx context.Context) {
 	failures := 0
 	for {
-		if err := a.Store.Heartbeat(ctx, a.InstanceID); err != nil && ctx.Err() == nil {
+		if err := a.Store.Heartbeat(ctx, a.Key); err != nil && ctx.Err() == nil {
 			failures++
 			if !state.IsNotFound(err) {
 				a.Log.Warn("heartbeat", "err", err, "attempt", failures)

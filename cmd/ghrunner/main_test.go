@@ -28,14 +28,17 @@ func cli(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
+// opsRole is pool linux's instance role id (records are keyed by it).
+const opsRole = "AROACLITESTPOOL000001"
+
 func seeded(t *testing.T) string {
 	s := statetest.NewStore(t, env)
 	if err := s.PutPoolConfig(context.Background(), state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
 		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand",
-		MaxInstances: 5, OS: "linux", Registration: state.RegistrationJIT}); err != nil {
+		MaxInstances: 5, OS: "linux", Registration: state.RegistrationJIT, InstanceRoleID: opsRole}); err != nil {
 		t.Fatal(err)
 	}
-	statetest.Pooled(t, s, statetest.Spec{ID: "i-idle-1", Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+	statetest.Pooled(t, s, statetest.Spec{ID: "i-idle-1", RoleID: opsRole, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
 	return s.Table()
 }
 

@@ -134,7 +134,7 @@ func (d *Deps) Repool(ctx context.Context, idle *state.Instance, p *state.PoolCo
 	log := d.Log.With("instanceId", idle.ID, "assignment", idle.Assignment)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	clean, err := d.Watcher().WaitSignal(wctx, idle.ID, idle.Assignment, state.SignalRemoveRegOK, state.SignalRemoveRegFailed)
+	clean, err := d.Watcher().WaitSignal(wctx, idle.Key, idle.Assignment, state.SignalRemoveRegOK, state.SignalRemoveRegFailed)
 	if err != nil {
 		detail := "agent did not confirm it is clean: " + err.Error()
 		d.expire(ctx, idle.Ref(), detail)

@@ -74,7 +74,7 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 		if ferr != nil {
 			return nil, fmt.Errorf("the name %s is taken and its runner cannot be read: %w", name, ferr)
 		}
-		cur, gerr := d.Store.Get(ctx, rec.ID)
+		cur, gerr := d.Store.Get(ctx, rec.Key)
 		if gerr != nil {
 			return nil, gerr
 		}
@@ -94,7 +94,7 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 	}
 	reg := state.Registration{Purpose: state.PurposeJIT, JITConfig: cfg.Encoded, Seq: n, RunnerID: cfg.RunnerID, RunnerName: cfg.Name,
 		Labels: label}
-	out, err := d.Store.PutJIT(ctx, rec.ID, rec.Assignment, reg)
+	out, err := d.Store.PutJIT(ctx, rec.Key, rec.Assignment, reg)
 	if err == nil {
 		d.Log.Info("just-in-time configuration written", "instanceId", rec.ID, "assignment", rec.Assignment, "seq", n, "runnerId", cfg.RunnerID)
 		return out, nil
@@ -103,7 +103,7 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 		// No answer, or an error after the write may have landed: the
 		// record tells. Unreadable, the runner is left (GitHub removes an
 		// unused one; a retry finds the name taken and reads again).
-		cur, gerr := d.Store.Get(ctx, rec.ID)
+		cur, gerr := d.Store.Get(ctx, rec.Key)
 		if gerr != nil {
 			return nil, err
 		}

@@ -21,8 +21,8 @@ const (
 // into the pool once the agent confirmed it is clean (within cleanWait);
 // created or claimed (a provision still under way) → expired. The wait is
 // the pool's releaseWait.
-func (d *Deps) ReleaseInstance(ctx context.Context, runID, id string) (Outcome, error) {
-	inst, err := d.Store.Get(ctx, id)
+func (d *Deps) ReleaseInstance(ctx context.Context, runID string, key state.Key) (Outcome, error) {
+	inst, err := d.Store.Get(ctx, key)
 	if state.IsNotFound(err) {
 		return Untouched, nil
 	}
@@ -62,7 +62,7 @@ func (d *Deps) ReleaseInstance(ctx context.Context, runID, id string) (Outcome, 
 		// slow): read again, so that the runners deleted below include it.
 		// After the release no configuration of the old assignment can be
 		// written, and a runner minted for one is deleted by its minter.
-		if inst, err = d.Store.Get(ctx, id); err != nil {
+		if inst, err = d.Store.Get(ctx, key); err != nil {
 			return Untouched, err
 		}
 		if inst.RunID != runID || inst.State != state.Running {

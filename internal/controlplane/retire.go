@@ -31,7 +31,7 @@ func (d *Deps) Retire(ctx context.Context, ec2 Terminator, insts []*state.Instan
 		if inst.TerminatedReason != "" {
 			t.Reason = inst.TerminatedReason
 		}
-		if _, err := d.Store.Terminate(ctx, inst.ID, t); err != nil {
+		if _, err := d.Store.Terminate(ctx, inst.Key, t); err != nil {
 			if state.ClauseOf(err) == "" {
 				errs = append(errs, err)
 			}

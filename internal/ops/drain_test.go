@@ -12,7 +12,7 @@ import (
 
 func TestDrainRetiresTheIdleInstancesAndLetsRunsFinish(t *testing.T) {
 	s := Seed(t)
-	busy, err := s.Get(ctx, "i-busy")
+	busy, err := s.FindInstance(ctx, "i-busy")
 	must(t, err)
 	v, err := ops.Drain(ctx, s, "linux", true)
 	must(t, err)
@@ -20,13 +20,13 @@ func TestDrainRetiresTheIdleInstancesAndLetsRunsFinish(t *testing.T) {
 		t.Fatalf("drain: %+v", v)
 	}
 	for _, id := range v.Retired {
-		rec, err := s.Get(ctx, id)
+		rec, err := s.FindInstance(ctx, id)
 		must(t, err)
 		if rec.Threshold > time.Now().Unix() || rec.TerminatedReason != "retired: pool draining" {
 			t.Errorf("%s after the drain: lease %d, reason %q", id, rec.Threshold, rec.TerminatedReason)
 		}
 	}
-	after, err := s.Get(ctx, "i-busy")
+	after, err := s.FindInstance(ctx, "i-busy")
 	must(t, err)
 	if after.Version != busy.Version || after.State != state.Running {
 		t.Fatalf("the drain touched the instance of a run in flight: %+v", after)
@@ -58,7 +58,7 @@ type claimOne struct {
 
 func (c claimOne) Expire(ctx context.Context, r state.Ref, reason string) (*state.Instance, error) {
 	if r.ID == c.id {
-		_, err := c.Claim(ctx, r.ID, state.ClaimRequest{RunID: "run-8", Pool: "linux", Owner: "acme", ClaimTTL: time.Minute})
+		_, err := c.Claim(ctx, r.Key, state.ClaimRequest{RunID: "run-8", Pool: "linux", Owner: "acme", ClaimTTL: time.Minute})
 		must(c.t, err)
 	}
 	return c.Store.Expire(ctx, r, reason)
@@ -71,7 +71,7 @@ func TestDrainLeavesAnInstanceAConcurrentProvisionClaimedAndSaysSo(t *testing.T)
 	if strings.Join(v.Retired, ",") != "i-idle-1" || !strings.Contains(v.Left["i-idle-2"], "claimed by a run") {
 		t.Fatalf("drain racing a claim: %+v", v)
 	}
-	rec, err := s.Get(ctx, "i-idle-2")
+	rec, err := s.FindInstance(ctx, "i-idle-2")
 	must(t, err)
 	if rec.State != state.Claimed || rec.RunID != "run-8" || rec.TerminatedReason != "" || rec.Threshold <= time.Now().Unix() {
 		t.Fatalf("the claim must stand untouched: %+v", rec)

@@ -23,7 +23,8 @@ type Reader interface {
 	ListPoolConfigs(ctx context.Context) ([]state.PoolConfig, error)
 	ByPoolState(ctx context.Context, pool string, st state.State, before time.Time) ([]state.Instance, error)
 	GetRun(ctx context.Context, runID string) (*state.Run, error)
-	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
+	GetMany(ctx context.Context, keys []state.Key) (map[state.Key]*state.Instance, error)
+	ByInstanceID(ctx context.Context, ids []string, roleID func(instanceID string) string) (map[string]*state.Instance, error)
 	GetLastRun(ctx context.Context, handler string) (*state.LastRun, error)
 }
 
@@ -81,17 +82,17 @@ func live(ctx context.Context, r Reader, pool string, st state.State) ([]state.I
 	if err != nil {
 		return nil, fmt.Errorf("pool %s, %s instances: %w", pool, st, err)
 	}
-	ids := make([]string, len(found))
+	keys := make([]state.Key, len(found))
 	for i, in := range found {
-		ids[i] = in.ID
+		keys[i] = in.Key
 	}
-	full, err := r.GetMany(ctx, ids)
+	full, err := r.GetMany(ctx, keys)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s, %s instances: %w", pool, st, err)
 	}
 	out := []state.Instance{}
-	for _, id := range slices.Sorted(slices.Values(ids)) {
-		if rec := full[id]; rec != nil && rec.State == st && rec.Pool == pool {
+	for _, key := range slices.Sorted(slices.Values(keys)) {
+		if rec := full[key]; rec != nil && rec.State == st && rec.Pool == pool {
 			out = append(out, *rec)
 		}
 	}
@@ -257,7 +258,7 @@ func Run(ctx context.Context, r Reader, runID string) (*RunView, error) {
 	if err != nil {
 		return nil, err
 	}
-	recs, err := r.GetMany(ctx, run.InstanceIDs)
+	recs, err := runRecords(ctx, r, run)
 	if err != nil {
 		return nil, fmt.Errorf("read the run's instances: %w", err)
 	}
@@ -279,9 +280,26 @@ func joinStates(states []state.State) string {
 	return strings.Join(s, ", ")
 }
 
+// runRecords reads the records of a run's instances, by instance id. The
+// run item names them by id; their keys carry the run's pool's instance
+// role (state.Store.ByInstanceID).
+func runRecords(ctx context.Context, r Reader, run *state.Run) (map[string]*state.Instance, error) {
+	pools, err := r.ListPoolConfigs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	role := ""
+	for _, p := range pools {
+		if p.Name == run.Pool {
+			role = p.InstanceRoleID
+		}
+	}
+	return r.ByInstanceID(ctx, run.InstanceIDs, func(string) string { return role })
+}
+
 // Writer is what Retire needs of the state table (*state.Store).
 type Writer interface {
-	Get(ctx context.Context, instanceID string) (*state.Instance, error)
+	FindInstance(ctx context.Context, instanceID string) (*state.Instance, error)
 	Expire(ctx context.Context, r state.Ref, reason string) (*state.Instance, error)
 }
 
@@ -297,7 +315,7 @@ func Retire(ctx context.Context, w Writer, instanceID, reason string) (*Instance
 	if strings.TrimSpace(reason) == "" {
 		reason = "operator"
 	}
-	rec, err := w.Get(ctx, instanceID)
+	rec, err := w.FindInstance(ctx, instanceID)
 	if state.IsNotFound(err) {
 		return nil, &BadInputError{"instance id", fmt.Sprintf("no record of %s in this table", instanceID)}
 	}

@@ -27,6 +27,10 @@ func must(t *testing.T, err error) {
 	}
 }
 
+// opsRole is pool linux's instance role id: records are keyed
+// <role id>:<instance id>, while operators name instances by id.
+const opsRole = "AROAOPSTESTPOOL000001"
+
 // Seed is a table with two pools: linux (just-in-time, an idle window
 // always active) with two idle instances and one running for run-7 that
 // holds a registration token; win (token) with nothing.
@@ -34,22 +38,22 @@ func Seed(t *testing.T) *state.Store {
 	s := statetest.NewStore(t, env)
 	for _, p := range []state.PoolConfig{
 		{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1", LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"},
-			SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux", Registration: state.RegistrationJIT,
+			SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux", Registration: state.RegistrationJIT, InstanceRoleID: opsRole,
 			IdleWindows: []state.IdleWindow{{Cron: "* * * * *", TimeZone: "UTC", IdleCount: 2, EvictionStrategy: "oldest_first"}}},
 		{Name: "win", Owner: "acme", QueueURL: "https://sqs/q2", LaunchTemplateID: "lt-2", LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"},
 			SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 3, OS: "linux"},
 	} {
 		must(t, s.PutPoolConfig(ctx, p))
 	}
-	statetest.Pooled(t, s, statetest.Spec{ID: "i-idle-1", Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
-	statetest.Pooled(t, s, statetest.Spec{ID: "i-idle-2", Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+	statetest.Pooled(t, s, statetest.Spec{ID: "i-idle-1", RoleID: opsRole, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+	statetest.Pooled(t, s, statetest.Spec{ID: "i-idle-2", RoleID: opsRole, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
 	_, _, err := s.StartRun(ctx, state.Run{ID: "run-7", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-7-x"})
 	must(t, err)
-	inst, err := s.Create(ctx, state.NewInstance{ID: "i-busy", Pool: "linux", Owner: "acme", RunID: "run-7", Assignment: state.NewAssignment(),
+	inst, err := s.Create(ctx, state.NewInstance{ID: "i-busy", RoleID: opsRole, Pool: "linux", Owner: "acme", RunID: "run-7", Assignment: state.NewAssignment(),
 		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute,
 		Registration: &state.Registration{Purpose: "register", Token: "AABSECRETTOKEN", URL: "https://github.com/acme"}})
 	must(t, err)
-	must(t, s.PutSignal(ctx, "i-busy", inst.Assignment, state.SignalRegOK, "ghr-1-i-busy"))
+	must(t, s.PutSignal(ctx, inst.Key, inst.Assignment, state.SignalRegOK, "ghr-1-i-busy"))
 	_, err = s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
 	must(t, err)
 	_, err = s.AddRunInstances(ctx, "run-7", "i-busy")
@@ -122,19 +126,19 @@ func TestRetireTakesIdleInstancesOnly(t *testing.T) {
 	s := Seed(t)
 	v, err := ops.Retire(ctx, s, "i-idle-1", "bad disk")
 	must(t, err)
-	rec, err := s.Get(ctx, "i-idle-1")
+	rec, err := s.FindInstance(ctx, "i-idle-1")
 	must(t, err)
 	if v.Terminated != "retired: bad disk" || rec.TerminatedReason != "retired: bad disk" || rec.Threshold > time.Now().Unix() {
 		t.Fatalf("after retire: view %+v, record lease %d reason %q", v, rec.Threshold, rec.TerminatedReason)
 	}
 	// An instance serving a run: refused, the record as it was.
-	before, err := s.Get(ctx, "i-busy")
+	before, err := s.FindInstance(ctx, "i-busy")
 	must(t, err)
 	_, err = ops.Retire(ctx, s, "i-busy", "")
 	if !ops.IsBadInput(err) || !strings.Contains(err.Error(), "running for run run-7") || !strings.Contains(err.Error(), "nothing changed") {
 		t.Fatalf("retire of a running instance: %v", err)
 	}
-	after, err := s.Get(ctx, "i-busy")
+	after, err := s.FindInstance(ctx, "i-busy")
 	must(t, err)
 	if after.Version != before.Version || after.Threshold != before.Threshold {
 		t.Fatalf("the refused retire wrote: version %d → %d", before.Version, after.Version)
@@ -149,7 +153,7 @@ type claimFirst struct {
 }
 
 func (c claimFirst) Expire(ctx context.Context, r state.Ref, reason string) (*state.Instance, error) {
-	_, err := c.Claim(ctx, r.ID, state.ClaimRequest{RunID: "run-8", Pool: "linux", Owner: "acme", ClaimTTL: time.Minute})
+	_, err := c.Claim(ctx, r.Key, state.ClaimRequest{RunID: "run-8", Pool: "linux", Owner: "acme", ClaimTTL: time.Minute})
 	must(c.t, err)
 	return c.Store.Expire(ctx, r, reason)
 }
@@ -160,7 +164,7 @@ func TestRetireLosesToAConcurrentClaimAndChangesNothing(t *testing.T) {
 	if !ops.IsBadInput(err) || !strings.Contains(err.Error(), "changed while retiring") {
 		t.Fatalf("retire racing a claim: %v", err)
 	}
-	rec, err := s.Get(ctx, "i-idle-2")
+	rec, err := s.FindInstance(ctx, "i-idle-2")
 	must(t, err)
 	if rec.State != state.Claimed || rec.RunID != "run-8" || rec.TerminatedReason != "" || rec.Threshold <= time.Now().Unix() {
 		t.Fatalf("the claim must stand untouched: %+v", rec)
@@ -198,7 +202,7 @@ func TestRunsListsTheRunsThatHoldInstances(t *testing.T) {
 		t.Fatalf("runs: %+v", runs)
 	}
 	// The run's instance released: the run holds nothing, it is not in flight.
-	busy, err := s.Get(ctx, "i-busy")
+	busy, err := s.FindInstance(ctx, "i-busy")
 	must(t, err)
 	_, err = s.Release(ctx, busy.Ref(), "run-7", time.Minute, nil)
 	must(t, err)
@@ -212,10 +216,10 @@ func TestRunsListsTheRunsThatHoldInstances(t *testing.T) {
 func TestTailFollowsARunUntilItIsOver(t *testing.T) {
 	s := statetest.NewStore(t, env)
 	must(t, s.PutPoolConfig(ctx, state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1", LaunchTemplateVersion: "1",
-		InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux"}))
+		InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux", InstanceRoleID: opsRole}))
 	_, _, err := s.StartRun(ctx, state.Run{ID: "run-9", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-9-x"})
 	must(t, err)
-	inst, err := s.Create(ctx, state.NewInstance{ID: "i-9", Pool: "linux", Owner: "acme", RunID: "run-9", Assignment: state.NewAssignment(),
+	inst, err := s.Create(ctx, state.NewInstance{ID: "i-9", RoleID: opsRole, Pool: "linux", Owner: "acme", RunID: "run-9", Assignment: state.NewAssignment(),
 		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
 	must(t, err)
 	_, err = s.AddRunInstances(ctx, "run-9", "i-9")
@@ -243,7 +247,7 @@ func TestTailFollowsARunUntilItIsOver(t *testing.T) {
 	}
 	await("run provisioning")
 	await("i-9 instance created")
-	must(t, s.PutSignal(ctx, "i-9", inst.Assignment, state.SignalRegOK, "ghr-1-i-9"))
+	must(t, s.PutSignal(ctx, inst.Key, inst.Assignment, state.SignalRegOK, "ghr-1-i-9"))
 	await("i-9 signal UD_REG_OK (ghr-1-i-9)")
 	running, err := s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
 	must(t, err)

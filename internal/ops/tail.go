@@ -129,7 +129,7 @@ func Tail(ctx context.Context, r Reader, runID string, every time.Duration, emit
 			return &BadInputError{"run id", fmt.Sprintf("no run %q in this table", runID)}
 		}
 		if err == nil {
-			recs, rerr := r.GetMany(ctx, run.InstanceIDs)
+			recs, rerr := runRecords(ctx, r, run)
 			if rerr == nil {
 				next := snapshotOf(run, recs)
 				for _, e := range changes(prev, next, runID, time.Now()) {

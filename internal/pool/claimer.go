@@ -13,6 +13,9 @@ import (
 type Claimer struct {
 	Store   *state.Store
 	Request state.ClaimRequest
+	// RoleID is the pool's instance role id: messages name instances, and
+	// their records are keyed by role and instance (state.InstanceKey).
+	RoleID string
 
 	mu sync.Mutex
 	// Instances are the records this claimer won, as written.
@@ -35,7 +38,7 @@ func (c *Claimer) Claim(ctx context.Context, m Message) (Outcome, error) {
 		copied := *req.Registration
 		req.Registration = &copied
 	}
-	inst, err := c.Store.Claim(ctx, m.InstanceID, req)
+	inst, err := c.Store.Claim(ctx, state.InstanceKey(c.RoleID, m.InstanceID), req)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err == nil {

@@ -165,24 +165,28 @@ func TestSendValidates(t *testing.T) {
 // message for each of 20 clean idle instances, a duplicate for 10 of them and
 // stale messages for instances that are gone or taken. Every idle instance is
 // claimed exactly once and no stale message claims anything.
+// poolRole is the pool's instance role id: messages name instances by id,
+// and the claimer keys their records with it.
+const poolRole = "AROAPOOLTESTROLE00001"
+
 func TestClaimRaceThroughThePool(t *testing.T) {
 	q, _ := newQueue(t)
 	s := statetest.NewStore(t, env)
 	const idle, racers = 20, 32
 	for i := 0; i < idle; i++ {
-		p := statetest.Pooled(t, s, statetest.Spec{ID: fmt.Sprintf("i-p%02d", i), Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+		p := statetest.Pooled(t, s, statetest.Spec{ID: fmt.Sprintf("i-p%02d", i), RoleID: poolRole, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
 		send(t, q, Message{InstanceID: p.ID, Pool: "linux", InstanceType: p.InstanceType, UsageClass: p.UsageClass, IdleUntil: p.Threshold})
 		if i%2 == 0 {
 			send(t, q, Message{InstanceID: p.ID, Pool: "linux", InstanceType: p.InstanceType, UsageClass: p.UsageClass, IdleUntil: p.Threshold})
 		}
 	}
 	// Stale: one terminated, one running for another run, one never recorded.
-	gone := statetest.Pooled(t, s, statetest.Spec{ID: "i-gone", Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
-	if _, err := s.Terminate(ctx, gone.ID, state.Termination{Assignment: gone.Assignment}); err != nil {
+	gone := statetest.Pooled(t, s, statetest.Spec{ID: "i-gone", RoleID: poolRole, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+	if _, err := s.Terminate(ctx, gone.Key, state.Termination{Assignment: gone.Assignment}); err != nil {
 		t.Fatal(err)
 	}
-	taken := statetest.Pooled(t, s, statetest.Spec{ID: "i-taken", Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
-	if _, err := s.Claim(ctx, taken.ID, claimRequest("other-run")); err != nil {
+	taken := statetest.Pooled(t, s, statetest.Spec{ID: "i-taken", RoleID: poolRole, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+	if _, err := s.Claim(ctx, taken.Key, claimRequest("other-run")); err != nil {
 		t.Fatal(err)
 	}
 	send(t, q, msg("i-gone", "c7i.large", "on-demand"), msg("i-taken", "c7i.large", "on-demand"), msg("i-never", "c7i.large", "on-demand"))
@@ -197,7 +201,7 @@ func TestClaimRaceThroughThePool(t *testing.T) {
 		go func(r int) {
 			defer wg.Done()
 			run := fmt.Sprintf("run-%02d", r)
-			c := &Claimer{Store: s, Request: claimRequest(run)}
+			c := &Claimer{Store: s, RoleID: poolRole, Request: claimRequest(run)}
 			res, err := q.Take(ctx, 1, Matcher{UsageClass: "on-demand", Types: []string{"c*"}}, c.Claim)
 			if err != nil {
 				t.Error(err)
@@ -226,7 +230,7 @@ func TestClaimRaceThroughThePool(t *testing.T) {
 		t.Fatalf("%d provisions found the pool empty, want %d", empty, racers-idle)
 	}
 	for id, run := range owner {
-		rec, err := s.Get(ctx, id)
+		rec, err := s.Get(ctx, state.InstanceKey(poolRole, id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,20 +253,20 @@ func claimRequest(run string) state.ClaimRequest {
 
 func TestClaimerSortsRefusals(t *testing.T) {
 	s := statetest.NewStore(t, env)
-	p := statetest.Pooled(t, s, statetest.Spec{ID: "i-c1", Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+	p := statetest.Pooled(t, s, statetest.Spec{ID: "i-c1", RoleID: poolRole, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
 	m := Message{InstanceID: p.ID, Pool: "linux", InstanceType: "c7i.large", UsageClass: "on-demand", IdleUntil: p.Threshold}
 
-	other := &Claimer{Store: s, Request: claimRequest("r1")}
+	other := &Claimer{Store: s, RoleID: poolRole, Request: claimRequest("r1")}
 	other.Request.Owner = "acme/api"
 	if o, err := other.Claim(ctx, m); o != PutBack || err != nil {
 		t.Fatalf("other owner: %v %v, want PutBack", o, err)
 	}
-	worn := &Claimer{Store: s, Request: claimRequest("r1")}
+	worn := &Claimer{Store: s, RoleID: poolRole, Request: claimRequest("r1")}
 	worn.Request.MaxUses = 1
 	if o, err := worn.Claim(ctx, m); o != Stale || err != nil || len(worn.Retire) != 1 {
 		t.Fatalf("used up: %v %v retire=%d, want Stale and one to retire", o, err, len(worn.Retire))
 	}
-	ok := &Claimer{Store: s, Request: claimRequest("r1")}
+	ok := &Claimer{Store: s, RoleID: poolRole, Request: claimRequest("r1")}
 	if o, err := ok.Claim(ctx, m); o != Claimed || err != nil || len(ok.Instances) != 1 {
 		t.Fatalf("claim: %v %v", o, err)
 	}
@@ -324,7 +328,7 @@ func BenchmarkClaimRace(b *testing.B) {
 		q.WaitSeconds = v.wait
 		msgs := make([]Message, 20)
 		for k := range msgs {
-			p := statetest.Pooled(b, s, statetest.Spec{ID: fmt.Sprintf("i-b%d-%02d", round, k), Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
+			p := statetest.Pooled(b, s, statetest.Spec{ID: fmt.Sprintf("i-b%d-%02d", round, k), RoleID: poolRole, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
 			msgs[k] = Message{InstanceID: p.ID, Pool: "linux", InstanceType: p.InstanceType, UsageClass: p.UsageClass, IdleUntil: p.Threshold}
 			if arrive == nil {
 				send(b, q, msgs[k])
@@ -355,7 +359,7 @@ func BenchmarkClaimRace(b *testing.B) {
 				if arrive != nil {
 					time.Sleep(arrive[r])
 				}
-				c := &Claimer{Store: s, Request: claimRequest(fmt.Sprintf("run-%d-%d", round, r))}
+				c := &Claimer{Store: s, RoleID: poolRole, Request: claimRequest(fmt.Sprintf("run-%d-%d", round, r))}
 				res, err := q.Take(ctx, 1, Matcher{}, c.Claim)
 				if err != nil {
 					b.Error(err)

@@ -70,13 +70,13 @@ func drainBesideAProvision(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployme
 		if slices.Contains(given, id) {
 			t.Errorf("%s was both retired by the drain and given to run 77100", id)
 		}
-		rec, err := store.Get(ctx, id)
+		rec, err := store.FindInstance(ctx, id)
 		if err != nil || rec.RunID != "" || rec.Threshold > time.Now().Unix() {
 			t.Errorf("%s retired by the drain: %+v, %v", id, rec, err)
 		}
 	}
 	for _, id := range given {
-		rec, err := store.Get(ctx, id)
+		rec, err := store.FindInstance(ctx, id)
 		if err != nil || rec.RunID != "77100" || rec.State != state.Running || rec.TerminatedReason != "" {
 			t.Errorf("%s given to run 77100 after the drain: %+v, %v", id, rec, err)
 		}
@@ -130,7 +130,7 @@ func retireBesideAProvision(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deploym
 	}
 	took := given.Instances[0].InstanceID == target
 	t.Logf("retire of %s: err %v, %s%s; provision took %s (%s)", target, err, stdout, stderr, given.Instances[0].InstanceID, given.Instances[0].Source)
-	rec, rerr := state.New(sb.AWS.DynamoDB(), d.Table).Get(ctx, target)
+	rec, rerr := state.New(sb.AWS.DynamoDB(), d.Table).FindInstance(ctx, target)
 	if rerr != nil {
 		t.Fatal(rerr)
 	}

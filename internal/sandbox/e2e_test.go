@@ -187,7 +187,7 @@ func TestE2E_ByHand(t *testing.T) {
 	}
 	store := state.New(sb.AWS.DynamoDB(), d.Table)
 	for id := range ids {
-		rec, err := store.Get(ctx, id)
+		rec, err := store.FindInstance(ctx, id)
 		if err != nil || rec == nil || rec.State != state.Idle || rec.RunID != "" {
 			t.Errorf("%s after release: %+v, %v", id, rec, err)
 		}

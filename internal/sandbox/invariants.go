@@ -31,6 +31,7 @@ func (c *chaos) check(ctx context.Context) []string {
 	// The index finds the live records; a consistent read gets all of each
 	// (the index does not project every attribute).
 	var ids []string
+	poolOf := map[string]string{}
 	for _, pool := range Pools {
 		for _, st := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
 			recs, err := c.store.ByPoolState(ctx, pool, st, time.Time{})
@@ -39,13 +40,23 @@ func (c *chaos) check(ctx context.Context) []string {
 			}
 			for _, r := range recs {
 				ids = append(ids, r.ID)
+				poolOf[r.ID] = r.Pool
 			}
 		}
 	}
 	for _, in := range live {
 		ids = append(ids, in.ID) // an instance whose record says terminated
+		poolOf[in.ID] = in.Tags[fleet.TagPool]
 	}
-	full, err := c.store.GetMany(ctx, ids)
+	pools, err := c.store.ListPoolConfigs(ctx)
+	if err != nil {
+		return []string{"read pools: " + err.Error()}
+	}
+	role := map[string]string{}
+	for _, p := range pools {
+		role[p.Name] = p.InstanceRoleID
+	}
+	full, err := c.store.ByInstanceID(ctx, ids, func(id string) string { return role[poolOf[id]] })
 	if err != nil {
 		return []string{"read records: " + err.Error()}
 	}
@@ -146,7 +157,7 @@ func describe(r state.Instance) string {
 }
 
 func (c *chaos) describeInstance(ctx context.Context, id string, live []fleet.Instance) string {
-	rec, err := c.store.Get(ctx, id)
+	rec, err := c.store.FindInstance(ctx, id)
 	out := fmt.Sprintf("record %v", err)
 	if rec != nil {
 		out = "record " + describe(*rec) + " terminatedReason " + rec.TerminatedReason

@@ -70,7 +70,7 @@ func TestE2E_NoGitHubTokenReachesAJITInstance(t *testing.T) {
 	var places []string // "where: text"
 	store := state.New(sb.AWS.DynamoDB(), d.Table)
 	for _, in := range prov.Instances {
-		rec, err := store.Get(ctx, in.InstanceID)
+		rec, err := store.FindInstance(ctx, in.InstanceID)
 		if err != nil {
 			t.Fatal(err)
 		}

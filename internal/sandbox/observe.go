@@ -235,7 +235,7 @@ func (c *chaos) whatHappened(ctx context.Context, ids []string, from, to time.Ti
 			}
 		}
 		parts = append(parts, c.acts[id]...)
-		if rec, err := c.store.Get(ctx, id); err == nil && rec.TerminatedReason != "" {
+		if rec, err := c.store.FindInstance(ctx, id); err == nil && rec.TerminatedReason != "" {
 			parts = append(parts, "record: "+rec.TerminatedReason)
 		}
 		if off, ok := c.clocks[id]; ok {

@@ -87,7 +87,7 @@ func (st *Story) pooledOf(ctx context.Context, pool string, ids map[string]bool)
 		if !ids[in.ID] {
 			continue
 		}
-		if rec, err := st.store.Get(ctx, in.ID); err == nil && rec.Clean() && rec.PooledAt != 0 {
+		if rec, err := st.store.Get(ctx, in.Key); err == nil && rec.Clean() && rec.PooledAt != 0 {
 			n++
 		}
 	}

@@ -24,10 +24,10 @@ func agentBound(assignment string) []check {
 // Heartbeat records that the agent is alive: it counts one more beat (what
 // the control plane judges, on its own clock) and notes the agent's time
 // (shown to operators only: an agent's clock may be off by minutes).
-func (s *Store) Heartbeat(ctx context.Context, instanceID string) error {
+func (s *Store) Heartbeat(ctx context.Context, key Key) error {
 	_, err := s.apply(ctx, change{
 		transition: "heartbeat",
-		id:         instanceID,
+		key:        key,
 		checks:     agentBound(""),
 		set:        map[string]any{"heartbeatAt": s.now()},
 		increment:  []string{"heartbeats"},
@@ -41,13 +41,13 @@ func (s *Store) Heartbeat(ctx context.Context, instanceID string) error {
 // lease), never from its wall clock. It is refused when the lease changed
 // meanwhile (one extension per value read), when the control plane
 // expired it (threshold no longer after leaseAt) or when next passes the cap.
-func (s *Store) ExtendLease(ctx context.Context, instanceID, assignment string, seen, next int64) (*Instance, error) {
+func (s *Store) ExtendLease(ctx context.Context, key Key, assignment string, seen, next int64) (*Instance, error) {
 	if next <= seen {
-		return nil, fmt.Errorf("extend lease of %s: the new threshold %d must be after %d", instanceID, next, seen)
+		return nil, fmt.Errorf("extend lease of %s: the new threshold %d must be after %d", key, next, seen)
 	}
 	return s.apply(ctx, change{
 		transition: "extend lease",
-		id:         instanceID,
+		key:        key,
 		checks:     append(agentBound(assignment), stateIn(Running), thresholdIs(seen), notExpiredByControlPlane(), capAtLeast(next)),
 		set:        map[string]any{AttrThreshold: next},
 	})
@@ -59,7 +59,7 @@ func (s *Store) ExtendLease(ctx context.Context, instanceID, assignment string, 
 func (s *Store) NoteBeat(ctx context.Context, r Ref, beats int64) (*Instance, error) {
 	return s.apply(ctx, change{
 		transition: "note heartbeat",
-		id:         r.ID,
+		key:        r.Key,
 		checks:     append(bound(r), notTerminated(), beatsAre(beats)),
 		set:        map[string]any{"beatSeen": beats, "beatSeenAt": s.now()},
 	})
@@ -67,7 +67,7 @@ func (s *Store) NoteBeat(ctx context.Context, r Ref, beats int64) (*Instance, er
 
 // PutSignal writes one signal slot for the given assignment. Each name has its
 // own slot, so a late retry of one signal never overwrites another.
-func (s *Store) PutSignal(ctx context.Context, instanceID, assignment, name, detail string) error {
+func (s *Store) PutSignal(ctx context.Context, key Key, assignment, name, detail string) error {
 	if !knownSignal(name) {
 		return fmt.Errorf("signal %q: unknown; use one of %v", name, Signals)
 	}
@@ -76,7 +76,7 @@ func (s *Store) PutSignal(ctx context.Context, instanceID, assignment, name, det
 	}
 	_, err := s.apply(ctx, change{
 		transition: "signal " + name,
-		id:         instanceID,
+		key:        key,
 		checks:     agentBound(assignment),
 		set:        map[string]any{"signals." + name: Signal{Assignment: assignment, At: s.now(), Detail: detail}},
 		applied: func(cur *Instance) bool {
@@ -91,8 +91,8 @@ func (s *Store) PutSignal(ctx context.Context, instanceID, assignment, name, det
 // drops the registration material, which is single-purpose. A zero runnerID
 // clears the runner after deregistration and drops the remove material it
 // used: no GitHub token stays in an idle record.
-func (s *Store) SetRunner(ctx context.Context, instanceID, assignment string, runnerID int64, runnerName string) error {
-	c := change{transition: "runner", id: instanceID, checks: agentBound(assignment), set: map[string]any{}}
+func (s *Store) SetRunner(ctx context.Context, key Key, assignment string, runnerID int64, runnerName string) error {
+	c := change{transition: "runner", key: key, checks: agentBound(assignment), set: map[string]any{}}
 	if runnerID == 0 {
 		c.remove = []string{"githubRunnerId", "runnerName", "registration"}
 	} else {
@@ -106,10 +106,10 @@ func (s *Store) SetRunner(ctx context.Context, instanceID, assignment string, ru
 
 // ClearRegistration removes the registration material of assignment once it
 // has been used.
-func (s *Store) ClearRegistration(ctx context.Context, instanceID, assignment string) error {
+func (s *Store) ClearRegistration(ctx context.Context, key Key, assignment string) error {
 	_, err := s.apply(ctx, change{
 		transition: "clear registration",
-		id:         instanceID,
+		key:        key,
 		checks:     agentBound(assignment),
 		remove:     []string{"registration"},
 	})
@@ -139,6 +139,6 @@ func (e *SignalFailedError) Error() string {
 
 // WaitSignal is a Watcher's WaitSignal for one wait, reading the record
 // every interval (1 s if 0).
-func (s *Store) WaitSignal(ctx context.Context, instanceID, assignment, ok, failed string, every time.Duration) (*Instance, error) {
-	return NewWatcher(s, every).WaitSignal(ctx, instanceID, assignment, ok, failed)
+func (s *Store) WaitSignal(ctx context.Context, key Key, assignment, ok, failed string, every time.Duration) (*Instance, error) {
+	return NewWatcher(s, every).WaitSignal(ctx, key, assignment, ok, failed)
 }

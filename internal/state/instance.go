@@ -77,7 +77,7 @@ func (r *Registration) String() string {
 // Instance is the record of one EC2 instance. Timestamps are unix seconds,
 // stored as numbers so that comparisons in conditions are numeric.
 type Instance struct {
-	Key                   string `dynamodbav:"pk"`
+	Key                   Key    `dynamodbav:"pk"`
 	Kind                  string `dynamodbav:"kind"`
 	ID                    string `dynamodbav:"instanceId"`
 	Pool                  string `dynamodbav:"pool"`
@@ -122,10 +122,24 @@ type Instance struct {
 	JITSeq int `dynamodbav:"jitSeq,omitempty"`
 }
 
-// InstanceKey is the partition key of an instance's record. Every access goes
-// through it so that the key shape can change (e.g. to suit an IAM policy
-// variable) in one place.
-func InstanceKey(instanceID string) string { return instanceID }
+// Key is the partition key of an instance's record. It is a type of its own
+// so that an instance id is never passed where a key is wanted: the two
+// differ whenever the pool's instance role is known.
+type Key string
+
+// InstanceKey is the key of the record of instance instanceID of a pool whose
+// instance role has the id roleID (IAM's RoleId, AROA…): "<role id>:<instance
+// id>", which is exactly ${aws:userid} of the instance-profile session EC2
+// gives the instance. The instance role's policy allows only
+// dynamodb:LeadingKeys = ${aws:userid}, so an instance reads and writes its
+// own record and no other (docs/security.md, T2). An empty roleID gives the
+// bare instance id: records made before keys carried the role, and tests.
+func InstanceKey(roleID, instanceID string) Key {
+	if roleID == "" {
+		return Key(instanceID)
+	}
+	return Key(roleID + ":" + instanceID)
+}
 
 // PoolState is the partition key of the by-pool-state index.
 func PoolState(pool string, s State) string { return pool + "#" + string(s) }

@@ -74,17 +74,17 @@ func hasRunID() check {
 // the successor of the last one written. A refused write (another run, a
 // release, a number already written) returns a *ConditionError; the caller
 // then deletes the runner it minted.
-func (s *Store) PutJIT(ctx context.Context, instanceID, assignment string, reg Registration) (*Instance, error) {
+func (s *Store) PutJIT(ctx context.Context, key Key, assignment string, reg Registration) (*Instance, error) {
 	if reg.Purpose != PurposeJIT || reg.JITConfig == "" || reg.Seq < 1 || reg.RunnerID == 0 || reg.RunnerName == "" {
-		return nil, fmt.Errorf("put jit config of %s: a %q registration with its configuration, number (from 1), runner id and name is required", instanceID, PurposeJIT)
+		return nil, fmt.Errorf("put jit config of %s: a %q registration with its configuration, number (from 1), runner id and name is required", key, PurposeJIT)
 	}
 	if assignment == "" {
-		return nil, fmt.Errorf("put jit config of %s: assignment is required", instanceID)
+		return nil, fmt.Errorf("put jit config of %s: assignment is required", key)
 	}
 	reg.Assignment = assignment
 	return s.apply(ctx, change{
 		transition: "jit config " + strconv.Itoa(reg.Seq),
-		id:         instanceID,
+		key:        key,
 		checks:     []check{exists(), stateIn(Created, Claimed, Running), hasRunID(), assignmentIs(assignment), leaseLive(s.now()), jitSeqIs(reg.Seq - 1)},
 		set:        map[string]any{"registration": reg, "jitSeq": reg.Seq},
 		// The request is answered: without it, the record's later writes

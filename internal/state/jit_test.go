@@ -7,6 +7,9 @@ import (
 	"time"
 )
 
+// k1 is the key of instance i-1's record.
+var k1 = InstanceKey(testRole, "i-1")
+
 func jitReg(n int, runnerID int64) Registration {
 	return Registration{Purpose: PurposeJIT, JITConfig: "encoded-" + strconv.Itoa(n), Seq: n, RunnerID: runnerID, RunnerName: JITRunnerName(1, n, "i-1")}
 }
@@ -17,23 +20,23 @@ func jitReg(n int, runnerID int64) Registration {
 func TestJITConfigsAreWrittenOneAfterTheOther(t *testing.T) {
 	s, _ := newStore(t)
 	inst := created(t, s, "i-1", "run-1")
-	got, err := s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(1, 11))
+	got, err := s.PutJIT(ctx, k1, inst.Assignment, jitReg(1, 11))
 	must(t, err)
 	if got.JITSeq != 1 || got.Registration == nil || got.Registration.JITConfig != "encoded-1" || got.Registration.Assignment != inst.Assignment {
 		t.Fatalf("after the first: seq %d, registration %+v", got.JITSeq, got.Registration)
 	}
-	_, err = s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(1, 12))
+	_, err = s.PutJIT(ctx, k1, inst.Assignment, jitReg(1, 12))
 	wantClause(t, err, ClauseJIT) // a second first: a redelivered request
-	_, err = s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(3, 13))
+	_, err = s.PutJIT(ctx, k1, inst.Assignment, jitReg(3, 13))
 	wantClause(t, err, ClauseJIT) // a gap
 
-	must(t, s.PutSignal(ctx, "i-1", inst.Assignment, SignalJITNext, "2"))
-	rec, err := s.Get(ctx, "i-1")
+	must(t, s.PutSignal(ctx, k1, inst.Assignment, SignalJITNext, "2"))
+	rec, err := s.Get(ctx, k1)
 	must(t, err)
 	if rec.JITWanted() != 2 {
 		t.Fatalf("JITWanted = %d after UD_JIT_NEXT 2, want 2", rec.JITWanted())
 	}
-	got, err = s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(2, 14))
+	got, err = s.PutJIT(ctx, k1, inst.Assignment, jitReg(2, 14))
 	must(t, err)
 	if got.JITWanted() != 0 {
 		t.Fatalf("JITWanted = %d once number 2 is written, want 0", got.JITWanted())
@@ -41,21 +44,21 @@ func TestJITConfigsAreWrittenOneAfterTheOther(t *testing.T) {
 	if _, asked := got.Signals[SignalJITNext]; asked {
 		t.Fatal("the answered request is still in the record: every later write would invoke the consumer again")
 	}
-	_, err = s.PutJIT(ctx, "i-1", "another-assignment", jitReg(3, 15))
+	_, err = s.PutJIT(ctx, k1, "another-assignment", jitReg(3, 15))
 	wantClause(t, err, ClauseAssignment)
 }
 
 func TestNoJITConfigForAnIdleInstanceAndEachClaimStartsAtOne(t *testing.T) {
 	s, _ := newStore(t)
 	idle := pooled(t, s, "i-1")
-	_, err := s.PutJIT(ctx, "i-1", idle.Assignment, jitReg(1, 11))
+	_, err := s.PutJIT(ctx, k1, idle.Assignment, jitReg(1, 11))
 	wantClause(t, err, ClauseState)
-	claimed, err := s.Claim(ctx, "i-1", claimReq("run-2"))
+	claimed, err := s.Claim(ctx, k1, claimReq("run-2"))
 	must(t, err)
-	if _, err := s.PutJIT(ctx, "i-1", claimed.Assignment, jitReg(1, 12)); err != nil {
+	if _, err := s.PutJIT(ctx, k1, claimed.Assignment, jitReg(1, 12)); err != nil {
 		t.Fatalf("the first configuration of a claim: %v", err)
 	}
-	if _, err := s.PutJIT(ctx, "i-1", claimed.Assignment, Registration{Purpose: PurposeJIT, Seq: 2}); err == nil {
+	if _, err := s.PutJIT(ctx, k1, claimed.Assignment, Registration{Purpose: PurposeJIT, Seq: 2}); err == nil {
 		t.Fatal("a configuration without its value or runner was written")
 	}
 }
@@ -71,7 +74,7 @@ func TestNoJITConfigOnceTheLeaseHasPassed(t *testing.T) {
 	s, c := newStore(t)
 	inst := created(t, s, "i-1", "run-1")
 	c.Add(11 * time.Minute) // created with a 10-minute TTL
-	_, err := s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(1, 11))
+	_, err := s.PutJIT(ctx, k1, inst.Assignment, jitReg(1, 11))
 	wantClause(t, err, ClauseLease)
 }
 
@@ -82,16 +85,16 @@ func TestNoJITConfigOnceTheLeaseHasPassed(t *testing.T) {
 func TestReleaseSeesTheLastJITConfig(t *testing.T) {
 	s, _ := newStore(t)
 	inst := created(t, s, "i-1", "run-1")
-	inst, err := s.PutJIT(ctx, "i-1", inst.Assignment, jitReg(1, 11))
+	inst, err := s.PutJIT(ctx, k1, inst.Assignment, jitReg(1, 11))
 	must(t, err)
-	must(t, s.PutSignal(ctx, "i-1", inst.Assignment, SignalRegOK, ""))
+	must(t, s.PutSignal(ctx, k1, inst.Assignment, SignalRegOK, ""))
 	read, err := s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
 	must(t, err)
-	_, err = s.PutJIT(ctx, "i-1", read.Assignment, jitReg(2, 12)) // after the releaser's read
+	_, err = s.PutJIT(ctx, k1, read.Assignment, jitReg(2, 12)) // after the releaser's read
 	must(t, err)
 	_, err = s.Release(ctx, read.Ref(), "run-1", time.Minute, nil)
 	wantClause(t, err, ClauseJIT)
-	again, err := s.Get(ctx, "i-1")
+	again, err := s.Get(ctx, k1)
 	must(t, err)
 	if again.Registration == nil || again.Registration.RunnerID != 12 {
 		t.Fatalf("the record read again names %+v, want runner 12", again.Registration)
@@ -99,6 +102,6 @@ func TestReleaseSeesTheLastJITConfig(t *testing.T) {
 	if _, err := s.Release(ctx, again.Ref(), "run-1", time.Minute, nil); err != nil {
 		t.Fatalf("release as read again: %v", err)
 	}
-	_, err = s.PutJIT(ctx, "i-1", again.Assignment, jitReg(3, 13))
+	_, err = s.PutJIT(ctx, k1, again.Assignment, jitReg(3, 13))
 	wantClause(t, err, ClauseState)
 }

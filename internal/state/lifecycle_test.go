@@ -17,8 +17,8 @@ func TestLifecycleWalkthrough(t *testing.T) {
 		t.Fatalf("created record = %+v", inst)
 	}
 
-	must(t, s.PutSignal(ctx, inst.ID, inst.Assignment, SignalOK, ""))
-	must(t, s.PutSignal(ctx, inst.ID, inst.Assignment, SignalRegOK, ""))
+	must(t, s.PutSignal(ctx, inst.Key, inst.Assignment, SignalOK, ""))
+	must(t, s.PutSignal(ctx, inst.Key, inst.Assignment, SignalRegOK, ""))
 	run1, err := s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
 	must(t, err)
 	if run1.State != Running || run1.PoolState != "linux-large#running" || run1.Version != inst.Version+3 {
@@ -34,17 +34,17 @@ func TestLifecycleWalkthrough(t *testing.T) {
 	if idle.Clean() {
 		t.Fatal("a just-released instance must not be clean before UD_REMOVE_REG_OK")
 	}
-	if _, err := s.Claim(ctx, idle.ID, claimReq("run-9999")); ClauseOf(err) != ClauseSignal {
+	if _, err := s.Claim(ctx, idle.Key, claimReq("run-9999")); ClauseOf(err) != ClauseSignal {
 		t.Fatalf("claim before deregistration: %v, want clause signal", err)
 	}
-	must(t, s.PutSignal(ctx, idle.ID, idle.Assignment, SignalRemoveRegOK, ""))
+	must(t, s.PutSignal(ctx, idle.Key, idle.Assignment, SignalRemoveRegOK, ""))
 	pooledRec, err := s.MarkPooled(ctx, idle.Ref())
 	must(t, err)
 	if pooledRec.PooledAt == 0 {
 		t.Fatal("pooledAt not set")
 	}
 
-	claimed, err := s.Claim(ctx, idle.ID, claimReq("run-9999"))
+	claimed, err := s.Claim(ctx, idle.Key, claimReq("run-9999"))
 	must(t, err)
 	if claimed.State != Claimed || claimed.RunID != "run-9999" || claimed.Uses != 2 || claimed.PooledAt != 0 || claimed.Assignment == idle.Assignment {
 		t.Fatalf("claimed record = %+v", claimed)
@@ -53,14 +53,14 @@ func TestLifecycleWalkthrough(t *testing.T) {
 	if _, err := s.MarkRunning(ctx, claimed.Ref(), time.Hour, time.Hour); ClauseOf(err) != ClauseSignal {
 		t.Fatalf("claimed→running on a stale UD_REG_OK: %v, want clause signal", err)
 	}
-	must(t, s.PutSignal(ctx, idle.ID, claimed.Assignment, SignalRegOK, ""))
+	must(t, s.PutSignal(ctx, idle.Key, claimed.Assignment, SignalRegOK, ""))
 	run2, err := s.MarkRunning(ctx, claimed.Ref(), time.Hour, time.Hour)
 	must(t, err)
 	if run2.State != Running {
 		t.Fatalf("state = %s", run2.State)
 	}
 
-	term, err := s.Terminate(ctx, run2.ID, Termination{Assignment: run2.Assignment, Reason: "test"})
+	term, err := s.Terminate(ctx, run2.Key, Termination{Assignment: run2.Assignment, Reason: "test"})
 	must(t, err)
 	if term.State != Terminated || term.RunID != "" || term.PoolState != "" || term.Threshold != 0 || term.ExpiresAt != clk.Now().Unix()+7*86400 {
 		t.Fatalf("terminated record = %+v", term)

@@ -46,12 +46,16 @@ var ctx = context.Background()
 const (
 	testPool  = "linux-large"
 	testOwner = "acme"
+	// testRole is the pool's instance role id: records are keyed
+	// <role id>:<instance id>, so a test passing an instance id where a
+	// key belongs finds no record.
+	testRole = "AROATESTPOOLROLE0001"
 )
 
 // created puts a created record for run and returns it.
 func created(t testing.TB, s *Store, id, run string) *Instance {
 	t.Helper()
-	inst, err := s.Create(ctx, NewInstance{ID: id, Pool: testPool, Owner: testOwner, RunID: run, Assignment: NewAssignment(),
+	inst, err := s.Create(ctx, NewInstance{ID: id, RoleID: testRole, Pool: testPool, Owner: testOwner, RunID: run, Assignment: NewAssignment(),
 		InstanceType: "c7i.large", UsageClass: "on-demand", LaunchTemplateVersion: "3", TTL: 10 * time.Minute})
 	if err != nil {
 		t.Fatalf("create %s: %v", id, err)
@@ -63,7 +67,7 @@ func created(t testing.TB, s *Store, id, run string) *Instance {
 func running(t testing.TB, s *Store, id, run string) *Instance {
 	t.Helper()
 	inst := created(t, s, id, run)
-	must(t, s.PutSignal(ctx, id, inst.Assignment, SignalRegOK, ""))
+	must(t, s.PutSignal(ctx, inst.Key, inst.Assignment, SignalRegOK, ""))
 	out, err := s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
 	if err != nil {
 		t.Fatalf("mark running %s: %v", id, err)
@@ -79,7 +83,7 @@ func pooled(t testing.TB, s *Store, id string) *Instance {
 	if err != nil {
 		t.Fatalf("release %s: %v", id, err)
 	}
-	must(t, s.PutSignal(ctx, id, idle.Assignment, SignalRemoveRegOK, ""))
+	must(t, s.PutSignal(ctx, idle.Key, idle.Assignment, SignalRemoveRegOK, ""))
 	out, err := s.MarkPooled(ctx, idle.Ref())
 	if err != nil {
 		t.Fatalf("mark pooled %s: %v", id, err)

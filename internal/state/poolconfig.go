@@ -128,8 +128,17 @@ type PoolConfig struct {
 	// Draining is set by an operator (ghrunner drain): the pool takes no
 	// new run and pools nothing; its idle instances are retired and the
 	// runs it serves finish. The provider keeps it across applies.
-	Draining  bool  `dynamodbav:"draining,omitempty" json:"draining,omitempty"`
-	UpdatedAt int64 `dynamodbav:"updatedAt" json:"updatedAt,omitempty"`
+	Draining bool `dynamodbav:"draining,omitempty" json:"draining,omitempty"`
+	// InstanceRoleID is the id (RoleId, AROA…) of the pool's instance role:
+	// the first half of its instances' record keys (InstanceKey). Empty
+	// for a pool written before keys carried the role.
+	InstanceRoleID string `dynamodbav:"instanceRoleId,omitempty" json:"instanceRoleId,omitempty"`
+	UpdatedAt      int64  `dynamodbav:"updatedAt" json:"updatedAt,omitempty"`
+}
+
+// RecordKey is the key of the record of the pool's instance instanceID.
+func (p *PoolConfig) RecordKey(instanceID string) Key {
+	return InstanceKey(p.InstanceRoleID, instanceID)
 }
 
 // How runners are registered.

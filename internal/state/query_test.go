@@ -80,7 +80,7 @@ func TestClaimRace(t *testing.T) {
 			run := fmt.Sprintf("run-%02d", r)
 			order := rand.New(rand.NewSource(int64(r))).Perm(idle)
 			for _, k := range order {
-				inst, err := s.Claim(ctx, ids[k], claimReq(run))
+				inst, err := s.Claim(ctx, InstanceKey(testRole, ids[k]), claimReq(run))
 				if err == nil {
 					mu.Lock()
 					if prev, dup := won[inst.ID]; dup {
@@ -109,7 +109,7 @@ func TestClaimRace(t *testing.T) {
 			t.Fatalf("run %s got two instances", run)
 		}
 		runs[run] = true
-		rec, err := s.Get(ctx, id)
+		rec, err := s.Get(ctx, InstanceKey(testRole, id))
 		must(t, err)
 		if rec.State != Claimed || rec.RunID != run {
 			t.Fatalf("%s: state %s run %s, want claimed by %s", id, rec.State, rec.RunID, run)
@@ -137,7 +137,7 @@ func BenchmarkClaim(b *testing.B) {
 			id := ids[k]
 			k++
 			next.Unlock()
-			if _, err := s.Claim(ctx, id, claimReq("bench")); err != nil {
+			if _, err := s.Claim(ctx, InstanceKey(testRole, id), claimReq("bench")); err != nil {
 				b.Error(err)
 			}
 		}
@@ -147,17 +147,15 @@ func BenchmarkClaim(b *testing.B) {
 
 func TestGetManyReadsEveryBatch(t *testing.T) {
 	s, _ := newStore(t)
-	ids := make([]string, 0, 230)
+	keys := make([]Key, 0, 230)
 	for i := 0; i < 230; i++ {
-		id := fmt.Sprintf("i-many%03d", i)
-		created(t, s, id, "r")
-		ids = append(ids, id)
+		keys = append(keys, created(t, s, fmt.Sprintf("i-many%03d", i), "r").Key)
 	}
 	before := env.Calls("DynamoDB_20120810.BatchGetItem")
-	// Repeated ids are read once: BatchGetItem refuses duplicate keys.
-	got, err := s.GetMany(ctx, append(append(ids, "i-absent"), ids[:5]...))
+	// Repeated keys are read once: BatchGetItem refuses duplicate keys.
+	got, err := s.GetMany(ctx, append(append(keys, InstanceKey(testRole, "i-absent")), keys[:5]...))
 	must(t, err)
-	if len(got) != 230 || got["i-many229"].Signals == nil {
+	if len(got) != 230 || got[InstanceKey(testRole, "i-many229")].Signals == nil {
 		t.Fatalf("GetMany returned %d records", len(got))
 	}
 	if calls := env.Calls("DynamoDB_20120810.BatchGetItem") - before; calls != 3 {

@@ -22,18 +22,18 @@ func TestRegistrationMaterialLifetime(t *testing.T) {
 
 	req := claimReq("r-sec")
 	req.Registration = &Registration{Purpose: "register", Token: "REGTOKEN-SEC", URL: "https://github.com/acme"}
-	c, err := s.Claim(ctx, p.ID, req)
+	c, err := s.Claim(ctx, p.Key, req)
 	must(t, err)
 	if c.Registration == nil || c.Registration.Assignment != c.Assignment {
 		t.Fatalf("claim: registration %v for assignment %s", c.Registration, c.Assignment)
 	}
-	if got, err := s.Get(ctx, other.ID); err != nil || got.Registration != nil {
+	if got, err := s.Get(ctx, other.Key); err != nil || got.Registration != nil {
 		t.Fatalf("material reached another instance's record: %v %v", got.Registration, err)
 	}
 
 	// Registered: the register token goes.
-	must(t, s.PutSignal(ctx, c.ID, c.Assignment, SignalRegOK, ""))
-	must(t, s.SetRunner(ctx, c.ID, c.Assignment, 11, "ghr-2-"+c.ID))
+	must(t, s.PutSignal(ctx, c.Key, c.Assignment, SignalRegOK, ""))
+	must(t, s.SetRunner(ctx, c.Key, c.Assignment, 11, "ghr-2-"+c.ID))
 	r, err := s.MarkRunning(ctx, c.Ref(), time.Hour, time.Hour)
 	must(t, err)
 	if r.Registration != nil {
@@ -47,12 +47,12 @@ func TestRegistrationMaterialLifetime(t *testing.T) {
 		t.Fatalf("release: registration %v", idle.Registration)
 	}
 	// A stale assignment cannot clear (or touch) the new material.
-	if err := s.SetRunner(ctx, c.ID, c.Assignment, 0, ""); ClauseOf(err) != ClauseAssignment {
+	if err := s.SetRunner(ctx, c.Key, c.Assignment, 0, ""); ClauseOf(err) != ClauseAssignment {
 		t.Fatalf("clear with the old assignment = %v, want refused", err)
 	}
 	// Deregistered: the remove token goes too; no token stays in an idle record.
-	must(t, s.SetRunner(ctx, c.ID, idle.Assignment, 0, ""))
-	got, err := s.Get(ctx, c.ID)
+	must(t, s.SetRunner(ctx, c.Key, idle.Assignment, 0, ""))
+	got, err := s.Get(ctx, c.Key)
 	must(t, err)
 	if got.Registration != nil || got.GithubRunnerID != 0 {
 		t.Fatalf("after deregistration: registration %v runner %d", got.Registration, got.GithubRunnerID)
@@ -61,7 +61,7 @@ func TestRegistrationMaterialLifetime(t *testing.T) {
 	// Terminated: any material left (a failed deregistration) is removed.
 	again, err := s.Release(ctx, running(t, s, "i-sec-term", "r-t").Ref(), "r-t", time.Minute, &Registration{Purpose: "remove", Token: "RMTOKEN-TERM"})
 	must(t, err)
-	term, err := s.Terminate(ctx, again.ID, Termination{Assignment: again.Assignment})
+	term, err := s.Terminate(ctx, again.Key, Termination{Assignment: again.Assignment})
 	must(t, err)
 	if term.Registration != nil {
 		t.Fatal("terminated record keeps its remove token")
@@ -92,40 +92,40 @@ func TestAgentWritesCannotForge(t *testing.T) {
 	}
 
 	// A signal for another assignment is refused and changes nothing.
-	before, err := s.Get(ctx, r.ID)
+	before, err := s.Get(ctx, r.Key)
 	must(t, err)
-	if err := s.PutSignal(ctx, r.ID, "forged-assignment", SignalRemoveRegOK, ""); ClauseOf(err) != ClauseAssignment {
+	if err := s.PutSignal(ctx, r.Key, "forged-assignment", SignalRemoveRegOK, ""); ClauseOf(err) != ClauseAssignment {
 		t.Fatalf("forged signal = %v, want refused on the assignment", err)
 	}
-	after, err := s.Get(ctx, r.ID)
+	after, err := s.Get(ctx, r.Key)
 	must(t, err)
 	if after.Version != before.Version || len(after.Signals) != len(before.Signals) {
 		t.Fatalf("refused signal changed the record: version %d → %d", before.Version, after.Version)
 	}
 
 	// The agent's own writes leave ownership alone.
-	must(t, s.Heartbeat(ctx, r.ID))
-	must(t, s.PutSignal(ctx, r.ID, r.Assignment, SignalInterrupted, "spot"))
-	must(t, s.SetRunner(ctx, r.ID, r.Assignment, 5, "ghr-1-i-forge"))
-	got, err := s.Get(ctx, r.ID)
+	must(t, s.Heartbeat(ctx, r.Key))
+	must(t, s.PutSignal(ctx, r.Key, r.Assignment, SignalInterrupted, "spot"))
+	must(t, s.SetRunner(ctx, r.Key, r.Assignment, 5, "ghr-1-i-forge"))
+	got, err := s.Get(ctx, r.Key)
 	must(t, err)
 	if got.State != r.State || got.RunID != r.RunID || got.Assignment != r.Assignment || got.Threshold != r.Threshold || got.PoolState != r.PoolState {
 		t.Fatalf("agent writes moved ownership: %+v", got)
 	}
 
 	// Terminated: no agent write brings it back.
-	term, err := s.Terminate(ctx, r.ID, Termination{Assignment: r.Assignment})
+	term, err := s.Terminate(ctx, r.Key, Termination{Assignment: r.Assignment})
 	must(t, err)
 	for name, err := range map[string]error{
-		"heartbeat": s.Heartbeat(ctx, r.ID),
-		"signal":    s.PutSignal(ctx, r.ID, r.Assignment, SignalRegOK, ""),
-		"runner":    s.SetRunner(ctx, r.ID, r.Assignment, 6, "n"),
+		"heartbeat": s.Heartbeat(ctx, r.Key),
+		"signal":    s.PutSignal(ctx, r.Key, r.Assignment, SignalRegOK, ""),
+		"runner":    s.SetRunner(ctx, r.Key, r.Assignment, 6, "n"),
 	} {
 		if ClauseOf(err) != ClauseState && ClauseOf(err) != ClauseAssignment {
 			t.Errorf("%s on a terminated record = %v, want refused", name, err)
 		}
 	}
-	final, err := s.Get(ctx, r.ID)
+	final, err := s.Get(ctx, r.Key)
 	must(t, err)
 	if final.State != Terminated || final.Version != term.Version {
 		t.Fatalf("terminated record changed: %+v", final)

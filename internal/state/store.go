@@ -184,14 +184,14 @@ func (s *Store) getItem(ctx context.Context, pk string, out any) (bool, error) {
 }
 
 // Get reads an instance record with a consistent read.
-func (s *Store) Get(ctx context.Context, instanceID string) (*Instance, error) {
+func (s *Store) Get(ctx context.Context, key Key) (*Instance, error) {
 	var inst Instance
-	ok, err := s.getItem(ctx, InstanceKey(instanceID), &inst)
+	ok, err := s.getItem(ctx, string(key), &inst)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("instance %s: %w", instanceID, ErrNotFound)
+		return nil, fmt.Errorf("instance record %s: %w", key, ErrNotFound)
 	}
 	return &inst, nil
 }
@@ -208,19 +208,19 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // GetMany reads instance records with consistent reads, 100 per call, and
-// returns those that exist keyed by instance id. Unprocessed keys (throttling)
-// are asked again with a short backoff. A repeated id is read once
-// (BatchGetItem refuses duplicate keys).
-func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Instance, error) {
-	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
-	out := make(map[string]*Instance, len(ids))
-	for start := 0; start < len(ids); start += 100 {
-		batch := ids[start:min(start+100, len(ids))]
-		keys := make([]map[string]types.AttributeValue, len(batch))
-		for i, id := range batch {
-			keys[i] = s.key(InstanceKey(id))
+// returns those that exist by key. Unprocessed keys (throttling) are asked
+// again with a short backoff. A repeated key is read once (BatchGetItem
+// refuses duplicate keys).
+func (s *Store) GetMany(ctx context.Context, keys []Key) (map[Key]*Instance, error) {
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	out := make(map[Key]*Instance, len(keys))
+	for start := 0; start < len(keys); start += 100 {
+		batch := keys[start:min(start+100, len(keys))]
+		want := make([]map[string]types.AttributeValue, len(batch))
+		for i, k := range batch {
+			want[i] = s.key(string(k))
 		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: want, ConsistentRead: aws.Bool(true)}}
 		for attempt := 0; len(req) > 0; attempt++ {
 			if attempt == maxBatchAttempts {
 				// A hot item can stay unprocessed for many seconds: say so
@@ -244,10 +244,66 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Instance
 				return nil, fmt.Errorf("decode records: %w", err)
 			}
 			for i := range items {
-				out[items[i].ID] = &items[i]
+				out[items[i].Key] = &items[i]
 			}
 			req = res.UnprocessedKeys
 		}
 	}
 	return out, nil
+}
+
+// ByInstanceID reads the records of instances known only by id (from EC2,
+// or a runner's name), by instance id. roleID names the instance role of
+// an instance's pool ("" when the pool is unknown). Each instance is looked
+// for under both keys its record may have: InstanceKey(role, id) and the
+// bare id of records made before keys carried the role; a live record wins
+// over a terminated one. An instance launched before an upgrade is so never
+// taken for one without a record.
+func (s *Store) ByInstanceID(ctx context.Context, ids []string, roleID func(instanceID string) string) (map[string]*Instance, error) {
+	keys := make([]Key, 0, 2*len(ids))
+	for _, id := range ids {
+		keys = append(keys, InstanceKey("", id))
+		if role := roleID(id); role != "" {
+			keys = append(keys, InstanceKey(role, id))
+		}
+	}
+	found, err := s.GetMany(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*Instance, len(found))
+	for _, rec := range found {
+		if prev := out[rec.ID]; prev == nil || prev.State == Terminated {
+			out[rec.ID] = rec
+		}
+	}
+	return out, nil
+}
+
+// FindInstance reads the record of an instance known by its id alone, its
+// pool unknown (an operator's command line): under each pool's instance
+// role, and under the bare id. Other callers know the pool and read by key.
+func (s *Store) FindInstance(ctx context.Context, instanceID string) (*Instance, error) {
+	pools, err := s.ListPoolConfigs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys := []Key{InstanceKey("", instanceID)}
+	for _, p := range pools {
+		keys = append(keys, p.RecordKey(instanceID))
+	}
+	found, err := s.GetMany(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	var rec *Instance
+	for _, r := range found {
+		if r.ID == instanceID && (rec == nil || rec.State == Terminated) {
+			rec = r
+		}
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("instance %s: %w", instanceID, ErrNotFound)
+	}
+	return rec, nil
 }

@@ -194,7 +194,7 @@ func beatsAre(n int64) check {
 // change is one conditional UpdateItem of an instance record.
 type change struct {
 	transition string
-	id         string
+	key        Key
 	checks     []check
 	set        map[string]any // attribute path -> value
 	increment  []string       // numeric attributes to add one to
@@ -229,10 +229,13 @@ func (s *Store) apply(ctx context.Context, c change) (*Instance, error) {
 		}
 		update += " REMOVE " + strings.Join(rm, ", ")
 	}
-	key := InstanceKey(c.id)
+	key := c.key
+	if key == "" {
+		return nil, fmt.Errorf("%s: no record key", c.transition)
+	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
-		Key:                                 s.key(key),
+		Key:                                 s.key(string(key)),
 		ConditionExpression:                 aws.String(strings.Join(conds, " AND ")),
 		UpdateExpression:                    aws.String(update),
 		ExpressionAttributeNames:            b.attrNames(),
@@ -261,7 +264,7 @@ func (s *Store) apply(ctx context.Context, c change) (*Instance, error) {
 
 // diagnose finds the clause that failed, from the old item DynamoDB returned
 // with the failure, or else from a consistent read.
-func (s *Store) diagnose(ctx context.Context, c change, key string, old map[string]types.AttributeValue) error {
+func (s *Store) diagnose(ctx context.Context, c change, key Key, old map[string]types.AttributeValue) error {
 	var cur *Instance
 	if old != nil {
 		cur = &Instance{}
@@ -269,13 +272,13 @@ func (s *Store) diagnose(ctx context.Context, c change, key string, old map[stri
 			return fmt.Errorf("decode %s: %w", key, err)
 		}
 	} else {
-		got, err := s.Get(ctx, c.id)
+		got, err := s.Get(ctx, c.key)
 		if err != nil && !IsNotFound(err) {
 			return fmt.Errorf("%s of %s refused; reading why failed: %w", c.transition, key, err)
 		}
 		cur = got
 	}
-	ce := &ConditionError{Key: key, Transition: c.transition, Current: cur}
+	ce := &ConditionError{Key: string(key), Transition: c.transition, Current: cur}
 	if cur == nil {
 		ce.Clause, ce.Detail = ClauseExists, "no such record"
 		return ce
@@ -292,7 +295,10 @@ func (s *Store) diagnose(ctx context.Context, c change, key string, old map[stri
 
 // NewInstance describes a record to create for a freshly launched instance.
 type NewInstance struct {
-	ID                    string
+	ID string
+	// RoleID is the id of the pool's instance role (PoolConfig.InstanceRoleID):
+	// the record's key is InstanceKey(RoleID, ID).
+	RoleID                string
 	Pool                  string
 	Owner                 string
 	RunID                 string // empty for a pre-warmed instance
@@ -312,7 +318,7 @@ func (s *Store) Create(ctx context.Context, n NewInstance) (*Instance, error) {
 	}
 	now := s.now()
 	inst := Instance{
-		Key:                   InstanceKey(n.ID),
+		Key:                   InstanceKey(n.RoleID, n.ID),
 		Kind:                  kindInstance,
 		ID:                    n.ID,
 		Pool:                  n.Pool,
@@ -357,13 +363,13 @@ func (s *Store) Create(ctx context.Context, n NewInstance) (*Instance, error) {
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
-			cur, _ := s.Get(ctx, n.ID)
+			cur, _ := s.Get(ctx, inst.Key)
 			if cur != nil && cur.Assignment == n.Assignment && cur.RunID == n.RunID && cur.LaunchedAt == inst.LaunchedAt {
 				// Our own write, retried by the SDK after DynamoDB stored it
 				// and then answered with an error: it is done.
 				return cur, nil
 			}
-			return nil, &ConditionError{Key: inst.Key, Transition: "create", Clause: ClauseExists, Detail: "a record already exists", Current: cur}
+			return nil, &ConditionError{Key: string(inst.Key), Transition: "create", Clause: ClauseExists, Detail: "a record already exists", Current: cur}
 		}
 		return nil, fmt.Errorf("create %s: %w", n.ID, err)
 	}
@@ -373,6 +379,7 @@ func (s *Store) Create(ctx context.Context, n NewInstance) (*Instance, error) {
 // Ref names the record a caller acts on and what it believes of it: the pool
 // (to derive poolState) and the assignment every transition is bound to.
 type Ref struct {
+	Key        Key
 	ID         string
 	Pool       string
 	Assignment string
@@ -384,7 +391,7 @@ type Ref struct {
 
 // Ref returns the reference to this record as it is now.
 func (i *Instance) Ref() Ref {
-	return Ref{ID: i.ID, Pool: i.Pool, Assignment: i.Assignment, JITSeq: i.JITSeq}
+	return Ref{Key: i.Key, ID: i.ID, Pool: i.Pool, Assignment: i.Assignment, JITSeq: i.JITSeq}
 }
 
 // bound is the part of every condition that pins the record a caller read.
@@ -417,7 +424,7 @@ func (s *Store) toRunning(ctx context.Context, name string, r Ref, maxRuntime, r
 	set["leaseStep"] = secs(maxRuntime)
 	return s.apply(ctx, change{
 		transition: name,
-		id:         r.ID,
+		key:        r.Key,
 		checks:     append(append(bound(r), stateIn(Created, Claimed)), checks...),
 		set:        set,
 		applied:    func(cur *Instance) bool { return cur.State == Running && cur.Assignment == r.Assignment },
@@ -444,7 +451,7 @@ func (s *Store) toIdle(ctx context.Context, name string, r Ref, checks []check, 
 	next := NewAssignment()
 	c := change{
 		transition: name,
-		id:         r.ID,
+		key:        r.Key,
 		checks:     checks,
 		set:        withState(map[string]any{"assignment": next}, r.Pool, Idle, s.now(), s.now()+secs(idleTTL)),
 		remove:     []string{AttrRunID, "pooledAt", "jitSeq"},
@@ -475,9 +482,9 @@ type ClaimRequest struct {
 // Claim moves a clean, unexpired idle instance of the same pool and owner to
 // claimed for req.RunID under a new assignment. A duplicate or stale pool
 // message can never claim twice: only one conditional write wins.
-func (s *Store) Claim(ctx context.Context, id string, req ClaimRequest) (*Instance, error) {
+func (s *Store) Claim(ctx context.Context, key Key, req ClaimRequest) (*Instance, error) {
 	if req.RunID == "" || req.Pool == "" || req.ClaimTTL <= 0 {
-		return nil, fmt.Errorf("claim %s: runId, pool and a positive claim TTL are required", id)
+		return nil, fmt.Errorf("claim %s: runId, pool and a positive claim TTL are required", key)
 	}
 	now := s.now()
 	checks := []check{exists(), attrIs(ClausePool, "pool", req.Pool), stateIn(Idle), noRunID(), leaseLive(now),
@@ -494,7 +501,7 @@ func (s *Store) Claim(ctx context.Context, id string, req ClaimRequest) (*Instan
 	next := NewAssignment()
 	c := change{
 		transition: "idle→claimed",
-		id:         id,
+		key:        key,
 		checks:     checks,
 		set:        withState(map[string]any{"assignment": next, AttrRunID: req.RunID}, req.Pool, Claimed, now, now+secs(req.ClaimTTL)),
 		increment:  []string{"uses"},
@@ -517,7 +524,7 @@ func (s *Store) JoinPool(ctx context.Context, r Ref, idleTTL time.Duration) (*In
 	now := s.now()
 	return s.apply(ctx, change{
 		transition: "created→idle",
-		id:         r.ID,
+		key:        r.Key,
 		checks:     append(bound(r), stateIn(Created), noRunID(), leaseLive(now), signalPresent(SignalOK)),
 		set:        withState(nil, r.Pool, Idle, now, now+secs(idleTTL)),
 	})
@@ -528,7 +535,7 @@ func (s *Store) Renew(ctx context.Context, r Ref, idleTTL time.Duration) (*Insta
 	now := s.now()
 	return s.apply(ctx, change{
 		transition: "idle→idle",
-		id:         r.ID,
+		key:        r.Key,
 		checks:     append(bound(r), stateIn(Idle), noRunID(), leaseLive(now)),
 		set:        withLease(map[string]any{}, now, now+secs(idleTTL)),
 	})
@@ -538,7 +545,7 @@ func (s *Store) Renew(ctx context.Context, r Ref, idleTTL time.Duration) (*Insta
 func (s *Store) MarkPooled(ctx context.Context, r Ref) (*Instance, error) {
 	return s.apply(ctx, change{
 		transition: "pooled",
-		id:         r.ID,
+		key:        r.Key,
 		checks:     append(bound(r), stateIn(Idle)),
 		set:        map[string]any{"pooledAt": s.now()},
 	})
@@ -550,7 +557,7 @@ func (s *Store) Expire(ctx context.Context, r Ref, reason string) (*Instance, er
 	now := s.now()
 	return s.apply(ctx, change{
 		transition: "expire",
-		id:         r.ID,
+		key:        r.Key,
 		checks:     append(bound(r), notTerminated()),
 		set:        withLease(map[string]any{"terminatedReason": reason}, now, now-1),
 	})
@@ -570,9 +577,9 @@ type Termination struct {
 // Terminate marks a record terminated: runId, poolState, threshold and
 // registration are removed and expiresAt starts the record's TTL. Call it
 // after (or right before) EC2 TerminateInstances.
-func (s *Store) Terminate(ctx context.Context, id string, t Termination) (*Instance, error) {
+func (s *Store) Terminate(ctx context.Context, key Key, t Termination) (*Instance, error) {
 	if t.Assignment == "" && !t.IfExpired {
-		return nil, fmt.Errorf("terminate %s: give the expected assignment or require an expired lease", id)
+		return nil, fmt.Errorf("terminate %s: give the expected assignment or require an expired lease", key)
 	}
 	now := s.now()
 	checks := []check{exists(), notTerminated()}
@@ -592,7 +599,7 @@ func (s *Store) Terminate(ctx context.Context, id string, t Termination) (*Insta
 	}
 	return s.apply(ctx, change{
 		transition: "→terminated",
-		id:         id,
+		key:        key,
 		checks:     checks,
 		set:        set,
 		remove:     []string{AttrRunID, AttrPoolState, AttrThreshold, "leaseAt", "leaseCap", "leaseStep", "registration"},

@@ -24,12 +24,12 @@ func TestTransitionsRefused(t *testing.T) {
 		apply func(t *testing.T) (string, error) // returns the instance id it acted on
 	}{
 		{"running: record missing", ClauseExists, func(t *testing.T) (string, error) {
-			_, err := s.MarkRunning(ctx, Ref{ID: "i-missing", Pool: testPool, Assignment: "a"}, time.Hour, time.Hour)
+			_, err := s.MarkRunning(ctx, Ref{Key: InstanceKey(testRole, "i-missing"), ID: "i-missing", Pool: testPool, Assignment: "a"}, time.Hour, time.Hour)
 			return "", err
 		}},
 		{"running: wrong state (idle)", ClauseState, func(t *testing.T) (string, error) {
 			p := pooled(t, s, id())
-			must(t, s.PutSignal(ctx, p.ID, p.Assignment, SignalRegOK, ""))
+			must(t, s.PutSignal(ctx, p.Key, p.Assignment, SignalRegOK, ""))
 			_, err := s.MarkRunning(ctx, p.Ref(), time.Hour, time.Hour)
 			return p.ID, err
 		}},
@@ -49,7 +49,7 @@ func TestTransitionsRefused(t *testing.T) {
 		}},
 		{"running: lease expired", ClauseLease, func(t *testing.T) (string, error) {
 			c := created(t, s, id(), "r1")
-			must(t, s.PutSignal(ctx, c.ID, c.Assignment, SignalRegOK, ""))
+			must(t, s.PutSignal(ctx, c.Key, c.Assignment, SignalRegOK, ""))
 			clk.Add(11 * time.Minute)
 			defer clk.Add(-11 * time.Minute)
 			_, err := s.MarkRunning(ctx, c.Ref(), time.Hour, time.Hour)
@@ -57,7 +57,7 @@ func TestTransitionsRefused(t *testing.T) {
 		}},
 		{"running: no UD_REG_OK", ClauseSignal, func(t *testing.T) (string, error) {
 			c := created(t, s, id(), "r1")
-			must(t, s.PutSignal(ctx, c.ID, c.Assignment, SignalOK, ""))
+			must(t, s.PutSignal(ctx, c.Key, c.Assignment, SignalOK, ""))
 			_, err := s.MarkRunning(ctx, c.Ref(), time.Hour, time.Hour)
 			return c.ID, err
 		}},
@@ -96,66 +96,66 @@ func TestTransitionsRefused(t *testing.T) {
 		}},
 		{"claim: running", ClauseState, func(t *testing.T) (string, error) {
 			r := running(t, s, id(), "r1")
-			_, err := s.Claim(ctx, r.ID, claimReq("r9"))
+			_, err := s.Claim(ctx, r.Key, claimReq("r9"))
 			return r.ID, err
 		}},
 		{"claim: already claimed", ClauseState, func(t *testing.T) (string, error) {
 			p := pooled(t, s, id())
-			_, err := s.Claim(ctx, p.ID, claimReq("r8"))
+			_, err := s.Claim(ctx, p.Key, claimReq("r8"))
 			must(t, err)
-			_, err = s.Claim(ctx, p.ID, claimReq("r9"))
+			_, err = s.Claim(ctx, p.Key, claimReq("r9"))
 			return "", err // the record did change, by the first claim
 		}},
 		{"claim: not clean", ClauseSignal, func(t *testing.T) (string, error) {
 			r := running(t, s, id(), "r1")
 			idle, err := s.Release(ctx, r.Ref(), "r1", time.Minute, nil)
 			must(t, err)
-			_, err = s.Claim(ctx, idle.ID, claimReq("r9"))
+			_, err = s.Claim(ctx, idle.Key, claimReq("r9"))
 			return r.ID, err
 		}},
 		{"claim: clean for an older assignment only", ClauseSignal, func(t *testing.T) (string, error) {
 			p := pooled(t, s, id())
-			c, err := s.Claim(ctx, p.ID, claimReq("r8"))
+			c, err := s.Claim(ctx, p.Key, claimReq("r8"))
 			must(t, err)
 			// registration failed: back to idle, but the agent has not confirmed this assignment yet
 			idle, err := s.Unclaim(ctx, c.Ref(), time.Minute, nil)
 			must(t, err)
-			_, err = s.Claim(ctx, idle.ID, claimReq("r9"))
+			_, err = s.Claim(ctx, idle.Key, claimReq("r9"))
 			return idle.ID, err
 		}},
 		{"claim: idle lease expired", ClauseLease, func(t *testing.T) (string, error) {
 			p := pooled(t, s, id())
 			clk.Add(16 * time.Minute)
 			defer clk.Add(-16 * time.Minute)
-			_, err := s.Claim(ctx, p.ID, claimReq("r9"))
+			_, err := s.Claim(ctx, p.Key, claimReq("r9"))
 			return p.ID, err
 		}},
 		{"claim: other owner", ClauseOwner, func(t *testing.T) (string, error) {
 			p := pooled(t, s, id())
 			req := claimReq("r9")
 			req.Owner = "acme/other"
-			_, err := s.Claim(ctx, p.ID, req)
+			_, err := s.Claim(ctx, p.Key, req)
 			return p.ID, err
 		}},
 		{"claim: other pool", ClausePool, func(t *testing.T) (string, error) {
 			p := pooled(t, s, id())
 			req := claimReq("r9")
 			req.Pool = "windows"
-			_, err := s.Claim(ctx, p.ID, req)
+			_, err := s.Claim(ctx, p.Key, req)
 			return p.ID, err
 		}},
 		{"claim: outdated launch template", ClauseTemplate, func(t *testing.T) (string, error) {
 			p := pooled(t, s, id())
 			req := claimReq("r9")
 			req.LaunchTemplateVersion = "4"
-			_, err := s.Claim(ctx, p.ID, req)
+			_, err := s.Claim(ctx, p.Key, req)
 			return p.ID, err
 		}},
 		{"claim: used up", ClauseUses, func(t *testing.T) (string, error) {
 			p := pooled(t, s, id())
 			req := claimReq("r9")
 			req.MaxUses = 1
-			_, err := s.Claim(ctx, p.ID, req)
+			_, err := s.Claim(ctx, p.Key, req)
 			return p.ID, err
 		}},
 		{"claim: too old", ClauseAge, func(t *testing.T) (string, error) {
@@ -164,12 +164,12 @@ func TestTransitionsRefused(t *testing.T) {
 			req.MaxAge = time.Second
 			clk.Add(2 * time.Second)
 			defer clk.Add(-2 * time.Second)
-			_, err := s.Claim(ctx, p.ID, req)
+			_, err := s.Claim(ctx, p.Key, req)
 			return p.ID, err
 		}},
 		{"join pool: has a run", ClauseRunID, func(t *testing.T) (string, error) {
 			c := created(t, s, id(), "r1")
-			must(t, s.PutSignal(ctx, c.ID, c.Assignment, SignalOK, ""))
+			must(t, s.PutSignal(ctx, c.Key, c.Assignment, SignalOK, ""))
 			_, err := s.JoinPool(ctx, c.Ref(), time.Minute)
 			return c.ID, err
 		}},
@@ -187,40 +187,40 @@ func TestTransitionsRefused(t *testing.T) {
 		}},
 		{"renew: claimed meanwhile", ClauseAssignment, func(t *testing.T) (string, error) {
 			p := pooled(t, s, id())
-			_, err := s.Claim(ctx, p.ID, claimReq("r9"))
+			_, err := s.Claim(ctx, p.Key, claimReq("r9"))
 			must(t, err)
 			_, err = s.Renew(ctx, p.Ref(), time.Minute)
 			return "", err
 		}},
 		{"pooled: moved on", ClauseAssignment, func(t *testing.T) (string, error) {
 			p := pooled(t, s, id())
-			_, err := s.Claim(ctx, p.ID, claimReq("r9"))
+			_, err := s.Claim(ctx, p.Key, claimReq("r9"))
 			must(t, err)
 			_, err = s.MarkPooled(ctx, p.Ref())
 			return "", err
 		}},
 		{"expire: already terminated", ClauseState, func(t *testing.T) (string, error) {
 			c := created(t, s, id(), "r1")
-			term, err := s.Terminate(ctx, c.ID, Termination{Assignment: c.Assignment})
+			term, err := s.Terminate(ctx, c.Key, Termination{Assignment: c.Assignment})
 			must(t, err)
 			_, err = s.Expire(ctx, c.Ref(), "late")
 			return term.ID, err
 		}},
 		{"terminate: lease still live", ClauseLease, func(t *testing.T) (string, error) {
 			r := running(t, s, id(), "r1")
-			_, err := s.Terminate(ctx, r.ID, Termination{IfExpired: true})
+			_, err := s.Terminate(ctx, r.Key, Termination{IfExpired: true})
 			return r.ID, err
 		}},
 		{"terminate: other assignment", ClauseAssignment, func(t *testing.T) (string, error) {
 			r := running(t, s, id(), "r1")
-			_, err := s.Terminate(ctx, r.ID, Termination{Assignment: "old"})
+			_, err := s.Terminate(ctx, r.Key, Termination{Assignment: "old"})
 			return r.ID, err
 		}},
 		{"terminate: twice", ClauseState, func(t *testing.T) (string, error) {
 			r := running(t, s, id(), "r1")
-			term, err := s.Terminate(ctx, r.ID, Termination{Assignment: r.Assignment})
+			term, err := s.Terminate(ctx, r.Key, Termination{Assignment: r.Assignment})
 			must(t, err)
-			_, err = s.Terminate(ctx, r.ID, Termination{IfExpired: true})
+			_, err = s.Terminate(ctx, r.Key, Termination{IfExpired: true})
 			return term.ID, err
 		}},
 		{"signal: old assignment", ClauseAssignment, func(t *testing.T) (string, error) {
@@ -228,13 +228,13 @@ func TestTransitionsRefused(t *testing.T) {
 			old := r.Assignment
 			idle, err := s.Release(ctx, r.Ref(), "r1", time.Minute, nil)
 			must(t, err)
-			return idle.ID, s.PutSignal(ctx, r.ID, old, SignalRemoveRegOK, "")
+			return idle.ID, s.PutSignal(ctx, r.Key, old, SignalRemoveRegOK, "")
 		}},
 		{"heartbeat: terminated", ClauseState, func(t *testing.T) (string, error) {
 			c := created(t, s, id(), "r1")
-			_, err := s.Terminate(ctx, c.ID, Termination{Assignment: c.Assignment})
+			_, err := s.Terminate(ctx, c.Key, Termination{Assignment: c.Assignment})
 			must(t, err)
-			return c.ID, s.Heartbeat(ctx, c.ID)
+			return c.ID, s.Heartbeat(ctx, c.Key)
 		}},
 		{"heartbeat: no record (agent never creates one)", ClauseExists, func(t *testing.T) (string, error) {
 			err := s.Heartbeat(ctx, "i-ghost")
@@ -245,7 +245,7 @@ func TestTransitionsRefused(t *testing.T) {
 		}},
 		{"runner: other assignment", ClauseAssignment, func(t *testing.T) (string, error) {
 			c := created(t, s, id(), "r1")
-			return c.ID, s.SetRunner(ctx, c.ID, "old", 42, "ghr-1-"+c.ID)
+			return c.ID, s.SetRunner(ctx, c.Key, "old", 42, "ghr-1-"+c.ID)
 		}},
 	}
 	for _, tc := range cases {
@@ -261,7 +261,7 @@ func TestTransitionsRefused(t *testing.T) {
 			}
 			// The refused write changed nothing: the record is still the one
 			// the error reports.
-			stored, err := s.Get(ctx, instID)
+			stored, err := s.Get(ctx, InstanceKey(testRole, instID))
 			must(t, err)
 			if ce.Current == nil || ce.Current.Version != stored.Version {
 				t.Fatalf("the error's record (%+v) is not the stored one (version %d)", ce.Current, stored.Version)
@@ -279,24 +279,24 @@ func TestSignalsBoundToAssignment(t *testing.T) {
 	if _, ok := p.SignalFor(SignalRegOK); ok {
 		t.Fatal("UD_REG_OK of the first assignment counted for the pooled assignment")
 	}
-	c, err := s.Claim(ctx, p.ID, claimReq("seed-i-sig1")) // same runId as the first run
+	c, err := s.Claim(ctx, p.Key, claimReq("seed-i-sig1")) // same runId as the first run
 	must(t, err)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	_, err = s.WaitSignal(short, c.ID, c.Assignment, SignalRegOK, SignalRegFailed, 50*time.Millisecond)
+	_, err = s.WaitSignal(short, c.Key, c.Assignment, SignalRegOK, SignalRegFailed, 50*time.Millisecond)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("wait on a stale signal = %v, want the deadline", err)
 	}
 
-	must(t, s.PutSignal(ctx, c.ID, c.Assignment, SignalRegFailed, "token expired"))
-	_, err = s.WaitSignal(ctx, c.ID, c.Assignment, SignalRegOK, SignalRegFailed, 50*time.Millisecond)
+	must(t, s.PutSignal(ctx, c.Key, c.Assignment, SignalRegFailed, "token expired"))
+	_, err = s.WaitSignal(ctx, c.Key, c.Assignment, SignalRegOK, SignalRegFailed, 50*time.Millisecond)
 	var sf *SignalFailedError
 	if !errors.As(err, &sf) || sf.Detail != "token expired" {
 		t.Fatalf("wait after UD_REG_FAILED = %v, want SignalFailedError with the detail", err)
 	}
 
-	must(t, s.PutSignal(ctx, c.ID, c.Assignment, SignalRegOK, ""))
-	got, err := s.WaitSignal(ctx, c.ID, c.Assignment, SignalRegOK, SignalRegFailed, 50*time.Millisecond)
+	must(t, s.PutSignal(ctx, c.Key, c.Assignment, SignalRegOK, ""))
+	got, err := s.WaitSignal(ctx, c.Key, c.Assignment, SignalRegOK, SignalRegFailed, 50*time.Millisecond)
 	must(t, err)
 	if got.Signals[SignalRegFailed].Detail != "token expired" {
 		t.Fatal("one signal overwrote another's slot")
@@ -305,9 +305,9 @@ func TestSignalsBoundToAssignment(t *testing.T) {
 	// The record moves on: a wait for the old assignment ends at once.
 	_, err = s.Expire(ctx, got.Ref(), "test")
 	must(t, err)
-	_, err = s.Terminate(ctx, got.ID, Termination{IfExpired: true})
+	_, err = s.Terminate(ctx, got.Key, Termination{IfExpired: true})
 	must(t, err)
-	_, err = s.WaitSignal(ctx, c.ID, c.Assignment, SignalRemoveRegOK, SignalRemoveRegFailed, 50*time.Millisecond)
+	_, err = s.WaitSignal(ctx, c.Key, c.Assignment, SignalRemoveRegOK, SignalRemoveRegFailed, 50*time.Millisecond)
 	wantClause(t, err, ClauseState)
 }
 
@@ -318,18 +318,18 @@ func TestAgentWrites(t *testing.T) {
 		t.Fatal("unexpected registration")
 	}
 	clk.Add(5 * time.Second)
-	must(t, s.Heartbeat(ctx, c.ID))
-	must(t, s.SetRunner(ctx, c.ID, c.Assignment, 42, "ghr-1-i-agent"))
-	got, err := s.Get(ctx, c.ID)
+	must(t, s.Heartbeat(ctx, c.Key))
+	must(t, s.SetRunner(ctx, c.Key, c.Assignment, 42, "ghr-1-i-agent"))
+	got, err := s.Get(ctx, c.Key)
 	must(t, err)
 	if got.HeartbeatAt != clk.Now().Unix() || got.GithubRunnerID != 42 || got.RunnerName != "ghr-1-i-agent" {
 		t.Fatalf("record = %+v", got)
 	}
-	if err := s.PutSignal(ctx, c.ID, c.Assignment, "UD_MADE_UP", ""); err == nil {
+	if err := s.PutSignal(ctx, c.Key, c.Assignment, "UD_MADE_UP", ""); err == nil {
 		t.Fatal("unknown signal accepted")
 	}
-	must(t, s.SetRunner(ctx, c.ID, c.Assignment, 0, ""))
-	got, err = s.Get(ctx, c.ID)
+	must(t, s.SetRunner(ctx, c.Key, c.Assignment, 0, ""))
+	got, err = s.Get(ctx, c.Key)
 	must(t, err)
 	if got.GithubRunnerID != 0 || got.RunnerName != "" {
 		t.Fatalf("runner not cleared: %+v", got)
@@ -341,7 +341,7 @@ func TestRegistrationOnlyForItsAssignment(t *testing.T) {
 	p := pooled(t, s, "i-reg")
 	req := claimReq("r2")
 	req.Registration = &Registration{Purpose: "register", Token: "secret-token", URL: "https://github.com/acme"}
-	c, err := s.Claim(ctx, p.ID, req)
+	c, err := s.Claim(ctx, p.Key, req)
 	must(t, err)
 	if c.Registration == nil || c.Registration.Assignment != c.Assignment || c.Registration.Token != "secret-token" {
 		t.Fatalf("registration = %+v", c.Registration)
@@ -350,8 +350,8 @@ func TestRegistrationOnlyForItsAssignment(t *testing.T) {
 		t.Fatalf("registration prints its token: %s", got)
 	}
 	// Registering drops the material.
-	must(t, s.SetRunner(ctx, c.ID, c.Assignment, 7, "ghr-2-i-reg"))
-	got, err := s.Get(ctx, c.ID)
+	must(t, s.SetRunner(ctx, c.Key, c.Assignment, 7, "ghr-2-i-reg"))
+	got, err := s.Get(ctx, c.Key)
 	must(t, err)
 	if got.Registration != nil {
 		t.Fatal("registration material kept after the runner registered")
@@ -394,7 +394,7 @@ func TestATransitionRetriedAfterItLandedSucceeds(t *testing.T) {
 	retried := New(landedTwice{s.db}, s.Table())
 	retried.Now = clk.Now
 	inst := created(t, s, "i-landed", "run-1")
-	if err := retried.PutSignal(ctx, inst.ID, inst.Assignment, SignalRegOK, "ghr-1-i-landed"); err != nil {
+	if err := retried.PutSignal(ctx, inst.Key, inst.Assignment, SignalRegOK, "ghr-1-i-landed"); err != nil {
 		t.Fatalf("signal: %v", err)
 	}
 	run, err := retried.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
@@ -405,13 +405,13 @@ func TestATransitionRetriedAfterItLandedSucceeds(t *testing.T) {
 	if err != nil || idle.State != Idle {
 		t.Fatalf("running→idle: %v, %v", idle, err)
 	}
-	must(t, s.PutSignal(ctx, idle.ID, idle.Assignment, SignalRemoveRegOK, ""))
-	claimed, err := retried.Claim(ctx, idle.ID, ClaimRequest{RunID: "run-2", Pool: testPool, Owner: testOwner, ClaimTTL: time.Minute})
+	must(t, s.PutSignal(ctx, idle.Key, idle.Assignment, SignalRemoveRegOK, ""))
+	claimed, err := retried.Claim(ctx, idle.Key, ClaimRequest{RunID: "run-2", Pool: testPool, Owner: testOwner, ClaimTTL: time.Minute})
 	if err != nil || claimed.State != Claimed || claimed.RunID != "run-2" {
 		t.Fatalf("idle→claimed: %v, %v", claimed, err)
 	}
 	// A real lost race still loses.
-	if _, err := retried.Claim(ctx, idle.ID, ClaimRequest{RunID: "run-3", Pool: testPool, Owner: testOwner, ClaimTTL: time.Minute}); ClauseOf(err) != ClauseState {
+	if _, err := retried.Claim(ctx, idle.Key, ClaimRequest{RunID: "run-3", Pool: testPool, Owner: testOwner, ClaimTTL: time.Minute}); ClauseOf(err) != ClauseState {
 		t.Fatalf("a second claim = %v, want refused (state)", err)
 	}
 }

@@ -19,8 +19,8 @@ type Watcher struct {
 	every time.Duration
 
 	mu      sync.Mutex
-	waiting map[string][]chan readResult // by instance id
-	reading bool                         // the read loop runs
+	waiting map[Key][]chan readResult // by record key
+	reading bool                      // the read loop runs
 }
 
 type readResult struct {
@@ -33,11 +33,11 @@ func NewWatcher(s *Store, every time.Duration) *Watcher {
 	if every <= 0 {
 		every = time.Second
 	}
-	return &Watcher{s: s, every: every, waiting: map[string][]chan readResult{}}
+	return &Watcher{s: s, every: every, waiting: map[Key][]chan readResult{}}
 }
 
 // next returns the record at the next read.
-func (w *Watcher) next(ctx context.Context, id string) (*Instance, error) {
+func (w *Watcher) next(ctx context.Context, id Key) (*Instance, error) {
 	ch := make(chan readResult, 1)
 	w.mu.Lock()
 	w.waiting[id] = append(w.waiting[id], ch)
@@ -78,11 +78,11 @@ func (w *Watcher) loop() {
 			return
 		}
 		batch := w.waiting
-		w.waiting = map[string][]chan readResult{}
+		w.waiting = map[Key][]chan readResult{}
 		w.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(context.Background(), max(w.every, 5*time.Second))
-		ids := make([]string, 0, len(batch))
+		ids := make([]Key, 0, len(batch))
 		for id := range batch {
 			ids = append(ids, id)
 		}
@@ -93,7 +93,7 @@ func (w *Watcher) loop() {
 			case err != nil:
 				r.inst, r.err = w.s.Get(ctx, id)
 			case found[id] == nil:
-				r.err = fmt.Errorf("instance %s: %w", id, ErrNotFound)
+				r.err = fmt.Errorf("instance record %s: %w", id, ErrNotFound)
 			default:
 				r.inst = found[id]
 			}
@@ -118,34 +118,34 @@ func (w *Watcher) loop() {
 //
 // A spot interruption notice (UD_INTERRUPTED) for the assignment also ends
 // the wait at once, as a *SignalFailedError: the instance is going away.
-func (w *Watcher) WaitSignal(ctx context.Context, instanceID, assignment, ok, failed string) (*Instance, error) {
+func (w *Watcher) WaitSignal(ctx context.Context, key Key, assignment, ok, failed string) (*Instance, error) {
 	var lastErr error
 	for {
-		inst, err := w.next(ctx, instanceID)
+		inst, err := w.next(ctx, key)
 		switch {
 		case ctx.Err() != nil:
 			if lastErr != nil {
 				return nil, errors.Join(ctx.Err(), lastErr)
 			}
-			return nil, fmt.Errorf("wait for %s of %s: %w", ok, instanceID, ctx.Err())
+			return nil, fmt.Errorf("wait for %s of %s: %w", ok, key, ctx.Err())
 		case IsNotFound(err):
-			return nil, &ConditionError{Key: InstanceKey(instanceID), Transition: "wait " + ok, Clause: ClauseExists, Detail: "no such record"}
+			return nil, &ConditionError{Key: string(key), Transition: "wait " + ok, Clause: ClauseExists, Detail: "no such record"}
 		case err != nil:
 			lastErr = err
 		case inst.State == Terminated:
-			return inst, &ConditionError{Key: inst.Key, Transition: "wait " + ok, Clause: ClauseState, Detail: "instance is terminated", Current: inst}
+			return inst, &ConditionError{Key: string(inst.Key), Transition: "wait " + ok, Clause: ClauseState, Detail: "instance is terminated", Current: inst}
 		case inst.Assignment != assignment:
-			return inst, &ConditionError{Key: inst.Key, Transition: "wait " + ok, Clause: ClauseAssignment,
+			return inst, &ConditionError{Key: string(inst.Key), Transition: "wait " + ok, Clause: ClauseAssignment,
 				Detail: fmt.Sprintf("assignment is %s, want %s", inst.Assignment, assignment), Current: inst}
 		default:
 			if _, done := inst.SignalFor(ok); done {
 				return inst, nil
 			}
 			if sig, bad := inst.SignalFor(failed); bad && failed != "" {
-				return inst, &SignalFailedError{InstanceID: instanceID, Signal: failed, Detail: sig.Detail}
+				return inst, &SignalFailedError{InstanceID: inst.ID, Signal: failed, Detail: sig.Detail}
 			}
 			if sig, gone := inst.SignalFor(SignalInterrupted); gone {
-				return inst, &SignalFailedError{InstanceID: instanceID, Signal: SignalInterrupted, Detail: sig.Detail}
+				return inst, &SignalFailedError{InstanceID: inst.ID, Signal: SignalInterrupted, Detail: sig.Detail}
 			}
 		}
 	}

@@ -53,14 +53,14 @@ func waitAll(t *testing.T, refuseBatch bool) (*countingDB, time.Duration) {
 			defer wg.Done()
 			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			_, errs[i] = w.WaitSignal(wctx, r.ID, r.Assignment, SignalRegOK, SignalRegFailed)
+			_, errs[i] = w.WaitSignal(wctx, r.Key, r.Assignment, SignalRegOK, SignalRegFailed)
 		}()
 	}
 	time.Sleep(400 * time.Millisecond)
-	_, err := s.Terminate(ctx, recs[0].ID, Termination{Assignment: recs[0].Assignment, Reason: "test"})
+	_, err := s.Terminate(ctx, recs[0].Key, Termination{Assignment: recs[0].Assignment, Reason: "test"})
 	must(t, err)
 	for _, r := range recs[1:] {
-		must(t, s.PutSignal(ctx, r.ID, r.Assignment, SignalRegOK, ""))
+		must(t, s.PutSignal(ctx, r.Key, r.Assignment, SignalRegOK, ""))
 	}
 	wg.Wait()
 	took := time.Since(start)

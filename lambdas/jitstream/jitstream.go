@@ -45,13 +45,13 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*events.Dy
 	}
 	out := &events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
 	for _, r := range ev.Records {
-		id, ok := asksForJIT(r)
+		key, ok := asksForJIT(r)
 		if !ok {
 			deps.Log.Debug("stream record without a request", "event", r.EventName, "keys", len(r.Change.Keys))
 			continue
 		}
-		if err := serve(ctx, deps, id); err != nil {
-			deps.Log.Warn("just-in-time request not served: retried", "instanceId", id, "err", err)
+		if err := serve(ctx, deps, key); err != nil {
+			deps.Log.Warn("just-in-time request not served: retried", "record", key, "err", err)
 			// Lambda retries from the first failure on; the records
 			// after it come again too.
 			out.BatchItemFailures = append(out.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: r.Change.SequenceNumber})
@@ -61,9 +61,9 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*events.Dy
 	return out, nil
 }
 
-// asksForJIT is the instance id of a record whose new image carries an
+// asksForJIT is the key of an instance record whose new image carries an
 // UD_JIT_NEXT for its current assignment.
-func asksForJIT(r events.DynamoDBEventRecord) (string, bool) {
+func asksForJIT(r events.DynamoDBEventRecord) (state.Key, bool) {
 	if r.EventName == "REMOVE" {
 		return "", false
 	}
@@ -72,8 +72,8 @@ func asksForJIT(r events.DynamoDBEventRecord) (string, bool) {
 	if !ok || kind.DataType() != events.DataTypeString || kind.String() != "instance" {
 		return "", false
 	}
-	id, ok := img["instanceId"]
-	if !ok || id.DataType() != events.DataTypeString {
+	key, ok := img[state.AttrPK]
+	if !ok || key.DataType() != events.DataTypeString {
 		return "", false
 	}
 	sigs, ok := img["signals"]
@@ -89,13 +89,13 @@ func asksForJIT(r events.DynamoDBEventRecord) (string, bool) {
 	if !ok || !ok2 || a.DataType() != events.DataTypeString || cur.DataType() != events.DataTypeString || a.String() != cur.String() {
 		return "", false
 	}
-	return id.String(), true
+	return state.Key(key.String()), true
 }
 
 // serve re-reads the record and its run and mints what is asked for, if
 // it may. A nil error means done, or nothing to do.
-func serve(ctx context.Context, d Deps, id string) error {
-	rec, err := d.Store.Get(ctx, id)
+func serve(ctx context.Context, d Deps, key state.Key) error {
+	rec, err := d.Store.Get(ctx, key)
 	if state.IsNotFound(err) {
 		return nil
 	}
@@ -109,7 +109,7 @@ func serve(ctx context.Context, d Deps, id string) error {
 		}
 	}
 	if why := controlplane.MintWhy(rec, run, d.Now()); why != "" {
-		d.Log.Info("just-in-time request skipped", "instanceId", id, "assignment", rec.Assignment, "why", why)
+		d.Log.Info("just-in-time request skipped", "instanceId", rec.ID, "assignment", rec.Assignment, "why", why)
 		return nil
 	}
 	p, err := d.Pool(ctx, rec.Pool)
@@ -128,7 +128,7 @@ func serve(ctx context.Context, d Deps, id string) error {
 	if state.ClauseOf(err) != "" {
 		// The record moved on meanwhile (released, answered by a
 		// redelivery): nothing left to do, and the runner is deleted.
-		d.Log.Info("just-in-time request overtaken", "instanceId", id, "err", err)
+		d.Log.Info("just-in-time request overtaken", "instanceId", rec.ID, "err", err)
 		return nil
 	}
 	return err

@@ -28,6 +28,11 @@ func TestMain(m *testing.M) { os.Exit(awstest.Main(m, &env)) }
 
 var ctx = context.Background()
 
+// testRole is the pool's instance role id: records are keyed
+// <role id>:<instance id>, and the consumer must take the key from the
+// stream's image, not the instance id.
+const testRole = "AROAJITSTREAMTEST0001"
+
 // rig is a state table with a stream read as Lambda would, a fake GitHub,
 // and one instance of a run that got its first configuration from
 // provision.
@@ -48,10 +53,10 @@ func newRig(t *testing.T) *rig {
 	must(t, err)
 	r.deps = jitstream.Deps{Deps: &controlplane.Deps{Store: r.store, GitHub: gh, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	must(t, r.store.PutPoolConfig(ctx, state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
-		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux"}))
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux", InstanceRoleID: testRole}))
 	_, _, err = r.store.StartRun(ctx, state.Run{ID: "run-1", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-1-secret"})
 	must(t, err)
-	inst, err := r.store.Create(ctx, state.NewInstance{ID: "i-0abc", Pool: "linux", Owner: "acme", RunID: "run-1", Assignment: state.NewAssignment(),
+	inst, err := r.store.Create(ctx, state.NewInstance{ID: "i-0abc", RoleID: testRole, Pool: "linux", Owner: "acme", RunID: "run-1", Assignment: state.NewAssignment(),
 		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
 	must(t, err)
 	r.inst, err = r.deps.MintJIT(ctx, inst, 1, "ghr-run-1-secret", 1)
@@ -88,9 +93,9 @@ func (r *rig) jitRunners() []fakegithub.RunnerInfo {
 
 func TestTheAgentsRequestIsAnsweredOnceFromTheStream(t *testing.T) {
 	r := newRig(t)
-	must(t, r.store.PutSignal(ctx, "i-0abc", r.inst.Assignment, state.SignalJITNext, "2"))
+	must(t, r.store.PutSignal(ctx, r.inst.Key, r.inst.Assignment, state.SignalJITNext, "2"))
 	batches, _ := r.deliver()
-	rec, err := r.store.Get(ctx, "i-0abc")
+	rec, err := r.store.Get(ctx, r.inst.Key)
 	must(t, err)
 	if rec.JITSeq != 2 || rec.Registration == nil || rec.Registration.Seq != 2 || rec.Registration.RunnerName != state.JITRunnerName(rec.Uses, 2, "i-0abc") {
 		t.Fatalf("after the request: seq %d, registration %v", rec.JITSeq, rec.Registration)
@@ -108,7 +113,7 @@ func TestTheAgentsRequestIsAnsweredOnceFromTheStream(t *testing.T) {
 	if rs := r.jitRunners(); len(rs) != 2 {
 		t.Fatalf("a redelivered request minted again: %+v", rs)
 	}
-	if rec2, _ := r.store.Get(ctx, "i-0abc"); rec2.Registration.RunnerID != rec.Registration.RunnerID {
+	if rec2, _ := r.store.Get(ctx, r.inst.Key); rec2.Registration.RunnerID != rec.Registration.RunnerID {
 		t.Fatal("a redelivered request replaced the configuration")
 	}
 }
@@ -117,9 +122,9 @@ func TestNoConfigurationForAReleasedRun(t *testing.T) {
 	r := newRig(t)
 	_, err := r.store.SetRunStatus(ctx, "run-1", state.RunReleased, "released", state.RunProvisioning)
 	must(t, err)
-	must(t, r.store.PutSignal(ctx, "i-0abc", r.inst.Assignment, state.SignalJITNext, "2"))
+	must(t, r.store.PutSignal(ctx, r.inst.Key, r.inst.Assignment, state.SignalJITNext, "2"))
 	r.deliver()
-	if rec, _ := r.store.Get(ctx, "i-0abc"); rec.JITSeq != 1 {
+	if rec, _ := r.store.Get(ctx, r.inst.Key); rec.JITSeq != 1 {
 		t.Fatalf("a released run's instance got configuration %d", rec.JITSeq)
 	}
 	if rs := r.jitRunners(); len(rs) != 1 {
@@ -132,18 +137,18 @@ func TestNoConfigurationForAReleasedRun(t *testing.T) {
 func TestARequestGitHubFailsIsRetriedFromTheStream(t *testing.T) {
 	r := newRig(t)
 	r.fake.Inject(fakegithub.Fault{Method: "POST", Path: "generate-jitconfig", Status: 502})
-	must(t, r.store.PutSignal(ctx, "i-0abc", r.inst.Assignment, state.SignalJITNext, "2"))
+	must(t, r.store.PutSignal(ctx, r.inst.Key, r.inst.Assignment, state.SignalJITNext, "2"))
 	batches, answers := r.deliver()
 	if len(answers) != 1 || len(answers[0].BatchItemFailures) != 1 {
 		t.Fatalf("answers %+v, want the request reported for retry", answers)
 	}
-	if rec, _ := r.store.Get(ctx, "i-0abc"); rec.JITSeq != 1 {
+	if rec, _ := r.store.Get(ctx, r.inst.Key); rec.JITSeq != 1 {
 		t.Fatalf("configuration %d written while GitHub failed", rec.JITSeq)
 	}
 	r.fake.ClearFaults()
 	must(t, r.poll.Retry(ctx, batches[0].Shard, answers[0].BatchItemFailures[0].ItemIdentifier))
 	r.deliver()
-	if rec, _ := r.store.Get(ctx, "i-0abc"); rec.JITSeq != 2 {
+	if rec, _ := r.store.Get(ctx, r.inst.Key); rec.JITSeq != 2 {
 		t.Fatalf("the retry did not serve the request: seq %d", rec.JITSeq)
 	}
 }
@@ -198,7 +203,7 @@ func must(t testing.TB, err error) {
 func TestAWrittenRunnerIsNeverDeletedByARepeatedMint(t *testing.T) {
 	r := newRig(t)
 	stale := *r.inst // read before number 2 was written
-	must(t, r.store.PutSignal(ctx, "i-0abc", r.inst.Assignment, state.SignalJITNext, "2"))
+	must(t, r.store.PutSignal(ctx, r.inst.Key, r.inst.Assignment, state.SignalJITNext, "2"))
 	written, err := r.deps.MintJIT(ctx, r.inst, 2, "ghr-run-1-secret", 1)
 	must(t, err)
 	again, err := r.deps.MintJIT(ctx, &stale, 2, "ghr-run-1-secret", 1)

@@ -20,7 +20,7 @@ import (
 // it fails, provision creates what it could not claim.
 func (p *provisioner) claim(ctx context.Context, n int, reg *state.Registration) int {
 	t := p.req.pool.Timings
-	claimer := &pool.Claimer{Store: p.d.Store, Request: state.ClaimRequest{
+	claimer := &pool.Claimer{Store: p.d.Store, RoleID: p.req.pool.InstanceRoleID, Request: state.ClaimRequest{
 		RunID: p.req.RunID, Pool: p.req.Pool, Owner: p.req.Owner, LaunchTemplateVersion: p.req.pool.LaunchTemplateVersion,
 		MaxUses: t.MaxUses, MaxAge: state.D(t.MaxAge), ClaimTTL: state.D(t.ClaimTTL), Registration: reg,
 	}}
@@ -143,17 +143,17 @@ func (p *provisioner) reserve(ctx context.Context, id string, n int) error {
 // through the conditional write refresh uses (a lease renewed or extended
 // meanwhile is left alone). It returns how many it terminated.
 func (p *provisioner) reapExpired(ctx context.Context) int {
-	var ids []string
+	var keys []state.Key
 	for _, st := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
 		insts, err := p.d.Store.ByPoolState(ctx, p.req.Pool, st, p.d.Store.Now())
 		if err != nil {
 			return 0
 		}
 		for _, inst := range insts {
-			ids = append(ids, inst.ID)
+			keys = append(keys, inst.Key)
 		}
 	}
-	records, err := p.d.Store.GetMany(ctx, ids)
+	records, err := p.d.Store.GetMany(ctx, keys)
 	if err != nil {
 		return 0
 	}
@@ -210,7 +210,7 @@ func (p *provisioner) record(ctx context.Context, launched []Launched, assignmen
 				ttl += PrewarmGrace // see Prewarm
 			}
 			inst, err := p.d.Store.Create(gctx, state.NewInstance{
-				ID: l.ID, Pool: p.req.Pool, Owner: p.req.Owner, RunID: p.req.RunID, Assignment: assignment,
+				ID: l.ID, RoleID: p.req.pool.InstanceRoleID, Pool: p.req.Pool, Owner: p.req.Owner, RunID: p.req.RunID, Assignment: assignment,
 				InstanceType: l.InstanceType, UsageClass: l.UsageClass, LaunchTemplateVersion: p.req.pool.LaunchTemplateVersion,
 				LaunchedAt: l.LaunchedAt, TTL: ttl, Registration: material,
 			})

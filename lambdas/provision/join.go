@@ -36,7 +36,7 @@ func (p *provisioner) join(ctx context.Context, run *state.Run) (*Output, error)
 func (p *provisioner) fromRecords(ctx context.Context, run *state.Run) (*Output, error) {
 	p.mine = map[string]*member{}
 	for _, id := range run.InstanceIDs {
-		inst, err := p.d.Store.Get(ctx, id)
+		inst, err := p.d.Store.Get(ctx, p.req.pool.RecordKey(id))
 		if err != nil || inst.RunID != run.ID || inst.State != state.Running {
 			continue
 		}

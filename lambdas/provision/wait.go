@@ -97,7 +97,7 @@ func (p *provisioner) waitOne(ctx context.Context, m *member) error {
 		m.inst, m.configured = inst, time.Since(p.start).Seconds()
 		p.mu.Unlock()
 	}
-	if _, err := p.d.Watcher().WaitSignal(wctx, m.inst.ID, m.inst.Assignment, state.SignalRegOK, state.SignalRegFailed); err != nil {
+	if _, err := p.d.Watcher().WaitSignal(wctx, m.inst.Key, m.inst.Assignment, state.SignalRegOK, state.SignalRegFailed); err != nil {
 		return err
 	}
 	run, err := p.d.Store.GetRun(ctx, p.req.RunID)
@@ -147,7 +147,7 @@ func (p *provisioner) giveUp(m *member, why error) {
 	if err != nil {
 		p.log.Warn("give up instance: its runner could not be deleted", "instanceId", m.inst.ID, "err", err)
 	}
-	cur, err := p.d.Store.Get(ctx, m.inst.ID)
+	cur, err := p.d.Store.Get(ctx, m.inst.Key)
 	if err != nil {
 		if m.inst.State == state.Created {
 			p.terminate(ctx, m.inst, "did not become ready; its record could not be read")
@@ -182,7 +182,7 @@ func (p *provisioner) giveUp(m *member, why error) {
 	case cur.State == state.Created && cur.Assignment == m.inst.Assignment:
 		p.terminate(ctx, cur, "did not become ready")
 	case cur.State == state.Running && cur.RunID == p.req.RunID:
-		p.d.ReleaseInstance(ctx, p.req.RunID, cur.ID)
+		p.d.ReleaseInstance(ctx, p.req.RunID, cur.Key)
 	}
 }
 
@@ -235,7 +235,7 @@ func (p *provisioner) terminate(ctx context.Context, inst *state.Instance, why s
 		p.d.Expire(ctx, inst.Ref(), why+"; terminate failed: "+err.Error())
 		return
 	}
-	if _, err := p.d.Store.Terminate(ctx, inst.ID, state.Termination{Assignment: inst.Assignment, Reason: why}); err != nil && state.ClauseOf(err) == "" {
+	if _, err := p.d.Store.Terminate(ctx, inst.Key, state.Termination{Assignment: inst.Assignment, Reason: why}); err != nil && state.ClauseOf(err) == "" {
 		p.log.Warn("mark terminated", "instanceId", inst.ID, "err", err)
 	}
 }

@@ -74,7 +74,7 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 		}
 		candidates = append(candidates, in)
 	}
-	if err := r.terminateUnrecorded(ctx, candidates); err != nil {
+	if err := r.terminateUnrecorded(ctx, pools, candidates); err != nil {
 		return err
 	}
 	var gone []*state.Instance
@@ -89,7 +89,7 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 		if _, interrupted := inst.SignalFor(state.SignalInterrupted); interrupted {
 			reason, kind = ReasonGoneInterrupted, KindInterrupted
 		}
-		if _, err := r.d.Store.Terminate(ctx, id, state.Termination{Assignment: inst.Assignment, Reason: reason}); err == nil {
+		if _, err := r.d.Store.Terminate(ctx, inst.Key, state.Termination{Assignment: inst.Assignment, Reason: reason}); err == nil {
 			gone = append(gone, inst)
 			r.out.Terminated = append(r.out.Terminated, Decision{id, inst.Pool, reason, kind})
 		} else if state.ClauseOf(err) == "" {
@@ -106,15 +106,25 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 // and terminates those whose record is absent or terminated. A record in a
 // live state means the index lagged or the record moved between the
 // queries (a claim, idle → claimed): the instance is left alone.
-func (r *refresher) terminateUnrecorded(ctx context.Context, candidates []LiveInstance) error {
+// Each record is looked for under both keys it may have
+// (state.Store.ByInstanceID).
+func (r *refresher) terminateUnrecorded(ctx context.Context, pools []state.PoolConfig, candidates []LiveInstance) error {
 	if len(candidates) == 0 {
 		return nil
+	}
+	roles := map[string]string{} // instance id -> its pool's instance role
+	for _, in := range candidates {
+		for _, p := range pools {
+			if p.Name == in.Pool {
+				roles[in.ID] = p.InstanceRoleID
+			}
+		}
 	}
 	ids := make([]string, len(candidates))
 	for i, in := range candidates {
 		ids[i] = in.ID
 	}
-	records, err := r.d.Store.GetMany(ctx, ids)
+	records, err := r.d.Store.ByInstanceID(ctx, ids, func(id string) string { return roles[id] })
 	if err != nil {
 		return err
 	}

@@ -175,19 +175,19 @@ var liveStates = []state.State{state.Created, state.Claimed, state.Running, stat
 // known. An error means the pool's records were not all read: the caller
 // must not reconcile the pool's instances.
 func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[string]*state.Instance) error {
-	var ids []string
+	var keys []state.Key
 	for _, st := range liveStates {
 		insts, err := r.d.Store.ByPoolState(ctx, p.Name, st, time.Time{})
 		if err != nil {
 			return err
 		}
 		for _, inst := range insts {
-			ids = append(ids, inst.ID)
+			keys = append(keys, inst.Key)
 		}
 	}
 	// The index lacks heartbeats and signals and may be stale: decide on the
 	// records themselves.
-	records, err := r.d.Store.GetMany(ctx, ids)
+	records, err := r.d.Store.GetMany(ctx, keys)
 	if err != nil {
 		return err
 	}
@@ -201,12 +201,12 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 		r.out.Instances = map[string]map[state.State]int{}
 	}
 	r.out.Instances[p.Name] = counts
-	for _, id := range ids {
-		inst, ok := records[id]
+	for _, key := range keys {
+		inst, ok := records[key]
 		if !ok || inst.State == state.Terminated {
 			continue
 		}
-		known[id] = inst
+		known[inst.ID] = inst
 		counts[inst.State]++
 		if inst.Expired(r.now) {
 			expired = append(expired, inst) // its record is marked terminated below
@@ -246,7 +246,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 	// A running instance whose lease ran out was held by a run past its
 	// runtime (a hung job, or a workflow that never released): a stuck run.
 	for _, d := range r.out.Terminated[before:] {
-		if inst := records[d.InstanceID]; inst != nil && inst.State == state.Running {
+		if inst := known[d.InstanceID]; inst != nil && inst.State == state.Running {
 			r.out.Stuck = append(r.out.Stuck, Decision{d.InstanceID, p.Name, "run " + inst.RunID + " held it past its lease", KindStuck})
 		}
 	}

@@ -101,7 +101,8 @@ func newWorld(t *testing.T) *world {
 	w.fleet = fleet.New(w.ec2, w.name)
 	w.pool = state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/unused", LaunchTemplateID: "lt-0123456789abcdef0",
 		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-0123456789abcdef0"}, UsageClass: "on-demand", MaxInstances: 10, OS: "linux",
-		Timings: state.Timings{CreatedTTL: 60, ClaimTTL: 30, MaxRuntime: 600, IdleTTL: 300, BootTime: 30, HeartbeatInterval: 5, StaleAfter: 60}}
+		InstanceRoleID: "AROAREFRESHTESTPOOL01", // records keyed <role id>:<instance id>, as in production
+		Timings:        state.Timings{CreatedTTL: 60, ClaimTTL: 30, MaxRuntime: 600, IdleTTL: 300, BootTime: 30, HeartbeatInterval: 5, StaleAfter: 60}}
 	must(t, w.cp.PutPoolConfig(ctx, w.pool))
 	gh, err := github.New(github.Config{BaseURL: w.fake.URL(), AppID: w.fake.AppID, PrivateKeyPEM: w.fake.PrivateKeyPEM})
 	must(t, err)
@@ -136,11 +137,11 @@ func (w *world) running(run string, agentClock time.Duration) (*state.Instance, 
 	id := w.launch()
 	agent := state.New(w.db, w.name)
 	agent.Now = func() time.Time { return w.now.Add(agentClock) }
-	inst, err := w.cp.Create(ctx, state.NewInstance{ID: id, Pool: "linux", Owner: "acme", RunID: run, Assignment: state.NewAssignment(),
+	inst, err := w.cp.Create(ctx, state.NewInstance{ID: id, RoleID: w.pool.InstanceRoleID, Pool: "linux", Owner: "acme", RunID: run, Assignment: state.NewAssignment(),
 		InstanceType: "c7i.large", UsageClass: "on-demand", LaunchedAt: w.now.Add(-2 * time.Hour), TTL: time.Minute})
 	must(w.t, err)
-	must(w.t, agent.Heartbeat(ctx, id))
-	must(w.t, agent.PutSignal(ctx, id, inst.Assignment, state.SignalRegOK, ""))
+	must(w.t, agent.Heartbeat(ctx, w.pool.RecordKey(id)))
+	must(w.t, agent.PutSignal(ctx, w.pool.RecordKey(id), inst.Assignment, state.SignalRegOK, ""))
 	inst, err = w.cp.MarkRunning(ctx, inst.Ref(), 10*time.Minute, time.Hour)
 	must(w.t, err)
 	return inst, agent
@@ -152,7 +153,7 @@ func (w *world) idle() *state.Instance {
 	inst, agent := w.running("seed", 0)
 	inst, err := w.cp.Release(ctx, inst.Ref(), "seed", 5*time.Minute, nil)
 	must(w.t, err)
-	must(w.t, agent.PutSignal(ctx, inst.ID, inst.Assignment, state.SignalRemoveRegOK, ""))
+	must(w.t, agent.PutSignal(ctx, inst.Key, inst.Assignment, state.SignalRemoveRegOK, ""))
 	inst, err = w.cp.MarkPooled(ctx, inst.Ref())
 	must(w.t, err)
 	return inst
@@ -232,7 +233,7 @@ func TestRefreshKeepsAnInstanceClaimedBetweenItsQueries(t *testing.T) {
 	w.db.set(func(op string, in any) error {
 		if claimed == nil && isPoolStateQuery(in, state.Idle) {
 			var err error
-			claimed, err = w.cp.Claim(ctx, pooled.ID, state.ClaimRequest{RunID: "run-2", Pool: "linux", Owner: "acme", ClaimTTL: time.Minute})
+			claimed, err = w.cp.Claim(ctx, pooled.Key, state.ClaimRequest{RunID: "run-2", Pool: "linux", Owner: "acme", ClaimTTL: time.Minute})
 			must(t, err)
 		}
 		return nil
@@ -247,7 +248,7 @@ func TestRefreshKeepsAnInstanceClaimedBetweenItsQueries(t *testing.T) {
 	if !w.alive(pooled.ID) {
 		t.Fatalf("refresh terminated an instance claimed for run-2 while it ran: %+v", out.Terminated)
 	}
-	rec, err := w.cp.Get(ctx, pooled.ID)
+	rec, err := w.cp.Get(ctx, pooled.Key)
 	must(t, err)
 	if rec.State != state.Claimed || rec.RunID != "run-2" {
 		t.Fatalf("record is %s for %q, want claimed for run-2", rec.State, rec.RunID)
@@ -273,14 +274,14 @@ func TestRefreshJudgesLivenessByItsOwnClock(t *testing.T) {
 		// A round is longer than the stale limit on the control plane's
 		// clock; the live agents beat in between, the dead ones do not.
 		w.now = w.now.Add(70 * time.Second)
-		must(t, slowAgent.Heartbeat(ctx, slow.ID))
-		must(t, fastAgent.Heartbeat(ctx, fast.ID))
+		must(t, slowAgent.Heartbeat(ctx, slow.Key))
+		must(t, fastAgent.Heartbeat(ctx, fast.Key))
 	}
 	for _, c := range []struct {
 		inst *state.Instance
 		want bool // expired
 	}{{slow, false}, {fast, false}, {dead, true}, {idleDead, true}} {
-		rec, err := w.cp.Get(ctx, c.inst.ID)
+		rec, err := w.cp.Get(ctx, c.inst.Key)
 		must(t, err)
 		expired := rec.Expired(w.now) || rec.State == state.Terminated
 		if expired != c.want {
@@ -294,7 +295,7 @@ func TestRefreshKeepsASilentRunningInstanceWhoseRunnerIsOnline(t *testing.T) {
 	inst, agent := w.running("run-1", 0)
 	// Its heartbeat writes are throttled, but the runner works on.
 	runner := w.fake.AddRunner("acme", "ghr-1-"+inst.ID, true, "run-1")
-	must(t, agent.SetRunner(ctx, inst.ID, inst.Assignment, runner, "ghr-1-"+inst.ID))
+	must(t, agent.SetRunner(ctx, inst.Key, inst.Assignment, runner, "ghr-1-"+inst.ID))
 	for round := 0; round < 3; round++ {
 		w.fake.SetOnline(runner, true)
 		if _, err := w.refresh(); err != nil {
@@ -302,7 +303,7 @@ func TestRefreshKeepsASilentRunningInstanceWhoseRunnerIsOnline(t *testing.T) {
 		}
 		w.now = w.now.Add(70 * time.Second)
 	}
-	rec, err := w.cp.Get(ctx, inst.ID)
+	rec, err := w.cp.Get(ctx, inst.Key)
 	must(t, err)
 	if rec.Expired(w.now) || !w.alive(inst.ID) {
 		t.Fatalf("a running instance whose runner is online was expired for a silent heartbeat: %s", rec.TerminatedReason)
@@ -351,8 +352,8 @@ func TestACleanIdleInstanceWithoutAPoolMessageIsRepooledWhileItsAgentBeats(t *te
 	inst, agent := w.running("seed", 0)
 	inst, err = w.cp.Release(ctx, inst.Ref(), "seed", 5*time.Minute, nil)
 	must(t, err)
-	must(t, agent.PutSignal(ctx, inst.ID, inst.Assignment, state.SignalRemoveRegOK, ""))
-	must(t, agent.Heartbeat(ctx, inst.ID)) // a beat refresh has not noted
+	must(t, agent.PutSignal(ctx, inst.Key, inst.Assignment, state.SignalRemoveRegOK, ""))
+	must(t, agent.Heartbeat(ctx, inst.Key)) // a beat refresh has not noted
 
 	out, err := w.refresh()
 	must(t, err)
@@ -364,7 +365,7 @@ func TestACleanIdleInstanceWithoutAPoolMessageIsRepooledWhileItsAgentBeats(t *te
 	if len(msgs.Messages) != 1 || !strings.Contains(aws.ToString(msgs.Messages[0].Body), inst.ID) {
 		t.Fatalf("queue holds %+v, want one message for %s", msgs.Messages, inst.ID)
 	}
-	rec, err := w.cp.Get(ctx, inst.ID)
+	rec, err := w.cp.Get(ctx, inst.Key)
 	must(t, err)
 	if rec.PooledAt == 0 || rec.BeatSeen != rec.Heartbeats {
 		t.Fatalf("record after refresh: pooledAt %d, beat seen %d of %d", rec.PooledAt, rec.BeatSeen, rec.Heartbeats)
@@ -376,7 +377,7 @@ func TestACleanIdleInstanceWithoutAPoolMessageIsRepooledWhileItsAgentBeats(t *te
 func TestAnInstanceGoneAfterASpotNoticeIsClosedAsInterrupted(t *testing.T) {
 	w := newWorld(t)
 	interrupted, agent := w.running("run-spot", 0)
-	must(t, agent.PutSignal(ctx, interrupted.ID, interrupted.Assignment, state.SignalInterrupted, "instance-action terminate"))
+	must(t, agent.PutSignal(ctx, interrupted.Key, interrupted.Assignment, state.SignalInterrupted, "instance-action terminate"))
 	lost, _ := w.running("run-lost", 0)
 	_, err := w.fleet.Terminate(ctx, []string{interrupted.ID, lost.ID})
 	must(t, err)
@@ -392,7 +393,7 @@ func TestAnInstanceGoneAfterASpotNoticeIsClosedAsInterrupted(t *testing.T) {
 	if got[interrupted.ID] != refresh.ReasonGoneInterrupted || got[lost.ID] != refresh.ReasonGone {
 		t.Fatalf("terminated %v, want %s %q and %s %q", got, interrupted.ID, refresh.ReasonGoneInterrupted, lost.ID, refresh.ReasonGone)
 	}
-	rec, err := w.cp.Get(ctx, interrupted.ID)
+	rec, err := w.cp.Get(ctx, interrupted.Key)
 	must(t, err)
 	if rec.State != state.Terminated || rec.TerminatedReason != refresh.ReasonGoneInterrupted {
 		t.Fatalf("record %s %q", rec.State, rec.TerminatedReason)

@@ -78,9 +78,9 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
-	for _, id := range ids {
+	for key, id := range ids {
 		g.Go(func() error {
-			got, err := releaseWithRetry(gctx, d, in.RunID, id)
+			got, err := releaseWithRetry(gctx, d, in.RunID, key)
 			if err != nil {
 				return err
 			}
@@ -111,12 +111,21 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 }
 
 // instancesOf merges the by-run index (eventually consistent) with the ids
-// the run item recorded, so a just-created instance is not missed.
-func instancesOf(ctx context.Context, d *controlplane.Deps, runID string, run *state.Run) ([]string, error) {
-	seen := map[string]bool{}
-	if run != nil {
+// the run item recorded, so a just-created instance is not missed, and
+// returns their record keys with their instance ids. The run item's ids are
+// keyed with the run's pool's instance role; when that pool is gone, the
+// index alone answers (its records carry their keys).
+func instancesOf(ctx context.Context, d *controlplane.Deps, runID string, run *state.Run) (map[state.Key]string, error) {
+	out := map[state.Key]string{}
+	if run != nil && len(run.InstanceIDs) > 0 {
+		p, err := d.Pool(ctx, run.Pool)
+		if err != nil && !state.IsNotFound(err) {
+			return nil, err
+		}
 		for _, id := range run.InstanceIDs {
-			seen[id] = true
+			if p != nil {
+				out[p.RecordKey(id)] = id
+			}
 		}
 	}
 	indexed, err := d.Store.ByRun(ctx, runID)
@@ -124,14 +133,9 @@ func instancesOf(ctx context.Context, d *controlplane.Deps, runID string, run *s
 		return nil, err
 	}
 	for _, inst := range indexed {
-		seen[inst.ID] = true
+		out[inst.Key] = inst.ID
 	}
-	ids := make([]string, 0, len(seen))
-	for id := range seen {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids, nil
+	return out, nil
 }
 
 // releaseWithRetry gives one instance back, retrying errors (a throttled or
@@ -139,9 +143,9 @@ func instancesOf(ctx context.Context, d *controlplane.Deps, runID string, run *s
 // release that fails leaves the run's instances running until their
 // runtime cap. ReleaseInstance is safe to repeat: it reads the record and
 // acts on its state.
-func releaseWithRetry(ctx context.Context, d *controlplane.Deps, runID, id string) (controlplane.Outcome, error) {
+func releaseWithRetry(ctx context.Context, d *controlplane.Deps, runID string, key state.Key) (controlplane.Outcome, error) {
 	for attempt := 1; ; attempt++ {
-		got, err := d.ReleaseInstance(ctx, runID, id)
+		got, err := d.ReleaseInstance(ctx, runID, key)
 		if err == nil {
 			return got, nil
 		}
@@ -149,7 +153,7 @@ func releaseWithRetry(ctx context.Context, d *controlplane.Deps, runID, id strin
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+10*time.Second || attempt >= 10 {
 			return got, err
 		}
-		d.Log.Warn("release of an instance failed; retrying", "instanceId", id, "attempt", attempt, "err", err)
+		d.Log.Warn("release of an instance failed; retrying", "record", key, "attempt", attempt, "err", err)
 		select {
 		case <-ctx.Done():
 			return got, err

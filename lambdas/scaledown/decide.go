@@ -340,3 +340,14 @@ func useOf(name, instanceID string) (int, bool) {
 	uses, err := strconv.Atoi(n)
 	return uses, err == nil && uses >= 0 && strconv.Itoa(uses) == n
 }
+
+// roles returns a lookup of the instance role id of the pool EC2 tags an
+// instance with ("" when the instance or its pool is unknown): the first
+// half of its record's key.
+func (in Input) roles() func(instanceID string) string {
+	byID := make(map[string]string, len(in.Instances))
+	for _, inst := range in.Instances {
+		byID[inst.ID] = in.Pools[inst.Tags[fleet.TagPool]].InstanceRoleID
+	}
+	return func(id string) string { return byID[id] }
+}

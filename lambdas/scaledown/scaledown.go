@@ -196,7 +196,7 @@ func gather(ctx context.Context, d *controlplane.Deps, ec2 EC2, gh controlplane.
 			owners[inst.Tags[fleet.TagOwner]] = true
 		}
 	}
-	if in.Records, err = d.Store.GetMany(ctx, ids); err != nil {
+	if in.Records, err = d.Store.ByInstanceID(ctx, ids, in.roles()); err != nil {
 		return in, err
 	}
 	for _, rec := range in.Records {

@@ -30,6 +30,9 @@ func NewStore(t testing.TB, env *awstest.Moto, opts ...state.TableOptions) *stat
 // Spec describes the instance a helper creates.
 type Spec struct {
 	ID, Pool, Owner, InstanceType, UsageClass string
+	// RoleID is the pool's instance role id (the record's key is
+	// <RoleID>:<ID>); empty: the bare instance id.
+	RoleID string
 }
 
 // Pooled walks a new record through created, running and release to a clean
@@ -37,15 +40,15 @@ type Spec struct {
 func Pooled(t testing.TB, s *state.Store, sp Spec) *state.Instance {
 	t.Helper()
 	ctx := context.Background()
-	inst, err := s.Create(ctx, state.NewInstance{ID: sp.ID, Pool: sp.Pool, Owner: sp.Owner, RunID: "seed-" + sp.ID,
+	inst, err := s.Create(ctx, state.NewInstance{ID: sp.ID, RoleID: sp.RoleID, Pool: sp.Pool, Owner: sp.Owner, RunID: "seed-" + sp.ID,
 		Assignment: state.NewAssignment(), InstanceType: sp.InstanceType, UsageClass: sp.UsageClass, TTL: 10 * time.Minute})
 	check(t, err)
-	check(t, s.PutSignal(ctx, sp.ID, inst.Assignment, state.SignalRegOK, ""))
+	check(t, s.PutSignal(ctx, inst.Key, inst.Assignment, state.SignalRegOK, ""))
 	inst, err = s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
 	check(t, err)
 	inst, err = s.Release(ctx, inst.Ref(), inst.RunID, 15*time.Minute, nil)
 	check(t, err)
-	check(t, s.PutSignal(ctx, sp.ID, inst.Assignment, state.SignalRemoveRegOK, ""))
+	check(t, s.PutSignal(ctx, inst.Key, inst.Assignment, state.SignalRemoveRegOK, ""))
 	inst, err = s.MarkPooled(ctx, inst.Ref())
 	check(t, err)
 	return inst
