@@ -231,7 +231,7 @@ func (d *deployment) key(id string) state.Key { return d.pool.RecordKey(id) }
 
 // roles answers state.Store.ByInstanceID: every instance of the test's
 // pools has the pool's role.
-func (d *deployment) roles(string) string { return d.pool.InstanceRoleID }
+func (d *deployment) roles(string) []string { return []string{d.pool.InstanceRoleID} }
 
 // drain retires every pooled instance (expire, then refresh terminates).
 func (d *deployment) drain() {

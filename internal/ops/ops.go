@@ -24,7 +24,7 @@ type Reader interface {
 	ByPoolState(ctx context.Context, pool string, st state.State, before time.Time) ([]state.Instance, error)
 	GetRun(ctx context.Context, runID string) (*state.Run, error)
 	GetMany(ctx context.Context, keys []state.Key) (map[state.Key]*state.Instance, error)
-	ByInstanceID(ctx context.Context, ids []string, roleID func(instanceID string) string) (map[string]*state.Instance, error)
+	ByInstanceID(ctx context.Context, ids []string, roleIDs func(instanceID string) []string) (map[string]*state.Instance, error)
 	GetLastRun(ctx context.Context, handler string) (*state.LastRun, error)
 }
 
@@ -288,13 +288,13 @@ func runRecords(ctx context.Context, r Reader, run *state.Run) (map[string]*stat
 	if err != nil {
 		return nil, err
 	}
-	role := ""
+	var role []string
 	for _, p := range pools {
 		if p.Name == run.Pool {
-			role = p.InstanceRoleID
+			role = []string{p.InstanceRoleID}
 		}
 	}
-	return r.ByInstanceID(ctx, run.InstanceIDs, func(string) string { return role })
+	return r.ByInstanceID(ctx, run.InstanceIDs, func(string) []string { return role })
 }
 
 // Writer is what Retire needs of the state table (*state.Store).

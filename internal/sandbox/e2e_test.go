@@ -240,6 +240,11 @@ func TestE2E_ByHand(t *testing.T) {
 		t.Errorf("unknown function: %v, want ResourceNotFoundException", err)
 	}
 
+	var idle []string
+	for id := range ids {
+		idle = append(idle, id)
+	}
+	eachInstanceReachesOnlyItsOwnRecord(t, sb, d, idle)
 	deniedWithoutLaunchStatement(t, sb, d, fn)
 	drainBesideAProvision(t, sb, d, fn, "77003")
 	retireBesideAProvision(t, sb, d, fn)

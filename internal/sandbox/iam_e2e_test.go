@@ -13,10 +13,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
 // withoutStatement removes the statement sid from the one inline policy of
@@ -124,3 +126,65 @@ func preflight(t *testing.T, fn *lambda.Client, provision string) string {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// eachInstanceReachesOnlyItsOwnRecord: records are keyed <role id>:<instance
+// id> and the instance role allows only the key that is its session's
+// aws:userid. With one instance's credentials, as its metadata service
+// gives them, the endpoint lets it read and write its own record and
+// denies another instance's record (read or write) and its own by the bare
+// instance id (the endpoint answers before moto sees the request).
+func eachInstanceReachesOnlyItsOwnRecord(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, ids []string) {
+	ctx := context.Background()
+	if len(ids) < 2 {
+		t.Fatalf("need two instances, have %v", ids)
+	}
+	self, other := ids[0], ids[1]
+	store := state.New(sb.AWS.DynamoDB(), d.Table)
+	mine, err := store.FindInstance(ctx, self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := store.FindInstance(ctx, other) // its agent's heartbeats keep changing it: the key is what matters
+	if err != nil {
+		t.Fatal(err)
+	}
+	roleName, creds, err := sb.InstanceCredentials(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role, err := admin.IAM(sb.AWS).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := state.InstanceKey(aws.ToString(role.Role.RoleId), self); mine.Key != want {
+		t.Fatalf("record of %s is keyed %s, want %s (its instance role's id and the instance id)", self, mine.Key, want)
+	}
+	cfg, err := awsconf.Load(ctx, awsconf.Options{Region: sandbox.Region, Endpoint: sb.URL, MaxAttempts: 1,
+		AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey, SessionToken: creds.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolen := state.New(cfg.DynamoDB(), d.Table)
+	if _, err := stolen.Get(ctx, mine.Key); err != nil {
+		t.Errorf("%s reading its own record: %v", self, err)
+	}
+	if err := stolen.Heartbeat(ctx, mine.Key); err != nil {
+		t.Errorf("%s writing its own record: %v", self, err)
+	}
+	sb.TakeDenials()
+	for _, c := range []struct {
+		what string
+		do   func() error
+	}{
+		{"read " + other + "'s record", func() error { _, err := stolen.Get(ctx, theirs.Key); return err }},
+		{"write " + other + "'s record", func() error { return stolen.Heartbeat(ctx, theirs.Key) }},
+		{"read its record by the bare instance id", func() error { _, err := stolen.Get(ctx, state.Key(self)); return err }},
+	} {
+		if err := c.do(); err == nil || !strings.Contains(err.Error(), "AccessDenied") {
+			t.Errorf("%s with %s's credentials: %v, want AccessDenied", c.what, self, err)
+		}
+	}
+	if denied := sb.TakeDenials(); len(denied) != 3 || !slices.ContainsFunc(denied, func(d sandbox.Denial) bool { return d.Action == "dynamodb:UpdateItem" }) {
+		t.Errorf("denials %v, want the 3 refused requests", denied)
+	}
+}

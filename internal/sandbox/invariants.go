@@ -56,7 +56,7 @@ func (c *chaos) check(ctx context.Context) []string {
 	for _, p := range pools {
 		role[p.Name] = p.InstanceRoleID
 	}
-	full, err := c.store.ByInstanceID(ctx, ids, func(id string) string { return role[poolOf[id]] })
+	full, err := c.store.ByInstanceID(ctx, ids, func(id string) []string { return []string{role[poolOf[id]]} })
 	if err != nil {
 		return []string{"read records: " + err.Error()}
 	}

@@ -254,6 +254,14 @@ func (s *Sandbox) IAMAllowed() []string { return s.iam.Allowed() }
 // provokes denials on purpose takes and checks its own.
 func (s *Sandbox) TakeDenials() []Denial { return s.iam.take() }
 
+// InstanceCredentials are credentials of the session the metadata service
+// gives instance id (its instance profile's role, session name the instance
+// id, as EC2's), and the role's name: a test holding them acts as a stolen
+// instance credential.
+func (s *Sandbox) InstanceCredentials(id string) (role string, creds imdsstub.Credentials, err error) {
+	return s.instanceRole(id)
+}
+
 // instanceRole gives an instance the credentials of its instance profile's
 // role, as EC2 does through the metadata service.
 func (s *Sandbox) instanceRole(id string) (string, imdsstub.Credentials, error) {

@@ -253,18 +253,20 @@ func (s *Store) GetMany(ctx context.Context, keys []Key) (map[Key]*Instance, err
 }
 
 // ByInstanceID reads the records of instances known only by id (from EC2,
-// or a runner's name), by instance id. roleID names the instance role of
-// an instance's pool ("" when the pool is unknown). Each instance is looked
-// for under both keys its record may have: InstanceKey(role, id) and the
-// bare id of records made before keys carried the role; a live record wins
-// over a terminated one. An instance launched before an upgrade is so never
-// taken for one without a record.
-func (s *Store) ByInstanceID(ctx context.Context, ids []string, roleID func(instanceID string) string) (map[string]*Instance, error) {
+// or a runner's name), by instance id. roleIDs names the instance roles an
+// instance's record may be keyed with: its pool's, or every pool's when its
+// pool is unknown. Each instance is also looked for under the bare id of
+// records made before keys carried the role; a live record wins over a
+// terminated one. An instance launched before an upgrade is so never taken
+// for one without a record.
+func (s *Store) ByInstanceID(ctx context.Context, ids []string, roleIDs func(instanceID string) []string) (map[string]*Instance, error) {
 	keys := make([]Key, 0, 2*len(ids))
 	for _, id := range ids {
 		keys = append(keys, InstanceKey("", id))
-		if role := roleID(id); role != "" {
-			keys = append(keys, InstanceKey(role, id))
+		for _, role := range roleIDs(id) {
+			if role != "" {
+				keys = append(keys, InstanceKey(role, id))
+			}
 		}
 	}
 	found, err := s.GetMany(ctx, keys)
@@ -288,22 +290,23 @@ func (s *Store) FindInstance(ctx context.Context, instanceID string) (*Instance,
 	if err != nil {
 		return nil, err
 	}
-	keys := []Key{InstanceKey("", instanceID)}
-	for _, p := range pools {
-		keys = append(keys, p.RecordKey(instanceID))
-	}
-	found, err := s.GetMany(ctx, keys)
+	found, err := s.ByInstanceID(ctx, []string{instanceID}, func(string) []string { return RoleIDs(pools) })
 	if err != nil {
 		return nil, err
 	}
-	var rec *Instance
-	for _, r := range found {
-		if r.ID == instanceID && (rec == nil || rec.State == Terminated) {
-			rec = r
+	if rec := found[instanceID]; rec != nil {
+		return rec, nil
+	}
+	return nil, fmt.Errorf("instance %s: %w", instanceID, ErrNotFound)
+}
+
+// RoleIDs lists the pools' instance role ids.
+func RoleIDs(pools []PoolConfig) []string {
+	out := make([]string, 0, len(pools))
+	for _, p := range pools {
+		if p.InstanceRoleID != "" {
+			out = append(out, p.InstanceRoleID)
 		}
 	}
-	if rec == nil {
-		return nil, fmt.Errorf("instance %s: %w", instanceID, ErrNotFound)
-	}
-	return rec, nil
+	return out
 }

@@ -124,7 +124,7 @@ func (r *refresher) terminateUnrecorded(ctx context.Context, pools []state.PoolC
 	for i, in := range candidates {
 		ids[i] = in.ID
 	}
-	records, err := r.d.Store.ByInstanceID(ctx, ids, func(id string) string { return roles[id] })
+	records, err := r.d.Store.ByInstanceID(ctx, ids, func(id string) []string { return []string{roles[id]} })
 	if err != nil {
 		return err
 	}

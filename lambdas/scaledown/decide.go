@@ -341,13 +341,22 @@ func useOf(name, instanceID string) (int, bool) {
 	return uses, err == nil && uses >= 0 && strconv.Itoa(uses) == n
 }
 
-// roles returns a lookup of the instance role id of the pool EC2 tags an
-// instance with ("" when the instance or its pool is unknown): the first
-// half of its record's key.
-func (in Input) roles() func(instanceID string) string {
+// roles answers state.Store.ByInstanceID: the instance role of the pool EC2
+// tags an instance with, or every pool's for an instance EC2 no longer
+// lists (a ghost runner's).
+func (in Input) roles() func(instanceID string) []string {
 	byID := make(map[string]string, len(in.Instances))
 	for _, inst := range in.Instances {
 		byID[inst.ID] = in.Pools[inst.Tags[fleet.TagPool]].InstanceRoleID
 	}
-	return func(id string) string { return byID[id] }
+	var all []string
+	for _, p := range in.Pools {
+		all = append(all, p.InstanceRoleID)
+	}
+	return func(id string) []string {
+		if role, ok := byID[id]; ok {
+			return []string{role}
+		}
+		return all
+	}
 }
