@@ -232,6 +232,9 @@ func TestAccUserData_badInput(t *testing.T) {
 		{"heartbeat not a duration", ud(`heartbeat_interval = "15 seconds"`), `heartbeat_interval:`},
 		{"heartbeat negative", ud(`heartbeat_interval = "-15s"`), `heartbeatInterval: must be a positive duration`},
 		{"tarball url a file", ud("runner_tarball_url = \"file:///etc/passwd\"\nrunner_tarball_sha256 = \"" + strings.Repeat("a", 64) + "\""), `runnerTarballUrl: .* must be an http\(s\) URL`},
+		{"runner version not pinned", ud(`runner_version = "2.300.0"`), `runner_version[\s\S]*2\.300\.0`},
+		{"architecture unknown", ud("runner_version = \"2.336.0\"\narchitecture = \"x86\""), `architecture: "x86" is not amd64 or arm64`},
+		{"instance role id not a role id", ud(`instance_role_id = "AROA:i-1"`), `roleId: "AROA:i-1" must be an IAM role id`},
 		{"oversized script", ud(fmt.Sprintf("pre_runner_script = %q", "#!/bin/bash\n"+strings.Repeat("echo 0123456789abcdef\n", 700))), `over EC2's limit of 16384`},
 	})
 }

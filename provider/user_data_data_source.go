@@ -2,13 +2,17 @@ package provider
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
 
@@ -31,6 +35,8 @@ type userDataModel struct {
 	PreRunnerScript   types.String `tfsdk:"pre_runner_script"`
 	CleanupScript     types.String `tfsdk:"cleanup_script"`
 	RunnerUser        types.String `tfsdk:"runner_user"`
+	RunnerVersion     types.String `tfsdk:"runner_version"`
+	Architecture      types.String `tfsdk:"architecture"`
 	RunnerTarballURL  types.String `tfsdk:"runner_tarball_url"`
 	RunnerTarballSHA  types.String `tfsdk:"runner_tarball_sha256"`
 	HeartbeatInterval types.String `tfsdk:"heartbeat_interval"`
@@ -59,7 +65,9 @@ func (d *userDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 			"pre_runner_script":     opt("Runs once per instance before the first registration."),
 			"cleanup_script":        opt("Runs after every run, after the work folder is wiped."),
 			"runner_user":           opt("Unprivileged user that runs the jobs (default ghrunner)."),
-			"runner_tarball_url":    opt("Runner software tarball, when the AMI has none."),
+			"runner_version":        opt("An actions/runner release this provider pins (" + strings.Join(runnerrelease.Versions(), ", ") + "): the agent downloads it from github.com at boot and checks the SHA-256 published with the release. Unset: the runner is in the AMI, or comes from runner_tarball_url."),
+			"architecture":          opt("The instances' CPU architecture for runner_version's download: amd64 (default) or arm64."),
+			"runner_tarball_url":    opt("Runner software tarball, when the AMI has none (overrides runner_version)."),
 			"runner_tarball_sha256": opt("SHA-256 of the runner tarball."),
 			"heartbeat_interval":    opt("Agent heartbeat interval, a Go duration such as 15s."),
 			"keep_docker_images":    schema.BoolAttribute{Optional: true, Description: "Keep the docker images runs pulled or built (a warm cache, and a trust: see ghrunner_pool); default false."},
@@ -79,6 +87,21 @@ func (d *userDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	agent.Table, agent.RoleID = m.Table.ValueString(), m.InstanceRoleID.ValueString()
 	agent.KeepDockerImages = m.KeepDockerImages.ValueBool()
 	agent.RunnerTarballURL, agent.RunnerTarballSHA256 = m.RunnerTarballURL.ValueString(), m.RunnerTarballSHA.ValueString()
+	if v := m.RunnerVersion.ValueString(); v != "" && agent.RunnerTarballURL == "" {
+		arch := m.Architecture.ValueString()
+		if arch == "" {
+			arch = "amd64"
+		}
+		if arch != "amd64" && arch != "arm64" {
+			resp.Diagnostics.AddAttributeError(path.Root("architecture"), "Invalid architecture", fmt.Sprintf("architecture: %q is not amd64 or arm64", arch))
+			return
+		}
+		var err error
+		if agent.RunnerTarballURL, agent.RunnerTarballSHA256, err = runnerrelease.Tarball(v, arch); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("runner_version"), "Runner version not pinned", err.Error())
+			return
+		}
+	}
 	if v := m.HeartbeatInterval.ValueString(); v != "" {
 		dur, err := time.ParseDuration(v)
 		if err != nil {

@@ -1,11 +1,15 @@
 package provider
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
+	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
 
 func TestAccUserData(t *testing.T) {
@@ -33,6 +37,29 @@ data "ghrunner_user_data" "linux" {
 					}),
 					resource.TestMatchResourceAttr("data.ghrunner_user_data.linux", "size", regexp.MustCompile(`^[0-9]{4}$`)),
 				),
+			},
+			{
+				// A stock image: the pinned release for the architecture,
+				// and the record key's role id.
+				Config: providerConfig() + `
+data "ghrunner_user_data" "stock" {
+  table            = "ghrunner-prod-state"
+  agent_path       = "/usr/local/bin/ghrunner-agent"
+  instance_role_id = "AROAEXAMPLEPOOLROLE01"
+  runner_version   = "2.336.0"
+  architecture     = "arm64"
+}`,
+				Check: resource.TestCheckResourceAttrWith("data.ghrunner_user_data.stock", "rendered", func(v string) error {
+					u, err := templates.Parse([]byte(v))
+					if err != nil {
+						return err
+					}
+					url, sum, _ := runnerrelease.Tarball("2.336.0", "arm64")
+					if u.Agent.RunnerTarballURL != url || u.Agent.RunnerTarballSHA256 != sum || u.Agent.RoleID != "AROAEXAMPLEPOOLROLE01" {
+						return fmt.Errorf("agent config %+v: want the arm64 2.336.0 release and the role id", u.Agent)
+					}
+					return nil
+				}),
 			},
 			{
 				Config: providerConfig() + `

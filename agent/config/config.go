@@ -149,10 +149,16 @@ var (
 )
 
 // Validate reports the first invalid field, naming it and the rule.
+// roleIDRE is an IAM role's unique id (RoleId): AROA and 16 or more
+// capital letters and digits.
+var roleIDRE = regexp.MustCompile(`^AROA[A-Z0-9]{12,124}$`)
+
 func (c Config) Validate() error {
 	switch {
 	case !tableRE.MatchString(c.Table):
 		return fmt.Errorf("table: %q must be a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)", c.Table)
+	case c.RoleID != "" && !roleIDRE.MatchString(c.RoleID):
+		return fmt.Errorf("roleId: %q must be an IAM role id (AROA followed by capital letters and digits)", c.RoleID)
 	case !filepath.IsAbs(c.RunnerDir):
 		return fmt.Errorf("runnerDir: %q must be an absolute path", c.RunnerDir)
 	case !filepath.IsAbs(c.RunDir) || c.RunDir == "/":
