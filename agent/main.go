@@ -9,17 +9,22 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/imds"
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/lifecycle"
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/logship"
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/cwlogs"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -73,7 +78,16 @@ and region come from the instance metadata service (IMDSv2).
 		fmt.Println("configuration is valid")
 		return nil
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level(cfg.LogLevel)})).With("component", "agent", "version", version)
+	// With a log group the agent's log also goes to CloudWatch; the
+	// stream buffers from the first line and sends once the instance id
+	// names it (shipLogs).
+	var out io.Writer = os.Stdout
+	var agentLog *logship.Stream
+	if cfg.LogGroup != "" {
+		agentLog = &logship.Stream{Group: cfg.LogGroup}
+		out = io.MultiWriter(os.Stdout, agentLog)
+	}
+	log := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: level(cfg.LogLevel)})).With("component", "agent", "version", version)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -90,6 +104,10 @@ and region come from the instance metadata service (IMDSv2).
 	aws, err := awsconf.Load(ctx, awsconf.Options{Region: region, Endpoint: cfg.Endpoint, Endpoints: cfg.Endpoints})
 	if err != nil {
 		return err
+	}
+	if agentLog != nil {
+		done := shipLogs(ctx, cfg, aws, id.InstanceID, agentLog)
+		defer done()
 	}
 	if err := runner.Install(ctx, cfg.RunnerDir, cfg.RunnerTarballURL, cfg.RunnerTarballSHA256); err != nil {
 		return err
@@ -119,6 +137,28 @@ and region come from the instance metadata service (IMDSv2).
 		return nil
 	}
 	return err
+}
+
+// shipLogs sends the agent's log and the user data's output to the pool's
+// log group until the returned func is called (the agent's last lines are
+// sent then, within a few seconds).
+func shipLogs(ctx context.Context, cfg config.Config, aws awsconf.Config, instanceID string, agentLog *logship.Stream) (done func()) {
+	api := cwlogs.Client(aws)
+	os.MkdirAll(cfg.StateDir, 0o700) // the user data log's offset lives there
+	agentLog.API, agentLog.Name = api, instanceID+"/agent"
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); agentLog.Run(sctx, cfg.LogFlush.Duration) }()
+	if cfg.UserDataLog != "" {
+		userData := &logship.Stream{API: api, Group: cfg.LogGroup, Name: instanceID + "/user-data"}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			logship.Follow(sctx, userData, cfg.UserDataLog, filepath.Join(cfg.StateDir, "user-data-log.offset"), cfg.LogFlush.Duration)
+		}()
+	}
+	return func() { cancel(); wg.Wait() }
 }
 
 func isFlagSet(fs *flag.FlagSet, name string) bool {

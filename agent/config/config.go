@@ -118,6 +118,13 @@ type Config struct {
 	ClockOffset Duration `json:"clockOffset,omitempty"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"logLevel,omitempty"`
+	// LogGroup is the pool's CloudWatch Logs group: the agent sends its
+	// own log to stream <instance id>/agent and UserDataLog, the user
+	// data's output, to <instance id>/user-data, every LogFlush. Empty:
+	// the logs stay on the instance (journald, the cloud-init log).
+	LogGroup    string   `json:"logGroup,omitempty"`
+	UserDataLog string   `json:"userDataLog,omitempty"`
+	LogFlush    Duration `json:"logFlush,omitempty"`
 }
 
 // Defaults returns the configuration before the file is read.
@@ -137,6 +144,8 @@ func Defaults() Config {
 		ClockSkew:           Duration{time.Minute},
 		StopTimeout:         Duration{2 * time.Minute},
 		LogLevel:            "info",
+		UserDataLog:         "/var/log/cloud-init-output.log",
+		LogFlush:            Duration{5 * time.Second},
 	}
 }
 
@@ -153,10 +162,16 @@ var (
 // capital letters and digits.
 var roleIDRE = regexp.MustCompile(`^AROA[A-Z0-9]{12,124}$`)
 
+var logGroupRE = regexp.MustCompile(`^[A-Za-z0-9_./#-]{1,512}$`)
+
 func (c Config) Validate() error {
 	switch {
 	case !tableRE.MatchString(c.Table):
 		return fmt.Errorf("table: %q must be a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)", c.Table)
+	case c.LogGroup != "" && !logGroupRE.MatchString(c.LogGroup):
+		return fmt.Errorf("logGroup: %q must be a CloudWatch Logs group name (1-512 of A-Z a-z 0-9 _ - / . #)", c.LogGroup)
+	case c.UserDataLog != "" && !filepath.IsAbs(c.UserDataLog):
+		return fmt.Errorf("userDataLog: %q must be an absolute path", c.UserDataLog)
 	case c.RoleID != "" && !roleIDRE.MatchString(c.RoleID):
 		return fmt.Errorf("roleId: %q must be an IAM role id (AROA followed by capital letters and digits)", c.RoleID)
 	case !filepath.IsAbs(c.RunnerDir):
@@ -210,6 +225,9 @@ func (c Config) Validate() error {
 		if d.v.Duration <= 0 {
 			return fmt.Errorf("%s: must be a positive duration, got %s", d.name, d.v)
 		}
+	}
+	if c.LogGroup != "" && c.LogFlush.Duration <= 0 {
+		return fmt.Errorf("logFlush: must be a positive duration with logGroup set, got %s", c.LogFlush)
 	}
 	if c.ClockSkew.Duration < 0 {
 		return fmt.Errorf("clockSkew: must not be negative")

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/cwlogs"
 )
 
 // IAM returns an IAM client honouring the overrides.
@@ -52,9 +53,7 @@ func CloudWatch(c awsconf.Config) *cloudwatch.Client {
 }
 
 // Logs returns a CloudWatch Logs client honouring the overrides.
-func Logs(c awsconf.Config) *cloudwatchlogs.Client {
-	return cloudwatchlogs.NewFromConfig(c.AWS, func(o *cloudwatchlogs.Options) { o.BaseEndpoint = c.Endpoint("logs") })
-}
+func Logs(c awsconf.Config) *cloudwatchlogs.Client { return cwlogs.Client(c) }
 
 // Scheduler returns an EventBridge Scheduler client honouring the overrides.
 func Scheduler(c awsconf.Config) *scheduler.Client {
