@@ -51,10 +51,10 @@ type API interface {
 // Stream is one log stream's buffer. Write takes whole or partial lines;
 // Flush sends what is complete.
 type Stream struct {
-	API    API
-	Group  string
-	Name   string
-	Now    func() time.Time
+	API   API
+	Group string
+	Name  string
+	Now   func() time.Time
 
 	mu      sync.Mutex
 	partial []byte

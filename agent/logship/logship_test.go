@@ -162,7 +162,10 @@ func TestTheUserDataOutputIsSentOnceAcrossAgentRestarts(t *testing.T) {
 	follow := func(wait func() bool) {
 		fctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
-		go func() { defer close(done); Follow(fctx, &Stream{API: c, Group: g, Name: "i-5/user-data"}, path, offset, 50*time.Millisecond) }()
+		go func() {
+			defer close(done)
+			Follow(fctx, &Stream{API: c, Group: g, Name: "i-5/user-data"}, path, offset, 50*time.Millisecond)
+		}()
 		deadline := time.Now().Add(10 * time.Second)
 		for !wait() && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
