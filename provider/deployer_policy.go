@@ -73,6 +73,8 @@ func deployerPolicy(d deployment) string {
 		policyStatement{Sid: "ListStreamSources", Effect: "Allow", Resource: []string{"*"}, Action: []string{"lambda:ListEventSourceMappings"}},
 		policyStatement{Sid: "FunctionLogs", Effect: "Allow", Resource: []string{arn("logs", "log-group:/aws/lambda/"+d.namePrefix+"-*")},
 			Action: []string{"logs:CreateLogGroup", "logs:DeleteLogGroup", "logs:PutRetentionPolicy", "logs:TagLogGroup", "logs:TagResource", "logs:UntagResource"}},
+		policyStatement{Sid: "PoolLogs", Effect: "Allow", Resource: []string{arn("logs", "log-group:"+poolLogGroup(d.environment, "*"))},
+			Action: []string{"logs:CreateLogGroup", "logs:DeleteLogGroup", "logs:PutRetentionPolicy", "logs:TagLogGroup", "logs:TagResource", "logs:UntagResource"}},
 		policyStatement{Sid: "ListLogGroups", Effect: "Allow", Action: []string{"logs:DescribeLogGroups"}, Resource: []string{arn("logs", "log-group:*")}},
 		policyStatement{Sid: "Schedules", Effect: "Allow", Resource: []string{arn("scheduler", "schedule/"+scheduleGroup+"/"+d.namePrefix+"-*")},
 			Action: []string{"scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule", "scheduler:UpdateSchedule"}},

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -331,7 +330,7 @@ func (r *functionResource) Delete(ctx context.Context, req resource.DeleteReques
 		resp.Diagnostics.AddError("Deleting the function failed", err.Error())
 		return
 	}
-	if _, err := admin.Logs(r.c.aws).DeleteLogGroup(ctx, &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: aws.String("/aws/lambda/" + st.ID.ValueString())}); awserr.IgnoreNotFound(err) != nil {
+	if err := r.c.deleteLogGroup(ctx, "/aws/lambda/"+st.ID.ValueString()); err != nil {
 		resp.Diagnostics.AddError("Deleting the log group failed", err.Error())
 		return
 	}
@@ -399,14 +398,12 @@ func (r *functionResource) read(ctx context.Context, name string, m *functionMod
 		m.ReservedConcurrency = types.Int64Value(int64(*conc.ReservedConcurrentExecutions))
 	}
 	m.LogGroup = types.StringValue("/aws/lambda/" + name)
-	groups, err := admin.Logs(r.c.aws).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(m.LogGroup.ValueString())})
+	days, found, err := r.c.logRetention(ctx, m.LogGroup.ValueString())
 	if err != nil {
 		return false, err
 	}
-	for _, g := range groups.LogGroups {
-		if aws.ToString(g.LogGroupName) == m.LogGroup.ValueString() {
-			m.LogRetentionDays = types.Int64Value(int64(aws.ToInt32(g.RetentionInDays)))
-		}
+	if found {
+		m.LogRetentionDays = types.Int64Value(days)
 	}
 	return true, nil
 }
@@ -463,11 +460,5 @@ func (r *functionResource) applySettings(ctx context.Context, m functionModel) e
 // ensureLogGroup makes the function's log group, or takes the one that
 // exists, and sets its retention.
 func (r *functionResource) ensureLogGroup(ctx context.Context, m functionModel, tags map[string]string) error {
-	logs := admin.Logs(r.c.aws)
-	_, err := logs.CreateLogGroup(ctx, &cloudwatchlogs.CreateLogGroupInput{LogGroupName: aws.String(m.LogGroup.ValueString()), Tags: tags})
-	if err != nil && !awserr.IsAlreadyExists(err) {
-		return err
-	}
-	_, err = logs.PutRetentionPolicy(ctx, &cloudwatchlogs.PutRetentionPolicyInput{LogGroupName: aws.String(m.LogGroup.ValueString()), RetentionInDays: aws.Int32(int32(m.LogRetentionDays.ValueInt64()))})
-	return err
+	return r.c.ensureLogGroup(ctx, m.LogGroup.ValueString(), m.LogRetentionDays.ValueInt64(), tags)
 }

@@ -262,7 +262,7 @@ func TestAgentPolicy(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &d); err != nil {
 		t.Fatal(err)
 	}
-	if d.Version != "2012-10-17" || len(d.Statement) != 3 {
+	if d.Version != "2012-10-17" || len(d.Statement) != 4 {
 		t.Fatalf("version %s, %d statements: %s", d.Version, len(d.Statement), raw)
 	}
 	var all []string
@@ -284,11 +284,15 @@ func TestAgentPolicy(t *testing.T) {
 	}
 	// Exactly what the agent calls: nothing else is allowed.
 	slices.Sort(all)
-	if want := []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "ec2:TerminateInstances", "s3:GetObject"}; !slices.Equal(all, want) {
+	if want := []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "ec2:TerminateInstances", "logs:CreateLogStream", "logs:PutLogEvents", "s3:GetObject"}; !slices.Equal(all, want) {
 		t.Errorf("actions %v, want %v", all, want)
 	}
 
-	rec, term, get := d.Statement[0], d.Statement[1], d.Statement[2]
+	rec, term, logs, get := d.Statement[0], d.Statement[1], d.Statement[2], d.Statement[3]
+	// Streams of its pool's log group only: no reading, no other group.
+	if logs.Sid != "PoolLogStreams" || !slices.Equal(logs.Resource, []string{"arn:aws:logs:eu-west-1:123456789012:log-group:/ghrunner/prod/linux:log-stream:*"}) {
+		t.Errorf("log statement %+v", logs)
+	}
 	// Its own record only: the table itself (no index), the one key that
 	// is the session's aws:userid (the catalogue evaluates it).
 	if rec.Sid != "OwnInstanceRecords" || !slices.Equal(rec.Resource, []string{"arn:aws:dynamodb:eu-west-1:123456789012:table/ghr"}) ||

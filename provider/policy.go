@@ -89,6 +89,11 @@ func parseARN(arn string) (arnParts, error) {
 //     target's (the target's id as a policy variable; a bare
 //     ${ec2:SourceInstanceARN} in Resource is not in ARN format, which IAM
 //     refuses), and the target must carry this environment's and pool's tags;
+//   - it writes log streams of its pool's log group only (CreateLogStream,
+//     PutLogEvents: no reading, no deleting, no other group). IAM cannot
+//     narrow this to the instance's own streams: stream names cannot hold
+//     the ':' of ${aws:userid} or ${ec2:SourceInstanceARN}, the only
+//     variables naming the instance (docs/security.md, T2);
 //   - it downloads only the agent.
 func agentPolicy(tableARN, tableKey, environment, pool, agentBucket string) (string, error) {
 	a, err := parseARN(tableARN)
@@ -119,6 +124,11 @@ func agentPolicy(tableARN, tableKey, environment, pool, agentBucket string) (str
 			},
 		},
 	}
+	st = append(st, policyStatement{
+		Sid: "PoolLogStreams", Effect: "Allow",
+		Action:   []string{"logs:CreateLogStream", "logs:PutLogEvents"},
+		Resource: []string{fmt.Sprintf("arn:%s:logs:%s:%s:log-group:%s:log-stream:*", a.partition, a.region, a.account, poolLogGroup(environment, pool))},
+	})
 	st = append(st, tableKeyStatement(tableKey, a.region)...)
 	if agentBucket != "" {
 		st = append(st, policyStatement{

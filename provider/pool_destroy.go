@@ -100,6 +100,12 @@ func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 			return
 		}
 	}
+	// The log group last but the role: an instance ending during the sweep
+	// still sends its last lines.
+	if err := r.c.deleteLogGroup(ctx, poolLogGroup(r.c.environment, st.Name.ValueString())); err != nil {
+		resp.Diagnostics.AddError("Deleting the pool's log group failed", err.Error())
+		return
+	}
 	if name := st.RoleName.ValueString(); name != "" {
 		if err := r.deleteInstanceRole(ctx, name); err != nil {
 			resp.Diagnostics.AddError("Deleting the instance role failed", err.Error())

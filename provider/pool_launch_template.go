@@ -30,7 +30,7 @@ import (
 func launchTemplateInputs(m poolModel) string {
 	return strings.Join([]string{m.ImageID.String(), m.SecurityGroupIDs.String(), m.RootVolumeSize.String(), m.RootVolumeType.String(),
 		m.AgentPath.String(), m.AgentEndpoint.String(), m.PreRunnerScript.String(), m.CleanupScript.String(), m.RunnerUser.String(),
-		m.RunnerVersion.String(), m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String(), m.RoleName.String(), m.InstanceRoleID.String(), m.KeepDockerImages.String()}, "\x00")
+		m.RunnerVersion.String(), m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String(), m.RoleName.String(), m.InstanceRoleID.String(), m.LogGroup.String(), m.KeepDockerImages.String()}, "\x00")
 }
 
 // ensureTemplate makes the pool's launch template on create, or a new default
@@ -70,7 +70,7 @@ func (r *poolResource) ensureTemplate(ctx context.Context, plan, prior *poolMode
 // arch (amd64 or arm64).
 func (r *poolResource) userData(m poolModel, arch, table, region, sum, agentURL string) ([]byte, error) {
 	agent := config.Defaults()
-	agent.Table, agent.Region, agent.RoleID = table, region, m.InstanceRoleID.ValueString()
+	agent.Table, agent.Region, agent.RoleID, agent.LogGroup = table, region, m.InstanceRoleID.ValueString(), m.LogGroup.ValueString()
 	agent.Endpoint = m.AgentEndpoint.ValueString()
 	agent.RunnerTarballURL, agent.RunnerTarballSHA256 = m.RunnerTarballURL.ValueString(), m.RunnerTarballSHA.ValueString()
 	if agent.RunnerTarballURL == "" {
@@ -227,7 +227,7 @@ func (r *poolResource) readUserData(ctx context.Context, m *poolModel, data *ec2
 	m.UserDataSize = types.Int64Value(int64(len(raw)))
 	m.PreRunnerScript, m.CleanupScript = optional(u.PreRunnerScript), optional(u.CleanupScript)
 	m.RunnerUser = types.StringValue(u.RunnerUser)
-	m.InstanceRoleID = types.StringValue(u.Agent.RoleID)
+	m.InstanceRoleID, m.LogGroup = types.StringValue(u.Agent.RoleID), types.StringValue(u.Agent.LogGroup)
 	m.KeepDockerImages = types.BoolValue(u.Agent.KeepDockerImages)
 	m.AgentPath, m.AgentEndpoint = optional(u.AgentPath), optional(u.Agent.Endpoint)
 	m.AgentSHA256 = types.StringValue(u.AgentSHA256)

@@ -65,6 +65,8 @@ type poolModel struct {
 	CleanupScript    types.String `tfsdk:"cleanup_script"`
 	RunnerUser       types.String `tfsdk:"runner_user"`
 	KeepDockerImages types.Bool   `tfsdk:"keep_docker_images"`
+	LogRetentionDays types.Int64  `tfsdk:"log_retention_days"`
+	LogGroup         types.String `tfsdk:"log_group"`
 	RunnerLabel      types.String `tfsdk:"runner_label"`
 	RunnerGroup      types.String `tfsdk:"runner_group"`
 	Registration     types.String `tfsdk:"registration"`
@@ -198,6 +200,10 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`), "must be a Linux user name")}},
 			"keep_docker_images": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				Description: "After every run the agent puts the instance's docker daemon back as the pre-runner script left it: containers, volumes, networks and images a run made are removed, and noted images get their names back. True keeps the images runs pulled or built (a warm cache), which trusts every run: one can leave an image under a name a later run uses. Default false."},
+			"log_retention_days": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(30),
+				Description: "Retention of the pool's log group, /ghrunner/<environment>/<pool>, where each instance's agent sends its own log (stream <instance id>/agent) and the user data's output (<instance id>/user-data). Default 30.",
+				Validators: []validator.Int64{int64validator.OneOf(logRetentions...)}},
+			"log_group": schema.StringAttribute{Computed: true, Description: "The pool's log group: /ghrunner/<environment>/<pool>.", PlanModifiers: keep},
 			"runner_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(runnerrelease.Default),
 				Description: "actions/runner release the agent downloads from github.com at boot when the AMI has none in the runner directory, checked against the SHA-256 its release notes publish for the instance's architecture (this provider pins " +
 					strings.Join(runnerrelease.Versions(), ", ") + "). Default " + runnerrelease.Default + ". Ignored when runner_tarball_url is set (a mirror, or a release this provider does not pin)."},
@@ -377,6 +383,12 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	}
 	plan.InstanceProfileARN, plan.InstanceRoleID = types.StringValue(profileARN), types.StringValue(roleID)
 
+	plan.LogGroup = types.StringValue(poolLogGroup(r.c.environment, plan.Name.ValueString()))
+	if err := r.c.ensureLogGroup(ctx, plan.LogGroup.ValueString(), plan.LogRetentionDays.ValueInt64(), tags); err != nil {
+		diags.AddAttributeError(path.Root("log_retention_days"), "Creating the pool's log group failed", err.Error())
+		return diags
+	}
+
 	if diags.Append(r.ensureTemplate(ctx, plan, prior, image, profileARN, agent, tags)...); diags.HasError() {
 		return diags
 	}
@@ -408,6 +420,13 @@ func (r *poolResource) read(ctx context.Context, m *poolModel) (bool, error) {
 	if err := r.setFromTemplate(ctx, m, data); err != nil {
 		return false, err
 	}
+	// A log group deleted outside Terraform reads as retention 0: the plan
+	// shows the change and the apply makes the group again.
+	days, _, err := r.c.logRetention(ctx, poolLogGroup(r.c.environment, m.Name.ValueString()))
+	if err != nil {
+		return false, err
+	}
+	m.LogRetentionDays = types.Int64Value(days)
 	return true, nil
 }
 
@@ -431,7 +450,7 @@ func (r *poolResource) tags(ctx context.Context, m poolModel) (map[string]string
 // unknownToNull gives the computed attributes a failed create did not reach
 // a value, so that the partial state can be saved.
 func (r *poolResource) unknownToNull(m *poolModel) {
-	for _, s := range []*types.String{&m.ImageID, &m.LaunchTemplateID, &m.LaunchTemplateVersion, &m.RoleName, &m.InstanceRoleID, &m.InstanceProfileARN, &m.AgentBucket, &m.AgentSHA256, &m.Architecture} {
+	for _, s := range []*types.String{&m.ImageID, &m.LaunchTemplateID, &m.LaunchTemplateVersion, &m.RoleName, &m.InstanceRoleID, &m.InstanceProfileARN, &m.LogGroup, &m.AgentBucket, &m.AgentSHA256, &m.Architecture} {
 		if s.IsUnknown() {
 			*s = types.StringValue("")
 		}

@@ -247,6 +247,9 @@ func (f poolFixture) checkNothingLeft(*terraform.State) error {
 	if _, err := admin.IAM(c).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("ghr-acc-us-east-1-linux")}); err == nil {
 		return fmt.Errorf("instance profile ghr-acc-us-east-1-linux left behind")
 	}
+	if days, found, err := (&clients{aws: c}).logRetention(ctx, "/ghrunner/acc/linux"); err != nil || found {
+		return fmt.Errorf("log group /ghrunner/acc/linux left behind (%d days, %v)", days, err)
+	}
 	buckets, err := admin.S3(c).ListBuckets(ctx, &s3.ListBucketsInput{})
 	if err != nil {
 		return err

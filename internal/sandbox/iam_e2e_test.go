@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
@@ -186,5 +187,41 @@ func eachInstanceReachesOnlyItsOwnRecord(t *testing.T, sb *sandbox.Sandbox, d sa
 	}
 	if denied := sb.TakeDenials(); len(denied) != 3 || !slices.ContainsFunc(denied, func(d sandbox.Denial) bool { return d.Action == "dynamodb:UpdateItem" }) {
 		t.Errorf("denials %v, want the 3 refused requests", denied)
+	}
+}
+
+// instanceLogsReachThePoolsLogGroup: each instance's agent sends its own log
+// and the user data's output to streams named after the instance in its
+// pool's log group, through the endpoint that enforces the instance role's
+// policy (a denied PutLogEvents would show among the denials).
+func instanceLogsReachThePoolsLogGroup(t *testing.T, sb *sandbox.Sandbox, id string) {
+	ctx := context.Background()
+	logs := admin.Logs(sb.AWS)
+	group := "/ghrunner/" + sandbox.Environment + "/linux"
+	read := func(stream string) string {
+		var text strings.Builder
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			res, err := logs.GetLogEvents(ctx, &cloudwatchlogs.GetLogEventsInput{LogGroupName: aws.String(group), LogStreamName: aws.String(stream), StartFromHead: aws.Bool(true)})
+			if err == nil && len(res.Events) > 0 {
+				for _, e := range res.Events {
+					text.WriteString(aws.ToString(e.Message) + "\n")
+				}
+				return text.String()
+			}
+			time.Sleep(time.Second) // the agent sends every few seconds
+		}
+		return ""
+	}
+	if agent := read(id + "/agent"); !strings.Contains(agent, `"msg":"agent starting"`) || !strings.Contains(agent, id) {
+		t.Errorf("stream %s/agent of %s: %q; want the agent's JSON log", id, group, agent)
+	}
+	if ud := read(id + "/user-data"); !strings.Contains(ud, "ghrunner-userdata: agent started") {
+		t.Errorf("stream %s/user-data of %s: %q; want the user data's output", id, group, ud)
+	}
+	for _, d := range sb.Denials() {
+		if strings.HasPrefix(d.Action, "logs:") {
+			t.Errorf("log shipping denied: %v", d)
+		}
 	}
 }

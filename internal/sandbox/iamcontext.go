@@ -55,6 +55,8 @@ func (s *Sandbox) iamChecks(ctx context.Context, req awsRequest) ([]check, error
 		return s.ec2Checks(ctx, req)
 	case "s3":
 		return s3Checks(req)
+	case "logs":
+		return logsChecks(req, strings.TrimPrefix(target, "Logs_20140328."))
 	case "sts":
 		if strings.Contains(string(req.body), "Action=GetCallerIdentity") {
 			return nil, nil // needs no permission
@@ -210,6 +212,20 @@ func ssmChecks(req awsRequest, op string) ([]check, error) {
 	// policy lets any principal of the account use it through SSM: no
 	// kms:Decrypt check of the caller's policy is modelled.
 	return []check{{"ssm:GetParameter", req.arn("ssm", "parameter/"+strings.TrimPrefix(in.Name, "/")), nil}}, nil
+}
+
+// logsChecks: writing a log stream authorizes on the stream's ARN (the
+// Service Authorization Reference's log-stream resource type, for both
+// CreateLogStream and PutLogEvents).
+func logsChecks(req awsRequest, op string) ([]check, error) {
+	var in struct{ LogGroupName, LogStreamName string }
+	if err := json.Unmarshal(req.body, &in); err != nil {
+		return nil, fmt.Errorf("logs %s: %w", op, err)
+	}
+	if (op != "CreateLogStream" && op != "PutLogEvents") || in.LogGroupName == "" || in.LogStreamName == "" {
+		return nil, fmt.Errorf("no IAM mapping for logs %s", op)
+	}
+	return []check{{"logs:" + op, req.arn("logs", "log-group:"+in.LogGroupName+":log-stream:"+in.LogStreamName), nil}}, nil
 }
 
 func s3Checks(req awsRequest) ([]check, error) {

@@ -299,6 +299,14 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 		cfg.RunnerDir, cfg.RunDir, cfg.WorkDir, cfg.StateDir = filepath.Join(dir, "runner"), filepath.Join(dir, "run"), filepath.Join(dir, "work"), filepath.Join(dir, "state")
 		cfg.FirewallFailureFile = filepath.Join(dir, "firewall-failed")
 		cfg.IMDSEndpoint = a.IMDS.URL()
+		if cfg.UserDataLog != "" {
+			// What cloud-init keeps of the user data's output on a real
+			// instance; the user data itself runs in templates' tests.
+			cfg.UserDataLog = filepath.Join(dir, "cloud-init-output.log")
+			if err := os.WriteFile(cfg.UserDataLog, []byte("ghrunner-userdata: runner user "+cfg.RunnerUser+"\nghrunner-userdata: agent started\n"), 0o600); err != nil {
+				return err
+			}
+		}
 		raw, _ := json.MarshalIndent(cfg, "", "  ")
 		if err := os.WriteFile(filepath.Join(dir, "etc", "agent.json"), raw, 0o600); err != nil {
 			return err
