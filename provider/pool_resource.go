@@ -202,7 +202,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Description: "After every run the agent puts the instance's docker daemon back as the pre-runner script left it: containers, volumes, networks and images a run made are removed, and noted images get their names back. True keeps the images runs pulled or built (a warm cache), which trusts every run: one can leave an image under a name a later run uses. Default false."},
 			"log_retention_days": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(30),
 				Description: "Retention of the pool's log group, /ghrunner/<environment>/<pool>, where each instance's agent sends its own log (stream <instance id>/agent) and the user data's output (<instance id>/user-data). Default 30.",
-				Validators: []validator.Int64{int64validator.OneOf(logRetentions...)}},
+				Validators:  []validator.Int64{int64validator.OneOf(logRetentions...)}},
 			"log_group": schema.StringAttribute{Computed: true, Description: "The pool's log group: /ghrunner/<environment>/<pool>.", PlanModifiers: keep},
 			"runner_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(runnerrelease.Default),
 				Description: "actions/runner release the agent downloads from github.com at boot when the AMI has none in the runner directory, checked against the SHA-256 its release notes publish for the instance's architecture (this provider pins " +

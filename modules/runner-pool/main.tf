@@ -49,6 +49,7 @@ resource "ghrunner_pool" "pool" {
   runner_version        = each.value.runner_version
   runner_tarball_url    = each.value.runner_tarball_url
   runner_tarball_sha256 = each.value.runner_tarball_sha256
+  log_retention_days    = var.log_retention_days
   idle_windows          = each.value.idle_windows
   tags                  = var.tags
 

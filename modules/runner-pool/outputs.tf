@@ -47,3 +47,8 @@ output "alarm_names" {
   description = "The deployment's CloudWatch alarms; empty without monitoring."
   value       = flatten(ghrunner_monitoring.this[*].alarm_names)
 }
+
+output "log_groups" {
+  description = "The pools' log groups by pool: each instance's agent log (stream <instance id>/agent) and user data output (<instance id>/user-data)."
+  value       = { for p, pool in ghrunner_pool.pool : p => pool.log_group }
+}

@@ -100,7 +100,7 @@ variable "architecture" {
 }
 
 variable "log_retention_days" {
-  description = "Retention of the functions' log groups, in days."
+  description = "Retention of the functions' and the pools' log groups, in days."
   type        = number
   default     = 30
 }
