@@ -248,6 +248,11 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	rep.Succeeded, rep.Failed = okCount, failCount
 	c.mu.Lock()
 	rep.Faults, rep.Jobs, rep.Failures, rep.Activity, rep.Explained = c.faults, len(c.jobUses), c.failures, c.activity, explained
+	// A fault that was set up but never met a request tests nothing: the
+	// test world lost its aim (as when record keys changed shape under it).
+	if c.faults[faultDDBHotItem] > 0 && c.faults[faultDDBHotRequest] == 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("fault injection: %d hot items set, no request touched one: the fault misses the records it means", c.faults[faultDDBHotItem]))
+	}
 	c.mu.Unlock()
 	rep.Elapsed = time.Since(c.start)
 	return rep, ctx.Err()

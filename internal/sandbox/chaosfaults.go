@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
@@ -32,7 +33,7 @@ type dynamoDB struct {
 	// A hot item outlasts the SDK's retries (5 attempts, at most about 30 s
 	// of backoff): its callers see the error, as they would on AWS when one
 	// partition exceeds its throughput for a while.
-	hot map[string]time.Time
+	hot map[string]time.Time // by instance id
 }
 
 // dynamoAnswer decides one DynamoDB request from the bursts under way and
@@ -43,7 +44,13 @@ func (c *chaos) dynamoAnswer(req DynamoRequest) DynamoAnswer {
 	var a DynamoAnswer
 	now := time.Now()
 	for _, k := range req.Keys {
-		if until, ok := c.hot[k]; ok && now.Before(until) {
+		// c.hot holds instance ids; instance records are keyed
+		// <role id>:<instance id> (a record from before, by the bare id).
+		id := k
+		if _, after, ok := strings.Cut(k, ":"); ok {
+			id = after
+		}
+		if until, ok := c.hot[id]; ok && now.Before(until) {
 			a.HotKeys = append(a.HotKeys, k)
 		}
 	}

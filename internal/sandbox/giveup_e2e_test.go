@@ -27,15 +27,16 @@ func TestE2E_AnInstanceProvisionGaveUpTakesNoJobOfItsRun(t *testing.T) {
 	t.Parallel() // it mostly waits out a lease; see TestE2E_Chaos
 	sb, d, fn := deployed(t)
 	var mu sync.Mutex
-	victim, hot := "", false
+	victim, victimKey, hot := "", "", false
 	sb.SetFaults(sandbox.Faults{DynamoDB: func(req sandbox.DynamoRequest) sandbox.DynamoAnswer {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, k := range req.Keys {
-			if victim == "" && req.Write && strings.HasPrefix(k, "i-") {
-				victim = k // provision's Create of the first instance
+			// Instance records are keyed <role id>:<instance id>.
+			if _, id, ok := strings.Cut(k, ":"); victim == "" && req.Write && ok && strings.HasPrefix(id, "i-") {
+				victim, victimKey = id, k // provision's Create of the first instance
 			}
-			if k == victim && hot {
+			if k == victimKey && hot {
 				return sandbox.DynamoAnswer{HotKeys: []string{k}}
 			}
 		}
