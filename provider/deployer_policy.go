@@ -75,6 +75,8 @@ func deployerPolicy(d deployment) string {
 			Action: []string{"logs:CreateLogGroup", "logs:DeleteLogGroup", "logs:PutRetentionPolicy", "logs:TagLogGroup", "logs:TagResource", "logs:UntagResource"}},
 		policyStatement{Sid: "PoolLogs", Effect: "Allow", Resource: []string{arn("logs", "log-group:"+poolLogGroup(d.environment, "*"))},
 			Action: []string{"logs:CreateLogGroup", "logs:DeleteLogGroup", "logs:PutRetentionPolicy", "logs:TagLogGroup", "logs:TagResource", "logs:UntagResource"}},
+		policyStatement{Sid: "AlarmTopics", Effect: "Allow", Resource: []string{arn("sns", d.namePrefix+"-*")},
+			Action: []string{"sns:CreateTopic", "sns:DeleteTopic", "sns:GetTopicAttributes", "sns:ListSubscriptionsByTopic", "sns:Subscribe", "sns:Unsubscribe", "sns:TagResource"}},
 		policyStatement{Sid: "ListLogGroups", Effect: "Allow", Action: []string{"logs:DescribeLogGroups"}, Resource: []string{arn("logs", "log-group:*")}},
 		policyStatement{Sid: "Schedules", Effect: "Allow", Resource: []string{arn("scheduler", "schedule/"+scheduleGroup+"/"+d.namePrefix+"-*")},
 			Action: []string{"scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule", "scheduler:UpdateSchedule"}},

@@ -111,7 +111,7 @@ func TestDeployerPolicy_coversEveryCallOfTheProvider(t *testing.T) {
 	// functions: pool configs (internal/state) and the pool's instances on
 	// destroy (internal/fleet).
 	calls := map[string]bool{"dynamodb.TransactWriteItems": true, "dynamodb.GetItem": true, "ec2.DescribeInstances": true, "ec2.TerminateInstances": true}
-	call := regexp.MustCompile(`\b(ec2|iam|lambda|dynamodb|cloudwatch|cloudwatchlogs|s3|scheduler|sqs|sts)\.([A-Z][A-Za-z0-9]+)Input\{`)
+	call := regexp.MustCompile(`\b(ec2|iam|lambda|dynamodb|cloudwatch|cloudwatchlogs|s3|scheduler|sns|sqs|sts)\.([A-Z][A-Za-z0-9]+)Input\{`)
 	files, _ := filepath.Glob("*.go")
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {

@@ -45,6 +45,7 @@ type endpointModel struct {
 	Logs       types.String `tfsdk:"logs"`
 	S3         types.String `tfsdk:"s3"`
 	Scheduler  types.String `tfsdk:"scheduler"`
+	SNS        types.String `tfsdk:"sns"`
 	SQS        types.String `tfsdk:"sqs"`
 	SSM        types.String `tfsdk:"ssm"`
 	STS        types.String `tfsdk:"sts"`
@@ -52,7 +53,7 @@ type endpointModel struct {
 
 func (e endpointModel) byService() map[string]types.String {
 	return map[string]types.String{"cloudwatch": e.CloudWatch, "dynamodb": e.DynamoDB, "ec2": e.EC2, "iam": e.IAM, "lambda": e.Lambda, "logs": e.Logs,
-		"s3": e.S3, "scheduler": e.Scheduler, "sqs": e.SQS, "ssm": e.SSM, "sts": e.STS}
+		"s3": e.S3, "scheduler": e.Scheduler, "sns": e.SNS, "sqs": e.SQS, "ssm": e.SSM, "sts": e.STS}
 }
 
 // clients is what Configure hands to the resources.
@@ -179,7 +180,7 @@ func (p *ghrunnerProvider) Configure(ctx context.Context, req provider.Configure
 }
 
 func (p *ghrunnerProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newTableResource, newQueueResource, newPoolResource, newFunctionResource, newScheduleResource, newInvokerRoleResource, newMonitoringResource}
+	return []func() resource.Resource{newTableResource, newQueueResource, newPoolResource, newFunctionResource, newScheduleResource, newInvokerRoleResource, newMonitoringResource, newAlarmTopicResource}
 }
 
 func (p *ghrunnerProvider) DataSources(context.Context) []func() datasource.DataSource {

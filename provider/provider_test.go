@@ -54,6 +54,7 @@ provider "ghrunner" {
     logs      = %[1]q
     s3        = %[1]q
     scheduler = %[1]q
+    sns       = %[1]q
     sqs       = %[1]q
     ssm       = %[1]q
     sts       = %[1]q

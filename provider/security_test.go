@@ -103,7 +103,7 @@ func TestModuleTakesAndGivesNoSecret(t *testing.T) {
 		}
 		if strings.HasSuffix(file, "outputs.tf") {
 			for _, v := range regexp.MustCompile(`(?m)^\s*value\s*=\s*(.+)$`).FindAllStringSubmatch(string(raw), -1) {
-				if !regexp.MustCompile(`\.(name|[a-z]+_names|arn|url|launch_template_id|log_group)\s*[})]?\s*$`).MatchString(v[1]) {
+				if !regexp.MustCompile(`\.(name|[a-z]+_names|arn|[a-z_]+_arn|url|launch_template_id|log_group)\s*[})]?\s*$`).MatchString(v[1]) {
 					t.Errorf("%s: output value %q is not a name, ARN, URL or id", file, v[1])
 				}
 			}

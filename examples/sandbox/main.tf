@@ -62,6 +62,7 @@ provider "ghrunner" {
     logs       = var.endpoint
     s3         = var.endpoint
     scheduler  = var.endpoint
+    sns        = var.endpoint
     sqs        = var.endpoint
     ssm        = var.endpoint
     sts        = var.endpoint

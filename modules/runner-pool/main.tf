@@ -83,7 +83,7 @@ resource "ghrunner_function" "fn" {
   vpc_security_group_ids = try(var.function_vpc.security_group_ids, null)
 
   # A scheduled run that fails reaches the monitoring's topic too.
-  on_failure_topic_arn = contains(keys(local.scheduled), each.key) ? try(var.monitoring.alarm_topic_arn, null) : null
+  on_failure_topic_arn = contains(keys(local.scheduled), each.key) ? local.alarm_topic_arn : null
 
   # Functions read the pool configs at run time: deploy them after the pools
   # so the first scheduled run already sees every pool.
@@ -112,6 +112,19 @@ resource "ghrunner_invoker_role" "workflows" {
   tags                 = var.tags
 }
 
+# The alarms' topic when the team has none: the module's, with the
+# addresses of monitoring.alarm_emails subscribed.
+resource "ghrunner_alarm_topic" "alarms" {
+  count = length(try(var.monitoring.alarm_emails, [])) > 0 ? 1 : 0
+
+  name            = "${var.prefix}-alarms"
+  email_addresses = var.monitoring.alarm_emails
+}
+
+locals {
+  alarm_topic_arn = try(coalesce(try(var.monitoring.alarm_topic_arn, null), one(ghrunner_alarm_topic.alarms[*].arn)), null)
+}
+
 # A CloudWatch dashboard of the functions' metrics and the alarms a
 # platform team pages on, named after the prefix.
 resource "ghrunner_monitoring" "this" {
@@ -119,7 +132,7 @@ resource "ghrunner_monitoring" "this" {
 
   name                        = var.prefix
   pools                       = sort(keys(var.pools))
-  alarm_topic_arn             = var.monitoring.alarm_topic_arn
+  alarm_topic_arn             = local.alarm_topic_arn
   pool_miss_ratio_threshold   = var.monitoring.pool_miss_ratio_threshold
   github_rate_limit_threshold = var.monitoring.github_rate_limit_threshold
 }

@@ -104,6 +104,7 @@ provider "ghrunner" {
     logs      = %[1]q
     s3        = %[1]q
     scheduler = %[1]q
+    sns       = %[1]q
     sqs       = %[1]q
     ssm       = %[1]q
     sts       = %[1]q
@@ -118,7 +119,7 @@ module "runners" {
 
   invoker_repositories = ["acme/app", "acme/api"]
   create_oidc_provider = true
-  monitoring           = { alarm_topic_arn = "arn:aws:sns:us-east-1:123456789012:ci-pages" }
+  monitoring           = { alarm_emails = ["oncall@example.com"] }
   pools = {
     linux = {
       owner          = "acme"
@@ -161,8 +162,8 @@ func TestModuleApplyDestroy(t *testing.T) {
 	start := time.Now()
 	plan := tf(t, dir, cliConfig, "plan", "-input=false", "-no-color", "-out=tfplan")
 	t.Logf("terraform plan of the module (2 pools, nothing deployed yet): %.1fs", time.Since(start).Seconds())
-	if !strings.Contains(plan, "Plan: 14 to add") {
-		t.Errorf("plan does not add the 14 objects (table, 2 queues, 2 pools, 5 functions, 2 schedules, the invoker role, the monitoring):\n%s", lastLines(plan, 5))
+	if !strings.Contains(plan, "Plan: 15 to add") {
+		t.Errorf("plan does not add the 15 objects (table, 2 queues, 2 pools, 5 functions, 2 schedules, the invoker role, the alarm topic, the monitoring):\n%s", lastLines(plan, 5))
 	}
 	tf(t, dir, cliConfig, "apply", "-input=false", "-no-color", "tfplan")
 
@@ -176,6 +177,8 @@ func TestModuleApplyDestroy(t *testing.T) {
 				InvokerRole   string            `json:"invoker_role_arn"`
 				Dashboard     string            `json:"dashboard_name"`
 				Alarms        []string          `json:"alarm_names"`
+				AlarmTopic    string            `json:"alarm_topic_arn"`
+				LogGroups     map[string]string `json:"log_groups"`
 			} `json:"value"`
 		} `json:"runners"`
 	}
@@ -185,7 +188,7 @@ func TestModuleApplyDestroy(t *testing.T) {
 	got := out.Runners.Value
 	if got.TableName != "ci-state" || got.FunctionNames["provision"] != "ci-provision" || got.FunctionNames["scale-down"] != "ci-scale-down" ||
 		len(got.QueueURLs) != 2 || got.ScheduleNames["refresh"] != "ci-refresh" || !strings.HasSuffix(got.InvokerRole, ":role/ghr-modtest-us-east-1-invoke-ci") ||
-		got.Dashboard != "ci" || len(got.Alarms) != 10 {
+		got.Dashboard != "ci" || len(got.Alarms) != 10 || got.AlarmTopic != "arn:aws:sns:us-east-1:123456789012:ci-alarms" || got.LogGroups["linux-large"] != "/ghrunner/modtest/linux-large" {
 		t.Fatalf("outputs %+v", got)
 	}
 	// The jit function is fed by the table's stream (the mapping is kept
@@ -193,9 +196,9 @@ func TestModuleApplyDestroy(t *testing.T) {
 	if ms := env.Mappings(); len(ms) != 1 || !strings.HasSuffix(aws.ToString(ms[0].FunctionArn), ":function:ci-jit") || !strings.Contains(aws.ToString(ms[0].EventSourceArn), "table/ci-state/stream/") {
 		t.Errorf("event source mappings %+v, want ci-jit's from the table's stream", ms)
 	}
-	// A failed scheduled run reaches the monitoring's topic; provision's
-	// failures go to its caller.
-	for fn, want := range map[string]string{"ci-refresh": "arn:aws:sns:us-east-1:123456789012:ci-pages", "ci-scale-down": "arn:aws:sns:us-east-1:123456789012:ci-pages", "ci-provision": ""} {
+	// A failed scheduled run reaches the monitoring's topic (the one the
+	// module made for alarm_emails); provision's failures go to its caller.
+	for fn, want := range map[string]string{"ci-refresh": got.AlarmTopic, "ci-scale-down": got.AlarmTopic, "ci-provision": ""} {
 		async, err := admin.Lambda(env.Config(t)).GetFunctionEventInvokeConfig(context.Background(), &lambda.GetFunctionEventInvokeConfigInput{FunctionName: aws.String(fn)})
 		got := ""
 		if err == nil && async.DestinationConfig != nil && async.DestinationConfig.OnFailure != nil {

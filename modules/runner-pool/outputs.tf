@@ -52,3 +52,8 @@ output "log_groups" {
   description = "The pools' log groups by pool: each instance's agent log (stream <instance id>/agent) and user data output (<instance id>/user-data)."
   value       = { for p, pool in ghrunner_pool.pool : p => pool.log_group }
 }
+
+output "alarm_topic_arn" {
+  description = "The topic the alarms notify: monitoring.alarm_topic_arn, or the one the module made for monitoring.alarm_emails; null for none."
+  value       = local.alarm_topic_arn
+}

@@ -1,5 +1,5 @@
 // Package admin builds the clients of the services only deployment and the
-// test world call (IAM, S3, Lambda, CloudWatch, CloudWatch Logs,
+// test world call (IAM, S3, Lambda, CloudWatch, CloudWatch Logs, SNS,
 // EventBridge Scheduler, STS), with awsconf's endpoint overrides.
 //
 // They live apart from awsconf because importing an SDK service package
@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
@@ -54,6 +55,11 @@ func CloudWatch(c awsconf.Config) *cloudwatch.Client {
 
 // Logs returns a CloudWatch Logs client honouring the overrides.
 func Logs(c awsconf.Config) *cloudwatchlogs.Client { return cwlogs.Client(c) }
+
+// SNS returns an SNS client honouring the overrides.
+func SNS(c awsconf.Config) *sns.Client {
+	return sns.NewFromConfig(c.AWS, func(o *sns.Options) { o.BaseEndpoint = c.Endpoint("sns") })
+}
 
 // Scheduler returns an EventBridge Scheduler client honouring the overrides.
 func Scheduler(c awsconf.Config) *scheduler.Client {
