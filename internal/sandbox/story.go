@@ -280,18 +280,33 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 // to nothing and its instances end; a pool within one keeps its idle count.
 func (st *Story) scaleDown(ctx context.Context) {
 	start := time.Now()
-	keep := st.keptIdle(ctx, PoolJIT) + st.keptIdle(ctx, PoolToken)
+	jitKeep, tokenKeep := st.keptIdle(ctx, PoolJIT), st.keptIdle(ctx, PoolToken)
+	keep := jitKeep + tokenKeep
 	var out scaledown.Output
 	err := st.invoke(ctx, bundle.HandlerScaleDown, map[string]any{}, &out)
 	st.mu.Lock()
 	st.tally.scaled(out)
 	st.mu.Unlock()
-	live := -1
+	// The pools' live instances once scale-down's terminations landed. The
+	// token pool may hold more than its idle count: the refresh schedule
+	// pre-warms it while its runners are busy (idle count = spare
+	// runners), and scale-down keeps those younger than the minimum
+	// running time; the JIT pool keeps exactly its window's count (none
+	// outside it).
+	live, jit, token := -1, -1, -1
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(500 * time.Millisecond) {
 		in, lerr := st.fleet.List(ctx, fleet.Filter{})
 		if lerr == nil {
-			live = len(in)
-			if live == keep {
+			live, jit, token = len(in), 0, 0
+			for _, i := range in {
+				switch i.Tags[fleet.TagPool] {
+				case PoolJIT:
+					jit++
+				case PoolToken:
+					token++
+				}
+			}
+			if jit == jitKeep && token >= tokenKeep && live == jit+token {
 				break
 			}
 		}
@@ -317,7 +332,7 @@ func (st *Story) scaleDown(ctx context.Context) {
 	}
 	st.record(Step{Name: "scale-down (" + PoolJIT + " outside its idle window " + IdleWindowCron(time.Now()) + " UTC)",
 		Want: fmt.Sprintf("%s trimmed to 0, %d idle kept by active windows", PoolJIT, keep),
-		Got:  got, Took: time.Since(start), OK: err == nil && every && live == keep})
+		Got:  got, Took: time.Since(start), OK: err == nil && every && jit == jitKeep && token >= tokenKeep && live == jit+token})
 }
 
 // scheduledRefresh waits for the refresh schedule terraform deployed to fire
