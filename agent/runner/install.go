@@ -123,6 +123,12 @@ func installDependencies(ctx context.Context, dir string) error {
 	return nil
 }
 
+// stallLimit ends a download attempt that has received nothing for that
+// long (the response's headers, or more of its body): a connection that
+// stalls would otherwise hold the instance's boot for good. Install then
+// retries.
+var stallLimit = 60 * time.Second
+
 func download(ctx context.Context, url string, to *os.File) (string, error) {
 	if err := to.Truncate(0); err != nil {
 		return "", err
@@ -130,23 +136,47 @@ func download(ctx context.Context, url string, to *os.File) (string, error) {
 	if _, err := to.Seek(0, io.SeekStart); err != nil {
 		return "", err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stalled := fmt.Errorf("stalled: nothing received for %s", stallLimit)
+	watchdog := time.AfterFunc(stallLimit, func() { cancel(stalled) })
+	defer watchdog.Stop()
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, url, nil)
 	if err != nil {
 		return "", err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", err
+		return "", orCause(actx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("HTTP %s", resp.Status)
 	}
 	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(to, h), resp.Body); err != nil {
-		return "", err
+	body := readFunc(func(p []byte) (int, error) {
+		n, err := resp.Body.Read(p)
+		if n > 0 {
+			watchdog.Reset(stallLimit)
+		}
+		return n, err
+	})
+	if _, err := io.Copy(io.MultiWriter(to, h), body); err != nil {
+		return "", orCause(actx, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+type readFunc func([]byte) (int, error)
+
+func (f readFunc) Read(p []byte) (int, error) { return f(p) }
+
+// orCause names why ctx ended (the stall watchdog) when err came of it.
+func orCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
 }
 
 // unpack extracts a .tar.gz into dir, refusing entries that would land

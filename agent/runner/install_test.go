@@ -11,8 +11,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func tarball(t *testing.T, files map[string]string, links map[string]string) []byte {
@@ -150,5 +153,42 @@ func TestAnInstallCutShortLeavesNothingTakenForAnInstalledRunner(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".runner-unpack-*")); len(left) > 0 {
 		t.Fatalf("staging left behind: %v", left)
+	}
+}
+
+// A download whose connection stalls (headers sent, then half the body and
+// silence, as a stuck CDN edge or a dropped NAT mapping does) is abandoned
+// after stallLimit and tried again, instead of holding the boot for good.
+func TestAStalledDownloadIsAbandonedAndTriedAgain(t *testing.T) {
+	defer func(d time.Duration) { stallLimit = d }(stallLimit)
+	stallLimit = 300 * time.Millisecond
+	tgz := tarball(t, map[string]string{"config.sh": "#!/bin/sh\n"}, nil)
+	var calls atomic.Int32
+	release := make(chan struct{})
+	defer close(release)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Content-Length", strconv.Itoa(len(tgz)))
+			w.Write(tgz[:len(tgz)/2])
+			w.(http.Flusher).Flush()
+			select { // silence until the test ends
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		w.Write(tgz)
+	}))
+	defer srv.Close()
+	dir := filepath.Join(t.TempDir(), "runner")
+	start := time.Now()
+	if err := Install(context.Background(), dir, srv.URL+"/actions-runner.tar.gz", sum(tgz)); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 || time.Since(start) > 10*time.Second {
+		t.Fatalf("%d requests in %v: want the stalled one abandoned and a second that installs", calls.Load(), time.Since(start))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config.sh")); err != nil {
+		t.Fatal(err)
 	}
 }
