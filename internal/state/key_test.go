@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -60,5 +61,23 @@ func TestRecordsAreFoundByInstanceIDUnderEitherKey(t *testing.T) {
 	}
 	if _, err := s.FindInstance(ctx, "i-none"); !IsNotFound(err) {
 		t.Errorf("find an unknown instance: %v, want not found", err)
+	}
+}
+
+// Once every record carries its role, the look-up under the bare id costs
+// nothing: 150 role-keyed records are read with 2 batch reads, not 4.
+func TestRecordsKeyedByRoleAreFoundWithoutASecondRead(t *testing.T) {
+	s, _ := newStore(t)
+	var ids []string
+	for i := range 150 {
+		id := fmt.Sprintf("i-role%03d", i)
+		created(t, s, id, "r")
+		ids = append(ids, id)
+	}
+	before := env.Calls("DynamoDB_20120810.BatchGetItem")
+	got, err := s.ByInstanceID(ctx, ids, func(string) []string { return []string{testRole} })
+	must(t, err)
+	if calls := env.Calls("DynamoDB_20120810.BatchGetItem") - before; len(got) != 150 || calls != 2 {
+		t.Fatalf("%d records with %d batch reads, want 150 with 2", len(got), calls)
 	}
 }

@@ -255,14 +255,23 @@ func (s *Store) GetMany(ctx context.Context, keys []Key) (map[Key]*Instance, err
 // ByInstanceID reads the records of instances known only by id (from EC2,
 // or a runner's name), by instance id. roleIDs names the instance roles an
 // instance's record may be keyed with: its pool's, or every pool's when its
-// pool is unknown. Each instance is also looked for under the bare id of
-// records made before keys carried the role; a live record wins over a
-// terminated one. An instance launched before an upgrade is so never taken
-// for one without a record.
+// pool is unknown. An instance not found so is looked for once more under
+// the bare id of records made before keys carried the role: an instance
+// launched before an upgrade is never taken for one without a record, and
+// the second read costs nothing once every record carries its role (an
+// instance has one record, under one key). A live record wins over a
+// terminated one.
 func (s *Store) ByInstanceID(ctx context.Context, ids []string, roleIDs func(instanceID string) []string) (map[string]*Instance, error) {
-	keys := make([]Key, 0, 2*len(ids))
+	out := make(map[string]*Instance, len(ids))
+	keep := func(found map[Key]*Instance) {
+		for _, rec := range found {
+			if prev := out[rec.ID]; prev == nil || prev.State == Terminated {
+				out[rec.ID] = rec
+			}
+		}
+	}
+	var keys []Key
 	for _, id := range ids {
-		keys = append(keys, InstanceKey("", id))
 		for _, role := range roleIDs(id) {
 			if role != "" {
 				keys = append(keys, InstanceKey(role, id))
@@ -273,12 +282,17 @@ func (s *Store) ByInstanceID(ctx context.Context, ids []string, roleIDs func(ins
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]*Instance, len(found))
-	for _, rec := range found {
-		if prev := out[rec.ID]; prev == nil || prev.State == Terminated {
-			out[rec.ID] = rec
+	keep(found)
+	keys = keys[:0]
+	for _, id := range ids {
+		if out[id] == nil {
+			keys = append(keys, InstanceKey("", id))
 		}
 	}
+	if found, err = s.GetMany(ctx, keys); err != nil {
+		return nil, err
+	}
+	keep(found)
 	return out, nil
 }
 
