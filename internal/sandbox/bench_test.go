@@ -35,9 +35,10 @@ func BenchmarkRegistration(b *testing.B) {
 	// Production heartbeats (15 s): the sandbox's 1 s beats of twenty
 	// agents were a third of moto's requests, and moto, one Python
 	// process, is what the timings wait on.
-	o := sandbox.ChaosDeploy
-	o.HeartbeatSeconds = 15
-	sb, d, fn := deployedWith(b, o)
+	// No idle window today: refresh would pre-warm the pools while the
+	// benchmark fills them to their maximum, and a fill of 10 would meet
+	// pre-warmed instances still booting (a capacity error).
+	sb, d, fn := deployedWith(b, sandbox.DeployOptions{HeartbeatSeconds: 15})
 	const rounds, jobs = 5, 20
 	call := func(handler string, payload map[string]any, out any) {
 		b.Helper()
