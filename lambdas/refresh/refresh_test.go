@@ -421,3 +421,35 @@ func TestARunHoldingAnInstancePastItsLeaseIsReportedStuck(t *testing.T) {
 		t.Fatalf("stuck %+v, want only %s, naming run-hung", out.Stuck, hung.ID)
 	}
 }
+
+// In a just-in-time pool, a release that died before deleting its run's
+// runner leaves it registered (offline, with the run's label); refresh
+// deletes it before it pools the instance, so the next run's runner never
+// sits beside one of another run. Runners of other instances stay.
+func TestARepooledJITInstanceLeavesNoRunnerOfItsEarlierRun(t *testing.T) {
+	w := newWorld(t)
+	sqsc := env.Config(t).SQS()
+	q, err := sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(w.name)})
+	must(t, err)
+	w.pool.QueueURL, w.pool.Registration = aws.ToString(q.QueueUrl), state.RegistrationJIT
+	must(t, w.cp.PutPoolConfig(ctx, w.pool))
+	inst, agent := w.running("seed", 0)
+	left := w.fake.AddRunner("acme", state.JITRunnerName(1, 1, inst.ID), false, "seed")
+	w.fake.SetOnline(left, false)
+	other := w.fake.AddRunner("acme", state.JITRunnerName(1, 1, "i-0another000000000"), false, "x")
+	inst, err = w.cp.Release(ctx, inst.Ref(), "seed", 5*time.Minute, nil) // and the release died here
+	must(t, err)
+	must(t, agent.PutSignal(ctx, inst.Key, inst.Assignment, state.SignalRemoveRegOK, ""))
+
+	out, err := w.refresh()
+	must(t, err)
+	if len(out.Repooled) != 1 || out.Repooled[0].InstanceID != inst.ID {
+		t.Fatalf("refresh repooled %+v, want %s", out.Repooled, inst.ID)
+	}
+	if _, ok := w.fake.Runner(left); ok {
+		t.Errorf("the earlier run's runner of %s is still registered after the repool", inst.ID)
+	}
+	if _, ok := w.fake.Runner(other); !ok {
+		t.Errorf("a runner of another instance was deleted")
+	}
+}
