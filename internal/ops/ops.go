@@ -288,13 +288,8 @@ func runRecords(ctx context.Context, r Reader, run *state.Run) (map[string]*stat
 	if err != nil {
 		return nil, err
 	}
-	var role []string
-	for _, p := range pools {
-		if p.Name == run.Pool {
-			role = []string{p.InstanceRoleID}
-		}
-	}
-	return r.ByInstanceID(ctx, run.InstanceIDs, func(string) []string { return role })
+	role := state.RolesByPool(pools)[run.Pool]
+	return r.ByInstanceID(ctx, run.InstanceIDs, func(string) []string { return []string{role} })
 }
 
 // Writer is what Retire needs of the state table (*state.Store).

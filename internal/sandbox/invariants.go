@@ -52,10 +52,7 @@ func (c *chaos) check(ctx context.Context) []string {
 	if err != nil {
 		return []string{"read pools: " + err.Error()}
 	}
-	role := map[string]string{}
-	for _, p := range pools {
-		role[p.Name] = p.InstanceRoleID
-	}
+	role := state.RolesByPool(pools)
 	full, err := c.store.ByInstanceID(ctx, ids, func(id string) []string { return []string{role[poolOf[id]]} })
 	if err != nil {
 		return []string{"read records: " + err.Error()}

@@ -314,6 +314,15 @@ func (s *Store) FindInstance(ctx context.Context, instanceID string) (*Instance,
 	return nil, fmt.Errorf("instance %s: %w", instanceID, ErrNotFound)
 }
 
+// RolesByPool maps each pool's name to its instance role id.
+func RolesByPool(pools []PoolConfig) map[string]string {
+	out := make(map[string]string, len(pools))
+	for _, p := range pools {
+		out[p.Name] = p.InstanceRoleID
+	}
+	return out
+}
+
 // RoleIDs lists the pools' instance role ids.
 func RoleIDs(pools []PoolConfig) []string {
 	out := make([]string, 0, len(pools))

@@ -112,19 +112,12 @@ func (r *refresher) terminateUnrecorded(ctx context.Context, pools []state.PoolC
 	if len(candidates) == 0 {
 		return nil
 	}
-	roles := map[string]string{} // instance id -> its pool's instance role
-	for _, in := range candidates {
-		for _, p := range pools {
-			if p.Name == in.Pool {
-				roles[in.ID] = p.InstanceRoleID
-			}
-		}
-	}
+	roles, poolOf := state.RolesByPool(pools), map[string]string{}
 	ids := make([]string, len(candidates))
 	for i, in := range candidates {
-		ids[i] = in.ID
+		ids[i], poolOf[in.ID] = in.ID, in.Pool
 	}
-	records, err := r.d.Store.ByInstanceID(ctx, ids, func(id string) []string { return []string{roles[id]} })
+	records, err := r.d.Store.ByInstanceID(ctx, ids, func(id string) []string { return []string{roles[poolOf[id]]} })
 	if err != nil {
 		return err
 	}
