@@ -6,7 +6,9 @@
 // Invariants:
 //   - shipping never blocks or fails the agent: a full buffer drops the
 //     oldest lines and counts them, an error keeps the batch for the next
-//     flush, and a line is never sent twice within one process;
+//     flush, and a line is sent twice only when a request timed out after
+//     CloudWatch took it (PutLogEvents is not idempotent): a request in
+//     flight is never abandoned because the agent is stopping;
 //   - a batch obeys PutLogEvents' limits (events in time order, at most
 //     10,000 events and 1 MiB counting 26 bytes per event; one event at
 //     most 256 KiB, longer lines are cut);
@@ -40,6 +42,8 @@ const (
 	// maxBuffered bounds what waits for a flush while CloudWatch is
 	// unreachable or throttles: beyond it the oldest lines go.
 	maxBuffered = 4 << 20
+	// requestLimit bounds one CreateLogStream or PutLogEvents call.
+	requestLimit = 10 * time.Second
 )
 
 // API is the part of CloudWatch Logs the shipper calls.
@@ -149,6 +153,8 @@ func (s *Stream) batch() ([]types.InputLogEvent, int) {
 }
 
 func (s *Stream) put(ctx context.Context, batch []types.InputLogEvent) error {
+	ctx, cancel := requestContext(ctx)
+	defer cancel()
 	events := append([]types.InputLogEvent(nil), batch...)
 	// Lines are added in time order, but a clock stepped back (NTP) must
 	// not make the batch invalid.
@@ -174,6 +180,18 @@ func (s *Stream) put(ctx context.Context, batch []types.InputLogEvent) error {
 		return nil
 	}
 	return fmt.Errorf("put log events to %s: the stream keeps disappearing", s.Name)
+}
+
+// requestContext keeps a request going when ctx is cancelled (the agent
+// stopping): a batch CloudWatch took but whose answer was cut off would stay
+// buffered, or its offset unsaved, and be sent again. Only a deadline (ctx's,
+// or requestLimit) ends it.
+func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	limit := time.Now().Add(requestLimit)
+	if d, ok := ctx.Deadline(); ok && d.Before(limit) {
+		limit = d
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), limit)
 }
 
 // Run flushes every interval until ctx ends, then once more with a short

@@ -194,3 +194,40 @@ func TestTheUserDataOutputIsSentOnceAcrossAgentRestarts(t *testing.T) {
 		t.Fatalf("stream after a restart: %q", got)
 	}
 }
+
+// stopDuring stops the agent (cancels its context) while a put is in flight
+// and, like the SDK, answers the context's error if that reached the request.
+type stopDuring struct {
+	API
+	stop func()
+}
+
+func (c *stopDuring) PutLogEvents(ctx context.Context, in *cloudwatchlogs.PutLogEventsInput, o ...func(*cloudwatchlogs.Options)) (*cloudwatchlogs.PutLogEventsOutput, error) {
+	out, err := c.API.PutLogEvents(ctx, in, o...)
+	c.stop()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return out, err
+}
+
+func TestAnAgentStoppingDuringAPutNeitherRepeatsNorLosesTheBatch(t *testing.T) {
+	c, g := group(t)
+	dir := t.TempDir()
+	path, offset := filepath.Join(dir, "cloud-init-output.log"), filepath.Join(dir, "offset")
+	if err := os.WriteFile(path, []byte("boot 1\nboot 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	Follow(fctx, &Stream{API: &stopDuring{API: c, stop: cancel}, Group: g, Name: "i-6/user-data"}, path, offset, time.Hour)
+	if got := readOffset(offset); got != int64(len("boot 1\nboot 2\n")) {
+		t.Fatalf("offset after a stop during the put: %d (the batch landed, so a restart would send it again)", got)
+	}
+	again, stop := context.WithCancel(ctx)
+	stop()
+	Follow(again, &Stream{API: c, Group: g, Name: "i-6/user-data"}, path, offset, time.Hour)
+	if got := lines(t, c, g, "i-6/user-data"); strings.Join(got, "|") != "boot 1|boot 2" {
+		t.Fatalf("stream after a restart: %q", got)
+	}
+}
