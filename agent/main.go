@@ -130,7 +130,8 @@ and region come from the instance metadata service (IMDSv2).
 		Runner:     run,
 		Log:        log,
 	}
-	log.Info("agent starting", "instanceId", id.InstanceID, "record", agent.Key, "region", region, "table", cfg.Table)
+	// The pid tells an agent's restarts apart in its log stream.
+	log.Info("agent starting", "pid", os.Getpid(), "instanceId", id.InstanceID, "record", agent.Key, "region", region, "table", cfg.Table)
 	err = agent.Run(ctx)
 	if errors.Is(err, lifecycle.ErrTerminated) || errors.Is(err, context.Canceled) {
 		log.Info("agent stopped", "reason", err.Error())

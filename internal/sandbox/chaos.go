@@ -39,6 +39,7 @@ var FaultGroups = map[string]string{
 	"dynamodb":      "DynamoDB throttling and 500 bursts",
 	"hot-items":     "a live instance's record throttled 30-40 s",
 	"index-lag":     "index queries answered from a view 0-3 s old",
+	"logs":          "CloudWatch Logs throttling, 500s and hangs of the agents' log shipping",
 	"long-jobs":     "jobs past the pool's max_runtime",
 	"control-plane": "refresh and scale-down every few seconds",
 }
@@ -117,6 +118,7 @@ type chaos struct {
 
 	history  // what invariants 5-7 look back on (observe.go)
 	dynamoDB // the DynamoDB fault bursts under way (chaosfaults.go)
+	cwLogs   // the CloudWatch Logs burst under way (chaoslogs.go)
 }
 
 // Chaos plays many workflows with random faults against a deployed sandbox,
@@ -154,7 +156,10 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	rep := ChaosReport{Seed: o.Seed, Workflows: o.Workflows}
 
 	f := Faults{AfterCreateFleet: c.afterCreateFleet, DuplicateMessage: c.duplicate, ClockOffset: c.clockOffset,
-		DynamoDB: c.dynamoAnswer, IndexLag: c.indexLag, Note: c.count}
+		DynamoDB: c.dynamoAnswer, IndexLag: c.indexLag, Logs: c.logsAnswer, Note: c.count}
+	if off["logs"] {
+		f.Logs = nil
+	}
 	if off["messages"] {
 		f.DuplicateMessage = nil
 	}
@@ -174,7 +179,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 		group string
 		loop  func(context.Context)
 	}{
-		{"", c.sampleFleet}, {"agent-kills", c.killAgents}, {"github", c.githubFaults}, {"dynamodb", c.dynamoFaults}, {"hot-items", c.hotItems},
+		{"", c.sampleFleet}, {"agent-kills", c.killAgents}, {"github", c.githubFaults}, {"dynamodb", c.dynamoFaults}, {"hot-items", c.hotItems}, {"logs", c.logsFaults},
 		{"control-plane", func(ctx context.Context) { c.controlLoop(ctx, "refresh", 2*time.Second, 5*time.Second) }},
 		{"control-plane", func(ctx context.Context) { c.controlLoop(ctx, bundle.HandlerScaleDown, 3*time.Second, 7*time.Second) }},
 	} {
@@ -243,6 +248,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 
 	fmt.Fprintln(c.out, "  faults off; settling: refresh until the records and EC2 agree ...")
 	rep.Violations = append(append(c.settleAndCheck(ctx), c.checkOnce()...), c.checkHostile()...)
+	rep.Violations = append(rep.Violations, c.checkLogs(ctx)...)
 	explained, past := c.checkHistory(ctx)
 	rep.Violations = append(rep.Violations, past...)
 	rep.Succeeded, rep.Failed = okCount, failCount

@@ -147,6 +147,15 @@ func forward(moto http.Handler, r *http.Request, body []byte) *httptest.Response
 	return rec
 }
 
+// copyAnswer writes an answer forward recorded.
+func copyAnswer(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	w.Write(rec.Body.Bytes())
+}
+
 // writeDynamo writes an answer with its CRC32 header recomputed: the
 // DynamoDB client checks it against the body.
 func writeDynamo(w http.ResponseWriter, code int, h http.Header, body []byte) {

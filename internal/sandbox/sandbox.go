@@ -109,6 +109,10 @@ type Faults struct {
 	// naming an IndexName is answered from (0: the current one); see
 	// indexlag.go.
 	IndexLag func() time.Duration
+	// Logs says, per CloudWatch Logs write of an agent (CreateLogStream,
+	// PutLogEvents), whether it is throttled, fails or hangs; see
+	// logsfaults.go.
+	Logs func(op string) LogsAnswer
 	// Note hears of faults the endpoint injected on its own account (an
 	// index answer that differs from the current one), by name.
 	Note func(fault string)
@@ -440,7 +444,9 @@ func (s *Sandbox) withFaults(moto http.Handler) http.Handler {
 		f := s.faults
 		s.mu.Unlock()
 		dynamo := strings.HasPrefix(r.Header.Get("X-Amz-Target"), dynamoTarget) && (f.DynamoDB != nil || f.IndexLag != nil)
-		if (f.AfterCreateFleet == nil && f.DuplicateMessage == nil && !dynamo) || r.Method != http.MethodPost {
+		target := r.Header.Get("X-Amz-Target")
+		logs := f.Logs != nil && strings.HasPrefix(target, logsTarget) && faultedLogOps[strings.TrimPrefix(target, logsTarget)]
+		if (f.AfterCreateFleet == nil && f.DuplicateMessage == nil && !dynamo && !logs) || r.Method != http.MethodPost {
 			moto.ServeHTTP(w, r)
 			return
 		}
@@ -448,8 +454,12 @@ func (s *Sandbox) withFaults(moto http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		if dynamo {
+		switch {
+		case dynamo:
 			s.serveDynamo(w, r, body, f, moto)
+			return
+		case logs:
+			serveLogs(w, r, body, f, moto)
 			return
 		}
 		moto.ServeHTTP(w, r)

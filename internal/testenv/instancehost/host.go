@@ -7,6 +7,7 @@
 package instancehost
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -79,7 +80,8 @@ type Agent struct {
 	exited   chan struct{}
 	exitedAt time.Time
 	frozen   bool
-	unblock  func() // removes the user's firewall rule (BlockIMDS)
+	unblock  func()   // removes the user's firewall rule (BlockIMDS)
+	out      *os.File // the write end of the instance's output pipe (keepOutput)
 }
 
 // Host runs the agents.
@@ -270,6 +272,9 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 				return err
 			}
 		}
+		if err := a.keepOutput(h.opts.Output); err != nil {
+			return err
+		}
 		if h.opts.PrepareRunner != nil {
 			if err := h.opts.PrepareRunner(filepath.Join(dir, "runner")); err != nil {
 				return err
@@ -324,7 +329,7 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 		})
 		cmd.Env = append(cmd.Env, "AWS_EC2_METADATA_SERVICE_ENDPOINT="+a.IMDS.URL(), "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_CONFIG_FILE=/dev/null")
 	}
-	cmd.Stdout, cmd.Stderr = h.opts.Output, h.opts.Output
+	cmd.Stdout, cmd.Stderr = a.out, a.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// The runner the agent starts shares its output pipe and outlives it on
@@ -354,6 +359,7 @@ func (h *Host) stopAgent(a *Agent) {
 	// The runner runs in a process group of its own: an instance that is
 	// terminated takes every process with it, and its user.
 	defer DeleteUser(a.User)
+	defer a.out.Close()
 	if a.unblock != nil {
 		defer a.unblock()
 	}
@@ -372,6 +378,45 @@ func (h *Host) stopAgent(a *Agent) {
 
 // exitedLongAgo: like systemd's RestartSec=1, an agent that keeps failing
 // is restarted once a second, not in a tight loop. Called with h.mu held.
+// StdoutFile is the file an agent's output is appended to, every process
+// of it in turn (and the runner it started): what a check compares with
+// the log stream the agent ships.
+func (a *Agent) StdoutFile() string { return filepath.Join(a.Dir, "agent.out") }
+
+// keepOutput gives the instance one output pipe for all its agent's
+// processes: whole lines go to the host's output and to StdoutFile. The host
+// holds the pipe open, so a runner that outlives an agent's restart never
+// writes into a closed pipe (and exec hands the agent the descriptor: no
+// copy of its own to wait for).
+func (a *Agent) keepOutput(to io.Writer) error {
+	kept, err := os.OpenFile(a.StdoutFile(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		kept.Close()
+		return err
+	}
+	a.out = w
+	go func() {
+		defer kept.Close()
+		defer r.Close()
+		lines := bufio.NewReaderSize(r, 64*1024)
+		for {
+			line, err := lines.ReadBytes('\n')
+			if len(line) > 0 {
+				to.Write(line) // one write per line: the instances share to
+				kept.Write(line)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
 // PID is the agent process's id, 0 when it is not running.
 func (a *Agent) PID() int {
 	if a.cmd == nil || a.cmd.Process == nil {
