@@ -24,6 +24,15 @@ func Code(err error) string {
 	return ""
 }
 
+// Message is the API error message in err's chain, or "".
+func Message(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorMessage()
+	}
+	return ""
+}
+
 // notFound lists the codes by which the services we call say that the thing
 // named does not exist (checked against the aws-sdk-go-v2 types). EC2's own
 // codes end in ".NotFound" (InvalidInstanceID.NotFound,

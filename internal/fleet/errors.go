@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"strings"
+
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
@@ -45,3 +47,13 @@ var capacityCodes = map[string]bool{
 
 // IsCapacityCode reports a capacity error code (see capacityCodes).
 func IsCapacityCode(code string) bool { return capacityCodes[code] }
+
+// IsProfilePropagation reports EC2 refusing an instance profile as invalid,
+// as it does for several seconds after IAM made it (IAM is eventually
+// consistent with EC2: GetInstanceProfile already finds it). It comes back
+// as an API error of RunInstances and in CreateFleet's per-override Errors:
+// "InvalidParameterValue: Value (…) for parameter iamInstanceProfile.arn is
+// invalid. Invalid IAM Instance Profile ARN" (or .name / name).
+func IsProfilePropagation(code, message string) bool {
+	return code == "InvalidParameterValue" && strings.Contains(strings.ToLower(message), "invalid iam instance profile")
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
 
@@ -46,5 +48,26 @@ func TestErrorClassifiers(t *testing.T) {
 	}
 	if IsCapacityCode("") || IsCapacityCode("insufficientinstancecapacity") {
 		t.Error("IsCapacityCode accepts a code EC2 does not send")
+	}
+}
+
+func TestAProfileRefusalIsKnownByItsCodeAndMessage(t *testing.T) {
+	refused := &smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "Value (ghr-x) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name"}
+	other := &smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "Value (x) for parameter instanceType is invalid."}
+	for _, c := range []struct {
+		res  LaunchResult
+		err  error
+		want bool
+	}{
+		{err: fmt.Errorf("CreateFleet: %w", refused), want: true},
+		{err: other},
+		{res: LaunchResult{Errors: []LaunchError{{Code: refused.Code, Message: refused.Message}, {Code: refused.Code, Message: refused.Message}}}, want: true},
+		{res: LaunchResult{Errors: []LaunchError{{Code: refused.Code, Message: refused.Message}, {Code: "InsufficientInstanceCapacity"}}}},
+		{res: LaunchResult{Instances: []Launched{{InstanceID: "i-1"}}, Errors: []LaunchError{{Code: refused.Code, Message: refused.Message}}}},
+		{res: LaunchResult{}},
+	} {
+		if got := c.res.profileRefused(c.err); got != c.want {
+			t.Errorf("profileRefused(%+v, %v) = %v, want %v", c.res, c.err, got, c.want)
+		}
 	}
 }

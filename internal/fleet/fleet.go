@@ -48,6 +48,9 @@ const (
 	DefaultTerminateBatch   = 100
 	DefaultDescribeAttempts = 5
 	DefaultDescribeBackoff  = 200 * time.Millisecond
+	// DefaultProfileWait: EC2 takes about ten seconds, sometimes more, to
+	// accept an instance profile IAM has just made.
+	DefaultProfileWait = 45 * time.Second
 )
 
 // Fleet launches and manages the instances of one deployment. Change the
@@ -67,6 +70,10 @@ type Fleet struct {
 	DescribeAttempts int
 	// DescribeBackoff is the wait after the first NotFound; it doubles after each.
 	DescribeBackoff time.Duration
+	// ProfileWait bounds how long a launch retries while EC2 refuses the
+	// launch template's instance profile as invalid: IAM has made it, EC2
+	// does not know it yet (IsProfilePropagation). 0 does not retry.
+	ProfileWait time.Duration
 	// Sleep waits between those attempts; tests replace it to run without delay.
 	Sleep func(context.Context, time.Duration) error
 }
@@ -81,6 +88,7 @@ func New(client EC2API, environment string) *Fleet {
 		TerminateBatch:   DefaultTerminateBatch,
 		DescribeAttempts: DefaultDescribeAttempts,
 		DescribeBackoff:  DefaultDescribeBackoff,
+		ProfileWait:      DefaultProfileWait,
 		Sleep:            sleep,
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -69,7 +70,8 @@ type LaunchResult struct {
 func (r LaunchResult) Missing(count int) int { return max(count-len(r.Instances), 0) }
 
 // Detail summarises Errors in one line for a message: each distinct
-// code/type/subnet/class once, sorted.
+// code/type/subnet/class once, sorted, then the message of each error
+// that is not about capacity, once.
 func (r LaunchResult) Detail() string {
 	seen := map[string]bool{}
 	var parts []string
@@ -81,7 +83,21 @@ func (r LaunchResult) Detail() string {
 		}
 	}
 	sort.Strings(parts)
-	return strings.Join(parts, "; ")
+	// A capacity code says it all; any other needs EC2's words, once.
+	var why []string
+	for _, e := range r.Errors {
+		s := e.Code + ": " + e.Message
+		if IsProfilePropagation(e.Code, e.Message) {
+			s += " (EC2 does not know the launch template's instance profile: IAM made it moments ago and " +
+				"the launch waited ProfileWait for it, or the profile was deleted)"
+		}
+		if !IsCapacityCode(e.Code) && e.Message != "" && !seen[s] {
+			seen[s] = true
+			why = append(why, s)
+		}
+	}
+	sort.Strings(why)
+	return strings.Join(append(parts, why...), "; ")
 }
 
 func (r LaunchResult) ids() []string {
@@ -148,7 +164,43 @@ func (r LaunchRequest) instanceTags(environment string) map[string]string {
 	return tags
 }
 
+// createFleet makes one CreateFleet request, again while EC2 refuses the
+// template's instance profile as one it does not know yet (a pool applied a
+// moment ago), for up to ProfileWait. A refused request launched nothing, so
+// repeating it cannot launch twice.
 func (f *Fleet) createFleet(ctx context.Context, req LaunchRequest, class string, count int, tags map[string]string) (LaunchResult, error) {
+	var waited time.Duration
+	for wait := time.Second; ; wait = min(wait*2, 8*time.Second) {
+		res, err := f.createFleetOnce(ctx, req, class, count, tags)
+		if !res.profileRefused(err) || waited+wait > f.ProfileWait {
+			return res, err
+		}
+		if err := f.Sleep(ctx, wait); err != nil {
+			return res, err
+		}
+		waited += wait
+	}
+}
+
+// profileRefused says whether a CreateFleet launched nothing because EC2
+// refused the instance profile (IsProfilePropagation), by its API error or
+// by every one of its per-override errors.
+func (r LaunchResult) profileRefused(err error) bool {
+	if err != nil {
+		return IsProfilePropagation(awserr.Code(err), awserr.Message(err))
+	}
+	if len(r.Instances) > 0 || len(r.Errors) == 0 {
+		return false
+	}
+	for _, e := range r.Errors {
+		if !IsProfilePropagation(e.Code, e.Message) {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *Fleet) createFleetOnce(ctx context.Context, req LaunchRequest, class string, count int, tags map[string]string) (LaunchResult, error) {
 	out, err := f.ec2.CreateFleet(ctx, fleetInput(req, class, count, tags))
 	if err != nil {
 		return LaunchResult{}, fmt.Errorf("CreateFleet (%d %s): %w", count, class, err)

@@ -478,3 +478,71 @@ func TestDetailIsStableAndDeduplicated(t *testing.T) {
 		t.Errorf("Detail of no errors = %q", d)
 	}
 }
+
+// profileRefusal answers the first `times` CreateFleet requests as EC2 does
+// while the launch template's instance profile is a few seconds old: nothing
+// launched, an InvalidParameterValue for each override.
+func profileRefusal(times int) hook[ec2.CreateFleetInput, ec2.CreateFleetOutput] {
+	n := 0
+	return func(ctx context.Context, in *ec2.CreateFleetInput, next func(context.Context, *ec2.CreateFleetInput) (*ec2.CreateFleetOutput, error)) (*ec2.CreateFleetOutput, error) {
+		if n++; n > times {
+			return next(ctx, in)
+		}
+		out := &ec2.CreateFleetOutput{}
+		for _, o := range in.LaunchTemplateConfigs[0].Overrides {
+			out.Errors = append(out.Errors, types.CreateFleetError{ErrorCode: aws.String("InvalidParameterValue"),
+				ErrorMessage:               aws.String("Value (arn:aws:iam::123456789012:instance-profile/ghr-x) for parameter iamInstanceProfile.arn is invalid. Invalid IAM Instance Profile ARN"),
+				LaunchTemplateAndOverrides: &types.LaunchTemplateAndOverridesResponse{Overrides: &types.FleetLaunchTemplateOverrides{InstanceType: o.InstanceType, SubnetId: o.SubnetId}}})
+		}
+		return out, nil
+	}
+}
+
+func TestALaunchWaitsForEC2ToKnowANewInstanceProfile(t *testing.T) {
+	n := newNetwork(t)
+	w := wrap(n.client)
+	w.createFleet = profileRefusal(3)
+	f, waits := newFleet(t, w)
+	res, err := f.Launch(ctx, n.request(2, OnDemand))
+	must(t, err)
+	if len(res.Instances) != 2 || len(w.fleets) != 4 {
+		t.Fatalf("launched %d instances in %d CreateFleet requests, want 2 in 4 (3 refused)", len(res.Instances), len(w.fleets))
+	}
+	if !reflect.DeepEqual(*waits, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}) {
+		t.Errorf("waits %v, want 1s, 2s, 4s", *waits)
+	}
+}
+
+func TestALaunchGivesUpOnAnInstanceProfileEC2NeverKnows(t *testing.T) {
+	n := newNetwork(t)
+	w := wrap(n.client)
+	w.createFleet = profileRefusal(1000)
+	f, waits := newFleet(t, w)
+	res, err := f.Launch(ctx, n.request(1, OnDemand))
+	must(t, err)
+	var total time.Duration
+	for _, d := range *waits {
+		total += d
+	}
+	if len(res.Instances) != 0 || total > f.ProfileWait || total < f.ProfileWait/2 || !strings.Contains(res.Detail(), "Invalid IAM Instance Profile ARN (EC2 does not know") {
+		t.Fatalf("after %v of waits in %d requests: %d instances, %q; want none and the refusal, within ProfileWait %v", total, len(w.fleets), len(res.Instances), res.Detail(), f.ProfileWait)
+	}
+	// Without the wait (ProfileWait 0) the first refusal is the answer.
+	w2 := wrap(n.client)
+	w2.createFleet = profileRefusal(1)
+	f2, _ := newFleet(t, w2)
+	f2.ProfileWait = 0
+	if res, _ := f2.Launch(ctx, n.request(1, OnDemand)); len(res.Instances) != 0 || len(w2.fleets) != 1 {
+		t.Fatalf("ProfileWait 0: %d requests, %d instances", len(w2.fleets), len(res.Instances))
+	}
+}
+
+func TestOtherInvalidParameterErrorsAreNotWaitedFor(t *testing.T) {
+	n := newNetwork(t)
+	w := wrap(n.client)
+	w.createFleet = short(n, types.DefaultTargetCapacityTypeOnDemand, 0, "InvalidParameterValue")
+	f, waits := newFleet(t, w)
+	if res, _ := f.Launch(ctx, n.request(1, OnDemand)); len(res.Instances) != 0 || len(w.fleets) != 1 || len(*waits) != 0 {
+		t.Fatalf("an InvalidParameterValue about something else: %d requests, %d waits", len(w.fleets), len(*waits))
+	}
+}

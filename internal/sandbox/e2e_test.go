@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
@@ -162,10 +163,17 @@ func TestE2E_ByHand(t *testing.T) {
 	sb, d, fn := deployed(t)
 	ctx := context.Background()
 
+	// The first launch of a pool applied a moment ago: EC2 refuses its
+	// instance profile for a while (IAM is eventually consistent with EC2),
+	// and provision waits that out instead of failing the workflow.
+	profileJustMade(t, sb, d, "linux", 6*time.Second)
 	var prov provision.Output
 	invoke(t, fn, d.Functions[bundle.HandlerProvision], `{"runId":"77001","pool":"linux","instanceCount":2}`, &prov)
 	if prov.Status != "ready" || len(prov.Instances) != 2 || prov.Created != 2 {
 		t.Fatalf("provision: %+v", prov)
+	}
+	if sb.ProfileRefusals() == 0 {
+		t.Error("provision's launch met no refusal of a new instance profile: the sandbox's model of IAM's delay missed it")
 	}
 	ids := map[string]bool{}
 	for _, in := range prov.Instances {
@@ -427,6 +435,23 @@ func processesUnder(dir string) int {
 		}
 	}
 	return n
+}
+
+// profileJustMade makes EC2 refuse a pool's instance profile for d, as
+// right after the apply that made it.
+func profileJustMade(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, pool string, wait time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := state.New(sb.AWS.DynamoDB(), d.Table).GetPoolConfig(ctx, pool)
+	if err != nil || cfg == nil {
+		t.Fatalf("pool %s: %+v, %v", pool, cfg, err)
+	}
+	lt, err := sb.AWS.EC2().DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: aws.String(cfg.LaunchTemplateID), Versions: []string{"$Default"}})
+	if err != nil || len(lt.LaunchTemplateVersions) != 1 || lt.LaunchTemplateVersions[0].LaunchTemplateData.IamInstanceProfile == nil {
+		t.Fatalf("launch template of %s: %v", pool, err)
+	}
+	arn := aws.ToString(lt.LaunchTemplateVersions[0].LaunchTemplateData.IamInstanceProfile.Arn)
+	sb.ProfileJustMade(arn[strings.LastIndex(arn, "/")+1:], wait)
 }
 
 // A small chaos run on every `make test` (make chaos plays 60 workflows):

@@ -316,6 +316,24 @@ func (s *Sandbox) resourceTags(ctx context.Context, id string) (map[string]strin
 	return tags, nil
 }
 
+// fleetTemplate reads the launch template version a CreateFleet request
+// launches from.
+func (s *Sandbox) fleetTemplate(ctx context.Context, form url.Values) (types.LaunchTemplateVersion, error) {
+	const spec = "LaunchTemplateConfigs.1.LaunchTemplateSpecification."
+	ltID, ltName, version := form.Get(spec+"LaunchTemplateId"), form.Get(spec+"LaunchTemplateName"), form.Get(spec+"Version")
+	in := &ec2.DescribeLaunchTemplateVersionsInput{Versions: []string{version}}
+	if ltID != "" {
+		in.LaunchTemplateId = aws.String(ltID)
+	} else {
+		in.LaunchTemplateName = aws.String(ltName)
+	}
+	lts, err := s.AWS.EC2().DescribeLaunchTemplateVersions(ctx, in)
+	if err != nil || len(lts.LaunchTemplateVersions) != 1 {
+		return types.LaunchTemplateVersion{}, fmt.Errorf("ec2 CreateFleet: launch template %s%s version %s: %v", ltID, ltName, version, err)
+	}
+	return lts.LaunchTemplateVersions[0], nil
+}
+
 // createFleetChecks: an instant fleet authorizes ec2:CreateFleet on the
 // fleet and what it launches from, ec2:RunInstances on everything each
 // launch creates or uses (EC2 launches the instances with the caller's
@@ -325,20 +343,12 @@ func (s *Sandbox) resourceTags(ctx context.Context, id string) (map[string]strin
 // the launch template's tag specifications.
 func (s *Sandbox) createFleetChecks(ctx context.Context, req awsRequest, form url.Values) ([]check, error) {
 	const cfg = "LaunchTemplateConfigs.1."
-	ltID, ltName, version := form.Get(cfg+"LaunchTemplateSpecification.LaunchTemplateId"), form.Get(cfg+"LaunchTemplateSpecification.LaunchTemplateName"), form.Get(cfg+"LaunchTemplateSpecification.Version")
-	in := &ec2.DescribeLaunchTemplateVersionsInput{Versions: []string{version}}
-	if ltID != "" {
-		in.LaunchTemplateId = aws.String(ltID)
-	} else {
-		in.LaunchTemplateName = aws.String(ltName)
+	ltv, err := s.fleetTemplate(ctx, form)
+	if err != nil {
+		return nil, err
 	}
-	lts, err := s.AWS.EC2().DescribeLaunchTemplateVersions(ctx, in)
-	if err != nil || len(lts.LaunchTemplateVersions) != 1 {
-		return nil, fmt.Errorf("ec2 CreateFleet: launch template %s%s version %s: %v", ltID, ltName, version, err)
-	}
-	ltv := lts.LaunchTemplateVersions[0]
 	data := ltv.LaunchTemplateData
-	ltID = aws.ToString(ltv.LaunchTemplateId)
+	ltID := aws.ToString(ltv.LaunchTemplateId)
 	lt, err := s.AWS.EC2().DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{ltID}})
 	if err != nil || len(lt.LaunchTemplates) != 1 {
 		return nil, fmt.Errorf("ec2 CreateFleet: launch template %s: %v", ltID, err)
