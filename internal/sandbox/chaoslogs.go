@@ -104,7 +104,7 @@ func (c *chaos) logsFaults(ctx context.Context) {
 // and refresh has settled: every line the current agent process of each
 // live instance has written since it started (its own log, which it also
 // ships, and whose batches met the bursts) is in its pool's group within
-// six flushes; and bursts that no write met are a fault that missed its aim.
+// twelve flushes; and bursts that no write met are a fault that missed its aim.
 func (c *chaos) checkLogs(ctx context.Context) []string {
 	var v []string
 	c.mu.Lock()
@@ -139,7 +139,7 @@ func (c *chaos) checkLogs(ctx context.Context) []string {
 		lines += len(l.missing)
 	}
 	fmt.Fprintf(c.out, "  comparing %d lines that %d agents logged with their log streams ...\n", lines, len(wanted))
-	deadline := time.Now().Add(30 * time.Second) // six flushes of the agent's default 5 s
+	deadline := time.Now().Add(60 * time.Second) // twelve flushes of the agent's default 5 s
 	for ctx.Err() == nil {
 		left := 0
 		for id, l := range wanted {
@@ -164,7 +164,7 @@ func (c *chaos) checkLogs(ctx context.Context) []string {
 		if len(first) > 160 {
 			first = first[:160] + "..."
 		}
-		lost = append(lost, fmt.Sprintf("invariant 9: %d lines the agent of %s (pid %d) logged are not in %s %s/agent 30 s after CloudWatch Logs recovered, e.g. %s", len(l.missing), id, l.pid, l.group, id, first))
+		lost = append(lost, fmt.Sprintf("invariant 9: %d lines the agent of %s (pid %d) logged are not in %s %s/agent 60 s after CloudWatch Logs recovered, e.g. %s", len(l.missing), id, l.pid, l.group, id, first))
 	}
 	sort.Strings(lost)
 	return append(v, lost...)
