@@ -44,7 +44,7 @@ func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags
 		diags.AddError("Building the function policy failed", err.Error())
 		return "", diags
 	}
-	arn, _, err := r.c.ensureRole(ctx, m.Table.ValueString(), roleSpec{
+	role, err := r.c.ensureRole(ctx, m.Table.ValueString(), roleSpec{
 		name: r.roleName(m.Name.ValueString()), kind: "function", service: "lambda.amazonaws.com",
 		description: "ghrunner function " + m.Name.ValueString(),
 		policyName:  functionPolicyName, policy: policy, tags: tags, drop: drop,
@@ -52,7 +52,7 @@ func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags
 	if err != nil {
 		diags.AddError("Creating the function role failed", err.Error())
 	}
-	return arn, diags
+	return role.arn, diags
 }
 
 // lambdaRoleNotReady: Lambda refuses a role created moments ago until IAM

@@ -71,7 +71,7 @@ func (spec roleSpec) rolePath() string {
 // roles adopted any role of their name). A function's role has no owner tag,
 // so the roles earlier versions made for functions, tagged just like today,
 // are still adopted.
-func ensureRole(ctx context.Context, svc *iam.Client, environment string, spec roleSpec) (arn string, created bool, err error) {
+func ensureRole(ctx context.Context, svc *iam.Client, environment string, spec roleSpec) (role ensuredRole, err error) {
 	trust := spec.trust
 	if trust == "" {
 		trust = trustPolicy(spec.service, nil)
@@ -86,38 +86,46 @@ func ensureRole(ctx context.Context, svc *iam.Client, environment string, spec r
 		}
 		out, err := svc.CreateRole(ctx, in)
 		if err != nil {
-			return "", false, fmt.Errorf("create role %s: %w", spec.name, err)
+			return ensuredRole{}, fmt.Errorf("create role %s: %w", spec.name, err)
 		}
-		arn, created = aws.ToString(out.Role.Arn), true
+		// CreateRole's answer holds the id: a GetRole right after it may
+		// not find the role yet (IAM is eventually consistent).
+		role = ensuredRole{arn: aws.ToString(out.Role.Arn), id: aws.ToString(out.Role.RoleId), created: true}
 	case err != nil:
-		return "", false, fmt.Errorf("get role %s: %w", spec.name, err)
+		return ensuredRole{}, fmt.Errorf("get role %s: %w", spec.name, err)
 	default:
 		if want, ok := ownsRole(got.Role.Tags, environment, spec.tags); !ok {
-			return "", false, fmt.Errorf("role %s already exists but is not this %s's (a %s's role carries %s). "+
+			return ensuredRole{}, fmt.Errorf("role %s already exists but is not this %s's (a %s's role carries %s). "+
 				"It belongs to another resource or deployment, or was made by hand: delete or rename it, then apply again; "+
 				"if it is this %s's own role, tag it so instead", spec.name, spec.kind, spec.kind, want, spec.kind)
 		}
 		if have := aws.ToString(got.Role.Path); have != spec.rolePath() {
-			return "", false, fmt.Errorf("role %s is this %s's but has path %s, and iam_role_path is %s: IAM cannot move a role to another path. "+
+			return ensuredRole{}, fmt.Errorf("role %s is this %s's but has path %s, and iam_role_path is %s: IAM cannot move a role to another path. "+
 				"Set iam_role_path back to %s, or delete the role (and, for a pool, its instance profile) and apply again", spec.name, spec.kind, have, spec.rolePath(), have)
 		}
-		arn = aws.ToString(got.Role.Arn)
+		role = ensuredRole{arn: aws.ToString(got.Role.Arn), id: aws.ToString(got.Role.RoleId)}
 		if err := adoptRole(ctx, svc, got.Role, trust, spec); err != nil {
-			return "", false, err
+			return ensuredRole{}, err
 		}
 	}
 	if _, err := svc.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String(spec.name), PolicyName: aws.String(spec.policyName),
 		PolicyDocument: aws.String(spec.policy)}); err != nil {
-		return arn, created, fmt.Errorf("put policy %s on role %s: %w", spec.policyName, spec.name, err)
+		return role, fmt.Errorf("put policy %s on role %s: %w", spec.policyName, spec.name, err)
 	}
-	return arn, created, nil
+	return role, nil
+}
+
+// ensuredRole is the role ensureRole made or took over.
+type ensuredRole struct {
+	arn, id string
+	created bool // made now (a failed apply removes it again)
 }
 
 // ensureRole is ensureRole for a role of this deployment: under the
 // provider's iam_role_path, with its iam_permissions_boundary, and, when
 // table is not "", tagged ghr:table with the state table the role serves
 // (a function's or a pool's; the ownership rule then checks it).
-func (c *clients) ensureRole(ctx context.Context, table string, spec roleSpec) (arn string, created bool, err error) {
+func (c *clients) ensureRole(ctx context.Context, table string, spec roleSpec) (ensuredRole, error) {
 	spec.path, spec.boundary = c.rolePath, c.boundary
 	if table != "" {
 		tags := map[string]string{tagTable: table}

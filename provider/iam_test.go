@@ -2,12 +2,15 @@ package provider
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
@@ -79,9 +82,9 @@ func TestEnsureRole(t *testing.T) {
 	spec := roleSpec{name: name, kind: "function", service: "lambda.amazonaws.com", description: "test",
 		policyName: functionPolicyName, policy: scheduleInvokePolicy("arn:aws:lambda:us-east-1:123456789012:function:f"),
 		tags: map[string]string{tagEnvironment: "acc", "team": "ci", "old": "x"}}
-	arn, created, err := ensureRole(ctx, svc, "acc", spec)
-	if err != nil || !created || !strings.HasSuffix(arn, "/"+name) {
-		t.Fatalf("create: %q, %v, %v", arn, created, err)
+	made, err := ensureRole(ctx, svc, "acc", spec)
+	if err != nil || !made.created || !strings.HasSuffix(made.arn, "/"+name) || !strings.HasPrefix(made.id, "AROA") {
+		t.Fatalf("create: %+v, %v", made, err)
 	}
 
 	// Its own role, with its trust changed outside Terraform: adopted, the
@@ -91,9 +94,9 @@ func TestEnsureRole(t *testing.T) {
 	}
 	spec.tags = map[string]string{tagEnvironment: "acc", "team": "infra"}
 	spec.drop = []string{"old"}
-	again, created, err := ensureRole(ctx, svc, "acc", spec)
-	if err != nil || created || again != arn {
-		t.Fatalf("adopt: %q, %v, %v", again, created, err)
+	again, err := ensureRole(ctx, svc, "acc", spec)
+	if err != nil || again != (ensuredRole{arn: made.arn, id: made.id}) {
+		t.Fatalf("adopt: %+v, %v; want the role made first, not created", again, err)
 	}
 	got, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
 	if err != nil {
@@ -113,10 +116,10 @@ func TestEnsureRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec.name = foreign
-	_, created, err = ensureRole(ctx, svc, "acc", spec)
-	if err == nil || created || !strings.Contains(err.Error(), "role "+foreign+" already exists but is not this function's") ||
+	refused, err := ensureRole(ctx, svc, "acc", spec)
+	if err == nil || refused.created || !strings.Contains(err.Error(), "role "+foreign+" already exists but is not this function's") ||
 		!strings.Contains(err.Error(), "no ghr:pool tag") || !strings.Contains(err.Error(), "delete or rename it") {
-		t.Fatalf("foreign role: created %v, err %v", created, err)
+		t.Fatalf("foreign role: created %v, err %v", refused.created, err)
 	}
 	_, err = svc.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(foreign), PolicyName: aws.String(functionPolicyName)})
 	if !awserr.IsNotFound(err) {
@@ -132,5 +135,23 @@ func TestEnsureRole(t *testing.T) {
 	}
 	if err := deleteRole(ctx, svc, name, functionPolicyName); err != nil {
 		t.Errorf("deleting a role already gone: %v", err)
+	}
+}
+
+func TestAddingARoleToAProfileWaitsOnlyForIAMsOwnDelay(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&smithy.GenericAPIError{Code: "NoSuchEntity", Message: "The role with name ghr-x cannot be found."}, true},
+		{&smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "Value (ghr-x) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name"}, true},
+		{&smithy.GenericAPIError{Code: "NoSuchEntity", Message: "Instance Profile ghr-x cannot be found."}, true},
+		{&smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "Value (x) for parameter roleName is invalid."}, false},
+		{&smithy.GenericAPIError{Code: "LimitExceeded", Message: "Cannot exceed quota for InstanceSessionsPerInstanceProfile: 1"}, false},
+		{errors.New("connection refused"), false},
+	} {
+		if got := profileNotReady(fmt.Errorf("add role: %w", c.err)); got != c.want {
+			t.Errorf("profileNotReady(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

@@ -223,7 +223,7 @@ func (r *invokerRoleResource) apply(ctx context.Context, plan *invokerRoleModel)
 	}
 	tags[tagInvoker] = plan.Name.ValueString()
 	name := r.c.roleName("invoke-", plan.Name.ValueString())
-	arn, _, err := r.c.ensureRole(ctx, "", roleSpec{
+	role, err := r.c.ensureRole(ctx, "", roleSpec{
 		name: name, kind: "invoker", trust: invokerTrustPolicy(partition, account, issuer, repos),
 		description: "GitHub Actions workflows of the listed repositories invoke ghrunner's provision and release",
 		policyName:  invokerPolicyName, policy: invokerPolicy(functions), tags: tags,
@@ -232,7 +232,7 @@ func (r *invokerRoleResource) apply(ctx context.Context, plan *invokerRoleModel)
 		diags.AddAttributeError(path.Root("name"), "Creating the invoker role failed", err.Error())
 		return diags
 	}
-	plan.ID, plan.RoleName, plan.ARN = types.StringValue(name), types.StringValue(name), types.StringValue(arn)
+	plan.ID, plan.RoleName, plan.ARN = types.StringValue(name), types.StringValue(name), types.StringValue(role.arn)
 	return diags
 }
 

@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
@@ -26,19 +28,16 @@ const agentPolicyName = "ghrunner-agent"
 // profile's ARN, the role's id (the first half of its instances' record
 // keys) and whether the role was created.
 func (r *poolResource) ensureInstanceRole(ctx context.Context, name, policy, table string, tags map[string]string, drop []string) (profileARN, roleID string, created bool, err error) {
-	_, created, err = r.c.ensureRole(ctx, table, roleSpec{
+	role, err := r.c.ensureRole(ctx, table, roleSpec{
 		name: name, kind: "pool", service: "ec2.amazonaws.com",
 		description: "ghrunner agent on instances of pool " + name,
 		policyName:  agentPolicyName, policy: policy, tags: tags, drop: drop,
 	})
 	if err != nil {
-		return "", "", created, err
-	}
-	if roleID, err = r.instanceRoleID(ctx, name); err != nil {
-		return "", "", created, err
+		return "", "", role.created, err
 	}
 	profileARN, err = r.ensureInstanceProfile(ctx, name, tags)
-	return profileARN, roleID, created, err
+	return profileARN, role.id, role.created, err
 }
 
 // instanceRoleID is the id of the role name, "" when there is none.
@@ -63,7 +62,7 @@ func (r *poolResource) ensureInstanceProfile(ctx context.Context, name string, t
 		if err != nil {
 			return "", err
 		}
-		if _, err := client.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String(name), RoleName: aws.String(name)}); err != nil {
+		if err := addRoleToProfile(ctx, client, name); err != nil {
 			return "", err
 		}
 		return aws.ToString(created.InstanceProfile.Arn), nil
@@ -72,11 +71,30 @@ func (r *poolResource) ensureInstanceProfile(ctx context.Context, name string, t
 		return "", err
 	}
 	if len(prof.InstanceProfile.Roles) == 0 {
-		if _, err := client.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String(name), RoleName: aws.String(name)}); err != nil {
+		if err := addRoleToProfile(ctx, client, name); err != nil {
 			return "", err
 		}
 	}
 	return aws.ToString(prof.InstanceProfile.Arn), nil
+}
+
+// addRoleToProfile puts the role name into the instance profile name, again
+// for up to two minutes while IAM does not see the role or the profile (both
+// made or read moments before: IAM is eventually consistent even with
+// itself, "NoSuchEntity: The role with name … cannot be found", or
+// "InvalidParameterValue: … Invalid IAM Instance Profile name").
+func addRoleToProfile(ctx context.Context, client *iam.Client, name string) error {
+	return retryWhile(ctx, 2*time.Second, 2*time.Minute, profileNotReady, func() error {
+		_, err := client.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String(name), RoleName: aws.String(name)})
+		return err
+	})
+}
+
+// profileNotReady says whether AddRoleToInstanceProfile failed only because
+// IAM does not see the role or the profile yet.
+func profileNotReady(err error) bool {
+	code := awserr.Code(err)
+	return code == "NoSuchEntity" || (code == "InvalidParameterValue" && strings.Contains(awserr.Message(err), "Invalid IAM Instance Profile"))
 }
 
 // deleteInstanceRole removes the instance profile and the role; any of it may

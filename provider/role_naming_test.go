@@ -32,14 +32,14 @@ func TestEnsureRole_refusesTheRoleOfAnotherTable(t *testing.T) {
 	spec := roleSpec{name: name, kind: "function", service: "lambda.amazonaws.com", description: "test",
 		policyName: functionPolicyName, policy: scheduleInvokePolicy("arn:aws:lambda:us-east-1:123456789012:function:f"),
 		tags: map[string]string{tagEnvironment: "acc", tagTable: "ghr-first"}}
-	if _, _, err := ensureRole(ctx, svc, "acc", spec); err != nil {
+	if _, err := ensureRole(ctx, svc, "acc", spec); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = deleteRole(ctx, svc, name, functionPolicyName) })
 	spec.tags = map[string]string{tagEnvironment: "acc", tagTable: "ghr-second"}
-	_, created, err := ensureRole(ctx, svc, "acc", spec)
-	if err == nil || created || !strings.Contains(err.Error(), "ghr:table=ghr-second") {
-		t.Fatalf("the second table's function took the first one's role: created %v, err %v", created, err)
+	second, err := ensureRole(ctx, svc, "acc", spec)
+	if err == nil || second.created || !strings.Contains(err.Error(), "ghr:table=ghr-second") {
+		t.Fatalf("the second table's function took the first one's role: created %v, err %v", second.created, err)
 	}
 }
 
@@ -114,7 +114,7 @@ func TestRetireLegacyRole_waitsForThePoolsInstances(t *testing.T) {
 	}
 	// As earlier versions made it: no ghr:table tag.
 	legacyTags := map[string]string{tagEnvironment: "acc", tagPool: pool}
-	if _, _, err := ensureRole(ctx, admin.IAM(c), "acc", roleSpec{name: legacy, kind: "pool", service: "ec2.amazonaws.com", policyName: agentPolicyName,
+	if _, err := ensureRole(ctx, admin.IAM(c), "acc", roleSpec{name: legacy, kind: "pool", service: "ec2.amazonaws.com", policyName: agentPolicyName,
 		policy: scheduleInvokePolicy("arn:aws:lambda:us-east-1:123456789012:function:f"), tags: legacyTags}); err != nil {
 		t.Fatal(err)
 	}

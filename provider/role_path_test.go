@@ -78,12 +78,12 @@ func TestEnsureRole_refusesToMoveARoleToAnotherPath(t *testing.T) {
 	spec := roleSpec{name: roleNameIn("acc", awstest.Region, "fn-", awstest.Name(t, "fn")), kind: "function", service: "lambda.amazonaws.com",
 		policyName: functionPolicyName, policy: scheduleInvokePolicy("arn:aws:lambda:us-east-1:123456789012:function:f"),
 		tags: map[string]string{tagEnvironment: "acc"}, path: "/old/"}
-	if _, _, err := ensureRole(ctx, svc, "acc", spec); err != nil {
+	if _, err := ensureRole(ctx, svc, "acc", spec); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = deleteRole(ctx, svc, spec.name, functionPolicyName) })
 	spec.path = "/new/"
-	_, _, err := ensureRole(ctx, svc, "acc", spec)
+	_, err := ensureRole(ctx, svc, "acc", spec)
 	if err == nil || !strings.Contains(err.Error(), "has path /old/, and iam_role_path is /new/") || !strings.Contains(err.Error(), "Set iam_role_path back to /old/") {
 		t.Fatalf("moved to another path: %v", err)
 	}

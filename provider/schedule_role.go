@@ -42,12 +42,13 @@ func scheduleTrustPolicy(functionARN string) string {
 // functionARN only, with tags (dropping the keys in drop); see ensureRole in
 // iam.go for when an existing role is taken over.
 func (r *scheduleResource) ensureRole(ctx context.Context, roleName, functionARN string, tags map[string]string, drop []string) (arn string, created bool, err error) {
-	return r.c.ensureRole(ctx, "", roleSpec{
+	role, err := r.c.ensureRole(ctx, "", roleSpec{
 		name: roleName, kind: "schedule", trust: scheduleTrustPolicy(functionARN),
 		description: "EventBridge Scheduler role of ghrunner schedule " + roleName,
 		policyName:  schedulePolicyName, policy: scheduleInvokePolicy(functionARN),
 		tags: tags, drop: drop,
 	})
+	return role.arn, role.created, err
 }
 
 // deleteRole removes the inline policy and the role; both may already be gone.
