@@ -170,7 +170,9 @@ func (r LaunchRequest) instanceTags(environment string) map[string]string {
 // repeating it cannot launch twice.
 func (f *Fleet) createFleet(ctx context.Context, req LaunchRequest, class string, count int, tags map[string]string) (LaunchResult, error) {
 	var waited time.Duration
-	for wait := time.Second; ; wait = min(wait*2, 8*time.Second) {
+	// Every 2 s at most: the delay is about ten seconds, and a later try
+	// only makes the first runner later.
+	for wait := time.Second; ; wait = min(wait*2, 2*time.Second) {
 		res, err := f.createFleetOnce(ctx, req, class, count, tags)
 		if !res.profileRefused(err) || waited+wait > f.ProfileWait {
 			return res, err

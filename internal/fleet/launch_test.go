@@ -508,8 +508,8 @@ func TestALaunchWaitsForEC2ToKnowANewInstanceProfile(t *testing.T) {
 	if len(res.Instances) != 2 || len(w.fleets) != 4 {
 		t.Fatalf("launched %d instances in %d CreateFleet requests, want 2 in 4 (3 refused)", len(res.Instances), len(w.fleets))
 	}
-	if !reflect.DeepEqual(*waits, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}) {
-		t.Errorf("waits %v, want 1s, 2s, 4s", *waits)
+	if !reflect.DeepEqual(*waits, []time.Duration{time.Second, 2 * time.Second, 2 * time.Second}) {
+		t.Errorf("waits %v, want 1s, 2s, 2s", *waits)
 	}
 }
 

@@ -39,6 +39,10 @@ func BenchmarkRegistration(b *testing.B) {
 	// benchmark fills them to their maximum, and a fill of 10 would meet
 	// pre-warmed instances still booting (a capacity error).
 	sb, d, fn := deployedWith(b, sandbox.DeployOptions{HeartbeatSeconds: 15})
+	// Steady state: the first launch after an apply waits for EC2 to know
+	// the pools' new instance profiles (the sandbox plays IAM's delay),
+	// a cost of deploying, not of provisioning.
+	time.Sleep(sandbox.ProfilePropagation)
 	const rounds, jobs = 5, 20
 	call := func(handler string, payload map[string]any, out any) {
 		b.Helper()

@@ -195,7 +195,7 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 	if f.jobs == 0 {
 		f.jobs = f.runners
 	}
-	start := time.Now()
+	start, refusedBefore := time.Now(), st.sb.ProfileRefusals()
 	var out provision.Output
 	err := st.invoke(ctx, "provision", map[string]any{"runId": f.runID, "pool": f.pool, "instanceCount": f.runners}, &out)
 	answered := time.Now()
@@ -215,6 +215,10 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 	got := fmt.Sprintf("provision %s: %d ready (%d created, %d reused) in %.1fs", f.runID, len(ids), out.Created, out.Reused, out.ElapsedSeconds)
 	if split, found := SplitOf(start, answered, out, st.sb.GitHub.History()); found {
 		got += "; slowest: " + split.String()
+	}
+	if n := st.sb.ProfileRefusals() - refusedBefore; n > 0 {
+		// A pool applied moments ago: IAM's delay (profiles.go) is in the launch.
+		got += fmt.Sprintf("; waited out %d launches EC2 refused while the new instance profile propagated", n)
 	}
 	if err != nil {
 		got = err.Error()
