@@ -206,7 +206,7 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 	}
 	// A new role takes a few seconds to become assumable on AWS.
 	var out *lambda.CreateFunctionOutput
-	err = retryWhile(ctx, 5*time.Second, 2*time.Minute, lambdaRoleNotReady, func() (err error) {
+	err = retryWhile(ctx, 2*time.Second, 2*time.Minute, lambdaRoleNotReady, func() (err error) {
 		out, err = admin.Lambda(r.c.aws).CreateFunction(ctx, in)
 		return err
 	})
@@ -276,7 +276,7 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 			return
 		}
 	}
-	err := retryWhile(ctx, 5*time.Second, 2*time.Minute, lambdaRoleNotReady, func() error {
+	err := retryWhile(ctx, 2*time.Second, 2*time.Minute, lambdaRoleNotReady, func() error {
 		_, err := client.UpdateFunctionConfiguration(ctx, &lambda.UpdateFunctionConfigurationInput{FunctionName: aws.String(name),
 			Role: aws.String(roleARN), VpcConfig: r.vpcConfig(ctx, plan),
 			Timeout: aws.Int32(int32(plan.Timeout.ValueInt64())), MemorySize: aws.Int32(int32(plan.MemorySize.ValueInt64())),

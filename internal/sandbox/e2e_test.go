@@ -163,9 +163,14 @@ func TestE2E_ByHand(t *testing.T) {
 	sb, d, fn := deployed(t)
 	ctx := context.Background()
 
-	// The first launch of a pool applied a moment ago: EC2 refuses its
-	// instance profile for a while (IAM is eventually consistent with EC2),
-	// and provision waits that out instead of failing the workflow.
+	// IAM is eventually consistent with the services that use it. The
+	// deploy met Lambda refusing the functions' new roles for a while (the
+	// provider retries CreateFunction); the first launch of a pool applied
+	// a moment ago meets EC2 refusing its instance profile, and provision
+	// waits that out instead of failing the workflow.
+	if sb.RoleRefusals() == 0 {
+		t.Error("the deploy met no refusal of a new role by Lambda: the sandbox's model of IAM's delay missed it")
+	}
 	profileJustMade(t, sb, d, "linux", 6*time.Second)
 	var prov provision.Output
 	invoke(t, fn, d.Functions[bundle.HandlerProvision], `{"runId":"77001","pool":"linux","instanceCount":2}`, &prov)

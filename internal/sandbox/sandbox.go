@@ -89,6 +89,7 @@ type Sandbox struct {
 	dynamo dynamoState // what the DynamoDB faults remember
 
 	profiles profileLag // instance profiles EC2 does not know yet (profiles.go)
+	roles    roleLag    // roles Lambda cannot assume yet (rolelag.go)
 }
 
 // Faults are what the chaos suite injects at the front endpoint, where every
@@ -140,7 +141,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	s = &Sandbox{opts: o, profiles: profileLag{known: map[string]time.Time{}}}
+	s = &Sandbox{opts: o, profiles: profileLag{known: map[string]time.Time{}}, roles: roleLag{known: map[string]time.Time{}}}
 	// Every error return below sets s to nil: stop what was started
 	// through a copy, and let the error through.
 	started := s
@@ -435,7 +436,7 @@ func (s *Sandbox) routes() http.Handler {
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.serveInvoke)
 	mux.HandleFunc("POST /_sandbox/jobs", s.serveEnqueue)
 	mux.HandleFunc("GET /_sandbox/jobs/{id}", s.serveJob)
-	mux.Handle("/", s.iam.handler(s.withProfileLag(s.withFaults(moto))))
+	mux.Handle("/", s.iam.handler(s.withRoleLag(s.withProfileLag(s.withFaults(moto)))))
 	return mux
 }
 
