@@ -10,15 +10,19 @@ import (
 	"time"
 )
 
-// Roles as Lambda sees them. A role IAM made moments ago cannot be assumed
-// by Lambda yet: CreateFunction (and UpdateFunctionConfiguration) naming it
-// fail with 400 InvalidParameterValueException, "The role defined for the
-// function cannot be assumed by Lambda.", for a few seconds, the delay every
-// Terraform provider that makes functions retries. moto accepts any role at
-// once, so the endpoint plays the delay after each CreateRole it passes.
+// Roles as Lambda and EventBridge Scheduler see them. A role IAM made
+// moments ago cannot be assumed by them yet: CreateFunction (and
+// UpdateFunctionConfiguration) naming it fail with 400
+// InvalidParameterValueException, "The role defined for the function cannot
+// be assumed by Lambda.", CreateSchedule and UpdateSchedule with 400
+// ValidationException ("The execution role you provide must allow AWS
+// EventBridge Scheduler to assume the role."), for a few seconds: the delay
+// every Terraform provider that makes functions or schedules retries. moto
+// accepts any role at once, so the endpoint plays the delay after each
+// CreateRole it passes.
 
 // RolePropagation is how long after CreateRole the endpoint refuses
-// functions naming that role.
+// functions and schedules naming that role.
 const RolePropagation = 6 * time.Second
 
 type roleLag struct {
@@ -27,22 +31,23 @@ type roleLag struct {
 	refused int
 }
 
-// RoleRefusals is how many function writes the endpoint refused for a role
-// Lambda could not assume yet.
+// RoleRefusals is how many function and schedule writes the endpoint refused
+// for a role Lambda or Scheduler could not assume yet.
 func (s *Sandbox) RoleRefusals() int {
 	s.roles.mu.Lock()
 	defer s.roles.mu.Unlock()
 	return s.roles.refused
 }
 
-// withRoleLag notes the roles IAM makes and refuses the function writes that
-// name one Lambda cannot assume yet.
+// withRoleLag notes the roles IAM makes and refuses the function and
+// schedule writes that name one not assumable yet.
 func (s *Sandbox) withRoleLag(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		createRole := r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded")
 		writesFunction := (r.Method == http.MethodPost && r.URL.Path == "/2015-03-31/functions") ||
 			(r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/2015-03-31/functions/") && strings.HasSuffix(r.URL.Path, "/configuration"))
-		if !createRole && !writesFunction {
+		writesSchedule := (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.HasPrefix(r.URL.Path, "/schedules/")
+		if !createRole && !writesFunction && !writesSchedule {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -65,11 +70,15 @@ func (s *Sandbox) withRoleLag(next http.Handler) http.Handler {
 			copyAnswer(w, rec)
 			return
 		}
-		var fn struct{ Role string }
+		var fn struct {
+			Role   string
+			Target struct{ RoleArn string }
+		}
 		json.Unmarshal(body, &fn)
-		name := fn.Role[strings.LastIndex(fn.Role, "/")+1:]
+		role := fn.Role + fn.Target.RoleArn
+		name := role[strings.LastIndex(role, "/")+1:]
 		s.roles.mu.Lock()
-		refuse := fn.Role != "" && time.Now().Before(s.roles.known[name])
+		refuse := role != "" && time.Now().Before(s.roles.known[name])
 		if refuse {
 			s.roles.refused++
 		}
@@ -78,9 +87,13 @@ func (s *Sandbox) withRoleLag(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		raw, _ := json.Marshal(map[string]string{"Type": "User", "message": "The role defined for the function cannot be assumed by Lambda."})
+		code, msg := "InvalidParameterValueException", "The role defined for the function cannot be assumed by Lambda."
+		if writesSchedule {
+			code, msg = "ValidationException", "The execution role you provide must allow AWS EventBridge Scheduler to assume the role."
+		}
+		raw, _ := json.Marshal(map[string]string{"Type": "User", "message": msg, "Message": msg})
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Amzn-Errortype", "InvalidParameterValueException")
+		w.Header().Set("X-Amzn-Errortype", code)
 		w.Header().Set("X-Amzn-Requestid", fmt.Sprintf("sandbox-role-%020d", faultSeq.Add(1)))
 		w.WriteHeader(http.StatusBadRequest)
 		w.Write(raw)
