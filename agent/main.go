@@ -106,7 +106,7 @@ and region come from the instance metadata service (IMDSv2).
 		return err
 	}
 	if agentLog != nil {
-		done := shipLogs(ctx, cfg, aws, id.InstanceID, agentLog)
+		done := shipLogs(ctx, cfg, aws, id.InstanceID, agentLog, log)
 		defer done()
 	}
 	if err := runner.Install(ctx, cfg.RunnerDir, cfg.RunnerTarballURL, cfg.RunnerTarballSHA256); err != nil {
@@ -143,16 +143,23 @@ and region come from the instance metadata service (IMDSv2).
 // shipLogs sends the agent's log and the user data's output to the pool's
 // log group until the returned func is called (the agent's last lines are
 // sent then, within a few seconds).
-func shipLogs(ctx context.Context, cfg config.Config, aws awsconf.Config, instanceID string, agentLog *logship.Stream) (done func()) {
+func shipLogs(ctx context.Context, cfg config.Config, aws awsconf.Config, instanceID string, agentLog *logship.Stream, log *slog.Logger) (done func()) {
 	api := cwlogs.Client(aws)
 	os.MkdirAll(cfg.StateDir, 0o700) // the user data log's offset lives there
-	agentLog.API, agentLog.Name = api, instanceID+"/agent"
+	// Lines CloudWatch rejects for their time are lost: said once per
+	// stream, on standard output (the journal) as well.
+	warn := func(stream string) func(int, string) {
+		return func(lines int, why string) {
+			log.Warn("CloudWatch Logs rejected log lines for their time", "stream", stream, "lines", lines, "why", why)
+		}
+	}
+	agentLog.API, agentLog.Name, agentLog.Warn = api, instanceID+"/agent", warn(instanceID+"/agent")
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); agentLog.Run(sctx, cfg.LogFlush.Duration) }()
 	if cfg.UserDataLog != "" {
-		userData := &logship.Stream{API: api, Group: cfg.LogGroup, Name: instanceID + "/user-data"}
+		userData := &logship.Stream{API: api, Group: cfg.LogGroup, Name: instanceID + "/user-data", Warn: warn(instanceID + "/user-data")}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -6,7 +6,9 @@
 // Invariants:
 //   - shipping never blocks or fails the agent: a full buffer drops the
 //     oldest lines and counts them, an error keeps the batch for the next
-//     flush, and a line is sent twice only when a request timed out after
+//     flush (lines CloudWatch rejects for their time are counted and said
+//     once, not retried: they would be rejected again), and a line is
+//     sent twice only when a request timed out after
 //     CloudWatch took it (PutLogEvents is not idempotent): a request in
 //     flight is never abandoned because the agent is stopping;
 //   - a batch obeys PutLogEvents' limits (events in time order, at most
@@ -59,13 +61,19 @@ type Stream struct {
 	Group string
 	Name  string
 	Now   func() time.Time
+	// Warn hears, once per stream, that CloudWatch took a batch but
+	// rejected lines of it for their time (a clock hours off): they are
+	// lost, and nothing else would say so.
+	Warn func(lines int, why string)
 
-	mu      sync.Mutex
-	partial []byte
-	events  []types.InputLogEvent
-	size    int
-	dropped int
-	created bool
+	mu       sync.Mutex
+	partial  []byte
+	events   []types.InputLogEvent
+	size     int
+	dropped  int
+	rejected int
+	warned   bool
+	created  bool
 }
 
 // Write buffers the complete lines of p (the rest waits for its newline)
@@ -168,7 +176,7 @@ func (s *Stream) put(ctx context.Context, batch []types.InputLogEvent) error {
 			}
 			s.created = true
 		}
-		_, err := s.API.PutLogEvents(ctx, &cloudwatchlogs.PutLogEventsInput{LogGroupName: aws.String(s.Group), LogStreamName: aws.String(s.Name), LogEvents: events})
+		out, err := s.API.PutLogEvents(ctx, &cloudwatchlogs.PutLogEventsInput{LogGroupName: aws.String(s.Group), LogStreamName: aws.String(s.Name), LogEvents: events})
 		var gone *types.ResourceNotFoundException
 		if errors.As(err, &gone) {
 			s.created = false // the stream was deleted: make it again
@@ -177,6 +185,7 @@ func (s *Stream) put(ctx context.Context, batch []types.InputLogEvent) error {
 		if err != nil {
 			return fmt.Errorf("put %d log events to %s: %w", len(events), s.Name, err)
 		}
+		s.noteRejected(out.RejectedLogEventsInfo, len(events))
 		return nil
 	}
 	return fmt.Errorf("put log events to %s: the stream keeps disappearing", s.Name)
@@ -192,6 +201,43 @@ func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 		limit = d
 	}
 	return context.WithDeadline(context.WithoutCancel(ctx), limit)
+}
+
+// noteRejected counts the lines of a batch CloudWatch took but rejected for
+// their time (PutLogEvents accepts events from 14 days, or the group's
+// retention, before now to 2 hours after) and tells Warn the first time.
+func (s *Stream) noteRejected(info *types.RejectedLogEventsInfo, n int) {
+	if info == nil {
+		return
+	}
+	lines, why := 0, ""
+	if i := info.TooNewLogEventStartIndex; i != nil {
+		lines += n - int(*i)
+		why = "more than 2 hours after CloudWatch's clock: this instance's clock is ahead"
+	}
+	old := max(aws.ToInt32(info.TooOldLogEventEndIndex), aws.ToInt32(info.ExpiredLogEventEndIndex))
+	if info.TooOldLogEventEndIndex != nil || info.ExpiredLogEventEndIndex != nil {
+		lines += int(old) + 1
+		why = "older than 14 days or the group's retention: this instance's clock is behind"
+	}
+	if lines <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.rejected += lines
+	first := !s.warned
+	s.warned = true
+	s.mu.Unlock()
+	if first && s.Warn != nil {
+		s.Warn(lines, why)
+	}
+}
+
+// Rejected is how many lines CloudWatch rejected for their time.
+func (s *Stream) Rejected() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rejected
 }
 
 // Run flushes every interval until ctx ends, then once more with a short

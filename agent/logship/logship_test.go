@@ -231,3 +231,33 @@ func TestAnAgentStoppingDuringAPutNeitherRepeatsNorLosesTheBatch(t *testing.T) {
 		t.Fatalf("stream after a restart: %q", got)
 	}
 }
+
+func TestLinesRejectedForTheirTimeAreCountedAndSaidOnce(t *testing.T) {
+	c, g := group(t)
+	var warnings []string
+	// An instance clock three hours ahead: CloudWatch (moto too) accepts
+	// events up to two hours after its own clock.
+	s := &Stream{API: c, Group: g, Name: "i-7/agent", Now: func() time.Time { return time.Now().Add(3 * time.Hour) },
+		Warn: func(lines int, why string) { warnings = append(warnings, fmt.Sprintf("%d: %s", lines, why)) }}
+	for round := 0; round < 2; round++ {
+		fmt.Fprintln(s, "from the future", round)
+		if err := s.Flush(ctx); err != nil {
+			t.Fatalf("a batch with rejected lines is not an error: %v", err)
+		}
+	}
+	if s.Rejected() < 2 || len(warnings) != 1 || !strings.Contains(warnings[0], "clock is ahead") {
+		t.Fatalf("rejected %d, warnings %q; want both lines counted and one warning naming the clock", s.Rejected(), warnings)
+	}
+	if got := lines(t, c, g, "i-7/agent"); len(got) != 0 {
+		t.Fatalf("the stream holds %q", got)
+	}
+	// A clock in time again: its lines go through, and nothing more is said.
+	s.Now = nil
+	fmt.Fprintln(s, "on time")
+	if err := s.Flush(ctx); err != nil || len(warnings) != 1 {
+		t.Fatalf("flush %v, warnings %q", err, warnings)
+	}
+	if got := lines(t, c, g, "i-7/agent"); strings.Join(got, "|") != "on time" {
+		t.Fatalf("the stream holds %q", got)
+	}
+}
