@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -93,8 +92,7 @@ func addRoleToProfile(ctx context.Context, client *iam.Client, name string) erro
 // profileNotReady says whether AddRoleToInstanceProfile failed only because
 // IAM does not see the role or the profile yet.
 func profileNotReady(err error) bool {
-	code := awserr.Code(err)
-	return code == "NoSuchEntity" || (code == "InvalidParameterValue" && strings.Contains(awserr.Message(err), "Invalid IAM Instance Profile"))
+	return awserr.IsNotFound(err) || fleet.IsProfilePropagation(awserr.Code(err), awserr.Message(err))
 }
 
 // deleteInstanceRole removes the instance profile and the role; any of it may

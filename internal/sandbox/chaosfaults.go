@@ -85,14 +85,9 @@ func (c *chaos) indexLag() time.Duration {
 // most), every request throttled for a while (some calls run out of
 // attempts or of retry quota), or a share answered 500.
 func (c *chaos) dynamoFaults(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Duration(3000+c.intn(4000)) * time.Millisecond):
-		}
-		var last time.Duration
+	c.bursts(ctx, 3000, 4000, func() (last time.Duration) {
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		c.code = DynamoThroughputExceeded
 		if c.rng.Intn(3) == 0 {
 			c.code = DynamoThrottling
@@ -108,14 +103,30 @@ func (c *chaos) dynamoFaults(ctx context.Context) {
 			c.fail, last = 0.2, time.Duration(1000+c.rng.Intn(2000))*time.Millisecond
 			c.faults[faultDDB500Share]++
 		}
+		return last
+	}, func() {
+		c.mu.Lock()
+		c.throttle, c.fail = 0, 0
 		c.mu.Unlock()
+	})
+}
+
+// bursts runs trouble in bursts until ctx ends: after a gap of base to
+// base+spread ms it calls start, which sets the trouble up and says how
+// long it lasts, then stop.
+func (c *chaos) bursts(ctx context.Context, base, spread int, start func() time.Duration, stop func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(base+c.intn(spread)) * time.Millisecond):
+		}
+		last := start()
 		select {
 		case <-ctx.Done():
 		case <-time.After(last):
 		}
-		c.mu.Lock()
-		c.throttle, c.fail = 0, 0
-		c.mu.Unlock()
+		stop()
 	}
 }
 
@@ -275,12 +286,7 @@ func (c *chaos) killAgents(ctx context.Context) {
 // githubFaults turns GitHub trouble on and off: 5xx, secondary rate limits
 // and slowness, each for a few seconds on a share of the requests.
 func (c *chaos) githubFaults(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Duration(2000+c.intn(3000)) * time.Millisecond):
-		}
+	c.bursts(ctx, 2000, 3000, func() time.Duration {
 		var f fakegithub.Fault
 		switch kind := c.intn(3); kind {
 		case 0:
@@ -294,10 +300,6 @@ func (c *chaos) githubFaults(ctx context.Context) {
 			c.count(faultGitHubSlow)
 		}
 		c.sb.GitHub.Inject(f)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(1000+c.intn(2000)) * time.Millisecond):
-		}
-		c.sb.GitHub.ClearFaults()
-	}
+		return time.Duration(1000+c.intn(2000)) * time.Millisecond
+	}, c.sb.GitHub.ClearFaults)
 }

@@ -71,14 +71,9 @@ func (c *chaos) logsAnswer(op string) LogsAnswer {
 // (an account over its quota), half of them answered 500, or every write
 // held.
 func (c *chaos) logsFaults(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Duration(5000+c.intn(5000)) * time.Millisecond):
-		}
+	c.bursts(ctx, 5000, 5000, func() (last time.Duration) {
 		c.mu.Lock()
-		var last time.Duration
+		defer c.mu.Unlock()
 		switch c.rng.Intn(3) {
 		case 0:
 			c.logsMode, last = faultLogsThrottleAll, time.Duration(10000+c.rng.Intn(15000))*time.Millisecond
@@ -89,15 +84,12 @@ func (c *chaos) logsFaults(ctx context.Context) {
 		}
 		c.faults[c.logsMode]++
 		c.logsUntil = time.Now().Add(last)
-		c.mu.Unlock()
-		select {
-		case <-ctx.Done():
-		case <-time.After(last):
-		}
+		return last
+	}, func() {
 		c.mu.Lock()
 		c.logsMode = ""
 		c.mu.Unlock()
-	}
+	})
 }
 
 // checkLogs returns the violations of invariant 9, once the faults are off
@@ -181,12 +173,11 @@ func (c *chaos) agentPID(id string) int {
 // own log that process wrote, from its start line on (the host keeps the
 // output of every process, and the runner's, in one file).
 func (c *chaos) agentLines(id string) (int, []string) {
-	a := c.sb.instances.Agent(id)
-	if a == nil || a.PID() == 0 {
+	pid := c.agentPID(id)
+	if pid == 0 {
 		return 0, nil
 	}
-	pid := a.PID()
-	raw, err := os.ReadFile(a.StdoutFile())
+	raw, err := os.ReadFile(c.sb.instances.Agent(id).StdoutFile())
 	if err != nil {
 		return 0, nil
 	}

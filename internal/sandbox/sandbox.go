@@ -88,8 +88,8 @@ type Sandbox struct {
 	faults Faults
 	dynamo dynamoState // what the DynamoDB faults remember
 
-	profiles profileLag // instance profiles EC2 does not know yet (profiles.go)
-	roles    roleLag    // roles Lambda cannot assume yet (rolelag.go)
+	profiles lag // instance profiles EC2 does not know yet (iamlag.go)
+	roles    lag // roles Lambda and Scheduler cannot assume yet (iamlag.go)
 }
 
 // Faults are what the chaos suite injects at the front endpoint, where every
@@ -141,7 +141,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	s = &Sandbox{opts: o, profiles: profileLag{known: map[string]time.Time{}}, roles: roleLag{known: map[string]time.Time{}}}
+	s = &Sandbox{opts: o}
 	// Every error return below sets s to nil: stop what was started
 	// through a copy, and let the error through.
 	started := s
@@ -436,7 +436,7 @@ func (s *Sandbox) routes() http.Handler {
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.serveInvoke)
 	mux.HandleFunc("POST /_sandbox/jobs", s.serveEnqueue)
 	mux.HandleFunc("GET /_sandbox/jobs/{id}", s.serveJob)
-	mux.Handle("/", s.iam.handler(s.withRoleLag(s.withProfileLag(s.withFaults(moto)))))
+	mux.Handle("/", s.iam.handler(s.withIAMLag(s.withFaults(moto))))
 	return mux
 }
 
@@ -446,8 +446,8 @@ func (s *Sandbox) withFaults(moto http.Handler) http.Handler {
 		s.mu.Lock()
 		f := s.faults
 		s.mu.Unlock()
-		dynamo := strings.HasPrefix(r.Header.Get("X-Amz-Target"), dynamoTarget) && (f.DynamoDB != nil || f.IndexLag != nil)
 		target := r.Header.Get("X-Amz-Target")
+		dynamo := strings.HasPrefix(target, dynamoTarget) && (f.DynamoDB != nil || f.IndexLag != nil)
 		logs := f.Logs != nil && strings.HasPrefix(target, logsTarget) && faultedLogOps[strings.TrimPrefix(target, logsTarget)]
 		if (f.AfterCreateFleet == nil && f.DuplicateMessage == nil && !dynamo && !logs) || r.Method != http.MethodPost {
 			moto.ServeHTTP(w, r)

@@ -217,7 +217,7 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 		got += "; slowest: " + split.String()
 	}
 	if n := st.sb.ProfileRefusals() - refusedBefore; n > 0 {
-		// A pool applied moments ago: IAM's delay (profiles.go) is in the launch.
+		// A pool applied moments ago: IAM's delay (iamlag.go) is in the launch.
 		got += fmt.Sprintf("; waited out %d launches EC2 refused while the new instance profile propagated", n)
 	}
 	if err != nil {

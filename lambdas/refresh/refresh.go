@@ -161,6 +161,10 @@ type refresher struct {
 	prewarm func(ctx context.Context, p *state.PoolConfig, n int) ([]string, error)
 	now     time.Time
 	out     *Output
+	// runners are the owners' runner listings, read once per run by
+	// deleteLeftoverRunners (a queue outage can leave many instances to
+	// re-pool in one run).
+	runners map[string][]github.Runner
 }
 
 func (r *refresher) fail(err error) {
@@ -322,9 +326,15 @@ func (r *refresher) repool(ctx context.Context, p *state.PoolConfig, inst *state
 // instance of a just-in-time pool. It returns the name of one still busy
 // (the instance must not be pooled), or the error that left some in place.
 func (r *refresher) deleteLeftoverRunners(ctx context.Context, inst *state.Instance) (busy string, err error) {
-	runners, err := r.d.GitHub.ListRunners(ctx, inst.Owner)
-	if err != nil {
-		return "", fmt.Errorf("list runners of %s: %w", inst.Owner, err)
+	runners, listed := r.runners[inst.Owner]
+	if !listed {
+		if runners, err = r.d.GitHub.ListRunners(ctx, inst.Owner); err != nil {
+			return "", fmt.Errorf("list runners of %s: %w", inst.Owner, err)
+		}
+		if r.runners == nil {
+			r.runners = map[string][]github.Runner{}
+		}
+		r.runners[inst.Owner] = runners
 	}
 	for _, rn := range runners {
 		if id, ok := github.InstanceOf(rn.Name); !ok || id != inst.ID {

@@ -376,8 +376,6 @@ func (h *Host) stopAgent(a *Agent) {
 	a.IMDS.Close()
 }
 
-// exitedLongAgo: like systemd's RestartSec=1, an agent that keeps failing
-// is restarted once a second, not in a tight loop. Called with h.mu held.
 // StdoutFile is the file an agent's output is appended to, every process
 // of it in turn (and the runner it started): what a check compares with
 // the log stream the agent ships.
@@ -430,6 +428,8 @@ func (a *Agent) PID() int {
 	}
 }
 
+// exitedLongAgo: like systemd's RestartSec=1, an agent that keeps failing
+// is restarted once a second, not in a tight loop. Called with h.mu held.
 func (a *Agent) exitedLongAgo() bool {
 	select {
 	case <-a.exited:
