@@ -238,18 +238,32 @@ func TestTheAgentReachesOnlyItsOwnInstance(t *testing.T) {
 	own := func(id string) map[string][]string {
 		return map[string][]string{"dynamodb:LeadingKeys": {string(state.InstanceKey(role, id))}}
 	}
+	// writes carries the attributes an UpdateItem names (its key, update
+	// and condition expressions: dynamodb:Attributes).
+	writes := func(id string, attrs ...string) map[string][]string {
+		return iamsim.Merge(own(id), map[string][]string{"dynamodb:Attributes": append([]string{"pk", "version"}, attrs...)})
+	}
 	self := map[string][]string{"ec2:SourceInstanceARN": {catARN("ec2", "instance/i-self")}, "aws:userid": {role + ":i-self"}}
 	pool := tags("aws:ResourceTag/", "ghr:environment", catEnv, "ghr:pool", "linux")
 	runCatalogue(t, e, catSTS("assumed-role/ghr-prod-linux/i-self"), policy, self, []ask{
 		{"read its own record", "dynamodb:GetItem", catTable, own("i-self"), true},
-		{"write its own record", "dynamodb:UpdateItem", catTable, own("i-self"), true},
+		{"write a signal of its own record", "dynamodb:UpdateItem", catTable, writes("i-self", "signals", "state", "assignment"), true},
+		{"beat its heartbeat", "dynamodb:UpdateItem", catTable, writes("i-self", "heartbeats", "heartbeatAt", "state"), true},
+		{"extend its lease", "dynamodb:UpdateItem", catTable, writes("i-self", "threshold", "leaseAt", "leaseCap", "state", "assignment"), true},
+		{"record its runner", "dynamodb:UpdateItem", catTable, writes("i-self", "githubRunnerId", "runnerName", "registration", "state", "assignment"), true},
+		{"write its own record naming no attribute", "dynamodb:UpdateItem", catTable, own("i-self"), false},
+		{"move its own record to another run (issue 29)", "dynamodb:UpdateItem", catTable, writes("i-self", "signals", "runId"), false},
+		{"move its own record to another pool or owner", "dynamodb:UpdateItem", catTable, writes("i-self", "pool", "owner"), false},
+		{"rename the instance its record is of", "dynamodb:UpdateItem", catTable, writes("i-self", "instanceId"), false},
+		{"rewind its use count or just-in-time number", "dynamodb:UpdateItem", catTable, writes("i-self", "uses", "jitSeq"), false},
+		{"put itself into the idle index", "dynamodb:UpdateItem", catTable, writes("i-self", "poolState"), false},
 		{"read another instance's record (item 7)", "dynamodb:GetItem", catTable, own("i-other"), false},
-		{"write another instance's record (item 7)", "dynamodb:UpdateItem", catTable, own("i-other"), false},
+		{"write another instance's record (item 7)", "dynamodb:UpdateItem", catTable, writes("i-other", "signals"), false},
 		{"read its record by the bare instance id", "dynamodb:GetItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"i-self"}}, false},
-		{"write a record of another pool's role", "dynamodb:UpdateItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"AROAOTHERPOOLROLE0001:i-self"}}, false},
+		{"write a record of another pool's role", "dynamodb:UpdateItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"AROAOTHERPOOLROLE0001:i-self"}, "dynamodb:Attributes": {"pk", "signals"}}, false},
 		{"update without a key", "dynamodb:UpdateItem", catTable, nil, false},
 		{"read a pool config item", "dynamodb:GetItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"pool#linux"}}, false},
-		{"write a run item", "dynamodb:UpdateItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"run#1"}}, false},
+		{"write a run item", "dynamodb:UpdateItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"run#1"}, "dynamodb:Attributes": {"pk", "signals"}}, false},
 		{"put a record", "dynamodb:PutItem", catTable, own("i-self"), false},
 		{"query the table", "dynamodb:Query", catTable, own("i-self"), false},
 		{"scan the table", "dynamodb:Scan", catTable, nil, false},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
 // IAM policy documents the provider attaches. They are plain data built by
@@ -85,6 +86,16 @@ func parseARN(arn string) (arnParts, error) {
 //     caller's. Never pool, run or token items, another instance's record,
 //     puts, deletes, queries or scans. The Null clause keeps ForAllValues
 //     from holding for a request without a key;
+//   - of its record it may write only what the agent owns
+//     (state.AgentAttributes: its signals, heartbeat, lease extension and
+//     runner fields), never runId, pool, owner, instanceId, uses or jitSeq.
+//     dynamodb:Attributes lists every top-level attribute a request names
+//     (its key, update and condition expressions), so the list also holds
+//     the attributes the agent's conditions read; the Null clause keeps
+//     ForAllValues from holding for a request that names none. Reads are
+//     not narrowed: the record is the instance's own. The control plane
+//     still treats whatever an instance can write as a request about that
+//     instance only (docs/security.md, T15);
 //   - it terminates only itself: the calling instance's ARN must be the
 //     target's (the target's id as a policy variable; a bare
 //     ${ec2:SourceInstanceARN} in Resource is not in ARN format, which IAM
@@ -103,12 +114,24 @@ func agentPolicy(tableARN, tableKey, environment, pool, agentBucket string) (str
 	instances := fmt.Sprintf("arn:%s:ec2:%s:%s:instance/", a.partition, a.region, a.account)
 	st := []policyStatement{
 		{
-			Sid: "OwnInstanceRecords", Effect: "Allow",
-			Action:   []string{"dynamodb:GetItem", "dynamodb:UpdateItem"},
+			Sid: "ReadOwnInstanceRecord", Effect: "Allow",
+			Action:   []string{"dynamodb:GetItem"},
 			Resource: []string{tableARN},
 			Condition: map[string]map[string]any{
 				"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": []string{"${aws:userid}"}},
 				"Null":                      {"dynamodb:LeadingKeys": "false"},
+			},
+		},
+		{
+			Sid: "WriteAgentFieldsOfOwnRecord", Effect: "Allow",
+			Action:   []string{"dynamodb:UpdateItem"},
+			Resource: []string{tableARN},
+			Condition: map[string]map[string]any{
+				"ForAllValues:StringEquals": {
+					"dynamodb:LeadingKeys": []string{"${aws:userid}"},
+					"dynamodb:Attributes":  state.AgentAttributes,
+				},
+				"Null": {"dynamodb:LeadingKeys": "false", "dynamodb:Attributes": "false"},
 			},
 		},
 		{

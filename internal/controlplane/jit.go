@@ -25,8 +25,14 @@ import (
 //     and no listener has it.
 
 // MintWhy says why a record gets no configuration now ("" when it does):
-// the pure decision of the stream consumer, given the record and its run.
-func MintWhy(rec *state.Instance, run *state.Run, now time.Time) string {
+// the pure decision of the stream consumer, given the record, its run and
+// the run's pool. The record is the instance's request, not an authority
+// (docs/security.md, T15): the run it names must list the instance (the id
+// its key ends with) and not have given it up, and the key must be of the
+// run's pool's instance role, so an instance that rewrote its runId or
+// pool gets nothing of another run or pool; owner, group and label come
+// from the run and its pool, never from the record.
+func MintWhy(rec *state.Instance, run *state.Run, p *state.PoolConfig, now time.Time) string {
 	switch {
 	case rec == nil:
 		return "no record"
@@ -42,6 +48,12 @@ func MintWhy(rec *state.Instance, run *state.Run, now time.Time) string {
 		return "run " + rec.RunID + " not found"
 	case run.Status == state.RunReleased || run.Status == state.RunFailed:
 		return "run is " + string(run.Status)
+	case !run.Member(rec.Key.InstanceID()):
+		return "instance " + rec.Key.InstanceID() + " is not one of run " + run.ID + "'s (never was, or given up)"
+	case p == nil || p.Name != run.Pool:
+		return "pool " + run.Pool + " of run " + run.ID + " not found"
+	case rec.Key.RoleID() != "" && rec.Key.RoleID() != p.InstanceRoleID:
+		return "record " + string(rec.Key) + " is not of pool " + p.Name + "'s instance role"
 	}
 	return ""
 }
@@ -140,7 +152,7 @@ func (d *Deps) deleteJITRunners(ctx context.Context, inst *state.Instance, wait 
 	deadline := time.Now().Add(wait)
 	for _, id := range ids {
 		for {
-			err := d.GitHub.DeleteRunner(ctx, inst.Owner, id)
+			err := d.DeleteInstanceRunner(ctx, inst.Owner, id, inst.ID)
 			if err == nil {
 				break
 			}

@@ -53,7 +53,7 @@ func (d *Deps) Retire(ctx context.Context, ec2 Terminator, insts []*state.Instan
 		if inst.GithubRunnerID == 0 {
 			continue
 		}
-		if err := d.GitHub.DeleteRunner(ctx, inst.Owner, inst.GithubRunnerID); err != nil {
+		if err := d.DeleteInstanceRunner(ctx, inst.Owner, inst.GithubRunnerID, inst.ID); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
@@ -187,6 +189,42 @@ func eachInstanceReachesOnlyItsOwnRecord(t *testing.T, sb *sandbox.Sandbox, d sa
 	}
 	if denied := sb.TakeDenials(); len(denied) != 3 || !slices.ContainsFunc(denied, func(d sandbox.Denial) bool { return d.Action == "dynamodb:UpdateItem" }) {
 		t.Errorf("denials %v, want the 3 refused requests", denied)
+	}
+	ownRecordWritesOnlyAgentFields(t, sb, cfg.DynamoDB(), d.Table, mine.Key)
+}
+
+// ownRecordWritesOnlyAgentFields: with an instance's own credentials, each
+// attribute the control plane decides by (issue 29: runId, pool, owner,
+// instanceId, uses, jitSeq, poolState) cannot be written into its own
+// record, even with no condition at all; a signal can. Without the
+// policy's dynamodb:Attributes condition every write here is allowed.
+func ownRecordWritesOnlyAgentFields(t *testing.T, sb *sandbox.Sandbox, db *dynamodb.Client, table string, key state.Key) {
+	ctx := context.Background()
+	set := func(attr string, v types.AttributeValue) error {
+		_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(table),
+			Key:                       map[string]types.AttributeValue{state.AttrPK: &types.AttributeValueMemberS{Value: string(key)}},
+			UpdateExpression:          aws.String("SET #a = :v"),
+			ExpressionAttributeNames:  map[string]string{"#a": attr},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": v},
+		})
+		return err
+	}
+	str := func(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+	num := func(s string) types.AttributeValue { return &types.AttributeValueMemberN{Value: s} }
+	sb.TakeDenials()
+	forged := map[string]types.AttributeValue{"runId": str("someone-elses-run"), "pool": str("gpu"), "owner": str("other-org"),
+		"instanceId": str("i-0another"), "uses": num("0"), "jitSeq": num("0"), "poolState": str("linux#idle")}
+	for attr, v := range forged {
+		if err := set(attr, v); err == nil || !strings.Contains(err.Error(), "AccessDenied") {
+			t.Errorf("an instance setting %s of its own record: %v, want AccessDenied", attr, err)
+		}
+	}
+	if denied := sb.TakeDenials(); len(denied) != len(forged) {
+		t.Errorf("denials %v, want the %d refused writes", denied, len(forged))
+	}
+	if err := set("heartbeatAt", num("1")); err != nil {
+		t.Errorf("an instance writing its heartbeat time: %v", err)
 	}
 }
 

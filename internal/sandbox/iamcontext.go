@@ -82,9 +82,28 @@ func (s *Sandbox) dynamoChecks(req awsRequest, op string) ([]check, error) {
 		}
 		return map[string][]string{"dynamodb:LeadingKeys": vals}
 	}
+	// An update also carries the attributes it names (dynamoattrs.go) and
+	// the values it asks back.
+	update := func(table string, part map[string]json.RawMessage) map[string][]string {
+		cx := leading(table, part["Key"])
+		var keyNames []string
+		if sc := s.schema(req.r.Header, table); sc != nil {
+			keyNames = append(keyNames, sc.hash)
+			if sc.sort != "" {
+				keyNames = append(keyNames, sc.sort)
+			}
+		}
+		cx["dynamodb:Attributes"] = updateAttributes(part, keyNames)
+		if rv := jsonString(part["ReturnValues"]); rv != "" {
+			cx["dynamodb:ReturnValues"] = []string{rv}
+		}
+		return cx
+	}
 	table := jsonString(in["TableName"])
 	switch op {
-	case "GetItem", "UpdateItem", "DeleteItem":
+	case "UpdateItem":
+		return []check{{"dynamodb:UpdateItem", tableARN(table), update(table, in)}}, nil
+	case "GetItem", "DeleteItem":
 		return []check{{"dynamodb:" + op, tableARN(table), leading(table, in["Key"])}}, nil
 	case "PutItem":
 		return []check{{"dynamodb:PutItem", tableARN(table), leading(table, in["Item"])}}, nil
@@ -135,10 +154,7 @@ func (s *Sandbox) dynamoChecks(req awsRequest, op string) ([]check, error) {
 	case "TransactWriteItems", "TransactGetItems":
 		// Not IAM actions: each part is authorized as its own action.
 		var tx struct {
-			TransactItems []map[string]struct {
-				TableName string
-				Key, Item json.RawMessage
-			}
+			TransactItems []map[string]map[string]json.RawMessage
 		}
 		json.Unmarshal(in["TransactItems"], &tx)
 		actions := map[string]string{"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
@@ -149,11 +165,16 @@ func (s *Sandbox) dynamoChecks(req awsRequest, op string) ([]check, error) {
 				if !ok {
 					return nil, fmt.Errorf("dynamodb %s: unknown part %q", op, kind)
 				}
-				key := part.Key
-				if key == nil {
-					key = part.Item
+				t := jsonString(part["TableName"])
+				if kind == "Update" {
+					out = append(out, check{"dynamodb:UpdateItem", tableARN(t), update(t, part)})
+					continue
 				}
-				out = append(out, check{"dynamodb:" + action, tableARN(part.TableName), leading(part.TableName, key)})
+				key := part["Key"]
+				if key == nil {
+					key = part["Item"]
+				}
+				out = append(out, check{"dynamodb:" + action, tableARN(t), leading(t, key)})
 			}
 		}
 		return out, nil

@@ -12,6 +12,20 @@ import (
 // assignment the agent acts for, so a late write from an earlier assignment
 // is refused instead of satisfying a new wait.
 
+// AgentAttributes are the top-level attributes an agent's write may name, in
+// what it sets or removes and in its condition: the instance role's policy
+// allows an UpdateItem of the instance's own record only within them
+// (dynamodb:Attributes, provider/policy.go). Everything else of the record
+// (runId, pool, owner, instanceId, uses, jitSeq, poolState, ...) is the
+// control plane's. Some listed attributes are named only by conditions
+// (state, assignment, leaseAt, leaseCap): IAM cannot tell a read from a
+// write, so an instance can forge those on its own record, and the control
+// plane never takes identity from them (docs/security.md, T15).
+var AgentAttributes = []string{
+	AttrPK, "version", "state", "assignment", AttrThreshold, "leaseAt", "leaseCap",
+	"heartbeatAt", "heartbeats", "signals", "githubRunnerId", "runnerName", "registration",
+}
+
 // agentBound is the condition of every agent write.
 func agentBound(assignment string) []check {
 	checks := []check{exists(), notTerminated()}

@@ -4,7 +4,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // State is an instance's lifecycle state (seed detailed-design.md).
@@ -120,6 +124,9 @@ type Instance struct {
 	// JITSeq is the number of the last just-in-time configuration written
 	// for the assignment (jit.go).
 	JITSeq int `dynamodbav:"jitSeq,omitempty"`
+	// Forged lists the attributes found disagreeing with what the record's
+	// key says (never stored): a sign that its instance rewrote them.
+	Forged []string `dynamodbav:"-"`
 }
 
 // Key is the partition key of an instance's record. It is a type of its own
@@ -139,6 +146,45 @@ func InstanceKey(roleID, instanceID string) Key {
 		return Key(instanceID)
 	}
 	return Key(roleID + ":" + instanceID)
+}
+
+// RoleID is the instance role id the key starts with, "" for a bare key.
+func (k Key) RoleID() string {
+	role, _, found := strings.Cut(string(k), ":")
+	if !found {
+		return ""
+	}
+	return role
+}
+
+// InstanceID is the instance id the key ends with.
+func (k Key) InstanceID() string {
+	_, id, found := strings.Cut(string(k), ":")
+	if !found {
+		return string(k)
+	}
+	return id
+}
+
+// UnmarshalDynamoDBAttributeValue decodes a record and takes its instance id
+// from its key, whatever the instanceId attribute says: an instance can
+// write into its own record (docs/security.md, T15), never into its key,
+// which is <its role id>:<its instance id> (the role's policy allows no
+// other). Every read of the package decodes through here, so no caller
+// acts on an instance id the instance wrote. Forged notes the attribute
+// when it disagreed.
+func (i *Instance) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error {
+	type plain Instance // without this method
+	var p plain
+	if err := attributevalue.Unmarshal(av, &p); err != nil {
+		return err
+	}
+	*i = Instance(p)
+	if i.Key.RoleID() != "" && i.ID != i.Key.InstanceID() {
+		i.Forged = append(i.Forged, "instanceId="+i.ID)
+		i.ID = i.Key.InstanceID()
+	}
+	return nil
 }
 
 // PoolState is the partition key of the by-pool-state index.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -38,10 +39,14 @@ type Run struct {
 	Request       string    `dynamodbav:"request"` // the canonical request, to spot a different payload for the same runId
 	Status        RunStatus `dynamodbav:"status"`
 	InstanceIDs   []string  `dynamodbav:"instanceIds,stringset,omitempty"`
-	Detail        string    `dynamodbav:"detail,omitempty"`
-	CreatedAt     int64     `dynamodbav:"createdAt"`
-	UpdatedAt     int64     `dynamodbav:"updatedAt"`
-	ExpiresAt     int64     `dynamodbav:"expiresAt"`
+	// GivenUp are the instances its provision gave up (and has not taken
+	// back since): they are no longer the run's, whatever their records
+	// say (a record write can fail while the run moves on).
+	GivenUp   []string `dynamodbav:"givenUp,stringset,omitempty"`
+	Detail    string   `dynamodbav:"detail,omitempty"`
+	CreatedAt int64    `dynamodbav:"createdAt"`
+	UpdatedAt int64    `dynamodbav:"updatedAt"`
+	ExpiresAt int64    `dynamodbav:"expiresAt"`
 	// Label is what the run's runners register with and its jobs name in
 	// runs-on (PoolConfig.RunnerLabel says how it is made).
 	Label string `dynamodbav:"label,omitempty"`
@@ -99,12 +104,31 @@ func (s *Store) GetRun(ctx context.Context, runID string) (*Run, error) {
 	return &r, nil
 }
 
-// AddRunInstances records instance ids in a run that is still provisioning.
+// AddRunInstances records instance ids in a run that is still provisioning
+// (one given up earlier and claimed again is the run's again).
 func (s *Store) AddRunInstances(ctx context.Context, runID string, ids ...string) (*Run, error) {
 	b := newBuilder()
 	return s.updateRun(ctx, runID, "add instances", b,
-		"ADD "+b.name("instanceIds")+" "+b.value(stringSet(ids))+" SET "+b.name("updatedAt")+" = "+b.value(s.now()),
+		"ADD "+b.name("instanceIds")+" "+b.value(stringSet(ids))+" DELETE "+b.name("givenUp")+" "+b.value(stringSet(ids))+
+			" SET "+b.name("updatedAt")+" = "+b.value(s.now()),
 		b.name("status")+" = "+b.value(string(RunProvisioning)), []RunStatus{RunProvisioning})
+}
+
+// GiveUpRunInstance records that the run's provision gave the instance up,
+// in any status: nothing is minted for it on the run's behalf any more
+// (controlplane.MintWhy), even while its record still names the run.
+func (s *Store) GiveUpRunInstance(ctx context.Context, runID, id string) error {
+	b := newBuilder()
+	_, err := s.updateRun(ctx, runID, "give up "+id, b,
+		"ADD "+b.name("givenUp")+" "+b.value(stringSet{id})+" SET "+b.name("updatedAt")+" = "+b.value(s.now()),
+		"attribute_exists("+b.name("kind")+")", nil)
+	return err
+}
+
+// Member says whether the instance is one of the run's: recorded by its
+// provision and not given up.
+func (r *Run) Member(instanceID string) bool {
+	return slices.Contains(r.InstanceIDs, instanceID) && !slices.Contains(r.GivenUp, instanceID)
 }
 
 // SetRunStatus moves a run from one of the from statuses to to, with detail.

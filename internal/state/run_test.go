@@ -182,3 +182,32 @@ func TestIdleWindows(t *testing.T) {
 		t.Fatal("a window active on Sunday afternoon")
 	}
 }
+
+func TestAnInstanceGivenUpIsNoLongerTheRunsUntilItsProvisionTakesItBack(t *testing.T) {
+	s, _ := newStore(t)
+	_, _, err := s.StartRun(ctx, Run{ID: "r-gu", Pool: testPool, InstanceCount: 2, Request: "x"})
+	must(t, err)
+	_, err = s.AddRunInstances(ctx, "r-gu", "i-a", "i-b")
+	must(t, err)
+	must(t, s.GiveUpRunInstance(ctx, "r-gu", "i-a"))
+	run, err := s.GetRun(ctx, "r-gu")
+	must(t, err)
+	if run.Member("i-a") || !run.Member("i-b") || run.Member("i-c") {
+		t.Fatalf("members after giving up i-a: instanceIds %v, givenUp %v", run.InstanceIDs, run.GivenUp)
+	}
+	run, err = s.AddRunInstances(ctx, "r-gu", "i-a")
+	must(t, err)
+	if !run.Member("i-a") {
+		t.Fatalf("i-a claimed again: instanceIds %v, givenUp %v, want a member", run.InstanceIDs, run.GivenUp)
+	}
+	// Given up after the run failed or was released: still recorded.
+	_, err = s.SetRunStatus(ctx, "r-gu", RunFailed, "test", RunProvisioning)
+	must(t, err)
+	must(t, s.GiveUpRunInstance(ctx, "r-gu", "i-b"))
+	if run, _ = s.GetRun(ctx, "r-gu"); run.Member("i-b") {
+		t.Fatalf("i-b given up by a failed run is still a member")
+	}
+	if err := s.GiveUpRunInstance(ctx, "r-none", "i-a"); err == nil {
+		t.Fatal("giving up an instance of a run that does not exist: no error")
+	}
+}

@@ -108,14 +108,18 @@ func serve(ctx context.Context, d Deps, key state.Key) error {
 			return err
 		}
 	}
-	if why := controlplane.MintWhy(rec, run, d.Now()); why != "" {
+	var p *state.PoolConfig
+	if run != nil && run.ID == rec.RunID {
+		if p, err = d.Pool(ctx, run.Pool); err != nil && !state.IsNotFound(err) {
+			return err
+		}
+	}
+	if why := controlplane.MintWhy(rec, run, p, d.Now()); why != "" {
 		d.Log.Info("just-in-time request skipped", "instanceId", rec.ID, "assignment", rec.Assignment, "why", why)
 		return nil
 	}
-	p, err := d.Pool(ctx, rec.Pool)
-	if err != nil {
-		return err
-	}
+	// Who the runner is for comes from the run's pool, never the record.
+	rec.Pool, rec.Owner = p.Name, p.Owner
 	group, err := d.GroupID(ctx, p)
 	if err != nil {
 		return err

@@ -59,6 +59,8 @@ func newRig(t *testing.T) *rig {
 	inst, err := r.store.Create(ctx, state.NewInstance{ID: "i-0abc", RoleID: testRole, Pool: "linux", Owner: "acme", RunID: "run-1", Assignment: state.NewAssignment(),
 		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
 	must(t, err)
+	_, err = r.store.AddRunInstances(ctx, "run-1", inst.ID)
+	must(t, err)
 	r.inst, err = r.deps.MintJIT(ctx, inst, 1, "ghr-run-1-secret", 1)
 	must(t, err)
 	r.poll, err = streampoll.New(ctx, env.Config(t).DynamoDB(), env.URL, awstest.Region, r.store.Table())

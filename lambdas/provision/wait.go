@@ -147,6 +147,12 @@ func (p *provisioner) giveUp(m *member, why error) {
 	if err != nil {
 		p.log.Warn("give up instance: its runner could not be deleted", "instanceId", m.inst.ID, "err", err)
 	}
+	// The run item says it is no longer the run's, so no just-in-time
+	// runner of the run is minted for it even where its record cannot be
+	// moved on below (a chaos run saw one take a job of the run).
+	if gerr := p.d.Store.GiveUpRunInstance(ctx, p.req.RunID, m.inst.ID); gerr != nil {
+		p.log.Warn("give up instance: the run item does not say so", "instanceId", m.inst.ID, "err", gerr)
+	}
 	cur, err := p.d.Store.Get(ctx, m.inst.Key)
 	if err != nil {
 		if m.inst.State == state.Created {

@@ -272,7 +272,7 @@ func (r *refresher) silent(ctx context.Context, p *state.PoolConfig, inst *state
 		case err != nil && !github.IsNotFound(err):
 			r.out.Kept = append(r.out.Kept, Decision{inst.ID, p.Name, reason + "; kept: its runner could not be read: " + err.Error(), KindKept})
 			return
-		case err == nil && rn.Status == "online":
+		case err == nil && rn.Status == "online" && github.NameMatchesInstance(rn.Name, inst.ID):
 			r.out.Kept = append(r.out.Kept, Decision{inst.ID, p.Name, reason + "; kept: its runner is online on GitHub", KindKept})
 			return
 		}
@@ -369,7 +369,7 @@ func (r *refresher) deleteRunner(ctx context.Context, inst *state.Instance) {
 	if inst.GithubRunnerID == 0 {
 		return
 	}
-	if err := r.d.GitHub.DeleteRunner(ctx, inst.Owner, inst.GithubRunnerID); err != nil {
+	if err := r.d.DeleteInstanceRunner(ctx, inst.Owner, inst.GithubRunnerID, inst.ID); err != nil {
 		r.fail(err)
 	}
 }

@@ -1,0 +1,98 @@
+package jitstream_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// Issue 29: root on an instance rewrote its own record (runId, and the
+// instance id it names) and asked for its next just-in-time runner; the
+// consumer minted one carrying another run's label into it, so the other
+// run's jobs could land on the attacker's instance. A record is a request,
+// not an authority: the consumer mints only for an instance its run lists
+// (by the id the record's key ends with) and has not given up, of the
+// run's pool, with the run's pool's owner. The forgeries below are written
+// past IAM (the role's attribute limit bypassed): the consumer alone must
+// hold. With MintWhy's membership clause removed, the first case mints a
+// runner labelled ghr-run-2-secret into i-0abc's record.
+func TestAForgedRecordGetsNoRunnerOfAnotherRun(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		forge map[string]string
+	}{
+		{"an instance that wrote another run's id into its record", map[string]string{"runId": "run-2"}},
+		{"and named the other run's instance as itself", map[string]string{"runId": "run-2", "instanceId": "i-0victim"}},
+		{"and another pool and owner", map[string]string{"runId": "run-2", "pool": "gpu", "owner": "other-org"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t)
+			victim := r.otherRun()
+			r.forge(r.inst.Key, c.forge)
+			must(t, r.store.PutSignal(ctx, r.inst.Key, r.inst.Assignment, state.SignalJITNext, "2"))
+			r.deliver()
+			for _, rn := range r.fake.Runners() {
+				for _, l := range rn.Labels {
+					if strings.EqualFold(l, "ghr-run-2-secret") && rn.Name != state.JITRunnerName(victim.Uses, 1, victim.ID) {
+						t.Fatalf("runner %s was minted with run-2's label for a forged record", rn.Name)
+					}
+				}
+			}
+			if rec, _ := r.store.Get(ctx, r.inst.Key); rec.JITSeq != 1 {
+				t.Fatalf("the forged record got configuration %d", rec.JITSeq)
+			}
+		})
+	}
+}
+
+// Chaos, issue 29: provision gave up an instance whose record writes were
+// throttled and replaced it; the consumer then minted that instance's next
+// runner for the run, and a job of the run ran on an instance no longer
+// its. The run item says it was given up; nothing is minted for it.
+func TestAnInstanceGivenUpByItsRunGetsNoMoreRunnersOfIt(t *testing.T) {
+	r := newRig(t)
+	must(t, r.store.GiveUpRunInstance(ctx, "run-1", r.inst.ID))
+	must(t, r.store.PutSignal(ctx, r.inst.Key, r.inst.Assignment, state.SignalJITNext, "2"))
+	r.deliver()
+	if rec, _ := r.store.Get(ctx, r.inst.Key); rec.JITSeq != 1 || len(r.jitRunners()) != 1 {
+		t.Fatalf("a given-up instance got configuration %d (%d runners)", rec.JITSeq, len(r.jitRunners()))
+	}
+}
+
+// otherRun starts run-2 (label ghr-run-2-secret) with an instance of its own
+// that got its first runner.
+func (r *rig) otherRun() *state.Instance {
+	r.t.Helper()
+	_, _, err := r.store.StartRun(ctx, state.Run{ID: "run-2", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-2-secret"})
+	must(r.t, err)
+	inst, err := r.store.Create(ctx, state.NewInstance{ID: "i-0victim", RoleID: testRole, Pool: "linux", Owner: "acme", RunID: "run-2", Assignment: state.NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
+	must(r.t, err)
+	_, err = r.store.AddRunInstances(ctx, "run-2", inst.ID)
+	must(r.t, err)
+	inst, err = r.deps.MintJIT(ctx, inst, 1, "ghr-run-2-secret", 1)
+	must(r.t, err)
+	return inst
+}
+
+// forge sets string attributes of a record directly, as an instance could
+// if its role's attribute limit were bypassed.
+func (r *rig) forge(key state.Key, attrs map[string]string) {
+	r.t.Helper()
+	names, values, set := map[string]string{}, map[string]types.AttributeValue{}, []string{}
+	for a, v := range attrs {
+		n, p := "#"+a, ":"+a
+		names[n], values[p] = a, &types.AttributeValueMemberS{Value: v}
+		set = append(set, n+" = "+p)
+	}
+	_, err := env.Config(r.t).DynamoDB().UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(r.store.Table()),
+		Key:              map[string]types.AttributeValue{state.AttrPK: &types.AttributeValueMemberS{Value: string(key)}},
+		UpdateExpression: aws.String("SET " + strings.Join(set, ", ")), ExpressionAttributeNames: names, ExpressionAttributeValues: values})
+	must(r.t, err)
+}

@@ -1,0 +1,73 @@
+package refresh_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// forge rewrites attributes of a record as root on its instance could where
+// the instance role's attribute limit is bypassed (a deployment with an
+// older policy, or a mistake in ours): the control plane must still act
+// on nothing but that instance.
+func (w *world) forge(key state.Key, attrs map[string]types.AttributeValue) {
+	w.t.Helper()
+	names, values, set := map[string]string{}, map[string]types.AttributeValue{}, ""
+	i := 0
+	for a, v := range attrs {
+		i++
+		n, p := "#a"+strconv.Itoa(i), ":v"+strconv.Itoa(i)
+		names[n], values[p] = a, v
+		if set != "" {
+			set += ", "
+		}
+		set += n + " = " + p
+	}
+	_, err := w.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(w.name), Key: map[string]types.AttributeValue{state.AttrPK: &types.AttributeValueMemberS{Value: string(key)}},
+		UpdateExpression: aws.String("SET " + set), ExpressionAttributeNames: names, ExpressionAttributeValues: values})
+	must(w.t, err)
+}
+
+// Issue 29: an instance rewrote its record's instanceId and githubRunnerId
+// to another instance's and let its lease run out; refresh terminated the
+// instance the record named and deleted that instance's runner. Now the
+// instance id comes from the record's key and a runner is deleted only if
+// GitHub names it after the instance: the forger alone ends, the other
+// instance and its runner stay. (With the key-derived id off, refresh
+// terminates the victim; with the name check off, it deletes its runner.)
+func TestRefreshEndsOnlyTheInstanceWhoseRecordWasForgedNeverTheOneItNames(t *testing.T) {
+	w := newWorld(t)
+	victim, _ := w.running("run-victim", 0)
+	victimRunner := w.fake.AddRunner("acme", "ghr-1-"+victim.ID, false, "run-victim") // idle: GitHub would delete it
+	attacker, _ := w.running("run-attacker", 0)
+	w.forge(attacker.Key, map[string]types.AttributeValue{
+		"instanceId":        &types.AttributeValueMemberS{Value: victim.ID},
+		"githubRunnerId":    &types.AttributeValueMemberN{Value: strconv.FormatInt(victimRunner, 10)},
+		state.AttrThreshold: &types.AttributeValueMemberN{Value: strconv.FormatInt(w.now.Unix()-1, 10)},
+	})
+	out, err := w.refresh() // reports the runner it refused to delete
+	if out == nil {
+		t.Fatal(err)
+	}
+	if !w.alive(victim.ID) {
+		t.Fatalf("refresh terminated %s, the instance a forged record named (terminated: %+v)", victim.ID, out.Terminated)
+	}
+	if w.alive(attacker.ID) {
+		t.Fatalf("the forger %s lives on after its lease ended (terminated: %+v)", attacker.ID, out.Terminated)
+	}
+	found := false
+	for _, rn := range w.fake.Runners() {
+		found = found || rn.ID == victimRunner
+	}
+	if !found {
+		t.Fatalf("refresh deleted runner %d of %s, which a forged record named", victimRunner, victim.ID)
+	}
+	if rec, err := w.cp.Get(ctx, victim.Key); err != nil || rec.State != state.Running {
+		t.Fatalf("the victim's record: %+v %v, want it running", rec, err)
+	}
+}
