@@ -95,7 +95,7 @@ func parseARN(arn string) (arnParts, error) {
 //     ForAllValues from holding for a request that names none. Reads are
 //     not narrowed: the record is the instance's own. The control plane
 //     still treats whatever an instance can write as a request about that
-//     instance only (docs/security.md, T15);
+//     instance only (docs/security.md, T6);
 //   - it terminates only itself: the calling instance's ARN must be the
 //     target's (the target's id as a policy variable; a bare
 //     ${ec2:SourceInstanceARN} in Resource is not in ARN format, which IAM

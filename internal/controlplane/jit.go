@@ -27,7 +27,7 @@ import (
 // MintWhy says why a record gets no configuration now ("" when it does):
 // the pure decision of the stream consumer, given the record, its run and
 // the run's pool. The record is the instance's request, not an authority
-// (docs/security.md, T15): the run it names must list the instance (the id
+// (docs/security.md, T6): the run it names must list the instance (the id
 // its key ends with) and not have given it up, and the key must be of the
 // run's pool's instance role, so an instance that rewrote its runId or
 // pool gets nothing of another run or pool; owner, group and label come

@@ -27,7 +27,7 @@ func (d *Deps) Unregister(ctx context.Context, owner, name string) error {
 // DeleteInstanceRunner deletes owner's runner runnerID only if GitHub names
 // it as a runner of instanceID (every name the control plane mints or the
 // agent registers ends with the instance id, state.RunnerName). The id
-// comes from a record its instance can write (docs/security.md, T15): an
+// comes from a record its instance can write (docs/security.md, T6): an
 // instance that put another runner's id there must not get that runner
 // deleted. A runner that is gone already is no error.
 func (d *Deps) DeleteInstanceRunner(ctx context.Context, owner string, runnerID int64, instanceID string) error {

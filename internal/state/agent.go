@@ -20,7 +20,7 @@ import (
 // control plane's. Some listed attributes are named only by conditions
 // (state, assignment, leaseAt, leaseCap): IAM cannot tell a read from a
 // write, so an instance can forge those on its own record, and the control
-// plane never takes identity from them (docs/security.md, T15).
+// plane never takes identity from them (docs/security.md, T6).
 var AgentAttributes = []string{
 	AttrPK, "version", "state", "assignment", AttrThreshold, "leaseAt", "leaseCap",
 	"heartbeatAt", "heartbeats", "signals", "githubRunnerId", "runnerName", "registration",

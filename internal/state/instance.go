@@ -168,7 +168,7 @@ func (k Key) InstanceID() string {
 
 // UnmarshalDynamoDBAttributeValue decodes a record and takes its instance id
 // from its key, whatever the instanceId attribute says: an instance can
-// write into its own record (docs/security.md, T15), never into its key,
+// write into its own record (docs/security.md, T6), never into its key,
 // which is <its role id>:<its instance id> (the role's policy allows no
 // other). Every read of the package decodes through here, so no caller
 // acts on an instance id the instance wrote. Forged notes the attribute
