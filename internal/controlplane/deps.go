@@ -53,6 +53,7 @@ type Deps struct {
 
 	mu    sync.Mutex
 	pools map[string]*state.PoolConfig
+	roles map[string]string // pool name → instance role id (poolOfRole)
 }
 
 // Pool reads a pool's configuration once per invocation, with its timings
@@ -73,6 +74,53 @@ func (d *Deps) Pool(ctx context.Context, name string) (*state.PoolConfig, error)
 	}
 	d.pools[name] = p
 	return p, nil
+}
+
+// PoolOf is the pool a record belongs to by its key: the pool whose
+// instance role id the key starts with (a record with a bare key, which no
+// instance can write, by its pool attribute). It sets the record's pool and
+// owner from that pool, whatever the record said: an instance can write its
+// own record, never its key (docs/security.md, T6).
+func (d *Deps) PoolOf(ctx context.Context, inst *state.Instance) (*state.PoolConfig, error) {
+	name := inst.Pool
+	if role := inst.Key.RoleID(); role != "" {
+		var err error
+		if name, err = d.poolOfRole(ctx, role); err != nil {
+			return nil, err
+		}
+		if name == "" {
+			return nil, fmt.Errorf("record %s: no pool has instance role %s: %w", inst.Key, role, state.ErrNotFound)
+		}
+	}
+	p, err := d.Pool(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if inst.Pool != p.Name || inst.Owner != p.Owner {
+		inst.Forged = append(inst.Forged, "pool="+inst.Pool, "owner="+inst.Owner)
+		inst.Pool, inst.Owner = p.Name, p.Owner
+	}
+	return p, nil
+}
+
+// poolOfRole names the pool whose instance role has the id role, reading
+// the pool configurations once per invocation ("" when none has).
+func (d *Deps) poolOfRole(ctx context.Context, role string) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.roles == nil {
+		pools, err := d.Store.ListPoolConfigs(ctx)
+		if err != nil {
+			return "", err
+		}
+		d.roles = state.RolesByPool(pools)
+	}
+	for name, id := range d.roles {
+		if id == role {
+			return name, nil
+		}
+	}
+	return "", nil
 }
 
 // Queue returns the pool queue of a pool.

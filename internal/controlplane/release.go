@@ -40,7 +40,7 @@ func (d *Deps) ReleaseInstance(ctx context.Context, runID string, key state.Key)
 	default:
 		return Untouched, nil
 	}
-	p, err := d.Pool(ctx, inst.Pool)
+	p, err := d.PoolOf(ctx, inst) // never the pool or owner the record names
 	if err != nil {
 		return Untouched, err
 	}

@@ -96,3 +96,28 @@ func (r *rig) forge(key state.Key, attrs map[string]string) {
 		UpdateExpression: aws.String("SET " + strings.Join(set, ", ")), ExpressionAttributeNames: names, ExpressionAttributeValues: values})
 	must(r.t, err)
 }
+
+// Release and the other functions take a record's pool (and so its owner,
+// its timings and whether a remove token is minted) from the key's role
+// id, never from the record: an instance that wrote another pool and owner
+// into its record would otherwise have release mint that owner's remove
+// token into it. With PoolOf reading the record's pool, the forged "gpu"
+// comes back (or no pool at all).
+func TestTheControlPlaneTakesARecordsPoolAndOwnerFromItsKey(t *testing.T) {
+	r := newRig(t)
+	must(t, r.store.PutPoolConfig(ctx, state.PoolConfig{Name: "gpu", Owner: "other-org", QueueURL: "https://sqs/q2", LaunchTemplateID: "lt-2",
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"g6.xlarge"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux",
+		InstanceRoleID: "AROAJITSTREAMGPU00001", Registration: state.RegistrationToken}))
+	r.forge(r.inst.Key, map[string]string{"pool": "gpu", "owner": "other-org"})
+	rec, err := r.store.Get(ctx, r.inst.Key)
+	must(t, err)
+	p, err := r.deps.PoolOf(ctx, rec)
+	must(t, err)
+	if p.Name != "linux" || rec.Pool != "linux" || rec.Owner != "acme" || len(rec.Forged) == 0 {
+		t.Fatalf("pool %s, record's pool %s and owner %s (forged %v), want linux and acme, the forgery noted", p.Name, rec.Pool, rec.Owner, rec.Forged)
+	}
+	stray := &state.Instance{Key: state.InstanceKey("AROANOPOOLHASTHIS0001", "i-0stray"), Pool: "linux", Owner: "acme"}
+	if _, err := r.deps.PoolOf(ctx, stray); !state.IsNotFound(err) {
+		t.Fatalf("a record of a role no pool has: %v, want not found", err)
+	}
+}
