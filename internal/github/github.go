@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -491,17 +492,43 @@ func fromGitHub(r *gh.Runner) Runner {
 }
 
 // ghr-<uses>-<instanceId>, or ghr-<uses>-<n>-<instanceId> for the nth
-// just-in-time runner of a use.
-var runnerNameRE = regexp.MustCompile(`^ghr-[0-9]+-(?:[0-9]+-)?(i-[0-9A-Za-z]+)$`)
+// just-in-time runner of a use (numbers without leading zeros).
+var runnerNameRE = regexp.MustCompile(`^ghr-(0|[1-9][0-9]*)-(?:([1-9][0-9]*)-)?(i-[0-9A-Za-z]+)$`)
+
+// RunnerNameParts is a runner name of ours, read: the instance's use it
+// was registered for, its number in that use (just-in-time runners; 0 for
+// a runner registered with a token), and the instance.
+type RunnerNameParts struct {
+	Uses, Seq  int
+	InstanceID string
+}
+
+// ParseRunnerName reads a runner name of ours (state.RunnerName,
+// state.JITRunnerName). It is the one parser every function maps runner
+// names to instances with.
+func ParseRunnerName(runnerName string) (RunnerNameParts, bool) {
+	m := runnerNameRE.FindStringSubmatch(runnerName)
+	if m == nil {
+		return RunnerNameParts{}, false
+	}
+	uses, err := strconv.Atoi(m[1])
+	if err != nil {
+		return RunnerNameParts{}, false
+	}
+	seq := 0
+	if m[2] != "" {
+		if seq, err = strconv.Atoi(m[2]); err != nil {
+			return RunnerNameParts{}, false
+		}
+	}
+	return RunnerNameParts{Uses: uses, Seq: seq, InstanceID: m[3]}, true
+}
 
 // InstanceOf returns the instance id a runner name of ours
 // (state.RunnerName) ends with.
 func InstanceOf(runnerName string) (string, bool) {
-	m := runnerNameRE.FindStringSubmatch(runnerName)
-	if m == nil {
-		return "", false
-	}
-	return m[1], true
+	p, ok := ParseRunnerName(runnerName)
+	return p.InstanceID, ok
 }
 
 // NameMatchesInstance says whether a runner name is one of ours for the

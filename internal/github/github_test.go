@@ -567,3 +567,29 @@ func TestRunnerNames(t *testing.T) {
 		t.Fatal("found a runner for an unknown instance")
 	}
 }
+
+// Issue 31, item 7: every function maps a runner name to its instance with
+// this one parser, token pools' and just-in-time names alike; scale-down
+// read only the first form, so a busy just-in-time runner did not keep
+// its instance.
+func TestARunnerNameOfOursIsReadInBothForms(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want RunnerNameParts
+		ok   bool
+	}{
+		{"ghr-3-i-0abc", RunnerNameParts{Uses: 3, InstanceID: "i-0abc"}, true},
+		{"ghr-0-i-0abc", RunnerNameParts{Uses: 0, InstanceID: "i-0abc"}, true},
+		{"ghr-3-12-i-0abc", RunnerNameParts{Uses: 3, Seq: 12, InstanceID: "i-0abc"}, true},
+		{"ghr-03-i-0abc", RunnerNameParts{}, false},  // not a number we write
+		{"ghr-3-0-i-0abc", RunnerNameParts{}, false}, // just-in-time numbers start at 1
+		{"ghr-x-i-0abc", RunnerNameParts{}, false},
+		{"ghr-3-i-0abc-extra", RunnerNameParts{}, false},
+		{"someone-elses-runner", RunnerNameParts{}, false},
+	} {
+		got, ok := ParseRunnerName(c.name)
+		if ok != c.ok || got != c.want {
+			t.Errorf("ParseRunnerName(%q) = %+v, %v; want %+v, %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+}

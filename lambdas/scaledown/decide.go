@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
@@ -122,13 +121,11 @@ func indexRunners(listings map[string][]github.Runner) runnerIndex {
 }
 
 // of returns the runners of an instance's record: those named after the
-// instance, and the one whose id the record holds.
+// instance. The runner id the record holds is the agent's word (an
+// instance can write it, docs/security.md T6): a runner not named after
+// the instance is never its, whatever the record says.
 func (idx runnerIndex) of(rec *state.Instance) []github.Runner {
-	runners := idx.byInstance[rec.Owner+" "+rec.ID]
-	if r, ok := idx.byID[rec.Owner+" "+strconv.FormatInt(rec.GithubRunnerID, 10)]; ok && rec.GithubRunnerID != 0 && !github.NameMatchesInstance(r.Name, rec.ID) {
-		runners = append(runners[:len(runners):len(runners)], r)
-	}
-	return runners
+	return idx.byInstance[rec.Owner+" "+rec.ID]
 }
 
 // orphanDecision is phase 1: terminate only what is confirmed, untag false
@@ -326,19 +323,12 @@ func runnersOf(runners []github.Runner, rec *state.Instance) (earlier []github.R
 	return earlier, later
 }
 
-// useOf parses a runner name of ours, ghr-<uses>-<instanceId>, for the
-// given instance and returns the use it was registered for.
+// useOf reads a runner name of ours for the given instance (a token pool's
+// ghr-<uses>-<instanceId> or a just-in-time ghr-<uses>-<n>-<instanceId>)
+// and returns the use it was registered for.
 func useOf(name, instanceID string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, "ghr-")
-	if !ok {
-		return 0, false
-	}
-	n, id, ok := strings.Cut(rest, "-")
-	if !ok || id != instanceID {
-		return 0, false
-	}
-	uses, err := strconv.Atoi(n)
-	return uses, err == nil && uses >= 0 && strconv.Itoa(uses) == n
+	p, ok := github.ParseRunnerName(name)
+	return p.Uses, ok && p.InstanceID == instanceID
 }
 
 // roles answers state.Store.ByInstanceID: the instance role of the pool EC2

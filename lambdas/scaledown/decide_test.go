@@ -96,7 +96,7 @@ func TestDecisionTable(t *testing.T) {
 		{name: "assigned and idle in GitHub, lease holds", age: time.Hour, tags: plain, rec: rec(state.Claimed), want: Keep},
 		{name: "assigned, lease expired", age: time.Hour, tags: plain, rec: rec(state.Running, expired), want: Keep, reason: "running, lease expired: refresh terminates it"},
 		{name: "pooled idle still deregistering", age: time.Hour, tags: plain, rec: rec(state.Idle), want: Keep, reason: "idle but still deregistering"},
-		{name: "pooled idle but its runner busy on GitHub", age: time.Hour, tags: plain, rec: rec(state.Idle, clean, withRunner(7)), runners: []github.Runner{{ID: 7, Name: "x", Busy: true}}, want: Terminate, deregister: []int64{}},
+		{name: "pooled idle but its runner busy on GitHub", age: time.Hour, tags: plain, rec: rec(state.Idle, clean, withRunner(7)), runners: []github.Runner{{ID: 7, Name: "ghr-1-i-1", Busy: true}}, want: Terminate, deregister: []int64{}},
 		{name: "bypass tag", age: time.Hour, tags: map[string]string{fleet.TagPool: "linux", fleet.TagBypassRemoval: "true", fleet.TagOrphan: "a1"}, want: Keep},
 		{name: "unknown pool", age: time.Hour, tags: map[string]string{fleet.TagPool: "gpu"}, want: Keep},
 		// A view that may be stale, runners of earlier uses (defect 3).
@@ -108,8 +108,20 @@ func TestDecisionTable(t *testing.T) {
 			runners: []github.Runner{{ID: 7, Name: "ghr-1-i-1"}, {ID: 9, Name: "ghr-1-i-2"}}, want: Terminate, deregister: []int64{7}},
 		{name: "idle, runners of its last use and of an earlier one: both removed", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
 			runners: []github.Runner{{ID: 5, Name: "ghr-0-i-1"}, {ID: 7, Name: "ghr-1-i-1"}}, want: Renew, deregister: []int64{5, 7}},
-		{name: "idle, the recorded runner id under another name", age: time.Hour, tags: plain, rec: rec(state.Idle, clean, withRunner(7)),
-			runners: []github.Runner{{ID: 7, Name: "renamed"}}, want: Renew, deregister: []int64{7}},
+		// The runner id is the agent's word: an instance that wrote another
+		// instance's runner into its record gets that runner neither
+		// deleted nor counted (docs/security.md T6).
+		{name: "idle, its record naming another instance's runner", age: time.Hour, tags: plain, rec: rec(state.Idle, clean, withRunner(7)),
+			runners: []github.Runner{{ID: 7, Name: "ghr-1-i-2"}}, want: Renew, deregister: []int64{}},
+		{name: "idle, its record naming another instance's busy runner", age: time.Hour, tags: plain, rec: rec(state.Idle, clean, withRunner(7)),
+			runners: []github.Runner{{ID: 7, Name: "ghr-1-i-2", Status: "online", Busy: true}}, want: Renew, deregister: []int64{}},
+		// Just-in-time runners, ghr-<uses>-<n>-<id> (issue 31, item 7).
+		{name: "idle, a just-in-time runner of its last use online and busy", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
+			runners: []github.Runner{{ID: 7, Name: "ghr-1-3-i-1", Status: "online", Busy: true}}, want: Keep, reason: "is running a job right now"},
+		{name: "idle, just-in-time runners of its last use left registered: removed", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
+			runners: []github.Runner{{ID: 7, Name: "ghr-1-2-i-1"}, {ID: 9, Name: "ghr-1-3-i-1"}}, want: Renew, deregister: []int64{7, 9}},
+		{name: "idle, a just-in-time runner of a later use registered (claimed since the read)", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
+			runners: []github.Runner{{ID: 8, Name: "ghr-2-1-i-1", Status: "online"}}, want: Keep, reason: "of a later use is registered"},
 		{name: "idle, runner of its last use online and busy", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
 			runners: []github.Runner{{ID: 7, Name: "ghr-1-i-1", Status: "online", Busy: true}}, want: Keep, reason: "is running a job right now"},
 		{name: "idle, a runner named like ours for another instance", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
