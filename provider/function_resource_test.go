@@ -22,6 +22,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 )
 
@@ -262,7 +263,7 @@ func TestAgentPolicy(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &d); err != nil {
 		t.Fatal(err)
 	}
-	if d.Version != "2012-10-17" || len(d.Statement) != 4 {
+	if d.Version != "2012-10-17" || len(d.Statement) != 5 {
 		t.Fatalf("version %s, %d statements: %s", d.Version, len(d.Statement), raw)
 	}
 	var all []string
@@ -288,17 +289,24 @@ func TestAgentPolicy(t *testing.T) {
 		t.Errorf("actions %v, want %v", all, want)
 	}
 
-	rec, term, logs, get := d.Statement[0], d.Statement[1], d.Statement[2], d.Statement[3]
+	rec, write, term, logs, get := d.Statement[0], d.Statement[1], d.Statement[2], d.Statement[3], d.Statement[4]
 	// Streams of its pool's log group only: no reading, no other group.
 	if logs.Sid != "PoolLogStreams" || !slices.Equal(logs.Resource, []string{"arn:aws:logs:eu-west-1:123456789012:log-group:/ghrunner/prod/linux:log-stream:*"}) {
 		t.Errorf("log statement %+v", logs)
 	}
 	// Its own record only: the table itself (no index), the one key that
 	// is the session's aws:userid (the catalogue evaluates it).
-	if rec.Sid != "OwnInstanceRecords" || !slices.Equal(rec.Resource, []string{"arn:aws:dynamodb:eu-west-1:123456789012:table/ghr"}) ||
+	if rec.Sid != "ReadOwnInstanceRecord" || !slices.Equal(rec.Action, []string{"dynamodb:GetItem"}) || !slices.Equal(rec.Resource, []string{"arn:aws:dynamodb:eu-west-1:123456789012:table/ghr"}) ||
 		len(rec.Condition) != 2 || fmt.Sprint(rec.Condition["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]) != "[${aws:userid}]" ||
 		rec.Condition["Null"]["dynamodb:LeadingKeys"] != "false" {
 		t.Errorf("record statement %+v", rec)
+	}
+	// Writes to that record name only the agent's attributes (T6).
+	if write.Sid != "WriteAgentFieldsOfOwnRecord" || !slices.Equal(write.Action, []string{"dynamodb:UpdateItem"}) || !slices.Equal(write.Resource, rec.Resource) ||
+		fmt.Sprint(write.Condition["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]) != "[${aws:userid}]" ||
+		fmt.Sprint(write.Condition["ForAllValues:StringEquals"]["dynamodb:Attributes"]) != fmt.Sprint(state.AgentAttributes) ||
+		write.Condition["Null"]["dynamodb:Attributes"] != "false" || write.Condition["Null"]["dynamodb:LeadingKeys"] != "false" {
+		t.Errorf("record write statement %+v", write)
 	}
 	// Itself only: the caller's instance ARN must be the target's, and the
 	// target must be of this environment and pool.

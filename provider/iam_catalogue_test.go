@@ -155,7 +155,7 @@ func TestTheProvisionRoleLaunchesTaggedAndNothingElse(t *testing.T) {
 		{"the fleet it creates, tagged", "ec2:CreateFleet", catARN("ec2", "fleet/*"), ours, true},
 		{"the fleet it creates, untagged (blocker 1)", "ec2:CreateFleet", catARN("ec2", "fleet/*"), nil, false},
 		{"the instances it launches, tagged", "ec2:RunInstances", catARN("ec2", "instance/*"), ours, true},
-		{"a spot request, tagged by the template", "ec2:RunInstances", catARN("ec2", "spot-instances-request/*"), ours, true},
+		{"a spot request, untagged (an instant fleet cannot tag one; issue 30 blocker 1)", "ec2:RunInstances", catARN("ec2", "spot-instances-request/*"), nil, true},
 		{"its own launch template", "ec2:CreateFleet", catARN("ec2", "launch-template/lt-1"), tags("aws:ResourceTag/", "ghr:environment", catEnv), true},
 		{"another deployment's launch template", "ec2:CreateFleet", catARN("ec2", "launch-template/lt-2"), tags("aws:ResourceTag/", "ghr:environment", "staging"), false},
 		{"tags at launch", "ec2:CreateTags", catARN("ec2", "instance/*"), iamsim.Merge(ours, launch), true},

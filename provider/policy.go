@@ -224,8 +224,8 @@ func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, para
 		// windows, through provision's launch path.
 		requestTagged := map[string]any{"aws:RequestTag/" + tagEnvironment: environment}
 		st = append(st,
-			// What a launch creates (the fleet, its instances, a spot
-			// request) must carry this environment's tag from the start.
+			// What a launch creates (the fleet, its instances) must carry
+			// this environment's tag from the start.
 			policyStatement{Sid: "LaunchTagged", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances"},
 				Resource: []string{"*"}, Condition: map[string]map[string]any{"StringEquals": requestTagged}},
 			// Tags only as part of a launch: never on an instance that
@@ -236,9 +236,12 @@ func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, para
 			// Only this deployment's launch templates.
 			policyStatement{Sid: "OwnLaunchTemplates", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances"},
 				Resource: []string{arn("ec2", "launch-template/*")}, Condition: ours},
+			// A spot launch's spot requests come untagged: an instant
+			// fleet cannot tag them, and a template that does breaks every
+			// on-demand launch (pool_launch_template.go).
 			policyStatement{Sid: "LaunchResources", Effect: "Allow", Action: []string{"ec2:CreateFleet", "ec2:RunInstances"},
 				Resource: []string{arn("ec2", "subnet/*"), arn("ec2", "security-group/*"), arn("ec2", "network-interface/*"),
-					arn("ec2", "volume/*"), fmt.Sprintf("arn:%s:ec2:%s::image/*", a.partition, a.region)}},
+					arn("ec2", "volume/*"), arn("ec2", "spot-instances-request/*"), fmt.Sprintf("arn:%s:ec2:%s::image/*", a.partition, a.region)}},
 			policyStatement{Sid: "TagVolumes", Effect: "Allow", Action: []string{"ec2:CreateTags"}, Resource: []string{arn("ec2", "volume/*")}},
 			policyStatement{Sid: "ReadTemplates", Effect: "Allow", Action: []string{"ec2:DescribeLaunchTemplateVersions", "ec2:DescribeVolumes"}, Resource: []string{"*"}},
 			// Only pool roles (tagged with their pool), never a function's

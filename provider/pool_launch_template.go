@@ -145,11 +145,14 @@ func (r *poolResource) templateData(ctx context.Context, m poolModel, img imageI
 		}},
 		// What a launch creates besides the instance carries the pool's
 		// tags from the start (the provision role may only create what is
-		// tagged with its environment).
+		// tagged with its environment). Never spot-instances-request: EC2
+		// refuses every on-demand launch from a template that tags one
+		// ("You cannot specify tags for Spot instances requests if there
+		// are no Spot instances requests being created by the request"),
+		// and an instant fleet's spot requests cannot be tagged otherwise.
 		TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: ec2Tags(tags)},
 			{ResourceType: ec2types.ResourceTypeNetworkInterface, Tags: ec2Tags(tags)},
-			{ResourceType: ec2types.ResourceTypeSpotInstancesRequest, Tags: ec2Tags(tags)},
 		},
 	}
 }

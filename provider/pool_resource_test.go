@@ -104,8 +104,13 @@ func (f poolFixture) checkPool(maxInstances int, preRunner string, version strin
 				}
 			}
 		}
-		if !specs[ec2types.ResourceTypeVolume] || !specs[ec2types.ResourceTypeNetworkInterface] || !specs[ec2types.ResourceTypeSpotInstancesRequest] {
-			return fmt.Errorf("template tag specifications %+v: want the environment's tag on volumes, network interfaces and spot requests", data.TagSpecifications)
+		if !specs[ec2types.ResourceTypeVolume] || !specs[ec2types.ResourceTypeNetworkInterface] {
+			return fmt.Errorf("template tag specifications %+v: want the environment's tag on volumes and network interfaces", data.TagSpecifications)
+		}
+		for _, ts := range data.TagSpecifications {
+			if ts.ResourceType == ec2types.ResourceTypeSpotInstancesRequest {
+				return fmt.Errorf("template tags spot-instances-request: EC2 refuses every on-demand launch from it")
+			}
 		}
 		if ebs := data.BlockDeviceMappings[0].Ebs; !aws.ToBool(ebs.Encrypted) || aws.ToInt32(ebs.VolumeSize) != 30 {
 			return fmt.Errorf("root volume %+v: want encrypted 30 GiB", ebs)

@@ -254,7 +254,7 @@ func fleetInput(req LaunchRequest, class string, count int, tags map[string]stri
 		// The fleet is tagged too: IAM authorizes CreateFleet on the fleet
 		// itself, and the deployment's policy requires its tag on all
 		// that a launch creates (the launch template tags volumes,
-		// network interfaces and spot requests).
+		// network interfaces; never spot requests).
 		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeFleet, Tags: ec2Tags(tags)}, {ResourceType: types.ResourceTypeInstance, Tags: ec2Tags(tags)}},
 	}
 	capacity := in.TargetCapacitySpecification

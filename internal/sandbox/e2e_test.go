@@ -258,6 +258,7 @@ func TestE2E_ByHand(t *testing.T) {
 		idle = append(idle, id)
 	}
 	eachInstanceReachesOnlyItsOwnRecord(t, sb, d, idle)
+	launchRulesRefuseWhatEC2Refuses(t, sb)
 	instanceLogsReachThePoolsLogGroup(t, sb, idle[0])
 	deniedWithoutLaunchStatement(t, sb, d, fn)
 	drainBesideAProvision(t, sb, d, fn, "77003")

@@ -137,6 +137,10 @@ func (s *Sandbox) withIAMLag(next http.Handler) http.Handler {
 					refuseFleet(w, form, ref)
 					return
 				}
+				if code, msg := s.launchRefusal(r.Context(), form); code != "" {
+					refuseOverrides(w, form, code, msg)
+					return
+				}
 			}
 			next.ServeHTTP(w, r)
 		default:
@@ -196,6 +200,18 @@ func (s *Sandbox) unknownProfile(ctx context.Context, form url.Values) (profileR
 // know the template's instance profile: an error for each override, no
 // instance.
 func refuseFleet(w http.ResponseWriter, form url.Values, ref profileRef) {
+	what := "ARN"
+	if ref.param == "name" {
+		what = "name"
+	}
+	refuseOverrides(w, form, "InvalidParameterValue",
+		fmt.Sprintf("Value (%s) for parameter iamInstanceProfile.%s is invalid. Invalid IAM Instance Profile %s", ref.value, ref.param, what))
+}
+
+// refuseOverrides answers an instant CreateFleet with one error for each
+// override and no instance: how EC2 refuses a launch it cannot make from
+// the template (CreateFleet's errorSet, CreateFleetError in the SDK model).
+func refuseOverrides(w http.ResponseWriter, form url.Values, code, msg string) {
 	type overrides struct {
 		InstanceType string `xml:"instanceType"`
 		SubnetID     string `xml:"subnetId"`
@@ -211,19 +227,14 @@ func refuseFleet(w http.ResponseWriter, form url.Values, ref profileRef) {
 		RequestID string   `xml:"requestId"`
 		FleetID   string   `xml:"fleetId"`
 		Errors    []item   `xml:"errorSet>item"`
-	}{RequestID: fmt.Sprintf("sandbox-profile-%020d", faultSeq.Add(1)), FleetID: fmt.Sprintf("fleet-%017x", faultSeq.Add(1))}
-	what := "ARN"
-	if ref.param == "name" {
-		what = "name"
-	}
-	msg := fmt.Sprintf("Value (%s) for parameter iamInstanceProfile.%s is invalid. Invalid IAM Instance Profile %s", ref.value, ref.param, what)
+	}{RequestID: fmt.Sprintf("sandbox-fleet-%020d", faultSeq.Add(1)), FleetID: fmt.Sprintf("fleet-%017x", faultSeq.Add(1))}
 	lifecycle := "on-demand"
 	if form.Get("TargetCapacitySpecification.DefaultTargetCapacityType") == "spot" {
 		lifecycle = "spot"
 	}
 	for i := 1; form.Has(fmt.Sprintf("LaunchTemplateConfigs.1.Overrides.%d.InstanceType", i)); i++ {
 		o := overrides{form.Get(fmt.Sprintf("LaunchTemplateConfigs.1.Overrides.%d.InstanceType", i)), form.Get(fmt.Sprintf("LaunchTemplateConfigs.1.Overrides.%d.SubnetId", i))}
-		answer.Errors = append(answer.Errors, item{ErrorCode: "InvalidParameterValue", ErrorMessage: msg, Overrides: o, Lifecycle: lifecycle})
+		answer.Errors = append(answer.Errors, item{ErrorCode: code, ErrorMessage: msg, Overrides: o, Lifecycle: lifecycle})
 	}
 	raw, _ := xml.Marshal(answer)
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")

@@ -1,0 +1,52 @@
+package sandbox_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
+)
+
+// launchRulesRefuseWhatEC2Refuses: the endpoint refuses the launches EC2
+// refuses and moto makes (ec2rules.go), whatever made the template. An
+// on-demand instant fleet from a template that tags spot-instances-request
+// gets EC2's error for each override and no instance (issue 30, blocker 1;
+// the product's templates no longer tag one, so this is asked directly).
+func launchRulesRefuseWhatEC2Refuses(t *testing.T, sb *sandbox.Sandbox) {
+	ctx := context.Background()
+	cfg, err := awsconf.Load(ctx, awsconf.Options{Region: sandbox.Region, Endpoint: sb.URL, AccessKeyID: "e2e", SecretAccessKey: "e2e", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := cfg.EC2()
+	images, err := ec.DescribeImages(ctx, &ec2.DescribeImagesInput{})
+	if err != nil || len(images.Images) == 0 {
+		t.Fatalf("images: %v", err)
+	}
+	tag := []ec2types.Tag{{Key: aws.String("rule"), Value: aws.String("test")}}
+	lt, err := ec.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("rule-spot-tags"),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: images.Images[0].ImageId,
+			TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{{ResourceType: ec2types.ResourceTypeSpotInstancesRequest, Tags: tag}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ec.CreateFleet(ctx, &ec2.CreateFleetInput{Type: ec2types.FleetTypeInstant,
+		LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
+			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId, Version: aws.String("1")},
+			Overrides:                   []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: ec2types.InstanceTypeC7iLarge}}}},
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{TotalTargetCapacity: aws.Int32(1), DefaultTargetCapacityType: ec2types.DefaultTargetCapacityTypeOnDemand},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Instances) != 0 || len(out.Errors) != 1 || aws.ToString(out.Errors[0].ErrorCode) != "InvalidParameterValue" ||
+		!strings.Contains(aws.ToString(out.Errors[0].ErrorMessage), "cannot specify tags for Spot instances requests") {
+		t.Errorf("an on-demand launch from a template tagging spot requests: %d instances, errors %+v; want EC2's refusal", len(out.Instances), out.Errors)
+	}
+}
