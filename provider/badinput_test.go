@@ -72,6 +72,12 @@ func TestAccTable_badInput(t *testing.T) {
 		{"kms alias", table("name = \"ghr-state\"\nkms_key_arn = \"alias/ghr\""), attrError("kms_key_arn", "must be a KMS key ARN")},
 		{"tags a list", table("name = \"ghr-state\"\ntags = [\"a\"]"), typeError("tags")},
 		{"tag value a list", table("name = \"ghr-state\"\ntags = { a = [\"b\"] }"), typeError("tags")},
+		// Tags reach IAM roles and instances: their rules are checked at
+		// plan time, not met mid-apply or at a launch (issue 30, item 3).
+		{"tag key reserved", table("name = \"ghr-state\"\ntags = { \"AWS:team\" = \"ci\" }"), attrError("tags", "must not begin with aws:")},
+		{"tag key with a comma", table("name = \"ghr-state\"\ntags = { \"a,b\" = \"ci\" }"), attrError("tags", "must be 1-128 letters, digits, spaces")},
+		{"tag key of 129", table(fmt.Sprintf("name = \"ghr-state\"\ntags = { %q = \"ci\" }", strings.Repeat("k", 129))), attrError("tags", "must be 1-128 letters")},
+		{"tag value with a semicolon", table("name = \"ghr-state\"\ntags = { team = \"ci;rm\" }"), attrError("tags", "must be at most 256 letters")},
 	})
 }
 

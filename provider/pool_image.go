@@ -59,6 +59,28 @@ func (r *poolResource) resolveImage(ctx context.Context, plan *poolModel) diag.D
 	return diags
 }
 
+// sameArchitecture refuses an image whose architecture the pool's instance
+// types do not run: EC2 would refuse every launch of the pool (each
+// override with InvalidParameterValue), found only at the first provision.
+func (r *poolResource) sameArchitecture(ctx context.Context, plan poolModel, imageArch string) diag.Diagnostics {
+	var diags diag.Diagnostics
+	var instanceTypes []string
+	if diags.Append(plan.InstanceTypes.ElementsAs(ctx, &instanceTypes, false)...); diags.HasError() {
+		return diags
+	}
+	arch, err := r.instanceArchitecture(ctx, instanceTypes)
+	if err != nil {
+		diags.AddAttributeError(path.Root("instance_types"), "Instance types not usable", err.Error())
+		return diags
+	}
+	if arch != imageArch {
+		diags.AddAttributeError(path.Root("image_id"), "Image and instance types differ in architecture",
+			fmt.Sprintf("image %s is %s, but instance_types %v are %s: EC2 would refuse every launch. Choose an image of %s (or omit image_id to get the latest of image_family), or instance types of %s.",
+				plan.ImageID.ValueString(), imageArch, instanceTypes, arch, arch, imageArch))
+	}
+	return diags
+}
+
 // instanceArchitecture is the one architecture (amd64 or arm64) that every
 // instance type supports.
 func (r *poolResource) instanceArchitecture(ctx context.Context, instanceTypes []string) (string, error) {

@@ -72,3 +72,17 @@ func TestAccPool_refusesAnImageItCannotFind(t *testing.T) {
 		})
 	}
 }
+
+// Issue 30, item 5: an x86 image with Graviton instance types applied, and
+// EC2 then refused every launch of the pool at its first provision. The
+// apply refuses it instead, naming both architectures, and creates nothing.
+func TestAccPool_refusesAnImageOfAnotherArchitectureThanItsTypes(t *testing.T) {
+	f := newPoolFixture(t)
+	cfg := regexp.MustCompile(`(?m)^  instance_types += .*$`).ReplaceAllLiteralString(f.config(""), `  instance_types = ["c7g.large", "m7g.large"]`)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             f.checkNothingLeft,
+		Steps: []resource.TestStep{{Config: cfg,
+			ExpectError: regexp.MustCompile(`(?s)image_id.*is amd64, but\s+instance_types.*arm64:\s+EC2\s+would\s+refuse\s+every\s+launch`)}},
+	})
+}

@@ -21,7 +21,7 @@ import (
 )
 
 // The launch template of a pool: IMDSv2 only with hop limit 1 and instance
-// metadata tags on, an encrypted root volume, the instance profile, and the
+// metadata tags off, an encrypted root volume, the instance profile, and the
 // user data (templates package) that installs and starts the agent. A change
 // of any of its inputs makes a new default version, and pooled instances of
 // older versions are not reused.
@@ -136,7 +136,11 @@ func (r *poolResource) templateData(ctx context.Context, m poolModel, img imageI
 			HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointStateEnabled,
 			HttpTokens:              ec2types.LaunchTemplateHttpTokensStateRequired,
 			HttpPutResponseHopLimit: aws.Int32(1),
-			InstanceMetadataTags:    ec2types.LaunchTemplateInstanceMetadataTagsStateEnabled,
+			// Off: nothing reads tags from the metadata service, and with
+			// them on EC2 refuses any launch whose instance tags have a key
+			// beyond letters, digits and + - = . , _ : @ (a "/" or a space
+			// in a default tag broke every launch).
+			InstanceMetadataTags: ec2types.LaunchTemplateInstanceMetadataTagsStateDisabled,
 		},
 		BlockDeviceMappings: []ec2types.LaunchTemplateBlockDeviceMappingRequest{{
 			DeviceName: aws.String(img.rootDevice),

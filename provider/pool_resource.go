@@ -131,7 +131,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			listvalidator.ValueStringsAre(stringvalidator.RegexMatches(re, "must be "+what))}
 	}
 	resp.Schema = schema.Schema{
-		Description: "A pool of self-hosted runners: the launch template (IMDSv2 only, hop limit 1, instance metadata tags on) whose user data installs and starts the agent, " +
+		Description: "A pool of self-hosted runners: the launch template (IMDSv2 only, hop limit 1, instance metadata tags off) whose user data installs and starts the agent, " +
 			"the instance role and profile with a least-privilege policy, the agent binary in a private S3 bucket (or a preinstalled path), " +
 			"and the pool's configuration item in the state table, which the functions read at run time (changes apply without redeploying them). " +
 			"Destroying a pool terminates the instances it launched.",
@@ -220,7 +220,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 					"eviction_strategy": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("oldest_first"),
 						Description: "Which idle instances go first: `oldest_first` or `newest_first`.", Validators: []validator.String{stringvalidator.OneOf("oldest_first", "newest_first")}},
 				}}},
-			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags of the launch template, role and bucket (instances carry the ghr: tags)."},
+			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Validators: tagValidators(), Description: "Tags of the launch template, role and bucket (instances carry the ghr: tags)."},
 
 			"created_ttl_seconds":        seconds("Lease of a new instance until its runner registers.", d.CreatedTTL, 60),
 			"claim_ttl_seconds":          seconds("Lease of a claimed pooled instance until it registers for the new run.", d.ClaimTTL, 30),
@@ -344,6 +344,9 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	image, err := r.image(ctx, plan.ImageID.ValueString())
 	if err != nil {
 		diags.AddAttributeError(path.Root("image_id"), "AMI not usable", err.Error())
+		return diags
+	}
+	if diags.Append(r.sameArchitecture(ctx, *plan, image.arch)...); diags.HasError() {
 		return diags
 	}
 	plan.Architecture = types.StringValue(image.arch)

@@ -90,7 +90,7 @@ func (f poolFixture) checkPool(maxInstances int, preRunner string, version strin
 		}
 		data := lt.LaunchTemplateVersions[0].LaunchTemplateData
 		md := data.MetadataOptions
-		if md == nil || md.HttpTokens != "required" || aws.ToInt32(md.HttpPutResponseHopLimit) != 1 || md.InstanceMetadataTags != "enabled" {
+		if md == nil || md.HttpTokens != "required" || aws.ToInt32(md.HttpPutResponseHopLimit) != 1 || md.InstanceMetadataTags != "disabled" {
 			return fmt.Errorf("metadata options %+v: want IMDSv2 required, hop limit 1, tags enabled", md)
 		}
 		if data.InstanceInitiatedShutdownBehavior != ec2types.ShutdownBehaviorTerminate {

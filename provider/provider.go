@@ -118,7 +118,7 @@ func (p *ghrunnerProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 			"environment": schema.StringAttribute{Required: true,
 				Description: "Name of the deployment: it scopes and tags (ghr:environment) everything the provider creates.",
 				Validators:  []validator.String{stringvalidator.RegexMatches(environmentRE, "must be 1-31 lowercase letters, digits and '-', starting with a letter or digit")}},
-			"default_tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags added to every object the provider creates."},
+			"default_tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Validators: tagValidators(), Description: "Tags added to every object the provider creates (keys of 1-128 and values of up to 256 letters, digits, spaces or `_ . : / = + - @`, no `aws:` prefix)."},
 			"iam_role_path": schema.StringAttribute{Optional: true,
 				Description: "Path of every IAM role and instance profile the provider makes (default `/`), for organizations whose policies allow creating roles only under a path. A role's path cannot change: changing it on a deployment fails until its roles are deleted.",
 				Validators:  []validator.String{stringvalidator.RegexMatches(rolePathRE, "must be / or /segment/…/ made of letters, digits and _+=,.@-, at most 512 characters")}},

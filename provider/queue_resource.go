@@ -88,7 +88,7 @@ func (r *queueResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 					"The default is SQS's maximum on purpose: a provision receives pool messages and puts back the ones whose instance does not match its request, " +
 					"so a healthy pool message is received many times over its life; a low count would move live pool messages into the dead letter queue.",
 				Validators: []validator.Int64{int64validator.Between(1, 1000), int64validator.AlsoRequires(path.MatchRoot("dead_letter_queue_arn"))}},
-			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Validators: tagValidators(),
 				Description: "Tags of the queue, merged over ghr:environment and the provider's default_tags (a key given here wins). Read back: a tag added, changed or removed outside Terraform shows in the plan (a provider tag only when changed or overridden)."},
 			"url": schema.StringAttribute{Computed: true, Description: "Queue URL.", PlanModifiers: keep},
 			"arn": schema.StringAttribute{Computed: true, Description: "Queue ARN.", PlanModifiers: keep},

@@ -102,7 +102,7 @@ func (r *scheduleResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 			"description": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(""),
 				Description: "Description of the schedule.",
 				Validators:  []validator.String{stringvalidator.LengthAtMost(512)}},
-			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Validators: tagValidators(),
 				Description: "Tags for the schedule's IAM role, added to the provider's default_tags and ghr:environment (Scheduler schedules themselves cannot be tagged)."},
 			"arn": schema.StringAttribute{Computed: true, Description: "Schedule ARN.", PlanModifiers: keep},
 			"role_arn": schema.StringAttribute{Computed: true,

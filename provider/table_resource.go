@@ -67,7 +67,7 @@ func (r *tableResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"kms_key_arn": schema.StringAttribute{Optional: true, Description: "Customer managed KMS key for encryption at rest; the AWS owned key when unset.",
 				Validators:    []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^arn:aws[a-z-]*:kms:`), "must be a KMS key ARN (arn:aws:kms:…)")},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
-			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Validators: tagValidators(),
 				Description: "Tags of the table, merged over ghr:environment and the provider's default_tags (a key given here wins). Read back: a tag added, changed or removed outside Terraform shows in the plan (a provider tag only when changed or overridden)."},
 			"stream": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				Description: "Keep a stream of the table's new item images, which the `jit` function reads: pools with `registration = \"jit\"` need it. Turning it off removes the stream (and the `jit` function's source)."},

@@ -53,6 +53,9 @@ variable "heartbeat_interval_seconds" {
 provider "ghrunner" {
   region      = "us-east-1"
   environment = "sandbox"
+  # A tag key as organizations write them, with a space and a "/": it
+  # reaches every object, the instances included.
+  default_tags = { "cost center/team" = "ci runners" }
   endpoints {
     cloudwatch = var.endpoint
     dynamodb   = var.endpoint

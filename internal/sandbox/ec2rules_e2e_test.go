@@ -49,4 +49,54 @@ func launchRulesRefuseWhatEC2Refuses(t *testing.T, sb *sandbox.Sandbox) {
 		!strings.Contains(aws.ToString(out.Errors[0].ErrorMessage), "cannot specify tags for Spot instances requests") {
 		t.Errorf("an on-demand launch from a template tagging spot requests: %d instances, errors %+v; want EC2's refusal", len(out.Instances), out.Errors)
 	}
+	metadataTagRuleRefusesWhatEC2Refuses(t, sb, ec, images.Images[0].ImageId)
+
+	// Graviton types from an x86 image (issue 30, item 5): refused.
+	plain, err := ec.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("rule-arch"),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: images.Images[0].ImageId}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if images.Images[0].Architecture != ec2types.ArchitectureValuesX8664 {
+		t.Fatalf("image %s is %s, the test wants an x86_64 one", aws.ToString(images.Images[0].ImageId), images.Images[0].Architecture)
+	}
+	out, err = ec.CreateFleet(ctx, &ec2.CreateFleetInput{Type: ec2types.FleetTypeInstant,
+		LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
+			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateId: plain.LaunchTemplate.LaunchTemplateId, Version: aws.String("1")},
+			Overrides:                   []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: ec2types.InstanceTypeC7gLarge}, {InstanceType: ec2types.InstanceTypeM7gLarge}}}},
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{TotalTargetCapacity: aws.Int32(1), DefaultTargetCapacityType: ec2types.DefaultTargetCapacityTypeOnDemand},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Instances) != 0 || len(out.Errors) != 2 || !strings.Contains(aws.ToString(out.Errors[0].ErrorMessage), "does not match the architecture 'x86_64'") {
+		t.Errorf("arm64 types from an x86_64 image: %d instances, errors %+v; want EC2's refusal", len(out.Instances), out.Errors)
+	}
+}
+
+// metadataTagRuleRefusesWhatEC2Refuses: with instance tags in the metadata
+// on, a tag key with a space or "/" makes EC2 refuse the launch; the pools'
+// templates keep them off, so the sandbox's default tag "cost center/team"
+// reaches every instance the story launches.
+func metadataTagRuleRefusesWhatEC2Refuses(t *testing.T, sb *sandbox.Sandbox, ec *ec2.Client, image *string) {
+	ctx := context.Background()
+	lt, err := ec.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("rule-metadata-tags"),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: image,
+			MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{InstanceMetadataTags: ec2types.LaunchTemplateInstanceMetadataTagsStateEnabled}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ec.CreateFleet(ctx, &ec2.CreateFleetInput{Type: ec2types.FleetTypeInstant,
+		LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
+			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId, Version: aws.String("1")},
+			Overrides:                   []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: ec2types.InstanceTypeC7iLarge}}}},
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{TotalTargetCapacity: aws.Int32(1), DefaultTargetCapacityType: ec2types.DefaultTargetCapacityTypeOnDemand},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{{Key: aws.String("cost center/team"), Value: aws.String("ci")}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Instances) != 0 || len(out.Errors) != 1 || !strings.Contains(aws.ToString(out.Errors[0].ErrorMessage), "cost center/team") {
+		t.Errorf("a launch with metadata tags on and the key %q: %d instances, errors %+v; want EC2's refusal", "cost center/team", len(out.Instances), out.Errors)
+	}
 }

@@ -121,3 +121,22 @@ func TestTheControlPlaneTakesARecordsPoolAndOwnerFromItsKey(t *testing.T) {
 		t.Fatalf("a record of a role no pool has: %v, want not found", err)
 	}
 }
+
+// otherOwner starts a run of another owner's pool with an instance that got
+// its first runner.
+func (r *rig) otherOwner(owner string) *state.Instance {
+	r.t.Helper()
+	const role = "AROAJITSTREAMOTHER001"
+	must(r.t, r.store.PutPoolConfig(ctx, state.PoolConfig{Name: "linux-" + owner, Owner: owner, QueueURL: "https://sqs/q3", LaunchTemplateID: "lt-3",
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux", InstanceRoleID: role}))
+	_, _, err := r.store.StartRun(ctx, state.Run{ID: "run-" + owner, Pool: "linux-" + owner, Owner: owner, InstanceCount: 1, Request: "{}", Label: "ghr-run-" + owner})
+	must(r.t, err)
+	inst, err := r.store.Create(ctx, state.NewInstance{ID: "i-0" + owner, RoleID: role, Pool: "linux-" + owner, Owner: owner, RunID: "run-" + owner, Assignment: state.NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
+	must(r.t, err)
+	_, err = r.store.AddRunInstances(ctx, "run-"+owner, inst.ID)
+	must(r.t, err)
+	inst, err = r.deps.MintJIT(ctx, inst, 1, "ghr-run-"+owner, 1)
+	must(r.t, err)
+	return inst
+}

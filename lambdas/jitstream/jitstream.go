@@ -7,9 +7,12 @@
 // redelivered), and mints the configuration only when controlplane.MintWhy
 // allows it; PutJIT's condition makes a redelivery harmless.
 //
-// A record it could not serve for a reason that may pass (GitHub failing or
-// rate limiting, a throttled read) is reported as a batch item failure, so
-// Lambda retries from it; a request that may not be served (a released
+// A record it could not serve because the table failed (throttled, say) is
+// reported as a batch item failure, so Lambda retries from it. One GitHub
+// failed for (an outage, a rate limit: one owner's trouble) is skipped, so
+// that it holds up no other owner's requests behind it on the shard: the
+// agent repeats an unanswered request every few seconds, and the repeat is
+// served once GitHub answers. A request that may not be served (a released
 // run, an expired lease) is skipped: the agent never gets its runner, and
 // release or refresh end the instance as for any other.
 package jitstream
@@ -22,6 +25,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -51,6 +55,15 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*events.Dy
 			continue
 		}
 		if err := serve(ctx, deps, key); err != nil {
+			if awserr.Code(err) == "" {
+				// GitHub's trouble (an outage, a rate limit, an App without
+				// a permission) is one owner's: a batch failure would hold
+				// the shard, every pool's and owner's requests behind it,
+				// for up to the stream's retries. The agent asks again
+				// every few seconds, and each ask is a new stream record.
+				deps.Log.Warn("just-in-time request not served: the agent's next request is", "record", key, "err", err)
+				continue
+			}
 			deps.Log.Warn("just-in-time request not served: retried", "record", key, "err", err)
 			// Lambda retries from the first failure on; the records
 			// after it come again too.
