@@ -80,7 +80,7 @@ var (
 	configLineRE  = regexp.MustCompile(`(?m)^put "\$R/etc/ghrunner/agent\.json" 0600 ` + shellWord + `$`)
 	preLineRE     = regexp.MustCompile(`(?m)^put "\$R/etc/ghrunner/pre-runner\.sh" 0700 ` + shellWord + `$`)
 	cleanupLineRE = regexp.MustCompile(`(?m)^put "\$R/etc/ghrunner/cleanup\.sh" 0700 ` + shellWord + `$`)
-	urlLineRE     = regexp.MustCompile(`(?m)-o "\$A\.part" ` + shellWord + `$`)
+	urlLineRE     = regexp.MustCompile(`(?m)^  url=` + shellWord + `$`)
 	sumLineRE     = regexp.MustCompile(`(?m)^if \[ "\$sum" != ` + shellWord + ` \]; then$`)
 	pathLineRE    = regexp.MustCompile(`(?m)^ln -sfn ` + shellWord + ` "\$A"$`)
 )

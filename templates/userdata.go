@@ -78,7 +78,7 @@ type view struct {
 	User, RunnerDir, WorkDir      string
 	ConfigB64, PreB64, CleanupB64 string
 	AgentPath                     string
-	S3URL, SHA256, SigV4, IMDS    string
+	S3URL, SHA256, Region, IMDS   string
 }
 
 var (
@@ -198,7 +198,7 @@ func (u UserData) view() (view, error) {
 	if p, err := url.Parse(imds); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.Path != "" || p.RawQuery != "" {
 		return view{}, fmt.Errorf("agent.imdsEndpoint: %q must be a base URL such as http://169.254.169.254", cfg.IMDSEndpoint)
 	}
-	v.S3URL, v.SHA256, v.SigV4, v.IMDS = u.AgentURL, u.AgentSHA256, "aws:amz:"+region+":s3", imds
+	v.S3URL, v.SHA256, v.Region, v.IMDS = u.AgentURL, u.AgentSHA256, region, imds
 	return v, nil
 }
 
