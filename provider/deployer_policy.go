@@ -88,7 +88,7 @@ func deployerPolicy(d deployment) string {
 		// with the caller's permissions when the table is made.
 		policyStatement{Sid: "StateTableKey", Effect: "Allow", Resource: []string{arn("kms", "key/*")},
 			Action:    []string{"kms:CreateGrant", "kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey"},
-			Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": "dynamodb." + d.region + ".amazonaws.com"}}},
+			Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": viaService("dynamodb", d.region)}}},
 		policyStatement{Sid: "PoolQueues", Effect: "Allow", Resource: []string{arn("sqs", d.namePrefix+"-*")},
 			Action: []string{"sqs:CreateQueue", "sqs:DeleteQueue", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ListQueueTags",
 				"sqs:SetQueueAttributes", "sqs:TagQueue", "sqs:UntagQueue"}},

@@ -184,7 +184,7 @@ func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, para
 		{Sid: "GitHubCredentials", Effect: "Allow", Action: []string{"ssm:GetParameter"},
 			Resource: []string{arn("ssm", "parameter/"+strings.TrimPrefix(parameter, "/"))}},
 		{Sid: "DecryptGitHubCredentials", Effect: "Allow", Action: []string{"kms:Decrypt"}, Resource: []string{arn("kms", "key/*")},
-			Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": "ssm." + a.region + ".amazonaws.com"}}},
+			Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": viaService("ssm", a.region)}}},
 		{Sid: "Logs", Effect: "Allow", Action: []string{"logs:CreateLogStream", "logs:PutLogEvents"},
 			Resource: []string{arn("logs", "log-group:/aws/lambda/"+functionName+":*")}},
 	}
@@ -277,7 +277,7 @@ func tableKeyStatement(key, region string) []policyStatement {
 	return []policyStatement{{Sid: "StateTableKey", Effect: "Allow",
 		Action:    []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:DescribeKey"},
 		Resource:  []string{key},
-		Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": "dynamodb." + region + ".amazonaws.com"}}}}
+		Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": viaService("dynamodb", region)}}}}
 }
 
 // scheduleInvokePolicy is a schedule role's only policy: it may invoke

@@ -96,7 +96,8 @@ func (r *poolResource) objectURL(bucket, key string) string {
 			return u
 		}
 	}
-	return fmt.Sprintf("https://%s.s3.%s.amazonaws.com/%s", bucket, r.c.aws.AWS.Region, key)
+	region := r.c.aws.AWS.Region
+	return fmt.Sprintf("https://%s.s3.%s.%s/%s", bucket, region, dnsSuffix(partitionOf(region)), key)
 }
 
 // bucketOf finds the bucket in an S3 object URL, virtual-hosted or path style.
