@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
@@ -149,5 +151,56 @@ func TestProvisionReplacesAnInstanceInterruptedWhileItBoots(t *testing.T) {
 	must(t, err)
 	if rec.State != state.Terminated {
 		t.Fatalf("the interrupted instance is %s, want terminated", rec.State)
+	}
+}
+
+// Issue 30, item 6: an instance EC2 ends while it boots (a root volume whose
+// KMS key the launch cannot use ends it at once, with Client.InternalError)
+// never signals. Provision asks EC2 about the instances it waits for and
+// replaces such an instance at once, instead of holding the workflow for
+// the whole created lease (60 s here); its log says what EC2 said.
+// (Without watchLaunches the provision is still waiting when the test's
+// 45 s bound passes.)
+func TestProvisionReplacesAnInstanceEC2EndsWhileItBoots(t *testing.T) {
+	t.Parallel()
+	d := deploy(t, func(p *state.PoolConfig) { p.Registration = state.RegistrationJIT })
+	// The first just-in-time runner is slow to come: the instance is
+	// still waiting for it when EC2 ends it.
+	d.fake.Inject(fakegithub.Fault{Path: "generate-jitconfig", Latency: 40 * time.Second, Count: 1})
+	ended := make(chan string, 1)
+	go func() {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			recs, err := d.store.ByRun(ctx, "ended")
+			if err != nil || len(recs) == 0 {
+				continue
+			}
+			_, err = d.aws.EC2().TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{recs[0].ID}})
+			must(t, err)
+			ended <- recs[0].ID
+			return
+		}
+		ended <- ""
+	}()
+	start := time.Now()
+	res := make(chan provisionOut, 1)
+	go func() {
+		var out provisionOut
+		d.call("provision", map[string]any{"runId": "ended", "pool": "linux"}, &out)
+		res <- out
+	}()
+	gone := <-ended
+	if gone == "" {
+		t.Fatal("the test never saw the instance to end")
+	}
+	select {
+	case out := <-res:
+		if out.Status != "ready" || len(out.Instances) != 1 || out.Instances[0].InstanceID == gone {
+			t.Fatalf("provision = %+v: want one ready instance other than %s, which EC2 ended", out, gone)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatalf("provision still waits %s after EC2 ended %s (its created lease is 60 s)", time.Since(start).Round(time.Second), gone)
+	}
+	if !strings.Contains(d.logs.String(), "EC2 ended instance "+gone+" while it booted: ") {
+		t.Errorf("provision's log does not say EC2 ended %s", gone)
 	}
 }

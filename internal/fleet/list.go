@@ -17,6 +17,10 @@ type Instance struct {
 	ID           string
 	InstanceType string
 	State        string // pending, running, stopping, stopped, shutting-down, terminated
+	// StateReason is why EC2 moved it to its state, when it says
+	// ("Client.InternalError: Client error on launch" for a root volume
+	// whose KMS key the launch could not use, say).
+	StateReason string
 	LaunchTime   time.Time
 	SubnetID     string
 	AZ           string
@@ -153,6 +157,9 @@ func fromEC2(i types.Instance) Instance {
 	}
 	if i.State != nil {
 		inst.State = string(i.State.Name)
+	}
+	if r := i.StateReason; r != nil {
+		inst.StateReason = strings.TrimPrefix(aws.ToString(r.Code)+": "+aws.ToString(r.Message), ": ")
 	}
 	if i.Placement != nil {
 		inst.AZ = aws.ToString(i.Placement.AvailabilityZone)

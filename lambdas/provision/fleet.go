@@ -42,6 +42,21 @@ func (l FleetLauncher) Running(ctx context.Context, ids []string) (map[string]bo
 	return running, nil
 }
 
+func (l FleetLauncher) Ended(ctx context.Context, ids []string) (map[string]string, error) {
+	insts, err := l.Fleet.List(ctx, fleet.Filter{IDs: ids, States: []string{"stopping", "stopped", "shutting-down", "terminated"}})
+	if err != nil {
+		return nil, err
+	}
+	ended := make(map[string]string, len(insts))
+	for _, i := range insts {
+		ended[i.ID] = i.State
+		if i.StateReason != "" {
+			ended[i.ID] += " (" + i.StateReason + ")"
+		}
+	}
+	return ended, nil
+}
+
 func (l FleetLauncher) Live(ctx context.Context, pool string) (map[string]string, error) {
 	insts, err := l.Fleet.List(ctx, fleet.Filter{Pool: pool})
 	if err != nil {

@@ -96,6 +96,9 @@ type Launcher interface {
 	Launch(ctx context.Context, spec LaunchSpec) (launched []Launched, detail string, err error)
 	// Running reports which of ids are in the EC2 state running.
 	Running(ctx context.Context, ids []string) (map[string]bool, error)
+	// Ended reports which of ids EC2 has stopped or terminated (or is
+	// stopping or terminating), with EC2's reason.
+	Ended(ctx context.Context, ids []string) (map[string]string, error)
 	// Live lists the pool's instances EC2 has not terminated, with their
 	// ghr:assignment tag: what counts against maxInstances whatever the
 	// records say (a provision killed before its records, a record
@@ -370,6 +373,8 @@ type member struct {
 	source                     string
 	claimed, configured, ready float64 // seconds since p.start
 	done                       bool
+	// stop ends the member's wait early (an instance EC2 has ended).
+	stop context.CancelCauseFunc
 }
 
 func (p *provisioner) provision(ctx context.Context) (*Output, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ func (p *provisioner) waitAll(ctx context.Context, reg *state.Registration) erro
 		pending++
 		go func() { results <- result{m, p.waitOne(ctx, m)} }()
 	}
+	go p.watchLaunches(ctx)
 	replaceable := map[string]bool{} // replacements are not replaced again
 	for _, m := range p.members() {
 		if !m.done {
@@ -76,10 +78,79 @@ func (p *provisioner) waitAll(ctx context.Context, reg *state.Registration) erro
 
 var errReleased = errors.New("the run was released")
 
+// launchWatchEvery is how often provision asks EC2 about the instances it
+// waits for: an instance EC2 ends at launch (a root volume whose KMS key
+// the launch role cannot use, capacity taken back) never signals, and
+// waiting out its created lease would hold the workflow for minutes.
+const launchWatchEvery = 10 * time.Second
+
+// launchEndedError: EC2 ended an instance provision was waiting for.
+type launchEndedError struct{ id, state string }
+
+func (e *launchEndedError) Error() string {
+	msg := fmt.Sprintf("EC2 ended instance %s while it booted: %s", e.id, e.state)
+	if strings.Contains(e.state, "Client.InternalError") {
+		msg += " (often a root volume encrypted with a KMS key the instance's launch may not use: check the account's default EBS key and the pool's kms_key_arn)"
+	}
+	return msg
+}
+
+// watchLaunches asks EC2, every launchWatchEvery while ctx lives, which of
+// the instances still waited for it has stopped or terminated, and ends
+// their waits with EC2's reason, so they are given up and replaced at once.
+// EC2 failing to answer changes nothing: the lease still bounds the wait.
+func (p *provisioner) watchLaunches(ctx context.Context) {
+	t := time.NewTicker(launchWatchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		stops := map[string]context.CancelCauseFunc{}
+		var ids []string
+		p.mu.Lock()
+		for id, m := range p.mine {
+			if !m.done && m.stop != nil {
+				stops[id] = m.stop
+				ids = append(ids, id)
+			}
+		}
+		p.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		ended, err := p.fleet.Ended(ctx, ids)
+		if err != nil {
+			p.log.Info("could not ask EC2 about the instances waited for", "err", err)
+			continue
+		}
+		for id, st := range ended {
+			stops[id](&launchEndedError{id: id, state: st})
+		}
+	}
+}
+
 func (p *provisioner) waitOne(ctx context.Context, m *member) error {
 	lease := time.Unix(m.inst.Threshold, 0)
 	wctx, cancel := context.WithDeadline(ctx, lease)
 	defer cancel()
+	wctx, stop := context.WithCancelCause(wctx)
+	defer stop(nil)
+	p.mu.Lock()
+	m.stop = stop
+	p.mu.Unlock()
+	err := p.waitReady(wctx, ctx, m)
+	if cause := context.Cause(wctx); err != nil && errors.As(cause, new(*launchEndedError)) {
+		return cause
+	}
+	return err
+}
+
+// waitReady is waitOne's wait within wctx (the lease, or EC2 ending the
+// instance), and the run's move to running within ctx.
+func (p *provisioner) waitReady(wctx, ctx context.Context, m *member) error {
 	// The lease bounds the wait. An agent's silence is not judged here: its
 	// writes (heartbeats and the awaited signal alike) can be throttled for
 	// longer than the stale limit while it registers, and giving up on an
