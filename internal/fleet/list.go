@@ -21,12 +21,12 @@ type Instance struct {
 	// ("Client.InternalError: Client error on launch" for a root volume
 	// whose KMS key the launch could not use, say).
 	StateReason string
-	LaunchTime   time.Time
-	SubnetID     string
-	AZ           string
-	UsageClass   string // Spot or OnDemand, from the instance's lifecycle
-	Platform     string // "windows", or "" for Linux
-	Tags         map[string]string
+	LaunchTime  time.Time
+	SubnetID    string
+	AZ          string
+	UsageClass  string // Spot or OnDemand, from the instance's lifecycle
+	Platform    string // "windows", or "" for Linux
+	Tags        map[string]string
 }
 
 // Orphan returns the ghr:orphan tag's value (the assignment the instance
