@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 )
@@ -125,4 +126,39 @@ func deployerPolicy(d deployment) string {
 			Resource: []string{fmt.Sprintf("arn:%s:ssm:%s::parameter/aws/service/*", d.partition, d.region)}},
 	)
 	return policyDocument{Version: "2012-10-17", Statement: st}.String()
+}
+
+// IAM's quotas on policy size, in characters, white space not counted (IAM
+// User Guide, "IAM and AWS STS quotas"): a customer managed policy holds
+// 6,144; the inline policies of one role 10,240 together, of one user
+// 2,048. The deployer policy is larger than one managed policy.
+const managedPolicyLimit = 6144
+
+// splitPolicy cuts a policy document into documents of whole statements,
+// each within limit characters, in order: together they allow exactly what
+// the one document does (IAM allows what any attached policy allows).
+func splitPolicy(doc string, limit int) ([]string, error) {
+	var pd policyDocument
+	if err := json.Unmarshal([]byte(doc), &pd); err != nil {
+		return nil, err
+	}
+	var out []string
+	var cur []policyStatement
+	size := func(st []policyStatement) int {
+		return len(policyDocument{Version: pd.Version, Statement: st}.String())
+	}
+	for _, st := range pd.Statement {
+		if size([]policyStatement{st}) > limit {
+			return nil, fmt.Errorf("statement %s alone is %d characters, over %d", st.Sid, size([]policyStatement{st}), limit)
+		}
+		if len(cur) > 0 && size(append(cur[:len(cur):len(cur)], st)) > limit {
+			out = append(out, policyDocument{Version: pd.Version, Statement: cur}.String())
+			cur = nil
+		}
+		cur = append(cur, st)
+	}
+	if len(cur) > 0 {
+		out = append(out, policyDocument{Version: pd.Version, Statement: cur}.String())
+	}
+	return out, nil
 }

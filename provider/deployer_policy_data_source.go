@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
@@ -29,6 +30,7 @@ type deployerPolicyModel struct {
 	NamePrefix types.String `tfsdk:"name_prefix"`
 	AccountID  types.String `tfsdk:"account_id"`
 	JSON       types.String `tfsdk:"json"`
+	Documents  types.List   `tfsdk:"documents"`
 }
 
 // namePrefixRE is what the module's prefix may be: it begins the names of
@@ -49,7 +51,9 @@ func (d *deployerPolicyDataSource) Schema(_ context.Context, _ datasource.Schema
 				Description: "The module's `prefix` (default `ghrunner`): the table, queues, functions, log groups and schedules are named `<prefix>-…`.",
 				Validators:  []validator.String{stringvalidator.RegexMatches(namePrefixRE, "must be 1-40 letters, digits, '-' or '_', starting with a letter or digit")}},
 			"account_id": schema.StringAttribute{Computed: true, Description: "The account of the provider's credentials, which the policy names."},
-			"json":       schema.StringAttribute{Computed: true, Description: "The policy document."},
+			"json":       schema.StringAttribute{Computed: true, Description: "The policy document, whole: over the 6,144 characters of one customer managed policy, within the 10,240 of a role's inline policies."},
+			"documents": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+				Description: "The same policy cut into documents of whole statements, each within IAM's 6,144 characters of a customer managed policy: attach one `aws_iam_policy` per document (together they allow exactly what `json` allows)."},
 		},
 	}
 }
@@ -79,7 +83,16 @@ func (d *deployerPolicyDataSource) Read(ctx context.Context, req datasource.Read
 	}
 	m.NamePrefix = types.StringValue(prefix)
 	m.AccountID = types.StringValue(account)
-	m.JSON = types.StringValue(deployerPolicy(deployment{partition: partition, account: account, region: d.c.aws.AWS.Region,
-		environment: d.c.environment, namePrefix: prefix, rolePath: d.c.rolePath, boundary: d.c.boundary}))
+	doc := deployerPolicy(deployment{partition: partition, account: account, region: d.c.aws.AWS.Region,
+		environment: d.c.environment, namePrefix: prefix, rolePath: d.c.rolePath, boundary: d.c.boundary})
+	m.JSON = types.StringValue(doc)
+	parts, err := splitPolicy(doc, managedPolicyLimit)
+	if err != nil {
+		resp.Diagnostics.AddError("Cutting the deployer policy failed", err.Error()+". This is a bug in the provider: please report it.")
+		return
+	}
+	var diags diag.Diagnostics
+	m.Documents, diags = types.ListValueFrom(ctx, types.StringType, parts)
+	resp.Diagnostics.Append(diags...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }

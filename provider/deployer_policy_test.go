@@ -168,7 +168,48 @@ data "ghrunner_deployer_policy" "this" {
 				resource.TestMatchResourceAttr("data.ghrunner_deployer_policy.this", "account_id", regexp.MustCompile(`^\d{12}$`)),
 				resource.TestMatchResourceAttr("data.ghrunner_deployer_policy.this", "json", regexp.MustCompile(`arn:aws:lambda:us-east-1:\d{12}:function:ci-\*`)),
 				resource.TestMatchResourceAttr("data.ghrunner_deployer_policy.this", "json", regexp.MustCompile(`arn:aws:iam::\d{12}:role/ghr-acc-\*`)),
+				resource.TestCheckResourceAttr("data.ghrunner_deployer_policy.this", "documents.#", "2"),
 			),
 		}},
 	})
+}
+
+// Issue 30, item 11: the deployer policy is 6,812 characters for prefix
+// ghrunner (more for a long prefix, a role path and a boundary), and IAM
+// refuses a customer managed policy over 6,144 (white space not counted).
+// Its documents each fit, and together they are the policy, statement for
+// statement and in order.
+func TestTheDeployerPolicyIsCutIntoDocumentsIAMAccepts(t *testing.T) {
+	long := catDeployment
+	long.namePrefix, long.environment, long.rolePath = strings.Repeat("p", 40), "a-31-character-long-environment", "/teams/platform/ci/"
+	long.boundary = "arn:aws:iam::123456789012:policy/teams/platform/permissions-boundary"
+	for _, d := range []deployment{catDeployment, long} {
+		whole := deployerPolicy(d)
+		if len(whole) <= managedPolicyLimit {
+			t.Logf("prefix %q: %d characters, one document would do", d.namePrefix, len(whole))
+		}
+		parts, err := splitPolicy(whole, managedPolicyLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got policyDocument
+		if err := json.Unmarshal([]byte(whole), &want); err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range parts {
+			if n := len(strings.Join(strings.Fields(p), "")); n > managedPolicyLimit {
+				t.Errorf("prefix %q: document %d is %d characters, over IAM's %d", d.namePrefix, i, n, managedPolicyLimit)
+			}
+			var pd policyDocument
+			if err := json.Unmarshal([]byte(p), &pd); err != nil {
+				t.Fatal(err)
+			}
+			got.Statement = append(got.Statement, pd.Statement...)
+		}
+		w, g := (policyDocument{Statement: want.Statement}).String(), (policyDocument{Statement: got.Statement}).String()
+		if w != g {
+			t.Errorf("prefix %q: the documents together differ from the policy", d.namePrefix)
+		}
+		t.Logf("prefix %q: %d characters in %d documents", d.namePrefix, len(whole), len(parts))
+	}
 }
