@@ -166,3 +166,27 @@ func TestInvokerRole_trustsTheListedRepositoriesOnly(t *testing.T) {
 		t.Errorf("subjects %v", got)
 	}
 }
+
+// Issue 30, item 11: a role's trust policy holds 2,048 characters unless
+// the account's quota was raised (to at most 4,096). Past the most IAM
+// allows, plan fails on repositories and says what to do; past the default
+// it warns (an apply would fail in an account that did not raise it).
+func TestAccInvokerRole_plansNoTrustPolicyIAMWouldRefuse(t *testing.T) {
+	repos := func(n int) string {
+		var out []string
+		for i := 0; i < n; i++ {
+			out = append(out, fmt.Sprintf("%q", fmt.Sprintf("an-organization/repository-number-%03d", i)))
+		}
+		return strings.Join(out, ", ")
+	}
+	if n := len(invokerTrustPolicy("aws", "123456789012", githubIssuer, strings.Split(strings.ReplaceAll(repos(40), `"`, ""), ", "))); n <= trustPolicyDefault {
+		t.Fatalf("40 repositories make %d characters: the warning case does not pass the default quota", n)
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{
+			Config: invokerConfig("many", githubIssuer, repos(120), false), PlanOnly: true,
+			ExpectError: regexp.MustCompile(`(?s)Too many repositories for one role.*repositories.*IAM\s+holds\s+at\s+most\s+4096`),
+		}},
+	})
+}
