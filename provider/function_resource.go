@@ -450,7 +450,10 @@ func (r *functionResource) applySettings(ctx context.Context, m functionModel) e
 			return fmt.Errorf("asynchronous invocation config: %w", err)
 		}
 	}
-	_, err := client.PutFunctionEventInvokeConfig(ctx, async)
+	err := retryWhile(ctx, 2*time.Second, 2*time.Minute, lambdaGrantNotSeen, func() error {
+		_, err := client.PutFunctionEventInvokeConfig(ctx, async)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("asynchronous invocation config: %w", err)
 	}

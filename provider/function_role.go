@@ -60,5 +60,20 @@ func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags
 // by Lambda."; moto has no such delay).
 func lambdaRoleNotReady(err error) bool {
 	var invalid *lambdatypes.InvalidParameterValueException
-	return errors.As(err, &invalid) && strings.Contains(invalid.ErrorMessage(), "cannot be assumed")
+	return errors.As(err, &invalid) && (strings.Contains(invalid.ErrorMessage(), "cannot be assumed") ||
+		// A function in a VPC: Lambda checks the role may make its
+		// network interfaces, and may not see the policy that says so yet.
+		strings.Contains(invalid.ErrorMessage(), "does not have permissions to call CreateNetworkInterface"))
+}
+
+// lambdaGrantNotSeen says whether Lambda refused a call because it does not
+// see yet the role policy that allows it (IAM is eventually consistent):
+// an event source mapping on the table's stream ("Cannot access stream …
+// Please ensure the role can perform …") or an on-failure destination ("…
+// does not have permissions to call Publish on …"), right after the
+// provider put that policy. terraform-provider-aws retries both.
+func lambdaGrantNotSeen(err error) bool {
+	var invalid *lambdatypes.InvalidParameterValueException
+	return errors.As(err, &invalid) && (strings.Contains(invalid.ErrorMessage(), "Please ensure the role can perform") ||
+		strings.Contains(invalid.ErrorMessage(), "does not have permissions to call"))
 }

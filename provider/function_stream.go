@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -55,12 +56,15 @@ func (r *functionResource) ensureStreamSource(ctx context.Context, m functionMod
 			return fmt.Errorf("delete the event source mapping of an old stream: %w", err)
 		}
 	}
-	_, err = admin.Lambda(r.c.aws).CreateEventSourceMapping(ctx, &lambda.CreateEventSourceMappingInput{
-		FunctionName: aws.String(m.Name.ValueString()), EventSourceArn: aws.String(stream), Enabled: aws.Bool(true),
-		StartingPosition: lambdatypes.EventSourcePositionLatest, BatchSize: aws.Int32(10), MaximumBatchingWindowInSeconds: aws.Int32(0),
-		FunctionResponseTypes:     []lambdatypes.FunctionResponseType{lambdatypes.FunctionResponseTypeReportBatchItemFailures},
-		MaximumRecordAgeInSeconds: aws.Int32(jitRecordAge), MaximumRetryAttempts: aws.Int32(10), BisectBatchOnFunctionError: aws.Bool(true),
-		FilterCriteria: &lambdatypes.FilterCriteria{Filters: []lambdatypes.Filter{{Pattern: aws.String(jitFilter)}}},
+	err = retryWhile(ctx, 2*time.Second, 2*time.Minute, lambdaGrantNotSeen, func() error {
+		_, err := admin.Lambda(r.c.aws).CreateEventSourceMapping(ctx, &lambda.CreateEventSourceMappingInput{
+			FunctionName: aws.String(m.Name.ValueString()), EventSourceArn: aws.String(stream), Enabled: aws.Bool(true),
+			StartingPosition: lambdatypes.EventSourcePositionLatest, BatchSize: aws.Int32(10), MaximumBatchingWindowInSeconds: aws.Int32(0),
+			FunctionResponseTypes:     []lambdatypes.FunctionResponseType{lambdatypes.FunctionResponseTypeReportBatchItemFailures},
+			MaximumRecordAgeInSeconds: aws.Int32(jitRecordAge), MaximumRetryAttempts: aws.Int32(10), BisectBatchOnFunctionError: aws.Bool(true),
+			FilterCriteria: &lambdatypes.FilterCriteria{Filters: []lambdatypes.Filter{{Pattern: aws.String(jitFilter)}}},
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("event source mapping from %s: %w", stream, err)

@@ -171,6 +171,13 @@ func TestE2E_ByHand(t *testing.T) {
 	if sb.RoleRefusals() == 0 {
 		t.Error("the deploy met no refusal of a new role by Lambda: the sandbox's model of IAM's delay missed it")
 	}
+	// The jit function's event source mapping comes moments after its
+	// role's policy: Lambda does not see the policy yet, and the provider
+	// waits that out (without lambdaGrantNotSeen's retry the deploy fails
+	// with "Cannot access stream …").
+	if sb.GrantRefusals() == 0 {
+		t.Error("the deploy met no refusal of a new role policy by Lambda: the sandbox's model of IAM's delay missed it")
+	}
 	profileJustMade(t, sb, d, "linux", 6*time.Second)
 	var prov provision.Output
 	invoke(t, fn, d.Functions[bundle.HandlerProvision], `{"runId":"77001","pool":"linux","instanceCount":2}`, &prov)

@@ -104,6 +104,10 @@ func (s *Sandbox) withIAMLag(next http.Handler) http.Handler {
 		writesFunction := (r.Method == http.MethodPost && r.URL.Path == "/2015-03-31/functions") ||
 			(r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/2015-03-31/functions/") && strings.HasSuffix(r.URL.Path, "/configuration"))
 		writesSchedule := (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.HasPrefix(r.URL.Path, "/schedules/")
+		if usesGrant(r) {
+			s.serveGrantUser(w, r, next)
+			return
+		}
 		if !query && !writesFunction && !writesSchedule {
 			next.ServeHTTP(w, r)
 			return
@@ -129,6 +133,8 @@ func (s *Sandbox) withIAMLag(next http.Handler) http.Handler {
 			noteAfter(&s.roles, form.Get("RoleName"), RolePropagation)
 		case "AddRoleToInstanceProfile":
 			noteAfter(&s.profiles, form.Get("InstanceProfileName"), ProfilePropagation)
+		case "PutRolePolicy":
+			noteAfter(&s.grants, form.Get("RoleName"), GrantPropagation)
 		case "CreateFleet":
 			// A DryRun is answered as moto answers it: whether EC2 checks
 			// the profile in a dry run is not documented, and not guessed.

@@ -90,6 +90,7 @@ type Sandbox struct {
 
 	profiles lag // instance profiles EC2 does not know yet (iamlag.go)
 	roles    lag // roles Lambda and Scheduler cannot assume yet (iamlag.go)
+	grants   lag // role policies Lambda does not see yet (iamgrants.go)
 }
 
 // Faults are what the chaos suite injects at the front endpoint, where every
