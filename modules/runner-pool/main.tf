@@ -20,6 +20,15 @@ resource "ghrunner_queue" "pool" {
 
   name = "${var.prefix}-${each.key}"
   tags = var.tags
+
+  lifecycle {
+    # SQS names hold 80 characters; prefix and pool name each pass their
+    # own rule yet together may not.
+    precondition {
+      condition     = length("${var.prefix}-${each.key}") <= 80
+      error_message = "pool ${each.key}: its queue name ${var.prefix}-${each.key} is over SQS's 80 characters; use a shorter pool name or prefix."
+    }
+  }
 }
 
 resource "ghrunner_pool" "pool" {

@@ -308,3 +308,32 @@ func TestCompleteExampleValidates(t *testing.T) {
 	tf(t, dir, cliConfig, "init", "-input=false", "-no-color", "-backend=false")
 	tf(t, dir, cliConfig, "validate", "-no-color")
 }
+
+// Issue 30, item 14: a prefix and a pool name that each pass their own rule
+// may make a queue name over SQS's 80 characters; plan says so, naming the
+// pool, instead of CreateQueue failing mid-apply.
+func TestModulePlanRefusesAQueueNameOverSQSsLimit(t *testing.T) {
+	cliConfig := install(t)
+	moduleDir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := env.Network(t)
+	dir := t.TempDir()
+	long := strings.Repeat("pool-name-", 6) // 60 characters: a valid pool name
+	cfg := fmt.Sprintf(root, env.URL, moduleDir, n.AMI, n.Subnet)
+	cfg = strings.Replace(cfg, `prefix           = "ci"`, `prefix           = "a-thirty-one-character-prefix-x"`, 1)
+	cfg = strings.Replace(cfg, "    linux = {", "    "+long+" = {", 1)
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf(t, dir, cliConfig, "init", "-input=false", "-no-color")
+	cmd := exec.Command("terraform", "plan", "-input=false", "-no-color")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
+		"AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "TF_PLUGIN_CACHE_DIR=")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(strings.Join(strings.Fields(string(out)), " "), "is over SQS's 80 characters") || !strings.Contains(string(out), long) {
+		t.Fatalf("plan with a 92-character queue name: %v\n%s", err, lastLines(string(out), 20))
+	}
+}
