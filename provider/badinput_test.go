@@ -205,6 +205,8 @@ func TestAccPool_badInput(t *testing.T) {
 		{"agent path with a space", set("agent_path", `"/usr/bin/ghr agent"`), attrError("agent_path", "must be an absolute path")},
 		{"endpoint not http", set("agent_endpoint", `"ftp://10.0.0.1"`), attrError("agent_endpoint", "must be an http(s) URL")},
 		{"endpoint with a newline", set("agent_endpoint", `"http://10.0.0.1\nrm -rf /"`), attrError("agent_endpoint", "must be an http(s) URL")},
+		{"endpoints of an unknown service", set("agent_endpoints", `{ sqs = "https://vpce-1.sqs.eu-west-1.vpce.amazonaws.com" }`), attrError("agent_endpoints", "value must be one of")},
+		{"endpoints not http", set("agent_endpoints", `{ s3 = "s3://bucket" }`), attrError("agent_endpoints", "must be an http(s) URL")},
 		{"runner user root shell", set("runner_user", `"root;id"`), attrError("runner_user", "must be a Linux user name")},
 		{"runner user upper case", set("runner_user", `"Runner"`), attrError("runner_user", "must be a Linux user name")},
 		{"tarball url a file", set("runner_tarball_url", `"file:///etc/passwd"`) + "", attrError("runner_tarball_url", "must be an http(s) URL")},

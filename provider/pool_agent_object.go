@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 
@@ -58,7 +59,7 @@ func (r *poolResource) ensureAgent(ctx context.Context, plan, prior *poolModel, 
 			diags.AddError("Uploading the agent failed", err.Error())
 			return agent, diags
 		}
-		agent = agentObject{url: r.objectURL(bucket, key), sha256: a.sha256Hex}
+		agent = agentObject{url: r.objectURL(*plan, bucket, key), sha256: a.sha256Hex}
 	}
 	plan.AgentSHA256 = types.StringValue(agent.sha256)
 	return agent, diags
@@ -87,9 +88,20 @@ func (r *poolResource) createBucket(ctx context.Context, tags map[string]string)
 	return bucket, err
 }
 
-// objectURL is the URL the instance downloads the agent from: the regional
+// objectURL is the URL the instance downloads the agent from: under the
+// pool's S3 endpoint for its agents (an interface VPC endpoint, virtual
+// hosted: bucket.vpce-….s3.<region>.vpce.amazonaws.com), else the regional
 // virtual-hosted URL, or path style under an overridden S3 endpoint.
-func (r *poolResource) objectURL(bucket, key string) string {
+func (r *poolResource) objectURL(m poolModel, bucket, key string) string {
+	if v, ok := m.AgentEndpoints.Elements()["s3"].(types.String); ok && v.ValueString() != "" {
+		if u, err := url.Parse(v.ValueString()); err == nil && u.Scheme == "https" && !loopbackHost(u.Hostname()) {
+			u.Host, u.Path = bucket+"."+u.Host, "/"+key
+			return u.String()
+		}
+		if u, err := url.JoinPath(v.ValueString(), bucket, key); err == nil {
+			return u
+		}
+	}
 	if ep := r.c.aws.Endpoint("s3"); ep != nil {
 		u, err := url.JoinPath(*ep, bucket, key)
 		if err == nil {
@@ -133,4 +145,9 @@ func (r *poolResource) deleteBucket(ctx context.Context, bucket string) error {
 	}
 	_, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)})
 	return awserr.IgnoreNotFound(err)
+}
+
+func loopbackHost(h string) bool {
+	ip := net.ParseIP(h)
+	return h == "localhost" || ip != nil && ip.IsLoopback()
 }

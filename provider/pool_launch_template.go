@@ -29,7 +29,7 @@ import (
 // launchTemplateInputs lists what goes into a launch template version.
 func launchTemplateInputs(m poolModel) string {
 	return strings.Join([]string{m.ImageID.String(), m.SecurityGroupIDs.String(), m.RootVolumeSize.String(), m.RootVolumeType.String(),
-		m.AgentPath.String(), m.AgentEndpoint.String(), m.PreRunnerScript.String(), m.CleanupScript.String(), m.RunnerUser.String(),
+		m.AgentPath.String(), m.AgentEndpoint.String(), m.AgentEndpoints.String(), m.PreRunnerScript.String(), m.CleanupScript.String(), m.RunnerUser.String(),
 		m.RunnerVersion.String(), m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String(), m.RoleName.String(), m.InstanceRoleID.String(), m.LogGroup.String(), m.KeepDockerImages.String()}, "\x00")
 }
 
@@ -72,6 +72,14 @@ func (r *poolResource) userData(m poolModel, arch, table, region, sum, agentURL 
 	agent := config.Defaults()
 	agent.Table, agent.Region, agent.RoleID, agent.LogGroup = table, region, m.InstanceRoleID.ValueString(), m.LogGroup.ValueString()
 	agent.Endpoint = m.AgentEndpoint.ValueString()
+	if !m.AgentEndpoints.IsNull() && !m.AgentEndpoints.IsUnknown() {
+		agent.Endpoints = map[string]string{}
+		for k, v := range m.AgentEndpoints.Elements() {
+			if sv, ok := v.(types.String); ok {
+				agent.Endpoints[k] = sv.ValueString()
+			}
+		}
+	}
 	agent.RunnerTarballURL, agent.RunnerTarballSHA256 = m.RunnerTarballURL.ValueString(), m.RunnerTarballSHA.ValueString()
 	if agent.RunnerTarballURL == "" {
 		version := m.RunnerVersion.ValueString()
@@ -237,6 +245,10 @@ func (r *poolResource) readUserData(ctx context.Context, m *poolModel, data *ec2
 	m.InstanceRoleID, m.LogGroup = types.StringValue(u.Agent.RoleID), types.StringValue(u.Agent.LogGroup)
 	m.KeepDockerImages = types.BoolValue(u.Agent.KeepDockerImages)
 	m.AgentPath, m.AgentEndpoint = optional(u.AgentPath), optional(u.Agent.Endpoint)
+	m.AgentEndpoints = types.MapNull(types.StringType)
+	if len(u.Agent.Endpoints) > 0 {
+		m.AgentEndpoints, _ = types.MapValueFrom(ctx, types.StringType, u.Agent.Endpoints)
+	}
 	m.AgentSHA256 = types.StringValue(u.AgentSHA256)
 	m.AgentBucket = types.StringValue(bucketOf(u.AgentURL))
 	if m.Architecture.ValueString() == "" {

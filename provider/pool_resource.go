@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -61,6 +62,7 @@ type poolModel struct {
 	RootVolumeType   types.String `tfsdk:"root_volume_type"`
 	AgentPath        types.String `tfsdk:"agent_path"`
 	AgentEndpoint    types.String `tfsdk:"agent_endpoint"`
+	AgentEndpoints   types.Map    `tfsdk:"agent_endpoints"`
 	PreRunnerScript  types.String `tfsdk:"pre_runner_script"`
 	CleanupScript    types.String `tfsdk:"cleanup_script"`
 	RunnerUser       types.String `tfsdk:"runner_user"`
@@ -193,6 +195,12 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"agent_endpoint": schema.StringAttribute{Optional: true,
 				Description: "AWS endpoint URL the agent uses instead of the regional ones (a VPC endpoint, or the sandbox).",
 				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^https?://[^\s]+$`), "must be an http(s) URL")}},
+			"agent_endpoints": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+				Description: "Per-service endpoint URLs the agent uses (keys `dynamodb`, `ec2`, `logs`, `s3`), for interface VPC endpoints, which AWS makes one per service; a service not listed uses agent_endpoint, else its regional endpoint. The `s3` one also serves the agent's download.",
+				Validators: []validator.Map{
+					mapvalidator.KeysAre(stringvalidator.OneOf("dynamodb", "ec2", "logs", "s3")),
+					mapvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^https?://[^\s'"]+$`), "must be an http(s) URL")),
+				}},
 			"pre_runner_script": schema.StringAttribute{Optional: true, Description: "Script (starting with #!) run once per instance, as root, before the first registration."},
 			"cleanup_script":    schema.StringAttribute{Optional: true, Description: "Script (starting with #!) run after every run, after the work folder is wiped."},
 			"runner_user": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ghrunner"),

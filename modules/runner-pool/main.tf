@@ -49,6 +49,7 @@ resource "ghrunner_pool" "pool" {
   root_volume_size      = each.value.root_volume_size
   agent_path            = each.value.agent_path
   agent_endpoint        = each.value.agent_endpoint
+  agent_endpoints       = each.value.agent_endpoints
   pre_runner_script     = each.value.pre_runner_script
   cleanup_script        = each.value.cleanup_script
   runner_label          = each.value.runner_label

@@ -37,6 +37,7 @@ variable "pools" {
     root_volume_size   = optional(number, 30)
     agent_path         = optional(string)
     agent_endpoint     = optional(string)
+    agent_endpoints    = optional(map(string))
     pre_runner_script  = optional(string)
     cleanup_script     = optional(string)
     runner_label       = optional(string, "minted")

@@ -1,0 +1,39 @@
+package provider
+
+import (
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/templates"
+)
+
+// Issue 30, item 14: real interface VPC endpoints are one per service. A
+// pool's agent_endpoints reach the agent's configuration service by
+// service, and the S3 one serves the agent's download (virtual hosted, and
+// signed for the endpoint's region).
+func TestAPoolsPerServiceEndpointsReachTheAgentAndItsDownload(t *testing.T) {
+	r := &poolResource{configured{c: &clients{}}}
+	eps, _ := types.MapValueFrom(t.Context(), types.StringType, map[string]string{
+		"s3":       "https://vpce-0a1b2c3d4e5f6a7b8-abcdefgh.s3.eu-west-1.vpce.amazonaws.com",
+		"dynamodb": "https://vpce-0a1b2c3d4e5f6a7b9-ijklmnop.dynamodb.eu-west-1.vpce.amazonaws.com",
+	})
+	m := poolModel{AgentEndpoints: eps, AgentEndpoint: types.StringNull(), AgentPath: types.StringNull(), RunnerUser: types.StringValue("ghrunner"),
+		PreRunnerScript: types.StringNull(), CleanupScript: types.StringNull(), RunnerVersion: types.StringNull(), RunnerTarballURL: types.StringNull(),
+		RunnerTarballSHA: types.StringNull(), InstanceRoleID: types.StringValue("AROAPOOLENDPOINTS0001"), LogGroup: types.StringValue("/ghrunner/prod/linux")}
+	url := r.objectURL(m, "ghr-prod-agent-1", "agent/abc/ghrunner-agent")
+	if want := "https://ghr-prod-agent-1.vpce-0a1b2c3d4e5f6a7b8-abcdefgh.s3.eu-west-1.vpce.amazonaws.com/agent/abc/ghrunner-agent"; url != want {
+		t.Fatalf("agent URL %s, want %s", url, want)
+	}
+	raw, err := r.userData(m, "amd64", "ghr-state", "eu-west-1", "0000000000000000000000000000000000000000000000000000000000000000", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := templates.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.AgentURL != url || u.Agent.Endpoints["dynamodb"] != "https://vpce-0a1b2c3d4e5f6a7b9-ijklmnop.dynamodb.eu-west-1.vpce.amazonaws.com" || len(u.Agent.Endpoints) != 2 {
+		t.Fatalf("user data: agent URL %s, endpoints %v", u.AgentURL, u.Agent.Endpoints)
+	}
+}
