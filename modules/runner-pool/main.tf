@@ -92,8 +92,10 @@ resource "ghrunner_function" "fn" {
   vpc_subnet_ids         = try(var.function_vpc.subnet_ids, null)
   vpc_security_group_ids = try(var.function_vpc.security_group_ids, null)
 
-  # A scheduled run that fails reaches the monitoring's topic too.
-  on_failure_topic_arn = contains(keys(local.scheduled), each.key) ? local.alarm_topic_arn : null
+  # No on-failure destination to the alarm topic: a GitHub outage fails
+  # refresh every minute, and the topic would mail every failure. The
+  # monitoring alarms on the condition instead (refresh or scale-down
+  # failing three 10-minute periods in a row).
 
   # Functions read the pool configs at run time: deploy them after the pools
   # so the first scheduled run already sees every pool.
