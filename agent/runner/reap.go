@@ -70,8 +70,11 @@ func killUID(uid uint32) (int, error) {
 	return killed, fmt.Errorf("processes of uid %d still appear after 50 rounds of killing", uid)
 }
 
-// processesOf lists the live processes whose real or effective uid is uid
-// (a zombie, already dead, is left to its parent).
+// processesOf lists the live processes whose real or effective uid is uid.
+// It counts tasks, not only processes: a thread group whose leader thread
+// ended (it called exit, not exit_group) reads State Z like a zombie, yet
+// its other threads still run, and SIGKILL to its pid ends them all. A
+// true zombie, all of whose threads are dead, is left to its parent.
 func processesOf(uid uint32) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -87,28 +90,45 @@ func processesOf(uid uint32) ([]int, error) {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		if ownedBy(string(status), uid) {
+		mine, zombie := ownedBy(string(status), uid)
+		if mine && (!zombie || liveTasks("/proc/"+e.Name()+"/task")) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids, nil
 }
 
+// liveTasks reports whether a thread group holds a task that is not a
+// zombie (its leader's own entry included).
+func liveTasks(taskDir string) bool {
+	tasks, _ := os.ReadDir(taskDir)
+	for _, t := range tasks {
+		status, err := os.ReadFile(filepath.Join(taskDir, t.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		if _, zombie := ownedBy(string(status), 0); !zombie {
+			return true
+		}
+	}
+	return false
+}
+
 // ownedBy reads a /proc/<pid>/status: the Uid line holds the real,
-// effective, saved and filesystem uids; State Z is a zombie.
-func ownedBy(status string, uid uint32) bool {
+// effective, saved and filesystem uids; State Z is a zombie (or, for a
+// thread group leader, a leader thread that ended before its threads).
+func ownedBy(status string, uid uint32) (mine, zombie bool) {
 	want := strconv.FormatUint(uint64(uid), 10)
-	mine := false
 	for _, line := range strings.Split(status, "\n") {
 		switch {
-		case strings.HasPrefix(line, "State:") && strings.Contains(line, "Z"):
-			return false
+		case strings.HasPrefix(line, "State:"):
+			zombie = strings.Contains(line, "Z")
 		case strings.HasPrefix(line, "Uid:"):
 			f := strings.Fields(line)
 			mine = len(f) >= 3 && (f[1] == want || f[2] == want)
 		}
 	}
-	return mine
+	return mine, zombie
 }
 
 // Shared places a job can write to outside its work folder, and where a
