@@ -164,7 +164,7 @@ func (r *Runner) RemoveUserLeftovers() error {
 		errs = append(errs, fmt.Errorf("reset the runner user's home: %w", err))
 	}
 	for _, dir := range TempDirs {
-		errs = append(errs, removeOwnedBy(dir, uid))
+		errs = append(errs, removeOwnedTree(dir, uid))
 	}
 	for _, dir := range append(append([]string{}, crontabs...), lingerDir) {
 		if err := os.Remove(filepath.Join(dir, r.User)); err != nil && !errors.Is(err, os.ErrNotExist) {

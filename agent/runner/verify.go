@@ -24,7 +24,12 @@ func (r *Runner) Verify() error {
 		if pids, err := processesOf(uid); err != nil || len(pids) > 0 {
 			found = append(found, fmt.Errorf("processes of %s still run: %v (%v)", r.User, pids, err))
 		}
-		for _, dir := range append(append([]string{}, TempDirs...), atSpools...) {
+		for _, dir := range TempDirs {
+			if paths := ownedInTree(dir, uid); len(paths) > 0 {
+				found = append(found, fmt.Errorf("%s still holds %s's %v", dir, r.User, paths))
+			}
+		}
+		for _, dir := range atSpools {
 			if names := entriesOf(dir, uid); len(names) > 0 {
 				found = append(found, fmt.Errorf("%s still holds %s's %v", dir, r.User, names))
 			}
