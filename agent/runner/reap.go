@@ -151,9 +151,11 @@ var atSpools = []string{"/var/spool/cron/atjobs", "/var/spool/at"}
 // job's user units would come back with it.
 var lingerDir = "/var/lib/systemd/linger"
 
-// RemoveUserLeftovers removes what the runner user left in TempDirs, its
-// crontab, at jobs and lingering, and resets its home to /etc/skel. With no User there is nothing
-// that is the job's alone.
+// RemoveUserLeftovers removes what the runner user left in TempDirs (to
+// the bottom of their world-writable folders: tmptree.go), its crontab, at
+// jobs and lingering, its SysV IPC objects and POSIX message queues
+// (ipc.go) and the keys of its user keyrings (keyrings.go), and resets its
+// home to /etc/skel. With no User there is nothing that is the job's alone.
 func (r *Runner) RemoveUserLeftovers() error {
 	uid, ok, err := r.jobUID()
 	if !ok || err != nil {
@@ -173,6 +175,12 @@ func (r *Runner) RemoveUserLeftovers() error {
 	}
 	for _, dir := range atSpools {
 		errs = append(errs, removeOwnedBy(dir, uid))
+	}
+	errs = append(errs, removeIPC(uid))
+	if _, gid, _, _, err := lookup(r.User); err != nil {
+		errs = append(errs, err)
+	} else {
+		errs = append(errs, clearKeyrings(uid, gid))
 	}
 	return errors.Join(errs...)
 }

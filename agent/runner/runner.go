@@ -201,7 +201,7 @@ func (r *Runner) start(env []string) error {
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// Its own process group, so a stop reaches the job's processes too.
 	cmd.SysProcAttr.Setpgid = true
-	if err := cmd.Start(); err != nil {
+	if err := startInOwnSession(cmd); err != nil {
 		return fmt.Errorf("start run.sh: %w", err)
 	}
 	exited := make(chan struct{})
@@ -327,7 +327,13 @@ func (r *Runner) run(ctx context.Context, token, name string, args ...string) ([
 	}
 	cmd.Env = append(cmd.Env, "ACTIONS_RUNNER_INPUT_TOKEN="+token)
 	cmd.WaitDelay = 5 * time.Second
-	return cmd.CombinedOutput()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := startInOwnSession(cmd); err != nil {
+		return nil, err
+	}
+	err = cmd.Wait()
+	return out.Bytes(), err
 }
 
 func (r *Runner) command(ctx context.Context, name string, args ...string) (*exec.Cmd, error) {

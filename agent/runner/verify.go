@@ -12,7 +12,9 @@ import (
 // Verify checks, once an assignment's cleanup is done and before the
 // instance may be offered to another run, that nothing of the assignment is
 // left: no process of the runner user; no file of it in the temporary
-// folders or the at spools, no crontab; nothing in its home but what
+// folders (however deep in their world-writable folders) or the at spools,
+// no crontab, no SysV IPC object, POSIX message queue or key in its user
+// keyrings; nothing in its home but what
 // /etc/skel holds; an empty work folder; no runner copy; the install still
 // the agent's alone. It reports every finding; any means the instance must
 // not be pooled.
@@ -41,6 +43,14 @@ func (r *Runner) Verify() error {
 		}
 		if _, err := os.Lstat(filepath.Join(lingerDir, r.User)); err == nil {
 			found = append(found, fmt.Errorf("%s still lingers (%s)", r.User, lingerDir))
+		}
+		if objs, err := ipcOf(uid); err != nil || len(objs) > 0 {
+			found = append(found, fmt.Errorf("IPC objects of %s are left: %v (%v)", r.User, objs, err))
+		}
+		if _, gid, _, _, err := lookup(r.User); err == nil {
+			if keys, err := keysOf(uid, gid); err != nil || len(keys) > 0 {
+				found = append(found, fmt.Errorf("keys of %s are left: %v (%v)", r.User, keys, err))
+			}
 		}
 		if extra := r.homeExtras(); len(extra) > 0 {
 			found = append(found, fmt.Errorf("the home of %s holds %v beyond %s", r.User, extra, Skel))

@@ -100,8 +100,7 @@ const (
 )
 
 // plantIPC leaves, for a later job of the same uid, a SysV shared memory
-// segment, message queue and semaphore set, a POSIX message queue when
-// /dev/mqueue is mounted, and a key in the user and user-session keyrings.
+// segment, message queue and semaphore set, a POSIX message queue, and a key in the user and user-session keyrings.
 func plantIPC(tag string) {
 	var errs []string
 	if _, _, e := unix.Syscall(unix.SYS_SHMGET, 0 /* IPC_PRIVATE */, 4096, unix.IPC_CREAT|0o600); e != 0 {
@@ -113,13 +112,13 @@ func plantIPC(tag string) {
 	if _, _, e := unix.Syscall(unix.SYS_SEMGET, 0, 1, unix.IPC_CREAT|0o600); e != 0 {
 		errs = append(errs, "semget: "+e.Error())
 	}
-	if _, err := os.Stat("/dev/mqueue"); err == nil {
-		name, _ := unix.BytePtrFromString("ghr-mq-" + tag)
-		if fd, _, e := unix.Syscall6(unix.SYS_MQ_OPEN, uintptr(unsafe.Pointer(name)), uintptr(unix.O_CREAT|unix.O_RDWR), 0o600, 0, 0, 0); e != 0 {
-			errs = append(errs, "mq_open: "+e.Error())
-		} else {
-			unix.Close(int(fd))
-		}
+	// POSIX queues live in the kernel's mqueue file system whether or not
+	// /dev/mqueue is mounted.
+	name, _ := unix.BytePtrFromString("ghr-mq-" + tag)
+	if fd, _, e := unix.Syscall6(unix.SYS_MQ_OPEN, uintptr(unsafe.Pointer(name)), uintptr(unix.O_CREAT|unix.O_RDWR), 0o600, 0, 0, 0); e != 0 {
+		errs = append(errs, "mq_open: "+e.Error())
+	} else {
+		unix.Close(int(fd))
 	}
 	for _, ring := range []int{keySpecUserKeyring, keySpecUserSessionKeyring} {
 		if _, err := unix.AddKey("user", "ghr-planted-"+tag, []byte("secret of "+tag), ring); err != nil {
