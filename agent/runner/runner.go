@@ -340,7 +340,7 @@ func (r *Runner) command(ctx context.Context, name string, args ...string) (*exe
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = r.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	cmd.Env = os.Environ()
+	cmd.Env = r.environment("", "") // env.go: built, never inherited
 	if r.User != "" {
 		uid, gid, groups, home, err := lookup(r.User)
 		if err != nil {
@@ -351,7 +351,7 @@ func (r *Runner) command(ctx context.Context, name string, args ...string) (*exe
 		// is not what the user is (a docker group member could no longer
 		// reach docker), unlike what su or systemd would give.
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}
-		cmd.Env = append(cmd.Env, "HOME="+home, "USER="+r.User)
+		cmd.Env = r.environment(r.User, home)
 	}
 	return cmd, nil
 }
