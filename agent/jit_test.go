@@ -23,7 +23,7 @@ import (
 // consumer as Lambda would, with a pool and a run as provision leaves
 // them; the instance's record gets its first just-in-time configuration
 // from the control plane's MintJIT, as provision gives it.
-func jitWorld(t *testing.T) (*world, *controlplane.Deps, *state.Instance) {
+func jitWorld(t testing.TB) (*world, *controlplane.Deps, *state.Instance) {
 	w := newWorld(t, "")
 	w.store = statetest.NewStore(t, env, state.TableOptions{Stream: true})
 	w.configure(func(c *config.Config) { c.Table = w.store.Table() })

@@ -93,12 +93,15 @@ func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
 // cleanBetweenJobs ends what a just-in-time job left before the next job
 // of the same assignment starts on the instance (issue 29 item 4): that
 // job may be one behind an environment approval, and the jobs before it
-// untrusted. It is the cleanup between assignments, reused whole: kill the
+// untrusted. It is the cleanup between assignments, reused: kill the
 // runner user's processes, wipe the runner copy, the work folder (the tool
 // cache with it), the home, the temporary trees, IPC objects and keys,
-// docker and the operator's cleanup script, then verify.
+// docker and the operator's cleanup script, then verify. Only the probe of
+// the metadata service's firewall rule, which no job can change (it is
+// root's) and which takes up to a second, waits for the end of the
+// assignment.
 func (a *Agent) cleanBetweenJobs(ctx context.Context) error {
-	return errors.Join(a.reap(), a.wipe(ctx))
+	return errors.Join(a.reap(), a.clean(ctx))
 }
 
 // askJIT asks for configuration seq, unless asked less than jitAskEvery ago.
