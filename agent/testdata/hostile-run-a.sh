@@ -56,6 +56,13 @@ setsid "$HJ" thread-daemon "$W" "$D" </dev/null >/dev/null 2>&1 &
 if [ -n "${GHR_OPERATOR_SECRET:-}" ]; then echo "BREACH the agent's GHR_OPERATOR_SECRET reached the job"; fi
 if "$HJ" probe-session-keyring | grep -q ghr-agent-session-secret; then echo "BREACH the job possesses the agent's session keyring"; fi
 
+# A "cached" toolchain the next job's actions/setup-* would run.
+case "${RUNNER_TOOL_CACHE:-}" in
+"$W"/*) ;;
+*) echo "BREACH the tool cache ${RUNNER_TOOL_CACHE:-(unset)} is outside the wiped work folder" ;;
+esac
+mkdir -p "${RUNNER_TOOL_CACHE:-/nonexistent}/node/99.0.0/x64/bin" && echo planted >"$RUNNER_TOOL_CACHE/node/99.0.0/x64/bin/node"
+
 # Files in root's world-writable folders below the shared temporary places.
 echo planted >"$WW/ghr-a-$TAG"
 echo planted >"$WW/deep/ghr-a-$TAG"

@@ -21,7 +21,7 @@ for p in /proc/[0-9]*; do
 	fi
 done
 ipc=$("$HJ" probe-ipc) && [ -z "$ipc" ] || left "IPC objects or keys: $ipc"
-for f in "$WW/ghr-a-$TAG" "$WW/deep/ghr-a-$TAG" ~/.gitconfig ~/.ssh "$W/planted-link" "/tmp/ghr-link-$TAG" "/tmp/ghr-a-$TAG" "/var/tmp/ghr-a-$TAG" "/dev/shm/ghr-a-$TAG"; do
+for f in "${RUNNER_TOOL_CACHE:-/nonexistent}/node" "$WW/ghr-a-$TAG" "$WW/deep/ghr-a-$TAG" ~/.gitconfig ~/.ssh "$W/planted-link" "/tmp/ghr-link-$TAG" "/tmp/ghr-a-$TAG" "/var/tmp/ghr-a-$TAG" "/dev/shm/ghr-a-$TAG"; do
 	if [ -e "$f" ] || [ -L "$f" ]; then left "$f"; fi
 done
 touch "run-b-marker-$TAG"
