@@ -156,6 +156,7 @@ func (w *world) start() {
 		if pid := w.runnerPID(); pid > 0 {
 			syscall.Kill(-pid, syscall.SIGKILL)
 		}
+		runner.RemoveCgroup(filepath.Join(w.dir, "run"))
 		if w.t.Failed() {
 			w.t.Logf("agent log:\n%s", w.logs.String())
 		}

@@ -19,15 +19,18 @@ import (
 // Before the runner is removed and the instance offered again, every
 // process of the runner user is killed.
 
-// KillUserProcesses kills every process of the runner user and returns how
-// many it killed. With no User (the runner runs as the agent's own user)
-// there is nothing it may kill.
+// KillUserProcesses kills everything in the runner's cgroup (cgroup.go,
+// where the host has one), then every process of the runner user, and
+// returns how many it killed. With no User (the runner runs as the
+// agent's own user) only the cgroup's are the job's to kill.
 func (r *Runner) KillUserProcesses() (int, error) {
+	n, cgErr := r.killCgroup()
 	uid, ok, err := r.jobUID()
 	if !ok || err != nil {
-		return 0, err
+		return n, errors.Join(cgErr, err)
 	}
-	return killUID(uid)
+	m, err := killUID(uid)
+	return n + m, errors.Join(cgErr, err)
 }
 
 // jobUID is the uid whose processes and files are the job's alone: ok is

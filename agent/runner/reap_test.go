@@ -16,6 +16,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testbin.Remove()
+	removeMadeCgroups()
 	os.Exit(code)
 }
 

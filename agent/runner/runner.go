@@ -37,6 +37,13 @@ type Runner struct {
 	// root, would follow, or a PID that an agent restart would adopt.
 	StateDir string
 
+	// The runner's cgroup (cgroup.go): its folder and a descriptor of it;
+	// cgNone once the host was found to offer none.
+	cgMu   sync.Mutex
+	cgDir  string
+	cgFD   int
+	cgNone bool
+
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -340,6 +347,9 @@ func (r *Runner) command(ctx context.Context, name string, args ...string) (*exe
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = r.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	if _, fd := r.cgroup(); fd >= 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	}
 	cmd.Env = r.environment("", "") // env.go: built, never inherited
 	if r.User != "" {
 		uid, gid, groups, home, err := lookup(r.User)

@@ -11,7 +11,7 @@ import (
 
 // Verify checks, once an assignment's cleanup is done and before the
 // instance may be offered to another run, that nothing of the assignment is
-// left: no process of the runner user; no file of it in the temporary
+// left: no task in the runner's cgroup, no process of the runner user; no file of it in the temporary
 // folders (however deep in their world-writable folders) or the at spools,
 // no crontab, no SysV IPC object, POSIX message queue or key in its user
 // keyrings; nothing in its home but what
@@ -54,6 +54,11 @@ func (r *Runner) Verify() error {
 		}
 		if extra := r.homeExtras(); len(extra) > 0 {
 			found = append(found, fmt.Errorf("the home of %s holds %v beyond %s", r.User, extra, Skel))
+		}
+	}
+	if dir, _ := r.cgroup(); dir != "" {
+		if tasks, err := tasksIn(dir); err != nil || len(tasks) > 0 {
+			found = append(found, fmt.Errorf("the runner's cgroup %s still holds tasks %v (%v)", dir, tasks, err))
 		}
 	}
 	if entries, err := os.ReadDir(r.WorkDir); err == nil && len(entries) > 0 {
