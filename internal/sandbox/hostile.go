@@ -21,9 +21,12 @@ import (
 // a daemon whose main thread exited while a worker thread lists the work
 // folder (State Z in /proc, issue 29 item 2), SysV IPC objects, a POSIX
 // message queue and keys in its user keyrings, and files in root's
-// world-writable folders below /tmp (item 5). The pools are just in time,
-// and the agent cleans up between the jobs of an assignment too (item 4):
-// no job may find any of these, whichever run left them. The runners run as a user of their instance's own (instancehost's
+// world-writable folders below /tmp (item 5). As for the rest, a job fails
+// when it finds what another run left: a token runner takes the jobs of
+// its run in a row and may meet its own run's (a just-in-time one does
+// not: the agent cleans up between them, item 4, which
+// agent/jit_test.go's TestAJITJobOfARunReachesNothingOfTheNextJobOfTheSameRun
+// shows). The runners run as a user of their instance's own (instancehost's
 // RunnerUsers), so "its own" means what this instance's runner user owns.
 
 const faultHostileJob = "a hostile job: .env line, setsid and thread daemons, home, /tmp and nested /tmp files, IPC objects, keys"
@@ -40,13 +43,15 @@ func jobPrologue(runID string, k hostileKit) string {
 me=$(id -u)
 found=""
 for f in "$ww"/ghr-hostile-* "$ww"/deep/ghr-hostile-*; do
-	[ -e "$f" ] && [ "$(stat -c %%u "$f")" = "$me" ] && found="$found file:$f"
+	[ -e "$f" ] && [ "$(stat -c %%u "$f")" = "$me" ] || continue
+	case "$f" in *"-$run") ;; *) found="$found file:$f" ;; esac
 done
+own=$(cat "%s/$run.thread/pid" 2>/dev/null)
 for p in /proc/[0-9]*; do
-	[ "$(stat -c %%u "$p" 2>/dev/null)" = "$me" ] || continue
+	[ "$(stat -c %%u "$p" 2>/dev/null)" = "$me" ] && [ "${p#/proc/}" != "$own" ] || continue
 	if grep -q '^State:.*Z' "$p/status" 2>/dev/null && [ "$(ls "$p/task" 2>/dev/null | wc -l)" -gt 1 ]; then found="$found thread-daemon:${p#/proc/}"; fi
 done
-ipc=$("$hj" probe-ipc 2>&1) || found="$found probe-ipc-failed"
+ipc=$("$hj" probe-ipc "$run" 2>&1) || found="$found probe-ipc-failed"
 [ -z "$ipc" ] || found="$found ipc:$(echo $ipc | head -c 120)"
 if [ -n "${GHR_HOSTILE:-}" ] && [ "$GHR_HOSTILE" != "$run" ]; then found="$found env:GHR_HOSTILE=$GHR_HOSTILE"; fi
 for f in ~/.ghr-hostile-* /tmp/ghr-hostile-* /dev/shm/ghr-hostile-*; do
@@ -62,7 +67,7 @@ for p in /proc/[0-9]*; do
 done
 if [ -n "$found" ]; then echo "%s:$found"; exit 42; fi
 touch "ghr-ws-$run"
-`, runID, k.hj, k.ww, leftoverMark)
+`, runID, k.hj, k.ww, k.drop, leftoverMark)
 }
 
 // hostileScript is the hostile job of runID; drop is the drop box. The
@@ -88,6 +93,7 @@ while :; do
 	sleep 0.3
 done' "ghr-hostile""-daemon-$run" "$work" "$run" "$drop" </dev/null >/dev/null 2>&1 &
 setsid "$hj" thread-daemon "$work" "$drop/$run.thread" </dev/null >/dev/null 2>&1 &
+echo $! >"$drop/$run.thread/pid" # a later job of this run on a token runner may meet it
 echo "hostile job of $run planted its leftovers (runner root $root)"
 `, runID, k.drop, k.hj, k.ww)
 }

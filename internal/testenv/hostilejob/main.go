@@ -6,12 +6,14 @@
 //
 //	hostilejob thread-daemon WATCH DROP  a daemon whose main thread exits
 //	hostilejob plant-ipc TAG             SysV IPC, POSIX queue and keys left behind
-//	hostilejob probe-ipc                 prints what of the above this uid still has
+//	hostilejob probe-ipc [TAG]           prints what of the above this uid still has
+//	                                     (but what plant-ipc TAG left)
 //	hostilejob probe-session-keyring     prints the keys of the session keyring
 package main
 
 import (
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -44,7 +46,11 @@ func main() {
 		}
 		plantIPC(os.Args[2])
 	case "probe-ipc":
-		probeIPC()
+		tag := ""
+		if len(os.Args) > 2 {
+			tag = os.Args[2]
+		}
+		probeIPC(tag)
 	case "probe-session-keyring":
 		probeSessionKeyring()
 	default:
@@ -103,13 +109,14 @@ const (
 // segment, message queue and semaphore set, a POSIX message queue, and a key in the user and user-session keyrings.
 func plantIPC(tag string) {
 	var errs []string
-	if _, _, e := unix.Syscall(unix.SYS_SHMGET, 0 /* IPC_PRIVATE */, 4096, unix.IPC_CREAT|0o600); e != 0 {
+	key := ipcKey(tag)
+	if _, _, e := unix.Syscall(unix.SYS_SHMGET, key, 4096, unix.IPC_CREAT|0o600); e != 0 {
 		errs = append(errs, "shmget: "+e.Error())
 	}
-	if _, _, e := unix.Syscall(unix.SYS_MSGGET, 0, unix.IPC_CREAT|0o600, 0); e != 0 {
+	if _, _, e := unix.Syscall(unix.SYS_MSGGET, key, unix.IPC_CREAT|0o600, 0); e != 0 {
 		errs = append(errs, "msgget: "+e.Error())
 	}
-	if _, _, e := unix.Syscall(unix.SYS_SEMGET, 0, 1, unix.IPC_CREAT|0o600); e != 0 {
+	if _, _, e := unix.Syscall(unix.SYS_SEMGET, key, 1, unix.IPC_CREAT|0o600); e != 0 {
 		errs = append(errs, "semget: "+e.Error())
 	}
 	// POSIX queues live in the kernel's mqueue file system whether or not
@@ -131,9 +138,18 @@ func plantIPC(tag string) {
 	fmt.Println("planted IPC objects and keys")
 }
 
-// probeIPC prints one line for every IPC object and key of this uid.
-func probeIPC() {
+// ipcKey is the SysV IPC key of what plant-ipc TAG leaves.
+func ipcKey(tag string) uintptr { return uintptr(crc32.ChecksumIEEE([]byte(tag))&0x7fffffff | 1) }
+
+// probeIPC prints one line for every IPC object and key of this uid but
+// what plant-ipc TAG left (a job of the same run on a token runner, which
+// takes the jobs of its run in a row, may find its own) and the link to
+// the user keyring the kernel puts in the user-session keyring.
+func probeIPC(tag string) {
 	uid := fmt.Sprint(os.Getuid())
+	own := func(line string) bool {
+		return tag != "" && (strings.Contains(line, "ghr-planted-"+tag+" ") || strings.HasSuffix(line, "ghr-mq-"+tag))
+	}
 	for _, kind := range []string{"shm", "msg", "sem"} {
 		raw, _ := os.ReadFile("/proc/sysvipc/" + kind)
 		lines := strings.Split(string(raw), "\n")
@@ -147,19 +163,24 @@ func probeIPC() {
 			}
 		}
 		for _, l := range lines[1:] {
-			if f := strings.Fields(l); col >= 0 && len(f) > col && f[col] == uid {
-				fmt.Printf("sysv %s %s\n", kind, strings.Join(f[:2], " "))
+			f := strings.Fields(l)
+			if col < 0 || len(f) <= col || f[col] != uid || tag != "" && f[0] == fmt.Sprint(ipcKey(tag)) {
+				continue
 			}
+			fmt.Printf("sysv %s %s\n", kind, strings.Join(f[:2], " "))
 		}
 	}
 	mqs, _ := os.ReadDir("/dev/mqueue")
 	for _, e := range mqs {
-		if info, err := e.Info(); err == nil && fmt.Sprint(info.Sys().(*syscall.Stat_t).Uid) == uid {
+		if info, err := e.Info(); err == nil && fmt.Sprint(info.Sys().(*syscall.Stat_t).Uid) == uid && !own("mqueue "+e.Name()) {
 			fmt.Println("mqueue", e.Name())
 		}
 	}
 	for name, ring := range map[string]int{"user": keySpecUserKeyring, "user-session": keySpecUserSessionKeyring} {
 		for _, k := range keysIn(ring) {
+			if strings.HasPrefix(k, "keyring;") && strings.Contains(k, ";_uid."+uid+" ") || own(k+" ") {
+				continue
+			}
 			fmt.Printf("key in the %s keyring: %s\n", name, k)
 		}
 	}
