@@ -16,8 +16,11 @@ import (
 // job can leave it (setsid, nohup, a double fork): such a process would
 // watch the next run's work folder and read, from /proc/<pid>/environ of
 // config.sh (same user), the token of the next registration or removal.
-// Before the runner is removed and the instance offered again, every
-// process of the runner user is killed.
+// Before the runner is removed and the instance offered again, and
+// between the jobs of a just-in-time assignment, everything in the
+// runner's cgroup (cgroup.go) and every process of the runner user is
+// killed. Invariant: a thread group counts as alive while any of its tasks
+// is, whatever its leader's state reads.
 
 // KillUserProcesses kills everything in the runner's cgroup (cgroup.go,
 // where the host has one), then every process of the runner user, and
