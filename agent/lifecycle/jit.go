@@ -14,8 +14,11 @@ import (
 // runner for one job. The agent starts it in a fresh copy of the install;
 // when the runner exits (its job done, or it died) the agent asks for the
 // next configuration of the assignment through its record (UD_JIT_NEXT,
-// asked again every jitAskEvery until it comes) and starts that one. At
-// release there is nothing to deregister: GitHub removed the runner that
+// asked again every jitAskEvery until it comes) and starts that one.
+// Invariant: no runner starts on what an earlier job of the assignment
+// left: between the two the agent cleans up and verifies as between
+// assignments (cleanBetweenJobs), and a failed check holds the next
+// runner back. At release there is nothing to deregister: GitHub removed the runner that
 // took a job, and the control plane deletes one that took none.
 
 // jitAskEvery is how often an unanswered request is repeated: each write
