@@ -28,12 +28,13 @@ import (
 
 // startInOwnSession starts cmd from a thread that has joined a new,
 // anonymous session keyring, which the child inherits; the thread is then
-// discarded, so the agent's other threads keep theirs.
+// discarded, so the agent's other threads keep theirs. A kernel without
+// keys (ENOSYS) has no keyring to inherit.
 func startInOwnSession(cmd *exec.Cmd) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if _, _, e := unix.RawSyscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0); e != 0 {
+		if _, _, e := unix.RawSyscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0); e != 0 && e != unix.ENOSYS {
 			done <- fmt.Errorf("a session keyring of its own for %s: %w", cmd.Path, e)
 			return
 		}
@@ -76,6 +77,9 @@ func clearKeyrings(uid, gid uint32) error {
 		var errs []error
 		for name, spec := range userKeyrings {
 			id, err := unix.KeyctlGetKeyringID(spec, true)
+			if errors.Is(err, unix.ENOSYS) {
+				return nil // a kernel without keys keeps none
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("find the %s keyring of uid %d: %w", name, uid, err))
 				continue
@@ -96,6 +100,9 @@ func keysOf(uid, gid uint32) ([]string, error) {
 	err := asUID(uid, gid, func() error {
 		for name, spec := range userKeyrings {
 			id, err := unix.KeyctlGetKeyringID(spec, true)
+			if errors.Is(err, unix.ENOSYS) {
+				return nil // a kernel without keys keeps none
+			}
 			if err != nil {
 				return fmt.Errorf("find the %s keyring of uid %d: %w", name, uid, err)
 			}
