@@ -6,7 +6,8 @@ package runner
 //     uid, so one inherited from the agent would hand a job the agent's
 //     keys, and one shared between runners a job's keys to the next.
 //   - Between assignments, and between the jobs of one, the runner uid's
-//     user and user-session keyrings are emptied (KEYCTL_CLEAR), and Verify
+//     user, user-session and persistent keyrings are emptied
+//     (KEYCTL_CLEAR), and Verify
 //     finds any key left there: the kernel keeps them for the uid after its
 //     last process is gone, and the next job of the uid would read them.
 // The kernel finds a uid's user keyrings only for a caller running as that
@@ -68,22 +69,43 @@ func asUID(uid, gid uint32, fn func() error) error {
 	return <-done
 }
 
-// userKeyrings are the keyrings the kernel keeps per uid.
-var userKeyrings = map[string]int{"user": unix.KEY_SPEC_USER_KEYRING, "user-session": unix.KEY_SPEC_USER_SESSION_KEYRING}
+// uidKeyrings finds, from a thread running as the uid (asUID), the
+// keyrings the kernel keeps for it beyond its processes: its user and
+// user-session keyrings, and its persistent keyring where the kernel has
+// them (linked into the throwaway thread's own keyring to be found). None
+// at all on a kernel without keys.
+func uidKeyrings() (map[string]int, error) {
+	rings := map[string]int{}
+	for name, spec := range map[string]int{"user": unix.KEY_SPEC_USER_KEYRING, "user-session": unix.KEY_SPEC_USER_SESSION_KEYRING} {
+		id, err := unix.KeyctlGetKeyringID(spec, true)
+		if errors.Is(err, unix.ENOSYS) {
+			return nil, nil // a kernel without keys keeps none
+		}
+		if err != nil {
+			return nil, fmt.Errorf("find the %s keyring: %w", name, err)
+		}
+		rings[name] = id
+	}
+	id, err := unix.KeyctlInt(unix.KEYCTL_GET_PERSISTENT, -1, unix.KEY_SPEC_THREAD_KEYRING, 0, 0)
+	switch {
+	case err == nil:
+		rings["persistent"] = id
+	case !errors.Is(err, unix.EOPNOTSUPP):
+		return nil, fmt.Errorf("find the persistent keyring: %w", err)
+	}
+	return rings, nil
+}
 
-// clearKeyrings empties the user and user-session keyrings of uid.
+// clearKeyrings empties the user, user-session and persistent keyrings of
+// uid.
 func clearKeyrings(uid, gid uint32) error {
 	return asUID(uid, gid, func() error {
+		rings, err := uidKeyrings()
+		if err != nil {
+			return fmt.Errorf("uid %d: %w", uid, err)
+		}
 		var errs []error
-		for name, spec := range userKeyrings {
-			id, err := unix.KeyctlGetKeyringID(spec, true)
-			if errors.Is(err, unix.ENOSYS) {
-				return nil // a kernel without keys keeps none
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("find the %s keyring of uid %d: %w", name, uid, err))
-				continue
-			}
+		for name, id := range rings {
 			if _, err := unix.KeyctlInt(unix.KEYCTL_CLEAR, id, 0, 0, 0); err != nil {
 				errs = append(errs, fmt.Errorf("clear the %s keyring of uid %d: %w", name, uid, err))
 			}
@@ -92,20 +114,17 @@ func clearKeyrings(uid, gid uint32) error {
 	})
 }
 
-// keysOf describes the keys left in the user and user-session keyrings of
-// uid. The user-session keyring's link to the user keyring (_uid.<uid>),
+// keysOf describes the keys left in the user, user-session and
+// persistent keyrings of uid. The user-session keyring's link to the user keyring (_uid.<uid>),
 // which the kernel makes, is not a key a job left.
 func keysOf(uid, gid uint32) ([]string, error) {
 	var found []string
 	err := asUID(uid, gid, func() error {
-		for name, spec := range userKeyrings {
-			id, err := unix.KeyctlGetKeyringID(spec, true)
-			if errors.Is(err, unix.ENOSYS) {
-				return nil // a kernel without keys keeps none
-			}
-			if err != nil {
-				return fmt.Errorf("find the %s keyring of uid %d: %w", name, uid, err)
-			}
+		rings, err := uidKeyrings()
+		if err != nil {
+			return fmt.Errorf("uid %d: %w", uid, err)
+		}
+		for name, id := range rings {
 			buf := make([]byte, 4096)
 			n, err := unix.KeyctlBuffer(unix.KEYCTL_READ, id, buf, 0)
 			if err != nil {

@@ -100,6 +100,7 @@ func threadDaemon(watch, drop string) {
 
 // Key specifiers of keyctl(2).
 const (
+	keySpecThreadKeyring      = -1
 	keySpecSessionKeyring     = -3
 	keySpecUserKeyring        = -4
 	keySpecUserSessionKeyring = -5
@@ -127,7 +128,11 @@ func plantIPC(tag string) {
 	} else {
 		unix.Close(int(fd))
 	}
-	for _, ring := range []int{keySpecUserKeyring, keySpecUserSessionKeyring} {
+	rings := []int{keySpecUserKeyring, keySpecUserSessionKeyring}
+	if id, err := unix.KeyctlInt(unix.KEYCTL_GET_PERSISTENT, -1, keySpecThreadKeyring, 0, 0); err == nil {
+		rings = append(rings, id) // where the kernel has persistent keyrings (3 days after last use)
+	}
+	for _, ring := range rings {
 		if _, err := unix.AddKey("user", "ghr-planted-"+tag, []byte("secret of "+tag), ring); err != nil {
 			errs = append(errs, fmt.Sprintf("add_key to %d: %v", ring, err))
 		}
@@ -176,7 +181,11 @@ func probeIPC(tag string) {
 			fmt.Println("mqueue", e.Name())
 		}
 	}
-	for name, ring := range map[string]int{"user": keySpecUserKeyring, "user-session": keySpecUserSessionKeyring} {
+	rings := map[string]int{"user": keySpecUserKeyring, "user-session": keySpecUserSessionKeyring}
+	if id, err := unix.KeyctlInt(unix.KEYCTL_GET_PERSISTENT, -1, keySpecThreadKeyring, 0, 0); err == nil {
+		rings["persistent"] = id
+	}
+	for name, ring := range rings {
 		for _, k := range keysIn(ring) {
 			if strings.HasPrefix(k, "keyring;") && strings.Contains(k, ";_uid."+uid+" ") || own(k+" ") {
 				continue
