@@ -136,7 +136,9 @@ func (w *world) kill() {
 
 func (w *world) start() {
 	w.agent = exec.Command(buildAgent(w.t), "-config", filepath.Join(w.dir, "agent.json"))
-	w.agent.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_REGION="+awstest.Region, fakegithub.AllowRoot)
+	// An operator's variable for the agent alone: no job may see it
+	// (testdata/hostile-run-a.sh).
+	w.agent.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_REGION="+awstest.Region, fakegithub.AllowRoot, operatorSecret)
 	// A pipe of our own, not exec's: run.sh inherits the agent's output,
 	// and exec's Wait would wait for every writer to close it, not for the
 	// agent to exit.
@@ -145,7 +147,7 @@ func (w *world) start() {
 	go func() { io.Copy(w.logs, out); out.Close() }()
 	w.agent.Stdout, w.agent.Stderr = in, in
 	w.agent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = w.agent.Start()
+	err = startWithSessionKey(w.agent)
 	in.Close()
 	must(w.t, err)
 	go func() { w.exited <- w.agent.Wait() }()
@@ -154,6 +156,7 @@ func (w *world) start() {
 		if pid := w.runnerPID(); pid > 0 {
 			syscall.Kill(-pid, syscall.SIGKILL)
 		}
+		runner.RemoveCgroup(filepath.Join(w.dir, "run"))
 		if w.t.Failed() {
 			w.t.Logf("agent log:\n%s", w.logs.String())
 		}

@@ -16,7 +16,9 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/instancehost"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 )
 
 // jobUser creates an unprivileged user for the runner, as user data does on
@@ -59,6 +61,73 @@ func (w *world) hostileScript(file string, vars map[string]string) string {
 	return b.String() + string(body)
 }
 
+// hostileVars makes what the hostile scripts (testdata/hostile-run-*.sh)
+// are given, for the runner user uid, once the agent started: a drop box
+// the wipe leaves alone, a file of root's, root's world-writable folders
+// in /tmp (as systemd-tmpfiles makes /tmp/.X11-unix), hostilejob.
+func (w *world) hostileVars(uid string) map[string]string {
+	t := w.t
+	drop, target := filepath.Join(w.dir, "drop"), filepath.Join(w.dir, "precious")
+	must(t, os.Mkdir(drop, 0o755))
+	must(t, os.Chmod(drop, 0o1777)) // the wipe leaves it: whatever survives reports here
+	must(t, os.WriteFile(target, []byte("precious\n"), 0o644))
+	tag := filepath.Base(w.dir) + uid
+	ww := filepath.Join("/tmp", "ghr-ww-"+tag)
+	must(t, os.MkdirAll(filepath.Join(ww, "deep"), 0o755))
+	must(t, os.Chmod(ww, 0o1777))
+	must(t, os.Chmod(filepath.Join(ww, "deep"), 0o1777))
+	t.Cleanup(func() { os.RemoveAll(ww) })
+	hj, err := testbin.Build(testbin.Module + "/internal/testenv/hostilejob")
+	must(t, err)
+	vars := map[string]string{"R": filepath.Join(w.dir, "run"), "I": filepath.Join(w.dir, "runner"), "W": filepath.Join(w.dir, "work"),
+		"D": drop, "T": target, "TAG": tag, "AGENT": fmt.Sprint(w.agent.Process.Pid), "HJ": hj, "WW": ww}
+	imdsAddr, err := url.Parse(w.imds.URL())
+	must(t, err)
+	vars["IMDS_HOST"], vars["IMDS_PORT"] = imdsAddr.Hostname(), imdsAddr.Port()
+	return vars
+}
+
+// checkHostileA fails the test unless run A's hostile job ran all it
+// tried, and breached nothing while it ran; then clears its liveness
+// files, so that a later one says something outlived the run.
+func checkHostileA(t *testing.T, a fakegithub.Job, drop string) {
+	t.Helper()
+	if a.ExitCode != 0 || !strings.Contains(a.Output, "run A done") || strings.Contains(a.Output, "BREACH") || strings.Contains(a.Output, "hostilejob") {
+		t.Fatalf("run A's job (exit %d):\n%s", a.ExitCode, a.Output)
+	}
+	for _, f := range []string{"nohup-alive", "thread-alive"} {
+		if _, err := os.Stat(filepath.Join(drop, f)); err != nil {
+			t.Fatalf("run A's %s loop never ran, the suite proves nothing: %v", f, err)
+		}
+	}
+}
+
+// checkSpied fails the test when what outlived run A's job saw a secret
+// of what came after it, or still runs.
+func checkSpied(t *testing.T, drop string, secrets map[string]string) {
+	t.Helper()
+	spy, _ := os.ReadFile(filepath.Join(drop, "spy"))
+	for what, secret := range secrets {
+		if strings.Contains(string(spy), secret) {
+			t.Errorf("run A's spy saw %s", what)
+		}
+	}
+	for _, f := range []string{"nohup-alive", "thread-alive"} {
+		if _, err := os.Stat(filepath.Join(drop, f)); err == nil {
+			t.Errorf("run A's %s loop outlived its job", f)
+		}
+	}
+}
+
+// clearAlive removes the liveness files of run A's loops once its job is
+// cleaned up after: any that comes back was written by a survivor.
+func clearAlive(t *testing.T, drop string) {
+	t.Helper()
+	for _, f := range []string{"nohup-alive", "thread-alive"} {
+		must(t, os.Remove(filepath.Join(drop, f)))
+	}
+}
+
 // TestAHostileJobOfOneRunReachesNothingOfTheNext is the hostile-job suite
 // (docs/security.md): run A's job, as a real unprivileged runner user,
 // tries every way it has to persist on the instance or spy on the next run
@@ -71,27 +140,13 @@ func TestAHostileJobOfOneRunReachesNothingOfTheNext(t *testing.T) {
 	name := w.jobUser()
 	u, err := user.Lookup(name)
 	must(t, err)
-	drop, target := filepath.Join(w.dir, "drop"), filepath.Join(w.dir, "precious")
-	must(t, os.Mkdir(drop, 0o755))
-	must(t, os.Chmod(drop, 0o1777)) // the wipe leaves it: whatever survives reports here
-	must(t, os.WriteFile(target, []byte("precious\n"), 0o644))
-	tag := filepath.Base(w.dir) + u.Uid
 	w.start()
-	vars := map[string]string{"R": filepath.Join(w.dir, "run"), "I": filepath.Join(w.dir, "runner"), "W": filepath.Join(w.dir, "work"),
-		"D": drop, "T": target, "TAG": tag, "AGENT": fmt.Sprint(w.agent.Process.Pid)}
-	imdsAddr, err := url.Parse(w.imds.URL())
-	must(t, err)
-	vars["IMDS_HOST"], vars["IMDS_PORT"] = imdsAddr.Hostname(), imdsAddr.Port()
+	vars := w.hostileVars(u.Uid)
+	drop, target, tag := vars["D"], vars["T"], vars["TAG"]
 
 	inst := w.create("run-a", "on-demand")
 	running := w.markRunning(inst)
-	a := w.job("run-a", w.hostileScript("hostile-run-a.sh", vars))
-	if a.ExitCode != 0 || !strings.Contains(a.Output, "run A done") || strings.Contains(a.Output, "BREACH") {
-		t.Fatalf("run A's job (exit %d):\n%s", a.ExitCode, a.Output)
-	}
-	if _, err := os.Stat(filepath.Join(drop, "nohup-alive")); err != nil {
-		t.Fatalf("run A's nohup loop never ran, the suite proves nothing: %v", err)
-	}
+	checkHostileA(t, w.job("run-a", w.hostileScript("hostile-run-a.sh", vars)), drop)
 
 	// What polkit may let a job's own session do (loginctl enable-linger):
 	// its systemd user manager, and the units the job wrote in its home,
@@ -108,7 +163,7 @@ func TestAHostileJobOfOneRunReachesNothingOfTheNext(t *testing.T) {
 	if _, ok := clean.SignalFor(state.SignalRemoveRegOK); !ok {
 		t.Fatalf("after run A: %v", clean.Signals)
 	}
-	must(t, os.Remove(filepath.Join(drop, "nohup-alive")))
+	clearAlive(t, drop)
 	if _, err := os.Lstat(linger); err == nil {
 		t.Error("the runner user still lingers after run A")
 	}
@@ -124,15 +179,7 @@ func TestAHostileJobOfOneRunReachesNothingOfTheNext(t *testing.T) {
 		t.Fatalf("run B found run A's leftovers:\n%s", b.Output)
 	}
 
-	spy, _ := os.ReadFile(filepath.Join(drop, "spy"))
-	for what, secret := range map[string]string{"run B's registration token": tokenB, "run A's remove token": removal.Token, "run B's workspace": "run-b-marker-" + tag} {
-		if strings.Contains(string(spy), secret) {
-			t.Errorf("run A's spy saw %s", what)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(drop, "nohup-alive")); err == nil {
-		t.Error("run A's nohup loop outlived the run")
-	}
+	checkSpied(t, drop, map[string]string{"run B's registration token": tokenB, "run A's remove token": removal.Token, "run B's workspace": "run-b-marker-" + tag})
 	if ran, err := os.ReadFile(filepath.Join(drop, "planted-ran")); err == nil {
 		t.Errorf("a script run A planted in its runner copy ran:\n%s", ran)
 	}

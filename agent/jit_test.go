@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os/user"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 // consumer as Lambda would, with a pool and a run as provision leaves
 // them; the instance's record gets its first just-in-time configuration
 // from the control plane's MintJIT, as provision gives it.
-func jitWorld(t *testing.T) (*world, *controlplane.Deps, *state.Instance) {
+func jitWorld(t testing.TB) (*world, *controlplane.Deps, *state.Instance) {
 	w := newWorld(t, "")
 	w.store = statetest.NewStore(t, env, state.TableOptions{Stream: true})
 	w.configure(func(c *config.Config) { c.Table = w.store.Table() })
@@ -104,6 +105,41 @@ func TestAJITRunTakesEachJobOnAFreshSingleJobRunner(t *testing.T) {
 	for _, rn := range w.fake.Runners() {
 		if rn.Online {
 			t.Errorf("runner %s still listening after release", rn.Name)
+		}
+	}
+}
+
+// TestAJITJobOfARunReachesNothingOfTheNextJobOfTheSameRun (issue 29 item
+// 4): the next job of a run may be one behind an environment approval,
+// and the jobs before it untrusted. Between the jobs of a just-in-time
+// assignment the agent cleans up as between assignments: the first job's
+// hostile tricks (testdata/hostile-run-a.sh) leave nothing the second
+// (testdata/hostile-run-b.sh) finds, and nothing of the first saw the
+// second's workspace. Shown to fail with cleanBetweenJobs disabled: "run
+// B found run A's leftovers: LEFT process ...: ghr-daemon-..." and "run
+// A's spy saw the next job's workspace".
+func TestAJITJobOfARunReachesNothingOfTheNextJobOfTheSameRun(t *testing.T) {
+	w, _, inst := jitWorld(t)
+	u, err := user.Lookup(w.jobUser())
+	must(t, err)
+	w.start()
+	w.markRunning(inst)
+	vars := w.hostileVars(u.Uid)
+	checkHostileA(t, w.job("ghr-run-a-jit", w.hostileScript("hostile-run-a.sh", vars)), vars["D"])
+	waitLog(t, w, "next just-in-time runner started", 20*time.Second)
+	clearAlive(t, vars["D"])
+	if b := w.job("ghr-run-a-jit", w.hostileScript("hostile-run-b.sh", vars)); b.ExitCode != 0 {
+		t.Fatalf("run B found run A's leftovers:\n%s", b.Output)
+	}
+	checkSpied(t, vars["D"], map[string]string{"the next job's workspace": "run-b-marker-" + vars["TAG"]})
+}
+
+// waitLog waits until the agent's log holds text.
+func waitLog(t *testing.T, w *world, text string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !strings.Contains(w.logs.String(), text); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent never logged %q:\n%s", text, w.logs.String())
 		}
 	}
 }

@@ -253,7 +253,22 @@ func (a *Agent) reap() error {
 	return nil
 }
 
+// wipe cleans up after an assignment (clean), then checks, before the
+// instance may be pooled, that the runner user still cannot reach the
+// instance metadata service.
 func (a *Agent) wipe(ctx context.Context) error {
+	if err := a.clean(ctx); err != nil {
+		return err
+	}
+	if reason := a.imdsOpen(ctx); reason != "" {
+		return errors.New(reason)
+	}
+	return nil
+}
+
+// clean removes what a job left and verifies that nothing is left: after
+// an assignment, and between the jobs of a just-in-time one.
+func (a *Agent) clean(ctx context.Context) error {
 	if err := a.Runner.Wipe(); err != nil {
 		return fmt.Errorf("wipe work folder: %w", err)
 	}
@@ -277,9 +292,6 @@ func (a *Agent) wipe(ctx context.Context) error {
 	// wrote since, a changed install keep the instance out of the pool.
 	if err := a.Runner.Verify(); err != nil {
 		return fmt.Errorf("the instance is not clean: %w", err)
-	}
-	if reason := a.imdsOpen(ctx); reason != "" {
-		return errors.New(reason)
 	}
 	return nil
 }

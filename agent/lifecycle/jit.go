@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -13,8 +14,11 @@ import (
 // runner for one job. The agent starts it in a fresh copy of the install;
 // when the runner exits (its job done, or it died) the agent asks for the
 // next configuration of the assignment through its record (UD_JIT_NEXT,
-// asked again every jitAskEvery until it comes) and starts that one. At
-// release there is nothing to deregister: GitHub removed the runner that
+// asked again every jitAskEvery until it comes) and starts that one.
+// Invariant: no runner starts on what an earlier job of the assignment
+// left: between the two the agent cleans up and verifies as between
+// assignments (cleanBetweenJobs), and a failed check holds the next
+// runner back. At release there is nothing to deregister: GitHub removed the runner that
 // took a job, and the control plane deletes one that took none.
 
 // jitAskEvery is how often an unanswered request is repeated: each write
@@ -59,32 +63,63 @@ func (a *Agent) registerJIT(ctx context.Context, rec *state.Instance, reg *state
 }
 
 // superviseJIT starts the next runner once the last one exited, asking
-// for its configuration until the record holds it.
+// for its configuration until the record holds it. Between the two, what
+// the last job left dies as between assignments (cleanBetweenJobs).
 func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
 	if alive, _ := a.Runner.Alive(); alive {
 		return
 	}
 	next := a.local.Seq + 1
-	if reg := rec.Registration; reg != nil && reg.Purpose == state.PurposeJIT && reg.Assignment == rec.Assignment && reg.Seq == next {
-		if err := a.startJIT(reg.JITConfig); err != nil {
-			a.Log.Error("start just-in-time runner", "err", err, "seq", next)
-			return // asked again below on the next pass
+	reg := rec.Registration
+	ready := reg != nil && reg.Purpose == state.PurposeJIT && reg.Assignment == rec.Assignment && reg.Seq == next
+	if !ready {
+		a.askJIT(ctx, rec, next) // first: the control plane answers while the agent cleans up
+	}
+	if a.jitCleaned != a.local.Seq {
+		if err := a.cleanBetweenJobs(ctx); err != nil {
+			a.Log.Error("clean up after a just-in-time job: the next runner waits", "err", err, "seq", a.local.Seq)
+			return // tried again on the next pass
 		}
-		a.noteJIT(ctx, rec, reg)
-		a.Log.Info("next just-in-time runner started", "runner", reg.RunnerName, "runnerId", reg.RunnerID, "seq", next)
+		a.jitCleaned = a.local.Seq
+	}
+	if !ready {
 		return
 	}
-	if a.jitAsked == next && time.Since(a.jitAskedAt) < jitAskEvery {
+	if err := a.startJIT(reg.JITConfig); err != nil {
+		a.Log.Error("start just-in-time runner", "err", err, "seq", next)
+		return // asked again below on the next pass
+	}
+	a.noteJIT(ctx, rec, reg)
+	a.Log.Info("next just-in-time runner started", "runner", reg.RunnerName, "runnerId", reg.RunnerID, "seq", next)
+}
+
+// cleanBetweenJobs ends what a just-in-time job left before the next job
+// of the same assignment starts on the instance (issue 29 item 4): that
+// job may be one behind an environment approval, and the jobs before it
+// untrusted. It is the cleanup between assignments, reused: kill the
+// runner user's processes, wipe the runner copy, the work folder (the tool
+// cache with it), the home, the temporary trees, IPC objects and keys,
+// docker and the operator's cleanup script, then verify. Only the probe of
+// the metadata service's firewall rule, which no job can change (it is
+// root's) and which takes up to a second, waits for the end of the
+// assignment.
+func (a *Agent) cleanBetweenJobs(ctx context.Context) error {
+	return errors.Join(a.reap(), a.clean(ctx))
+}
+
+// askJIT asks for configuration seq, unless asked less than jitAskEvery ago.
+func (a *Agent) askJIT(ctx context.Context, rec *state.Instance, seq int) {
+	if a.jitAsked == seq && time.Since(a.jitAskedAt) < jitAskEvery {
 		return
 	}
-	if err := a.Store.PutSignal(ctx, a.Key, rec.Assignment, state.SignalJITNext, strconv.Itoa(next)); err != nil {
-		a.Log.Warn("ask for the next just-in-time configuration", "err", err, "seq", next)
+	if err := a.Store.PutSignal(ctx, a.Key, rec.Assignment, state.SignalJITNext, strconv.Itoa(seq)); err != nil {
+		a.Log.Warn("ask for the next just-in-time configuration", "err", err, "seq", seq)
 		return
 	}
-	if a.jitAsked != next {
-		a.Log.Info("asked for the next just-in-time configuration", "seq", next, "assignment", rec.Assignment)
+	if a.jitAsked != seq {
+		a.Log.Info("asked for the next just-in-time configuration", "seq", seq, "assignment", rec.Assignment)
 	}
-	a.jitAsked, a.jitAskedAt = next, time.Now()
+	a.jitAsked, a.jitAskedAt = seq, time.Now()
 }
 
 // noteJIT notes the runner started and records it, which also takes its

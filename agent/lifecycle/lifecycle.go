@@ -104,6 +104,9 @@ type Agent struct {
 	// jitAsked is the just-in-time configuration last asked for, and when.
 	jitAsked   int
 	jitAskedAt time.Time
+	// jitCleaned is the just-in-time runner (its seq) whose job's
+	// leftovers were last cleaned up, before the next runner starts.
+	jitCleaned int
 }
 
 // registration is the agent's note of what its runner is registered for,

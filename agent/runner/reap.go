@@ -16,18 +16,24 @@ import (
 // job can leave it (setsid, nohup, a double fork): such a process would
 // watch the next run's work folder and read, from /proc/<pid>/environ of
 // config.sh (same user), the token of the next registration or removal.
-// Before the runner is removed and the instance offered again, every
-// process of the runner user is killed.
+// Before the runner is removed and the instance offered again, and
+// between the jobs of a just-in-time assignment, everything in the
+// runner's cgroup (cgroup.go) and every process of the runner user is
+// killed. Invariant: a thread group counts as alive while any of its tasks
+// is, whatever its leader's state reads.
 
-// KillUserProcesses kills every process of the runner user and returns how
-// many it killed. With no User (the runner runs as the agent's own user)
-// there is nothing it may kill.
+// KillUserProcesses kills everything in the runner's cgroup (cgroup.go,
+// where the host has one), then every process of the runner user, and
+// returns how many it killed. With no User (the runner runs as the
+// agent's own user) only the cgroup's are the job's to kill.
 func (r *Runner) KillUserProcesses() (int, error) {
+	n, cgErr := r.killCgroup()
 	uid, ok, err := r.jobUID()
 	if !ok || err != nil {
-		return 0, err
+		return n, errors.Join(cgErr, err)
 	}
-	return killUID(uid)
+	m, err := killUID(uid)
+	return n + m, errors.Join(cgErr, err)
 }
 
 // jobUID is the uid whose processes and files are the job's alone: ok is
@@ -70,8 +76,11 @@ func killUID(uid uint32) (int, error) {
 	return killed, fmt.Errorf("processes of uid %d still appear after 50 rounds of killing", uid)
 }
 
-// processesOf lists the live processes whose real or effective uid is uid
-// (a zombie, already dead, is left to its parent).
+// processesOf lists the live processes whose real or effective uid is uid.
+// It counts tasks, not only processes: a thread group whose leader thread
+// ended (it called exit, not exit_group) reads State Z like a zombie, yet
+// its other threads still run, and SIGKILL to its pid ends them all. A
+// true zombie, all of whose threads are dead, is left to its parent.
 func processesOf(uid uint32) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -87,28 +96,45 @@ func processesOf(uid uint32) ([]int, error) {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		if ownedBy(string(status), uid) {
+		mine, zombie := ownedBy(string(status), uid)
+		if mine && (!zombie || liveTasks("/proc/"+e.Name()+"/task")) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids, nil
 }
 
+// liveTasks reports whether a thread group holds a task that is not a
+// zombie (its leader's own entry included).
+func liveTasks(taskDir string) bool {
+	tasks, _ := os.ReadDir(taskDir)
+	for _, t := range tasks {
+		status, err := os.ReadFile(filepath.Join(taskDir, t.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		if _, zombie := ownedBy(string(status), 0); !zombie {
+			return true
+		}
+	}
+	return false
+}
+
 // ownedBy reads a /proc/<pid>/status: the Uid line holds the real,
-// effective, saved and filesystem uids; State Z is a zombie.
-func ownedBy(status string, uid uint32) bool {
+// effective, saved and filesystem uids; State Z is a zombie (or, for a
+// thread group leader, a leader thread that ended before its threads).
+func ownedBy(status string, uid uint32) (mine, zombie bool) {
 	want := strconv.FormatUint(uint64(uid), 10)
-	mine := false
 	for _, line := range strings.Split(status, "\n") {
 		switch {
-		case strings.HasPrefix(line, "State:") && strings.Contains(line, "Z"):
-			return false
+		case strings.HasPrefix(line, "State:"):
+			zombie = strings.Contains(line, "Z")
 		case strings.HasPrefix(line, "Uid:"):
 			f := strings.Fields(line)
 			mine = len(f) >= 3 && (f[1] == want || f[2] == want)
 		}
 	}
-	return mine
+	return mine, zombie
 }
 
 // Shared places a job can write to outside its work folder, and where a
@@ -131,9 +157,11 @@ var atSpools = []string{"/var/spool/cron/atjobs", "/var/spool/at"}
 // job's user units would come back with it.
 var lingerDir = "/var/lib/systemd/linger"
 
-// RemoveUserLeftovers removes what the runner user left in TempDirs, its
-// crontab, at jobs and lingering, and resets its home to /etc/skel. With no User there is nothing
-// that is the job's alone.
+// RemoveUserLeftovers removes what the runner user left in TempDirs (to
+// the bottom of their world-writable folders: tmptree.go), its crontab, at
+// jobs and lingering, its SysV IPC objects and POSIX message queues
+// (ipc.go) and the keys of its user keyrings (keyrings.go), and resets its
+// home to /etc/skel. With no User there is nothing that is the job's alone.
 func (r *Runner) RemoveUserLeftovers() error {
 	uid, ok, err := r.jobUID()
 	if !ok || err != nil {
@@ -144,7 +172,7 @@ func (r *Runner) RemoveUserLeftovers() error {
 		errs = append(errs, fmt.Errorf("reset the runner user's home: %w", err))
 	}
 	for _, dir := range TempDirs {
-		errs = append(errs, removeOwnedBy(dir, uid))
+		errs = append(errs, removeOwnedTree(dir, uid))
 	}
 	for _, dir := range append(append([]string{}, crontabs...), lingerDir) {
 		if err := os.Remove(filepath.Join(dir, r.User)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -153,6 +181,12 @@ func (r *Runner) RemoveUserLeftovers() error {
 	}
 	for _, dir := range atSpools {
 		errs = append(errs, removeOwnedBy(dir, uid))
+	}
+	errs = append(errs, removeIPC(uid))
+	if _, gid, _, _, err := lookup(r.User); err != nil {
+		errs = append(errs, err)
+	} else {
+		errs = append(errs, clearKeyrings(uid, gid))
 	}
 	return errors.Join(errs...)
 }

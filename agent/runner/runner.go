@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,6 +35,13 @@ type Runner struct {
 	// user, a job could plant a symlink there that the agent, writing as
 	// root, would follow, or a PID that an agent restart would adopt.
 	StateDir string
+
+	// The runner's cgroup (cgroup.go): its folder and a descriptor of it;
+	// cgNone once the host was found to offer none.
+	cgMu   sync.Mutex
+	cgDir  string
+	cgFD   int
+	cgNone bool
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -201,7 +207,7 @@ func (r *Runner) start(env []string) error {
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// Its own process group, so a stop reaches the job's processes too.
 	cmd.SysProcAttr.Setpgid = true
-	if err := cmd.Start(); err != nil {
+	if err := startInOwnSession(cmd); err != nil {
 		return fmt.Errorf("start run.sh: %w", err)
 	}
 	exited := make(chan struct{})
@@ -327,14 +333,23 @@ func (r *Runner) run(ctx context.Context, token, name string, args ...string) ([
 	}
 	cmd.Env = append(cmd.Env, "ACTIONS_RUNNER_INPUT_TOKEN="+token)
 	cmd.WaitDelay = 5 * time.Second
-	return cmd.CombinedOutput()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := startInOwnSession(cmd); err != nil {
+		return nil, err
+	}
+	err = cmd.Wait()
+	return out.Bytes(), err
 }
 
 func (r *Runner) command(ctx context.Context, name string, args ...string) (*exec.Cmd, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = r.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	cmd.Env = os.Environ()
+	if _, fd := r.cgroup(); fd >= 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	}
+	cmd.Env = r.environment("", "") // env.go: built, never inherited
 	if r.User != "" {
 		uid, gid, groups, home, err := lookup(r.User)
 		if err != nil {
@@ -345,38 +360,9 @@ func (r *Runner) command(ctx context.Context, name string, args ...string) (*exe
 		// is not what the user is (a docker group member could no longer
 		// reach docker), unlike what su or systemd would give.
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}
-		cmd.Env = append(cmd.Env, "HOME="+home, "USER="+r.User)
+		cmd.Env = r.environment(r.User, home)
 	}
 	return cmd, nil
-}
-
-func (r *Runner) chown(path string) error {
-	uid, gid, owned, err := r.owner()
-	if err != nil {
-		return err
-	}
-	return chownIf(owned, path, uid, gid)
-}
-
-func lookup(name string) (uid, gid uint32, groups []uint32, home string, err error) {
-	u, err := user.Lookup(name)
-	if err != nil {
-		return 0, 0, nil, "", fmt.Errorf("runner user %q: %w", name, err)
-	}
-	uid64, _ := strconv.ParseUint(u.Uid, 10, 32)
-	gid64, _ := strconv.ParseUint(u.Gid, 10, 32)
-	ids, err := u.GroupIds()
-	if err != nil {
-		return 0, 0, nil, "", fmt.Errorf("runner user %q: its groups: %w", name, err)
-	}
-	for _, id := range ids {
-		g, err := strconv.ParseUint(id, 10, 32)
-		if err != nil {
-			return 0, 0, nil, "", fmt.Errorf("runner user %q: group id %q: %w", name, id, err)
-		}
-		groups = append(groups, uint32(g))
-	}
-	return uint32(uid64), uint32(gid64), groups, u.HomeDir, nil
 }
 
 func closed(ch chan struct{}) bool {

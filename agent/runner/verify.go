@@ -11,8 +11,10 @@ import (
 
 // Verify checks, once an assignment's cleanup is done and before the
 // instance may be offered to another run, that nothing of the assignment is
-// left: no process of the runner user; no file of it in the temporary
-// folders or the at spools, no crontab; nothing in its home but what
+// left: no task in the runner's cgroup, no process of the runner user; no file of it in the temporary
+// folders (however deep in their world-writable folders) or the at spools,
+// no crontab, no SysV IPC object, POSIX message queue or key in its user
+// keyrings; nothing in its home but what
 // /etc/skel holds; an empty work folder; no runner copy; the install still
 // the agent's alone. It reports every finding; any means the instance must
 // not be pooled.
@@ -24,7 +26,12 @@ func (r *Runner) Verify() error {
 		if pids, err := processesOf(uid); err != nil || len(pids) > 0 {
 			found = append(found, fmt.Errorf("processes of %s still run: %v (%v)", r.User, pids, err))
 		}
-		for _, dir := range append(append([]string{}, TempDirs...), atSpools...) {
+		for _, dir := range TempDirs {
+			if paths := ownedInTree(dir, uid); len(paths) > 0 {
+				found = append(found, fmt.Errorf("%s still holds %s's %v", dir, r.User, paths))
+			}
+		}
+		for _, dir := range atSpools {
 			if names := entriesOf(dir, uid); len(names) > 0 {
 				found = append(found, fmt.Errorf("%s still holds %s's %v", dir, r.User, names))
 			}
@@ -37,8 +44,21 @@ func (r *Runner) Verify() error {
 		if _, err := os.Lstat(filepath.Join(lingerDir, r.User)); err == nil {
 			found = append(found, fmt.Errorf("%s still lingers (%s)", r.User, lingerDir))
 		}
+		if objs, err := ipcOf(uid); err != nil || len(objs) > 0 {
+			found = append(found, fmt.Errorf("IPC objects of %s are left: %v (%v)", r.User, objs, err))
+		}
+		if _, gid, _, _, err := lookup(r.User); err == nil {
+			if keys, err := keysOf(uid, gid); err != nil || len(keys) > 0 {
+				found = append(found, fmt.Errorf("keys of %s are left: %v (%v)", r.User, keys, err))
+			}
+		}
 		if extra := r.homeExtras(); len(extra) > 0 {
 			found = append(found, fmt.Errorf("the home of %s holds %v beyond %s", r.User, extra, Skel))
+		}
+	}
+	if dir, _ := r.cgroup(); dir != "" {
+		if tasks, err := tasksIn(dir); err != nil || len(tasks) > 0 {
+			found = append(found, fmt.Errorf("the runner's cgroup %s still holds tasks %v (%v)", dir, tasks, err))
 		}
 	}
 	if entries, err := os.ReadDir(r.WorkDir); err == nil && len(entries) > 0 {

@@ -13,7 +13,15 @@ for p in /proc/[0-9]*; do
 	*"ghr-daemon-$TAG"* | *"ghr-nohup-$TAG"*) left "process $(basename "$p"): $(tr "\0" " " <"$p/cmdline")" ;;
 	esac
 done
-for f in ~/.gitconfig ~/.ssh "$W/planted-link" "/tmp/ghr-link-$TAG" "/tmp/ghr-a-$TAG" "/var/tmp/ghr-a-$TAG" "/dev/shm/ghr-a-$TAG"; do
+# A thread group of ours whose leader is a zombie but whose threads live.
+for p in /proc/[0-9]*; do
+	[ "$(stat -c %u "$p" 2>/dev/null)" = "$(id -u)" ] || continue
+	if grep -q '^State:.*Z' "$p/status" 2>/dev/null && [ "$(ls "$p/task" 2>/dev/null | wc -l)" -gt 1 ]; then
+		left "thread group $(basename "$p") with a zombie leader and live threads"
+	fi
+done
+ipc=$("$HJ" probe-ipc) && [ -z "$ipc" ] || left "IPC objects or keys: $ipc"
+for f in "${RUNNER_TOOL_CACHE:-/nonexistent}/node" "$WW/ghr-a-$TAG" "$WW/deep/ghr-a-$TAG" ~/.gitconfig ~/.ssh "$W/planted-link" "/tmp/ghr-link-$TAG" "/tmp/ghr-a-$TAG" "/var/tmp/ghr-a-$TAG" "/dev/shm/ghr-a-$TAG"; do
 	if [ -e "$f" ] || [ -L "$f" ]; then left "$f"; fi
 done
 touch "run-b-marker-$TAG"

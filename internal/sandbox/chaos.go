@@ -114,7 +114,7 @@ type chaos struct {
 	// (one per CreateFleet), by runId.
 	armed map[string]context.CancelFunc
 
-	drop string // where hostile jobs' daemons report (hostile.go)
+	hostile hostileKit // what hostile jobs use, where their daemons report (hostile.go)
 
 	history  // what invariants 5-7 look back on (observe.go)
 	dynamoDB // the DynamoDB fault bursts under way (chaosfaults.go)
@@ -148,9 +148,11 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	if err != nil || pool == nil {
 		return ChaosReport{}, fmt.Errorf("pool linux: %v", err)
 	}
-	if c.drop, err = hostileDrop(s.opts.Dir); err != nil {
+	var doneHostile func()
+	if c.hostile, doneHostile, err = newHostileKit(s.opts.Dir); err != nil {
 		return ChaosReport{}, err
 	}
+	defer doneHostile()
 	c.maxInstances, c.maxRuntime = pool.MaxInstances, state.D(pool.Timings.WithDefaults(pool.OS).MaxRuntime)
 	c.start = time.Now()
 	rep := ChaosReport{Seed: o.Seed, Workflows: o.Workflows}

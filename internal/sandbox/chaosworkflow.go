@@ -116,10 +116,10 @@ func (c *chaos) runJobs(ctx context.Context, runID, label string, ids []string, 
 			c.count(faultLongJob)
 		}
 		if fault == faultHostileJob && i == 0 {
-			script = hostileScript(runID, c.drop) + script
+			script = hostileScript(runID, c.hostile) + script
 			c.count(faultHostileJob)
 		}
-		script = jobPrologue(runID) + script
+		script = jobPrologue(runID, c.hostile) + script
 		recs[i] = &jobUse{run: runID, wait: wait, queued: time.Now(), id: c.sb.GitHub.EnqueueJob(label, script)}
 	}
 	if fault == faultKillAgentInJob {

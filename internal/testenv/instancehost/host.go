@@ -363,6 +363,7 @@ func (h *Host) stopAgent(a *Agent) {
 	if a.unblock != nil {
 		defer a.unblock()
 	}
+	defer runner.RemoveCgroup(filepath.Join(a.Dir, "run")) // the runner's cgroup ends with the instance
 	defer killRunnerGroups(a.Dir)
 	if a.cmd != nil {
 		syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
