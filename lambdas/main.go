@@ -9,7 +9,8 @@
 //	GHRUNNER_TABLE             the state table
 //	GHRUNNER_ENVIRONMENT       the deployment's name (the ghr:environment tag)
 //	GHRUNNER_GITHUB_PARAMETER  SSM SecureString holding the GitHub credentials as JSON:
-//	                           {"appId":123,"privateKey":"-----BEGIN…"} or {"token":"…"},
+//	                           {"appId":123,"privateKey":"-----BEGIN…"} or {"token":"…"}
+//	                           (appId a number or a string of digits),
 //	                           optionally with "baseUrl" for GitHub Enterprise Server
 //	GHRUNNER_LOG_LEVEL         debug | info (default) | warn | error
 //	AWS_ENDPOINT_URL[_<SVC>]   endpoint overrides (VPC endpoints, emulators)
@@ -140,16 +141,11 @@ func (b *execEnv) github(ctx context.Context) (*github.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read GitHub credentials from SSM parameter %s: %w", b.ghParam, err)
 	}
-	var creds struct {
-		AppID      int64  `json:"appId"`
-		PrivateKey string `json:"privateKey"`
-		Token      string `json:"token"`
-		BaseURL    string `json:"baseUrl"`
+	cfg, err := github.ParseCredentials([]byte(aws.ToString(out.Parameter.Value)))
+	if err != nil {
+		return nil, fmt.Errorf("SSM parameter %s: %w", b.ghParam, err)
 	}
-	if err := json.Unmarshal([]byte(aws.ToString(out.Parameter.Value)), &creds); err != nil {
-		return nil, fmt.Errorf("SSM parameter %s: not the expected JSON ({\"appId\":…,\"privateKey\":…} or {\"token\":…}): %v", b.ghParam, err)
-	}
-	b.gh, err = github.New(github.Config{BaseURL: creds.BaseURL, AppID: creds.AppID, PrivateKeyPEM: []byte(creds.PrivateKey), Token: creds.Token})
+	b.gh, err = github.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("SSM parameter %s: %w", b.ghParam, err)
 	}

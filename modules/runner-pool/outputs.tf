@@ -1,5 +1,5 @@
 output "function_names" {
-  description = "Function names by handler (provision, release, refresh, scale-down); workflows invoke provision and release."
+  description = "Function names by handler (provision, release, refresh, scale-down, jit); workflows invoke provision and release."
   value       = { for h, f in ghrunner_function.fn : h => f.name }
 }
 

@@ -155,7 +155,7 @@ variable "oidc_issuer" {
 }
 
 variable "function_vpc" {
-  description = "Run the four functions in a VPC (e.g. to reach a GitHub Enterprise Server on a private network): subnet_ids and security_group_ids. The subnets need a route to GitHub and to the AWS APIs (NAT, or VPC endpoints for DynamoDB, EC2, SQS, SSM, STS and CloudWatch Logs). Null: no VPC."
+  description = "Run the five functions in a VPC (e.g. to reach a GitHub Enterprise Server on a private network): subnet_ids and security_group_ids. The subnets need a route to GitHub and to the AWS APIs (NAT, or VPC endpoints for DynamoDB, EC2, SQS, SSM, STS and CloudWatch Logs). Null: no VPC."
   type = object({
     subnet_ids         = list(string)
     security_group_ids = list(string)

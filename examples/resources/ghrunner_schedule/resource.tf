@@ -1,11 +1,11 @@
-# Runs the deployment's refresh function every 2 minutes. Scheduler assumes a
-# role of its own (ghr-<environment>-<region>-sched-refresh) that may invoke only this
-# function; the target is never retried and the time window is off. Runs do
+# Runs the deployment's refresh function every minute (the module's default).
+# Scheduler assumes a role of its own (ghr-<environment>-<region>-sched-refresh)
+# that may invoke only this function; the target is never retried and the time window is off. Runs do
 # not overlap: a firing that finds the previous run going returns at once.
 resource "ghrunner_schedule" "refresh" {
   name                = "ghrunner-prod-refresh"
   function_arn        = "arn:aws:lambda:eu-west-1:123456789012:function:ghrunner-prod-refresh"
-  schedule_expression = "rate(2 minutes)"
+  schedule_expression = "rate(1 minute)"
   payload             = jsonencode({ mode = "refresh" })
   description         = "Expired leases, stale heartbeats, EC2 reconciliation"
 }
