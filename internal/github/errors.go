@@ -48,7 +48,14 @@ func classify(err error) error {
 		case http.StatusNotFound:
 			return fmt.Errorf("%w: %w", ErrNotFound, err)
 		case http.StatusUnprocessableEntity:
-			return fmt.Errorf("%w: %w", ErrBusy, err)
+			// Busy only where GitHub documents it: deleting a runner that
+			// runs a job. Elsewhere a 422 is bad input (the OpenAPI
+			// descriptions' "Validation failed, or the endpoint has been
+			// spammed"), and a caller waiting for "busy" to pass would
+			// wait for nothing.
+			if er.Response.Request != nil && er.Response.Request.Method == http.MethodDelete {
+				return fmt.Errorf("%w: %w", ErrBusy, err)
+			}
 		case http.StatusUnauthorized:
 			return fmt.Errorf("%w: %w", ErrUnauthorized, err)
 		}

@@ -65,8 +65,14 @@ func (c *Client) GenerateJITConfig(ctx context.Context, owner, name string, grou
 				"(set the pool's runner_group), or this server has no just-in-time runners (GitHub Enterprise Server before 3.10: "+
 				"set the pool's registration = \"token\"): %w", name, o, groupID, classify(err))
 		case http.StatusForbidden:
-			return JITConfig{}, fmt.Errorf("generate-jitconfig %s for %s: runner group %d is not one it may use "+
-				"(GitHub-hosted, or not shared with it: set the pool's runner_group): %w", name, o, groupID, classify(err))
+			if IsRateLimited(classify(err)) {
+				break
+			}
+			// Not a runner-group problem: the App (or token) may not
+			// manage this owner's runners.
+			return JITConfig{}, fmt.Errorf("generate-jitconfig %s for %s: GitHub refused (403): the App lacks the permission to manage runners here "+
+				"(organization pools: Self-hosted runners read & write; repository pools: Administration read & write; a token: admin:org or repo): %w",
+				name, o, classify(err))
 		}
 	}
 	if err != nil {
