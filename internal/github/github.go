@@ -389,28 +389,40 @@ func (c *Client) ListRunners(ctx context.Context, owner string) ([]Runner, error
 
 // RunnerNamed returns owner's runner of this name (GitHub's name filter of
 // the list endpoint); IsNotFound when there is none. Names are unique per
-// owner: config.sh refuses a second runner of the same name.
+// owner: config.sh refuses a second runner of the same name. GitHub
+// Enterprise Server before 3.11 has no name filter (the parameter is absent
+// from the ghes-3.8 to 3.10 descriptions) and answers an unfiltered page:
+// when an answer holds other names, the filter was ignored, and every page
+// is read before the runner is called gone.
 func (c *Client) RunnerNamed(ctx context.Context, owner, name string) (Runner, error) {
 	o, cl, err := c.owner(ctx, owner)
 	if err != nil {
 		return Runner{}, err
 	}
-	opts := &gh.ListRunnersOptions{Name: gh.String(name)}
-	var page *gh.Runners
-	if o.IsRepo() {
-		page, _, err = cl.Actions.ListRunners(ctx, o.Org, o.Repo, opts)
-	} else {
-		page, _, err = cl.Actions.ListOrganizationRunners(ctx, o.Org, opts)
-	}
-	if err != nil {
-		return Runner{}, fmt.Errorf("find runner %s of %s: %w", name, o, classify(err))
-	}
-	for _, r := range page.Runners {
-		if r.GetName() == name {
-			return fromGitHub(r), nil
+	opts := &gh.ListRunnersOptions{Name: gh.String(name), ListOptions: gh.ListOptions{PerPage: 100}}
+	for {
+		var page *gh.Runners
+		var resp *gh.Response
+		if o.IsRepo() {
+			page, resp, err = cl.Actions.ListRunners(ctx, o.Org, o.Repo, opts)
+		} else {
+			page, resp, err = cl.Actions.ListOrganizationRunners(ctx, o.Org, opts)
 		}
+		if err != nil {
+			return Runner{}, fmt.Errorf("find runner %s of %s: %w", name, o, classify(err))
+		}
+		filtered := true
+		for _, r := range page.Runners {
+			if r.GetName() == name {
+				return fromGitHub(r), nil
+			}
+			filtered = false
+		}
+		if filtered || resp.NextPage == 0 {
+			return Runner{}, fmt.Errorf("find runner %s of %s: %w", name, o, ErrNotFound)
+		}
+		opts.Page = resp.NextPage
 	}
-	return Runner{}, fmt.Errorf("find runner %s of %s: %w", name, o, ErrNotFound)
 }
 
 // GetRunner returns one runner; IsNotFound tells a runner that is gone.

@@ -593,3 +593,25 @@ func TestARunnerNameOfOursIsReadInBothForms(t *testing.T) {
 		}
 	}
 }
+
+// Issue 31, item 2: GitHub Enterprise Server before 3.11 has no name filter
+// on list runners and answers an unfiltered page; reading only that page,
+// RunnerNamed called a runner past it gone, and a given-up instance's
+// runner stayed registered. When the answer holds other names, every page
+// is read.
+func TestRunnerNamedReadsEveryPageWhereTheServerHasNoNameFilter(t *testing.T) {
+	fake, c, _ := world(t, fakegithub.Options{Orgs: []string{"acme"}, WithoutNameFilter: true})
+	for i := 0; i < 250; i++ {
+		fake.AddRunner("acme", state.RunnerName(1, fmt.Sprintf("i-%05d", i)), false, "run-1")
+	}
+	r, err := c.RunnerNamed(ctx, "acme", "ghr-1-i-00230")
+	if err != nil || r.Name != "ghr-1-i-00230" {
+		t.Fatalf("a runner on the third page: %+v %v", r, err)
+	}
+	if _, err := c.RunnerNamed(ctx, "acme", "ghr-9-i-00001"); !IsNotFound(err) {
+		t.Fatalf("no such runner: %v, want IsNotFound", err)
+	}
+	if n := fake.Count("GET /orgs/{org}/actions/runners"); n != 6 {
+		t.Fatalf("%d list requests, want 6 (three pages each)", n)
+	}
+}

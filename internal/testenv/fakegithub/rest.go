@@ -165,6 +165,9 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) (int, any) 
 	}
 	s.expireJIT()
 	name := r.URL.Query().Get("name")
+	if s.noNameFilt {
+		name = ""
+	}
 	var mine []*runner
 	for _, rn := range s.runners {
 		if sameOwner(rn.owner, owner) && (name == "" || rn.name == name) {

@@ -58,12 +58,18 @@ type Options struct {
 	// Server before 3.10 (the first whose REST API documents it): a
 	// request for it gets the 404 of an unknown route.
 	WithoutJIT bool
+	// WithoutNameFilter ignores list runners' name parameter, as GitHub
+	// Enterprise Server before 3.11 (the ghes-3.8 to 3.10 OpenAPI
+	// descriptions have no name parameter on either list runners route):
+	// the answer is an unfiltered page.
+	WithoutNameFilter bool
 }
 
 // Server is one fake GitHub. It is safe for concurrent use.
 type Server struct {
 	srv        *httptest.Server
 	withoutJIT bool // Options.WithoutJIT
+	noNameFilt bool // Options.WithoutNameFilter
 
 	// AppID identifies the App whose key PrivateKeyPEM (PKCS#1) is.
 	AppID         int64
@@ -244,6 +250,7 @@ func NewServer(o Options) *Server {
 		offlineAfter:     o.OfflineAfter,
 		jitUnusedAfter:   o.JITUnusedAfter,
 		withoutJIT:       o.WithoutJIT,
+		noNameFilt:       o.WithoutNameFilter,
 	}
 	for _, org := range o.Orgs {
 		s.install(org, nil)
