@@ -184,6 +184,7 @@ const faultHung = "(not a fault) step given up after 150 s without an answer: "
 
 func (c *chaos) invoke(ctx context.Context, handler string, payload, out any) error {
 	in, _ := json.Marshal(payload)
+	in = c.sb.sign(in) // as the workflow's invoking job sends it
 	res, err := c.lambda.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(c.d.Functions[handler]), Payload: in})
 	if err != nil {
 		return err

@@ -352,7 +352,7 @@ func TestE2E_UpDown(t *testing.T) {
 // FunctionError.
 func invoke(t *testing.T, fn *lambda.Client, name, payload string, out any) {
 	t.Helper()
-	res, err := fn.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String(name), Payload: []byte(payload)})
+	res, err := fn.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String(name), Payload: signed(t, fn, payload)})
 	if err != nil {
 		t.Fatalf("invoke %s: %v", name, err)
 	}
@@ -362,6 +362,18 @@ func invoke(t *testing.T, fn *lambda.Client, name, payload string, out any) {
 	if err := json.Unmarshal(res.Payload, out); err != nil {
 		t.Fatalf("invoke %s: %v: %s", name, err, res.Payload)
 	}
+}
+
+// signed is a provision or release payload with the token of a job of the
+// sandbox's repository's workflow run its runId names, from the sandbox
+// fn calls (sandbox.Sign).
+func signed(t *testing.T, fn *lambda.Client, payload string) []byte {
+	t.Helper()
+	out, err := sandbox.Sign(context.Background(), aws.ToString(fn.Options().BaseEndpoint), []byte(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 type job struct {

@@ -325,7 +325,14 @@ func invoke(dir, function, payload string) error {
 	if err != nil {
 		return err
 	}
-	res, err := admin.Lambda(cfg).Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(function), Payload: []byte(payload)})
+	// A provision or release payload without idToken gets the token of a
+	// job of the sandbox repository's workflow run its runId names, as a
+	// workflow's invoking job would send.
+	signed, err := sandbox.Sign(ctx, base, []byte(payload))
+	if err != nil {
+		return err
+	}
+	res, err := admin.Lambda(cfg).Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(function), Payload: signed})
 	if err != nil {
 		return err
 	}
