@@ -54,6 +54,9 @@ func (c *chaos) workflow(ctx context.Context, runID, pool string, count int, fau
 		run.ids, run.from = ids, time.Now()
 		c.runs[runID] = run
 		c.mu.Unlock()
+		if c.shouldIntrude() {
+			c.intrude(ctx, runID, pool, prov.Label)
+		}
 		if ok = c.runJobs(ctx, runID, prov.Label, ids, fault); !ok {
 			c.failed("job", nil, fault)
 		}
