@@ -49,7 +49,13 @@ func (c *chaos) intrude(ctx context.Context, runID, pool, label string) {
 		case label != "" && strings.Contains(err.Error(), label):
 			c.intr.violations = append(c.intr.violations, fmt.Sprintf("%s of run %s by a workflow of %s was refused, telling the run's label: %.200s", call.handler, runID, Intruder, err))
 		default:
-			why, _, _ := strings.Cut(err.Error(), " is not")
+			// "invalid payload: idToken: repository_id N (acme/other)"
+			why := err.Error()
+			if _, after, found := strings.Cut(why, "invalid payload: "); found {
+				why = after
+			}
+			why, _, _ = strings.Cut(why, " is not")
+			why = call.handler + ": " + why
 			if c.intr.refused == nil {
 				c.intr.refused = map[string]int{}
 			}
