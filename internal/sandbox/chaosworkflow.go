@@ -55,7 +55,7 @@ func (c *chaos) workflow(ctx context.Context, runID, pool string, count int, fau
 		c.runs[runID] = run
 		c.mu.Unlock()
 		if c.shouldIntrude() {
-			c.intrude(ctx, runID, pool, prov.Label)
+			c.intrude(ctx, runID, pool, count, prov.Label)
 		}
 		if ok = c.runJobs(ctx, runID, prov.Label, ids, fault); !ok {
 			c.failed("job", nil, fault)

@@ -24,18 +24,18 @@ type intruders struct {
 }
 
 // intrude plays a workflow of Intruder that learned runID while the run's
-// own workflow holds it: it asks provision for the run (the label would
-// let its jobs reach the run's runners) and release for it (taking them
-// away mid-run), with a genuine token of its own job that even names the
-// same run_id. Both must be refused without telling the label; a refusal
+// own workflow holds it: it asks provision for the run with the run's own
+// payload (joining it would answer the label, which lets its jobs reach
+// the run's runners) and release for it (taking them away mid-run), with a
+// genuine token of its own job that even names the same run_id. Both must be refused without telling the label; a refusal
 // for another reason (an injected fault) is no violation, an answer is.
-func (c *chaos) intrude(ctx context.Context, runID, pool, label string) {
+func (c *chaos) intrude(ctx context.Context, runID, pool string, count int, label string) {
 	c.count(faultIntruder)
 	for _, call := range []struct {
 		handler string
 		payload map[string]any
 	}{
-		{"provision", map[string]any{"runId": runID, "pool": pool}},
+		{"provision", map[string]any{"runId": runID, "pool": pool, "instanceCount": count}},
 		{"release", map[string]any{"runId": runID}},
 	} {
 		call.payload["idToken"] = c.sb.GitHub.IDToken(fakegithub.Workflow{Repository: Intruder, RunID: runID}, Audience)
