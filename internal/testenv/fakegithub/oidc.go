@@ -16,7 +16,8 @@ import (
 
 // The fake's OIDC issuer: GitHub Actions' token service, as a workflow job
 // and a verifier meet it. What it mirrors, from GitHub Docs ("OpenID
-// Connect reference", "OIDC token claims"):
+// Connect reference", docs.github.com/en/actions/reference/security/oidc,
+// and its Enterprise Server 3.19 edition):
 //   - the issuer is https://token.actions.githubusercontent.com on
 //     github.com and https://HOSTNAME/_services/token on GitHub Enterprise
 //     Server; the fake is the latter, at URL()+"/_services/token";
@@ -35,9 +36,12 @@ import (
 //
 // A job asks the Actions runtime for its token: GET
 // $ACTIONS_ID_TOKEN_REQUEST_URL&audience=<aud> with
-// "Authorization: bearer $ACTIONS_ID_TOKEN_REQUEST_TOKEN", answered with
-// {"value": "<jwt>"} (the protocol of the Actions toolkit's getIDToken;
-// the fake serves it at /_fake/actions/idtoken, see IDTokenRequest).
+// "Authorization: bearer $ACTIONS_ID_TOKEN_REQUEST_TOKEN", in a job with
+// id-token: write (the request GitHub Docs' OpenID Connect reference shows
+// with curl, as quoted by a secondary source; the page itself was not at
+// hand). The answer's shape, {"value": "<jwt>"}, is what the Actions
+// toolkit's getIDToken reads, not a documented contract. The fake serves
+// it at /_fake/actions/idtoken (IDTokenRequest).
 
 // Workflow is one job of a workflow run, as its token describes it.
 type Workflow struct {
