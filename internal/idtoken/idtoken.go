@@ -6,8 +6,8 @@
 //
 // What is verified, in this order: the token is a JWS signed with RS256 by
 // a key the configured issuer publishes (its discovery document's jwks_uri;
-// the keys are cached and fetched again when a token names a key the cache
-// lacks); iss is the configured issuer; aud holds the configured audience;
+// the keys are cached, fetched again when a token names a key the cache
+// lacks, and read afresh every KeysFor); iss is the configured issuer; aud holds the configured audience;
 // exp, nbf and iat hold with a minute of clock skew; and the claims that
 // bind a run (repository_id, repository, run_id, run_attempt) are present.
 // Keys are never fetched from a URL the token names: only the configured
@@ -77,7 +77,14 @@ type Verifier struct {
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier // nil until discovery succeeded
+	found    time.Time             // when: the keys are read afresh after KeysFor
 }
+
+// KeysFor is how long a key set is trusted without reading it again. The
+// library fetches the keys again only for a key id it lacks, so a key the
+// issuer withdrew would stay trusted for as long as an execution
+// environment lives; an hour bounds that, at one fetch an hour.
+const KeysFor = time.Hour
 
 // Options are a Verifier's settings; zero values take the defaults.
 type Options struct {
@@ -138,14 +145,30 @@ func CheckAudience(aud string) error {
 // or keys: not the caller's fault, and nothing is trusted meanwhile.
 var ErrUnavailable = errors.New("the OIDC issuer's keys are unavailable")
 
-// keys returns the library verifier, running discovery the first time.
-// A failed discovery is not remembered: the next invocation tries again.
+// keys returns the library verifier, running discovery the first time and
+// again once the keys are KeysFor old. A failed discovery is not
+// remembered: the next invocation tries again; while keys read earlier
+// are at hand they serve meanwhile (the issuer may be down for a moment).
 func (v *Verifier) keys(ctx context.Context) (*oidc.IDTokenVerifier, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.verifier != nil {
+	if v.verifier != nil && v.now().Sub(v.found) < KeysFor {
 		return v.verifier, nil
 	}
+	fresh, err := v.discover(ctx)
+	if err != nil && v.verifier != nil {
+		return v.verifier, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	v.verifier, v.found = fresh, v.now()
+	return fresh, nil
+}
+
+// discover reads the issuer's discovery document and makes a verifier of
+// the key set it names.
+func (v *Verifier) discover(ctx context.Context) (*oidc.IDTokenVerifier, error) {
 	// Discovery reads <issuer>/.well-known/openid-configuration and
 	// refuses a document whose issuer is not ours.
 	p, err := oidc.NewProvider(oidc.ClientContext(ctx, v.client), v.issuer)
@@ -170,11 +193,10 @@ func (v *Verifier) keys(ctx context.Context) (*oidc.IDTokenVerifier, error) {
 	keySet := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), v.client), doc.JWKSURI)
 	// The library checks the signature and the algorithm; iss, aud and the
 	// times are checked below, so each refusal can name its claim.
-	v.verifier = oidc.NewVerifier(v.issuer, keySet, &oidc.Config{
+	return oidc.NewVerifier(v.issuer, keySet, &oidc.Config{
 		SupportedSigningAlgs: []string{oidc.RS256},
 		SkipClientIDCheck:    true, SkipIssuerCheck: true, SkipExpiryCheck: true,
-	})
-	return v.verifier, nil
+	}), nil
 }
 
 // claims are the ones read. GitHub sends its own claims as JSON strings

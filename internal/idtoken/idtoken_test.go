@@ -106,6 +106,28 @@ func TestTheKeysAreFetchedOnceAndAgainForAnUnknownKeyID(t *testing.T) {
 	}
 }
 
+func TestTheKeysAreReadAfreshHourlyAndServeMeanwhileWhenTheIssuerIsDown(t *testing.T) {
+	gh := fakegithub.New("acme")
+	now := time.Now()
+	v, err := idtoken.New(gh.Issuer(), "ghrunner", idtoken.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify := func() error { _, err := v.Verify(ctx, gh.IDToken(job, "ghrunner")); return err }
+	if err := verify(); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(idtoken.KeysFor + time.Minute)
+	if err := verify(); err != nil || gh.JWKSFetches() != 2 {
+		t.Fatalf("%v, %d key set fetches after an hour, want 2", err, gh.JWKSFetches())
+	}
+	gh.Close() // the issuer is down: tokens are still minted, in process
+	now = now.Add(idtoken.KeysFor + time.Minute)
+	if err := verify(); err != nil {
+		t.Fatalf("the issuer down at the hourly read: %v, want the keys read before to serve", err)
+	}
+}
+
 func TestAnUnreachableIssuerIsNoBadInputButRefusesAll(t *testing.T) {
 	gh := fakegithub.New("acme")
 	token := gh.IDToken(job, "ghrunner")
