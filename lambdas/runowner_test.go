@@ -16,7 +16,7 @@ import (
 )
 
 // A run belongs to the workflow run that provisioned it (docs/security.md,
-// T6): these tests play the workflows of other repositories, and of other
+// T7): these tests play the workflows of other repositories, and of other
 // runs of the same repository, that learned a run's runId.
 
 // refused invokes handler with payload and wants a function error holding

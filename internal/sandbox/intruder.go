@@ -15,7 +15,7 @@ import (
 const Intruder = Org + "/other"
 
 // intruders tallies chaos's attempts of another repository's workflow on
-// runs not its own (docs/security.md, T6) and what they got.
+// runs not its own (docs/security.md, T7) and what they got.
 type intruders struct {
 	mu         sync.Mutex
 	tried      int
