@@ -219,6 +219,11 @@ func TestE2E_ByHand(t *testing.T) {
 	if run.Status != state.RunReleased || len(run.Instances) != 2 || run.Instances[0].State != state.Idle {
 		t.Errorf("ghrunner run 77001: %+v", run)
 	}
+	// Whose run it is: the invoking job's repository and workflow run.
+	if run.Repository != sandbox.Repo || run.RepositoryID == "" || run.WorkflowRun != "77001" || run.RunAttempt != "1" {
+		t.Errorf("ghrunner run 77001 names its provisioner %q (%q), workflow run %q attempt %q; want %s's run 77001, attempt 1",
+			run.Repository, run.RepositoryID, run.WorkflowRun, run.RunAttempt, sandbox.Repo)
+	}
 	// tail of a run that is over: what it is, then "run over", and done.
 	var events []ops.Event
 	operatorLines(t, sb, d, func(line []byte) {
