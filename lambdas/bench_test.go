@@ -21,6 +21,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/idtoken"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/lambdart"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
@@ -111,10 +112,12 @@ func (d *deployment) release(run string) releaseOut {
 func (d *deployment) peerRelease(run string) releaseOut {
 	gc, err := github.New(github.Config{BaseURL: d.fake.URL(), AppID: d.fake.AppID, PrivateKeyPEM: d.fake.PrivateKeyPEM})
 	must(d.t, err)
-	deps := &controlplane.Deps{Store: d.store, SQS: d.aws.SQS(), GitHub: gc, Log: slog.New(slog.NewJSONHandler(d.logs, nil)), Poll: 10 * time.Second}
+	tokens, err := idtoken.New(d.fake.Issuer(), audience, idtoken.Options{})
+	must(d.t, err)
+	deps := &controlplane.Deps{Store: d.store, SQS: d.aws.SQS(), GitHub: gc, Log: slog.New(slog.NewJSONHandler(d.logs, nil)), Poll: 10 * time.Second, IDTokens: tokens}
 	rctx, cancel := context.WithTimeout(ctx, 120*time.Second) // the function's timeout
 	defer cancel()
-	payload, err := json.Marshal(map[string]any{"runId": run})
+	payload, err := json.Marshal(d.signed(ownRepo, map[string]any{"runId": run}))
 	must(d.t, err)
 	out, err := release.Handle(rctx, release.Deps{Deps: deps}, payload)
 	must(d.t, err)

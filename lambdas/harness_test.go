@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -115,7 +116,8 @@ func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 
 	awsEnv := []string{"AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_REGION=" + awstest.Region, "AWS_ENDPOINT_URL=" + env.URL}
 	for _, h := range bundle.Handlers {
-		fnEnv := map[string]string{"GHRUNNER_HANDLER": h, "GHRUNNER_TABLE": d.name, "GHRUNNER_ENVIRONMENT": d.name, "GHRUNNER_GITHUB_PARAMETER": param}
+		fnEnv := map[string]string{"GHRUNNER_HANDLER": h, "GHRUNNER_TABLE": d.name, "GHRUNNER_ENVIRONMENT": d.name, "GHRUNNER_GITHUB_PARAMETER": param,
+			"GHRUNNER_OIDC_ISSUER": d.fake.Issuer(), "GHRUNNER_OIDC_AUDIENCE": audience}
 		for _, kv := range awsEnv {
 			k, v, _ := strings.Cut(kv, "=")
 			fnEnv[k] = v
@@ -162,9 +164,23 @@ func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 // fnSpec is how a handler's function is run, to start another host of it.
 func (d *deployment) fnSpec(handler string) lambdart.Function { return d.specs[handler] }
 
-// invoke runs a handler with a payload, as `aws lambda invoke` would.
+// audience is the one the deployment's functions want in a job's token.
+const audience = "ghrunner"
+
+// ownRepo is the repository whose workflows the tests play, unless a test
+// plays another's.
+const ownRepo = "acme/app"
+
+// invoke runs a handler with a payload, as `aws lambda invoke` would. A
+// provision or release payload given as a map gets the OIDC token of a job
+// of ownRepo's workflow run named by its runId, as the workflow's invoking
+// job would send it (unless the map has an idToken already); raw bytes go
+// as they are.
 func (d *deployment) invoke(handler string, payload any) lambdart.Result {
 	d.t.Helper()
+	if m, ok := payload.(map[string]any); ok && (handler == bundle.HandlerProvision || handler == bundle.HandlerRelease) {
+		payload = d.signed(ownRepo, m)
+	}
 	raw, ok := payload.([]byte)
 	if !ok {
 		raw, _ = json.Marshal(payload)
@@ -172,6 +188,18 @@ func (d *deployment) invoke(handler string, payload any) lambdart.Result {
 	res, err := d.fns[handler].Invoke(ctx, raw)
 	must(d.t, err)
 	return res
+}
+
+// signed is payload with the token of a job of repo's workflow run named
+// by its runId, unless it carries an idToken (or no runId) already.
+func (d *deployment) signed(repo string, payload map[string]any) map[string]any {
+	runID, ok := payload["runId"].(string)
+	if _, has := payload["idToken"]; has || !ok {
+		return payload
+	}
+	out := maps.Clone(payload)
+	out["idToken"] = d.fake.IDToken(fakegithub.Workflow{Repository: repo, RunID: runID}, audience)
+	return out
 }
 
 // call invokes and decodes a successful result into out.

@@ -12,6 +12,10 @@
 //	                           {"appId":123,"privateKey":"-----BEGIN…"} or {"token":"…"}
 //	                           (appId a number or a string of digits),
 //	                           optionally with "baseUrl" for GitHub Enterprise Server
+//	GHRUNNER_OIDC_ISSUER       the issuer of the invoking jobs' OIDC tokens (default
+//	                           https://token.actions.githubusercontent.com; GHES:
+//	                           https://HOSTNAME/_services/token)
+//	GHRUNNER_OIDC_AUDIENCE     the audience those tokens must carry (default ghrunner)
 //	GHRUNNER_LOG_LEVEL         debug | info (default) | warn | error
 //	AWS_ENDPOINT_URL[_<SVC>]   endpoint overrides (VPC endpoints, emulators)
 package main
@@ -39,6 +43,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/idtoken"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/metrics"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/jitstream"
@@ -88,6 +93,9 @@ type execEnv struct {
 	environment string
 	ghOnce      sync.Mutex
 	gh          *github.Client
+	// idTokens verifies the invoking job's OIDC token; it caches the
+	// issuer's keys for the life of the execution environment.
+	idTokens *idtoken.Verifier
 }
 
 func setup(ctx context.Context) (*execEnv, error) {
@@ -111,6 +119,12 @@ func setup(ctx context.Context) (*execEnv, error) {
 		return nil, fmt.Errorf("GHRUNNER_LOG_LEVEL: %w", err)
 	}
 	b.environment = env
+	// The issuer is configuration, never taken from a token: its discovery
+	// document alone says where the keys are.
+	var err error
+	if b.idTokens, err = idtoken.New(envOr("GHRUNNER_OIDC_ISSUER", idtoken.GitHubIssuer), envOr("GHRUNNER_OIDC_AUDIENCE", idtoken.DefaultAudience), idtoken.Options{}); err != nil {
+		return nil, fmt.Errorf("GHRUNNER_OIDC_ISSUER / GHRUNNER_OIDC_AUDIENCE: %w", err)
+	}
 	b.log = slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level})).With("handler", b.handler, "environment", env)
 	cfg, err := awsconf.Load(ctx, awsconf.FromEnv())
 	if err != nil {
@@ -162,7 +176,7 @@ func (b *execEnv) handle(ctx context.Context, payload json.RawMessage) (any, err
 		log.Error("github", "err", err)
 		return nil, err
 	}
-	d := &controlplane.Deps{Store: b.store, SQS: b.aws.SQS(), GitHub: gh, Log: log}
+	d := &controlplane.Deps{Store: b.store, SQS: b.aws.SQS(), GitHub: gh, Log: log, IDTokens: b.idTokens}
 	start := time.Now()
 	var out any
 	switch b.handler {

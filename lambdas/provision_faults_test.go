@@ -96,7 +96,7 @@ func TestProvisionNearItsDeadlineMarksTheRunFailedBeforeItIsKilled(t *testing.T)
 	host, err := lambdart.New(spec)
 	must(t, err)
 	defer host.Close()
-	payload, _ := json.Marshal(map[string]any{"runId": "slow", "pool": "linux", "timeoutSeconds": 40})
+	payload, _ := json.Marshal(d.signed(ownRepo, map[string]any{"runId": "slow", "pool": "linux", "timeoutSeconds": 40}))
 	res, err := host.Invoke(ctx, payload)
 	must(t, err)
 	if res.FunctionError == "" || strings.Contains(string(res.Payload), "Timedout") {

@@ -63,6 +63,8 @@ type functionModel struct {
 	RoleName            types.String `tfsdk:"role_name"`
 	LogGroup            types.String `tfsdk:"log_group"`
 	CodeSHA256          types.String `tfsdk:"code_sha256"`
+	OIDCIssuer          types.String `tfsdk:"oidc_issuer"`
+	OIDCAudience        types.String `tfsdk:"oidc_audience"`
 }
 
 var (
@@ -129,6 +131,9 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 			"log_group":   schema.StringAttribute{Computed: true, Description: "Log group name.", PlanModifiers: keep},
 			"code_sha256": schema.StringAttribute{Computed: true, Description: "Lambda's CodeSha256 of the deployed bundle."},
 		},
+	}
+	for name, a := range oidcAttributes() {
+		resp.Schema.Attributes[name] = a
 	}
 }
 
@@ -374,6 +379,9 @@ func (r *functionResource) read(ctx context.Context, name string, m *functionMod
 		v := cfg.Environment.Variables
 		m.Handler, m.Table, m.GitHubParameter = types.StringValue(v["GHRUNNER_HANDLER"]), types.StringValue(v["GHRUNNER_TABLE"]), types.StringValue(v["GHRUNNER_GITHUB_PARAMETER"])
 		m.LogLevel = types.StringValue(v["GHRUNNER_LOG_LEVEL"])
+		// A function made before runs were bound has neither: the plan
+		// then shows them being set.
+		m.OIDCIssuer, m.OIDCAudience = types.StringValue(v["GHRUNNER_OIDC_ISSUER"]), types.StringValue(v["GHRUNNER_OIDC_AUDIENCE"])
 	}
 	m.RoleName = types.StringValue(roleNameOf(aws.ToString(cfg.Role)))
 	m.VPCSubnetIDs, m.VPCSecurityGroupIDs = types.SetNull(types.StringType), types.SetNull(types.StringType)
@@ -419,6 +427,7 @@ func (r *functionResource) environment(m functionModel) map[string]string {
 	return map[string]string{
 		"GHRUNNER_HANDLER": m.Handler.ValueString(), "GHRUNNER_TABLE": m.Table.ValueString(), "GHRUNNER_ENVIRONMENT": r.c.environment,
 		"GHRUNNER_GITHUB_PARAMETER": m.GitHubParameter.ValueString(), "GHRUNNER_LOG_LEVEL": m.LogLevel.ValueString(),
+		"GHRUNNER_OIDC_ISSUER": m.OIDCIssuer.ValueString(), "GHRUNNER_OIDC_AUDIENCE": m.OIDCAudience.ValueString(),
 	}
 }
 

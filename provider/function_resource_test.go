@@ -104,6 +104,9 @@ func TestAccFunction_basic_update_import(t *testing.T) {
 				Check: resource.ComposeAggregateTestCheckFunc(
 					checkFunction(name, "arm64", 900, 512, -1, 30),
 					resource.TestCheckResourceAttr("ghrunner_function.fn", "role_name", roleNameIn("acc", awstest.Region, "fn-", name)),
+					// github.com's issuer and ghrunner's audience by default.
+					resource.TestCheckResourceAttr("ghrunner_function.fn", "oidc_issuer", "https://token.actions.githubusercontent.com"),
+					resource.TestCheckResourceAttr("ghrunner_function.fn", "oidc_audience", "ghrunner"),
 					resource.TestMatchResourceAttr("ghrunner_function.fn", "arn", regexp.MustCompile(`:function:`+name+`$`)),
 				),
 			},
@@ -115,8 +118,11 @@ func TestAccFunction_basic_update_import(t *testing.T) {
   timeout            = 600
   log_retention_days = 7
   reserved_concurrency = 5
+  oidc_issuer        = "https://ghe.example.com/_services/token"
+  oidc_audience      = "ci-runners"
 `),
-				Check: checkFunction(name, "amd64", 600, 1024, 5, 7),
+				Check: resource.ComposeAggregateTestCheckFunc(checkFunction(name, "amd64", 600, 1024, 5, 7),
+					resource.TestCheckResourceAttr("ghrunner_function.fn", "oidc_issuer", "https://ghe.example.com/_services/token")),
 			},
 			{ResourceName: "ghrunner_function.fn", ImportState: true, ImportStateId: name, ImportStateVerify: true,
 				ImportStateVerifyIgnore: []string{"tags", "queue_arns"}},
@@ -160,6 +166,9 @@ func TestAccFunction_validation(t *testing.T) {
 		{"provision", `log_retention_days = 2`, `value must be one of`},
 		{"provision", `architecture = "x86_64"`, `value must be one of`},
 		{"provision", `queue_arns = ["https://sqs.us-east-1.amazonaws.com/1/q"]`, `must be an SQS queue ARN`},
+		{"provision", `oidc_issuer = "http://token.actions.githubusercontent.com"`, `must be https`},
+		{"release", `oidc_issuer = "https://token.actions.githubusercontent.com/"`, `without query, fragment, user or trailing slash`},
+		{"provision", `oidc_audience = "a b"`, `without spaces, commas or quotes`},
 	} {
 		t.Run(c.want+c.extra, func(t *testing.T) {
 			cfg := functionConfig("tbl-validation", "fn-validation", c.handler, c.extra)

@@ -74,6 +74,9 @@ func renderRun(w *tabwriter.Writer, v *ops.RunView, now time.Time) {
 	fmt.Fprintf(w, "run\t%s\n", v.ID)
 	fmt.Fprintf(w, "pool\t%s\n", v.Pool)
 	fmt.Fprintf(w, "label\t%s\n", dash(v.Label))
+	if v.RepositoryID != "" {
+		fmt.Fprintf(w, "provisioned by\t%s (repository id %s), workflow run %s attempt %s\n", v.Repository, v.RepositoryID, v.WorkflowRun, v.RunAttempt)
+	}
 	fmt.Fprintf(w, "status\t%s%s\n", v.Status, map[bool]string{true: " (" + v.Detail + ")", false: ""}[v.Detail != ""])
 	fmt.Fprintf(w, "instances asked\t%d\n", v.InstanceCount)
 	fmt.Fprintf(w, "started\t%s\n", time.Unix(v.CreatedAt, 0).UTC().Format(time.RFC3339))

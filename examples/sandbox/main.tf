@@ -33,6 +33,11 @@ variable "github_parameter" {
   type        = string
 }
 
+variable "oidc_issuer" {
+  description = "The fake GitHub's Actions OIDC issuer (http on a loopback address): provision and release verify the invoking jobs' tokens against it."
+  type        = string
+}
+
 variable "idle_window_cron" {
   description = "When the pool keeps idle runners; the story picks an hour that is not now, so scale-down trims the pool; the chaos suite picks every minute, so scale-down keeps two idle runners and trims the rest."
   type        = string
@@ -103,6 +108,7 @@ module "runners" {
   source              = "../../modules/runner-pool"
   prefix              = "sandbox"
   github_parameter    = var.github_parameter
+  oidc_issuer         = var.oidc_issuer
   architecture        = var.architecture
   refresh_schedule    = "rate(1 minute)"
   scale_down_schedule = "rate(10 minutes)"

@@ -18,6 +18,13 @@
 #       minutes, so the CLI must neither time out (--cli-read-timeout 0) nor
 #       send the call again behind the first one's back
 #   AWS_REGION   copied to AWS_DEFAULT_REGION when that is unset (CLI v1)
+#   ACTIONS_ID_TOKEN_REQUEST_URL, ACTIONS_ID_TOKEN_REQUEST_TOKEN   set by the
+#       Actions runtime in a job with `permissions: id-token: write`: a
+#       payload with a runId and no idToken gets the job's OIDC token as
+#       idToken (provision and release bind the run to the job's repository
+#       and workflow run with it). The token is masked and never printed.
+#   GHRUNNER_AUDIENCE   the audience to request it with (default ghrunner,
+#       the module's oidc_audience)
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
@@ -51,6 +58,61 @@ command -v python3 > /dev/null 2>&1 || fail "python3 is required to read the fun
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 printf '%s' "$payload" > "$work/payload.json"
+
+# The job's OIDC token, asked of the Actions runtime and put into the
+# payload by python3, so that neither it nor the request token ever is an
+# argument (visible to other processes) or in the log (::add-mask:: hides
+# it should anything print it later).
+token_status=0
+token_error=$(python3 - "$work/payload.json" <<'PY'
+import json, os, sys, urllib.parse, urllib.request
+
+path = sys.argv[1]
+try:
+    with open(path) as f:
+        payload = json.load(f)
+except ValueError:
+    sys.exit(0)  # not JSON: the function says what is wrong with it
+if not isinstance(payload, dict) or "runId" not in payload or "idToken" in payload:
+    sys.exit(0)  # not a provision or release of a run, or signed already
+url = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_URL", "")
+request_token = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "")
+if not url or not request_token:
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        print("no OIDC token for this job: give the job that invokes ghrunner "
+              "permissions: id-token: write (provision and release need the job's token)")
+        sys.exit(3)
+    sys.exit(0)  # outside Actions: the payload goes as given
+audience = os.environ.get("GHRUNNER_AUDIENCE") or "ghrunner"
+sep = "&" if "?" in url else "?"
+req = urllib.request.Request(url + sep + "audience=" + urllib.parse.quote(audience, safe=""),
+                             headers={"Authorization": "bearer " + request_token, "Accept": "application/json"})
+try:
+    with urllib.request.urlopen(req, timeout=60) as res:
+        value = json.load(res).get("value", "")
+except Exception as e:  # the message names the status, never the tokens
+    print("requesting the job's OIDC token failed: %s" % getattr(e, "code", type(e).__name__))
+    sys.exit(3)
+if not value:
+    print("requesting the job's OIDC token: the answer holds no token")
+    sys.exit(3)
+with open(os.path.join(os.path.dirname(path), "token"), "w") as f:
+    f.write(value)  # for the mask below; the folder is the script's own
+payload["idToken"] = value
+with open(path, "w") as f:
+    json.dump(payload, f, separators=(",", ":"))
+PY
+) || token_status=$?
+case $token_status in
+  0)
+    # Registered with the runner as a secret: masked in every later line.
+    if [ -f "$work/token" ] && [ "${GITHUB_ACTIONS:-}" = "true" ]; then
+      printf '::add-mask::%s\n' "$(< "$work/token")"
+    fi
+    rm -f "$work/token" ;;
+  3) fail "$token_error" ;;
+  *) fail "could not add the job's OIDC token to the payload (python3 exited $token_status)" ;;
+esac
 
 # ${endpoint[@]+...} below: an empty array under set -u fails in bash 3 (macOS).
 endpoint=()

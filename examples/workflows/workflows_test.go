@@ -57,7 +57,8 @@ func invoke(t *testing.T, mode string, args ...string) run {
 }
 
 // invokeEnv runs invoke.sh with the stand-in aws first on PATH, without the
-// caller's AWS endpoint and retry settings, plus env.
+// caller's AWS endpoint and retry settings nor its Actions runtime (these
+// tests may run in a GitHub Actions job), plus env.
 func invokeEnv(t *testing.T, mode string, env []string, args ...string) run {
 	t.Helper()
 	dir := t.TempDir()
@@ -72,7 +73,8 @@ func invokeEnv(t *testing.T, mode string, env []string, args ...string) run {
 	cmd := exec.Command("./invoke.sh", args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "AWS_MAX_ATTEMPTS=") &&
-			!strings.HasPrefix(kv, "AWS_REGION=") && !strings.HasPrefix(kv, "AWS_DEFAULT_REGION=") {
+			!strings.HasPrefix(kv, "AWS_REGION=") && !strings.HasPrefix(kv, "AWS_DEFAULT_REGION=") &&
+			!strings.HasPrefix(kv, "GITHUB_ACTIONS=") && !strings.HasPrefix(kv, "ACTIONS_ID_TOKEN_REQUEST_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
@@ -295,4 +297,26 @@ func toStrings(v any) []string {
 		out = append(out, s.(string))
 	}
 	return out
+}
+
+// Only the jobs that invoke provision and release may mint OIDC tokens: the
+// build jobs run pull-request code on pooled runners, and with id-token:
+// write they could assume the invoking role and sign payloads of this run.
+func TestOnlyTheInvokingJobsMayMintTokens(t *testing.T) {
+	var wf struct {
+		Permissions map[string]string
+		Jobs        map[string]struct {
+			Permissions map[string]string
+		}
+	}
+	read(t, "ci.yml", &wf)
+	if len(wf.Permissions) == 0 || wf.Permissions["id-token"] != "" {
+		t.Errorf("workflow permissions %v, want some given and no id-token", wf.Permissions)
+	}
+	for name, job := range wf.Jobs {
+		invoking := name == "provision" || name == "release"
+		if got := job.Permissions["id-token"]; invoking != (got == "write") {
+			t.Errorf("job %s: id-token %q; only provision and release may write it", name, got)
+		}
+	}
 }

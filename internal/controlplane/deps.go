@@ -43,6 +43,9 @@ type Deps struct {
 	SQS    pool.SQSAPI
 	GitHub GitHub
 	Log    *slog.Logger
+	// IDTokens checks the invoking job's OIDC token (provision, release);
+	// nil refuses every run.
+	IDTokens TokenVerifier
 	// Poll, when set, is the interval of signal waits and of retries of a
 	// busy runner's deletion (tests shorten it, the benchmarks lengthen it
 	// to the peer design's); see WaitEvery and retryEvery for the defaults.

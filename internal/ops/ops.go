@@ -233,10 +233,16 @@ func Instances(ctx context.Context, r Reader, pool string, st state.State) ([]In
 
 // RunView is a run with the records of the instances it was given.
 type RunView struct {
-	ID            string          `json:"runId"`
-	Pool          string          `json:"pool"`
-	Owner         string          `json:"owner,omitempty"`
-	Label         string          `json:"label,omitempty"`
+	ID    string `json:"runId"`
+	Pool  string `json:"pool"`
+	Owner string `json:"owner,omitempty"`
+	Label string `json:"label,omitempty"`
+	// Who provisioned it (the invoking job's verified token): only that
+	// workflow run may get its label again or release it.
+	Repository    string          `json:"repository,omitempty"`
+	RepositoryID  string          `json:"repositoryId,omitempty"`
+	WorkflowRun   string          `json:"workflowRunId,omitempty"`
+	RunAttempt    string          `json:"runAttempt,omitempty"`
 	Status        state.RunStatus `json:"status"`
 	Detail        string          `json:"detail,omitempty"`
 	InstanceCount int             `json:"instanceCount"`
@@ -263,6 +269,7 @@ func Run(ctx context.Context, r Reader, runID string) (*RunView, error) {
 		return nil, fmt.Errorf("read the run's instances: %w", err)
 	}
 	v := &RunView{ID: run.ID, Pool: run.Pool, Owner: run.Owner, Label: run.Label, Status: run.Status, Detail: run.Detail,
+		Repository: run.Repository, RepositoryID: run.RepositoryID, WorkflowRun: run.WorkflowRunID, RunAttempt: run.RunAttempt,
 		InstanceCount: run.InstanceCount, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt, Instances: []InstanceView{}}
 	for _, id := range slices.Sorted(slices.Values(run.InstanceIDs)) {
 		if rec := recs[id]; rec != nil {

@@ -47,6 +47,10 @@ func BenchmarkRegistration(b *testing.B) {
 	call := func(handler string, payload map[string]any, out any) {
 		b.Helper()
 		in, _ := json.Marshal(payload)
+		in, err := sandbox.Sign(context.Background(), aws.ToString(fn.Options().BaseEndpoint), in)
+		if err != nil {
+			b.Fatal(err)
+		}
 		res, err := fn.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String(d.Functions[handler]), Payload: in})
 		if err != nil {
 			b.Fatalf("%s %s: %v", handler, in, err)

@@ -80,6 +80,7 @@ const (
 	faultDuplicateMsg    = "pool message duplicated and delayed"
 	faultClockSkew       = "instance clock off by up to ±5 min"
 	faultLongJob         = "job outlives the pool's max_runtime (by 15 s)"
+	faultIntruder        = "another repository's workflow asks provision and release for the run (intruder.go)"
 )
 
 var workflowFaults = []string{faultNone, faultKillAfterFleet, faultKillProvision, faultKillRelease, faultKillAgentInJob, faultHostileJob}
@@ -115,6 +116,7 @@ type chaos struct {
 	armed map[string]context.CancelFunc
 
 	hostile hostileKit // what hostile jobs use, where their daemons report (hostile.go)
+	intr intruders // another repository's attempts on runs (intruder.go)
 
 	history  // what invariants 5-7 look back on (observe.go)
 	dynamoDB // the DynamoDB fault bursts under way (chaosfaults.go)
@@ -250,6 +252,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 
 	fmt.Fprintln(c.out, "  faults off; settling: refresh until the records and EC2 agree ...")
 	rep.Violations = append(append(c.settleAndCheck(ctx), c.checkOnce()...), c.checkHostile()...)
+	rep.Violations = append(rep.Violations, c.checkIntruders()...)
 	rep.Violations = append(rep.Violations, c.checkLogs(ctx)...)
 	explained, past := c.checkHistory(ctx)
 	rep.Violations = append(rep.Violations, past...)

@@ -54,6 +54,9 @@ func (c *chaos) workflow(ctx context.Context, runID, pool string, count int, fau
 		run.ids, run.from = ids, time.Now()
 		c.runs[runID] = run
 		c.mu.Unlock()
+		if c.shouldIntrude() {
+			c.intrude(ctx, runID, pool, count, prov.Label)
+		}
 		if ok = c.runJobs(ctx, runID, prov.Label, ids, fault); !ok {
 			c.failed("job", nil, fault)
 		}
@@ -184,6 +187,7 @@ const faultHung = "(not a fault) step given up after 150 s without an answer: "
 
 func (c *chaos) invoke(ctx context.Context, handler string, payload, out any) error {
 	in, _ := json.Marshal(payload)
+	in = c.sb.sign(in) // as the workflow's invoking job sends it
 	res, err := c.lambda.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(c.d.Functions[handler]), Payload: in})
 	if err != nil {
 		return err

@@ -76,7 +76,10 @@ func (s *Sandbox) DeployWith(ctx context.Context, mirror string, progress io.Wri
 		return d, err
 	}
 	vars := map[string]string{"endpoint": s.URL, "architecture": runtime.GOARCH, "image_id": n.AMI, "subnet_id": n.Subnet,
-		"github_parameter": GitHubParameter, "idle_window_cron": o.IdleWindowCron, "token_pool_idle_window_cron": o.TokenPoolIdleWindowCron}
+		"github_parameter": GitHubParameter, "idle_window_cron": o.IdleWindowCron, "token_pool_idle_window_cron": o.TokenPoolIdleWindowCron,
+		// The functions verify the invoking jobs' tokens against the fake
+		// GitHub's issuer.
+		"oidc_issuer": s.GitHub.Issuer()}
 	if o.HeartbeatSeconds > 0 {
 		vars["heartbeat_interval_seconds"] = strconv.Itoa(o.HeartbeatSeconds)
 	}

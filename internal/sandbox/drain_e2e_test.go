@@ -38,7 +38,7 @@ func drainBesideAProvision(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployme
 	done := make(chan provisioned, 1)
 	go func() {
 		res, err := fn.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(d.Functions[bundle.HandlerProvision]),
-			Payload: []byte(`{"runId":"77100","pool":"linux","instanceCount":2}`)})
+			Payload: signed(t, fn, `{"runId":"77100","pool":"linux","instanceCount":2}`)})
 		var p provisioned
 		switch {
 		case err != nil:
@@ -117,7 +117,7 @@ func retireBesideAProvision(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deploym
 	go func() { // not invoke: t.Fatal belongs to the test's goroutine
 		var out provision.Output
 		res, err := fn.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(d.Functions[bundle.HandlerProvision]),
-			Payload: []byte(`{"runId":"77301","pool":"linux","instanceCount":1}`)})
+			Payload: signed(t, fn, `{"runId":"77301","pool":"linux","instanceCount":1}`)})
 		if err == nil && res.FunctionError == nil {
 			json.Unmarshal(res.Payload, &out)
 		}

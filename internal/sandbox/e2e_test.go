@@ -226,6 +226,11 @@ func TestE2E_ByHand(t *testing.T) {
 	if run.Status != state.RunReleased || len(run.Instances) != 2 || run.Instances[0].State != state.Idle {
 		t.Errorf("ghrunner run 77001: %+v", run)
 	}
+	// Whose run it is: the invoking job's repository and workflow run.
+	if run.Repository != sandbox.Repo || run.RepositoryID == "" || run.WorkflowRun != "77001" || run.RunAttempt != "1" {
+		t.Errorf("ghrunner run 77001 names its provisioner %q (%q), workflow run %q attempt %q; want %s's run 77001, attempt 1",
+			run.Repository, run.RepositoryID, run.WorkflowRun, run.RunAttempt, sandbox.Repo)
+	}
 	// tail of a run that is over: what it is, then "run over", and done.
 	var events []ops.Event
 	operatorLines(t, sb, d, func(line []byte) {
@@ -360,7 +365,7 @@ func TestE2E_UpDown(t *testing.T) {
 // FunctionError.
 func invoke(t *testing.T, fn *lambda.Client, name, payload string, out any) {
 	t.Helper()
-	res, err := fn.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String(name), Payload: []byte(payload)})
+	res, err := fn.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String(name), Payload: signed(t, fn, payload)})
 	if err != nil {
 		t.Fatalf("invoke %s: %v", name, err)
 	}
@@ -370,6 +375,18 @@ func invoke(t *testing.T, fn *lambda.Client, name, payload string, out any) {
 	if err := json.Unmarshal(res.Payload, out); err != nil {
 		t.Fatalf("invoke %s: %v: %s", name, err, res.Payload)
 	}
+}
+
+// signed is a provision or release payload with the token of a job of the
+// sandbox's repository's workflow run its runId names, from the sandbox
+// fn calls (sandbox.Sign).
+func signed(t *testing.T, fn *lambda.Client, payload string) []byte {
+	t.Helper()
+	out, err := sandbox.Sign(context.Background(), aws.ToString(fn.Options().BaseEndpoint), []byte(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 type job struct {

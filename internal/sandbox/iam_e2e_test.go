@@ -91,7 +91,7 @@ func deniedWithoutLaunchStatement(t *testing.T, sb *sandbox.Sandbox, d sandbox.D
 		t.Errorf("preflight without LaunchTagged: %s; want the launch check failed with UnauthorizedOperation", checks)
 	}
 	payload := `{"runId":"77002","pool":"linux","instanceCount":` + itoa(before+1) + `}`
-	res, err := fn.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(provision), Payload: []byte(payload)})
+	res, err := fn.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(provision), Payload: signed(t, fn, payload)})
 	if err != nil {
 		t.Fatal(err)
 	}

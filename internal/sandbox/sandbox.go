@@ -437,6 +437,7 @@ func (s *Sandbox) routes() http.Handler {
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.serveInvoke)
 	mux.HandleFunc("POST /_sandbox/jobs", s.serveEnqueue)
 	mux.HandleFunc("GET /_sandbox/jobs/{id}", s.serveJob)
+	mux.HandleFunc("POST /_sandbox/idtoken", s.serveIDToken)
 	mux.Handle("/", s.iam.handler(s.withIAMLag(s.withFaults(moto))))
 	return mux
 }

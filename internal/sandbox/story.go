@@ -168,6 +168,7 @@ func (st *Story) check(name, want string, f func() (string, bool)) {
 // FunctionError becomes an error carrying the function's message.
 func (st *Story) invoke(ctx context.Context, handler string, payload, out any) error {
 	in, _ := json.Marshal(payload)
+	in = st.sb.sign(in) // as the workflow's invoking job sends it
 	res, err := st.lambda.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(st.d.Functions[handler]), Payload: in})
 	if err != nil {
 		return err

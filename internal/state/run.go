@@ -50,6 +50,13 @@ type Run struct {
 	// Label is what the run's runners register with and its jobs name in
 	// runs-on (PoolConfig.RunnerLabel says how it is made).
 	Label string `dynamodbav:"label,omitempty"`
+	// Whose run it is, from the verified OIDC token of the job that
+	// provisioned it: only that workflow run may join or release it
+	// (controlplane.Owns). Empty on runs made before runs were bound.
+	RepositoryID  string `dynamodbav:"repositoryId,omitempty"`
+	Repository    string `dynamodbav:"repository,omitempty"` // for messages: names change
+	WorkflowRunID string `dynamodbav:"workflowRunId,omitempty"`
+	RunAttempt    string `dynamodbav:"runAttempt,omitempty"` // the attempt that provisioned it
 }
 
 // RunKey is the partition key of a run item.

@@ -48,6 +48,11 @@ type Input struct {
 	// Preflight, alone in a payload, checks instead of provisioning
 	// (preflight.go).
 	Preflight bool `json:"preflight,omitempty"`
+	// IDToken is the invoking job's GitHub Actions OIDC token: the run is
+	// bound to its repository and workflow run (controlplane.Caller). It is
+	// never stored, logged or part of the canonical request: a retried
+	// provision comes with a fresh token.
+	IDToken string `json:"idToken,omitempty"`
 }
 
 // Instance is one runner given to the run.
@@ -167,6 +172,11 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	if err != nil {
 		return nil, err
 	}
+	// Who asks, checked before anything is read or written for the run.
+	caller, err := d.Caller(ctx, in.IDToken, in.RunID)
+	if err != nil {
+		return nil, err
+	}
 	if req.pool.Draining {
 		// A run already under way may ask again (a retried invoke); a new
 		// one is refused.
@@ -176,9 +186,19 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 			return nil, err
 		}
 	}
-	canonical, _ := json.Marshal(req.Input)
+	request := req.Input
+	request.IDToken = ""
+	canonical, _ := json.Marshal(request)
 	run, created, err := d.Store.StartRun(ctx, state.Run{ID: req.RunID, Pool: req.Pool, Owner: req.Owner, InstanceCount: req.count, Request: string(canonical),
-		Label: newLabel(req.RunID, req.pool.RunnerLabel)})
+		Label:        newLabel(req.RunID, req.pool.RunnerLabel),
+		RepositoryID: caller.RepositoryID, Repository: caller.Repository, WorkflowRunID: caller.RunID, RunAttempt: caller.RunAttempt})
+	if run != nil && !created {
+		// Someone else's run: refused before its label, its request or its
+		// state is told.
+		if err := controlplane.Owns(run, caller); err != nil {
+			return nil, err
+		}
+	}
 	if state.ClauseOf(err) == state.ClausePayload {
 		return nil, controlplane.Invalid("runId", "run %s was provisioned with another payload (%s); use a new runId", req.RunID, run.Request)
 	}

@@ -18,6 +18,9 @@ import (
 // Input is the release payload.
 type Input struct {
 	RunID string `json:"runId"`
+	// IDToken is the invoking job's GitHub Actions OIDC token: only the
+	// workflow run that provisioned a run may release it.
+	IDToken string `json:"idToken,omitempty"`
 }
 
 // Output says what happened to each instance of the run.
@@ -52,10 +55,19 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	if err != nil {
 		return nil, err
 	}
+	caller, err := d.Caller(ctx, in.IDToken, in.RunID)
+	if err != nil {
+		return nil, err
+	}
 	out := &Output{RunID: in.RunID, Released: []string{}, Expired: []string{}}
 	log := d.Log.With("runId", in.RunID)
 
 	run, err := d.Store.GetRun(ctx, in.RunID)
+	if err == nil {
+		if err := controlplane.Owns(run, caller); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case state.IsNotFound(err):
 		out.Note = "no run with this runId: nothing to release"

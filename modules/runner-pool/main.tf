@@ -89,6 +89,13 @@ resource "ghrunner_function" "fn" {
   log_retention_days = var.log_retention_days
   tags               = var.tags
 
+  # Provision and release bind each run to the invoking job's OIDC token:
+  # the same issuer the invoker role trusts, and an audience of our own.
+  # (An issuer given with its scheme is taken as it is: the sandbox's fake
+  # GitHub serves http on a loopback address.)
+  oidc_issuer   = can(regex("^https?://", var.oidc_issuer)) ? var.oidc_issuer : "https://${var.oidc_issuer}"
+  oidc_audience = var.oidc_audience
+
   vpc_subnet_ids         = try(var.function_vpc.subnet_ids, null)
   vpc_security_group_ids = try(var.function_vpc.security_group_ids, null)
 

@@ -149,9 +149,15 @@ variable "create_oidc_provider" {
 }
 
 variable "oidc_issuer" {
-  description = "Issuer of the Actions tokens: token.actions.githubusercontent.com for github.com, <host>/_services/token for GitHub Enterprise Server."
+  description = "Issuer of the Actions tokens, without https://: token.actions.githubusercontent.com for github.com, <host>/_services/token for GitHub Enterprise Server. The invoker role trusts it, and provision and release verify the invoking job's token (payload field idToken) against its keys."
   type        = string
   default     = "token.actions.githubusercontent.com"
+}
+
+variable "oidc_audience" {
+  description = "Audience the invoking job requests its OIDC token with (invoke.sh's audience); provision and release refuse a token without it. Keep it different from sts.amazonaws.com."
+  type        = string
+  default     = "ghrunner"
 }
 
 variable "function_vpc" {

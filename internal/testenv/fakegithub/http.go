@@ -57,6 +57,8 @@ func (s *Server) routes() http.Handler {
 	route("POST /_fake/runners/{id}/poll", authRunner, s.poll)
 	route("POST /_fake/jobs/{id}/start", authRunner, s.jobStart)
 	route("POST /_fake/jobs/{id}/complete", authRunner, s.jobComplete)
+	// The Actions OIDC issuer and the runtime's token endpoint (oidc.go).
+	s.oidcRoutes(mux)
 	// Release downloads, on github.com's paths (releases.go).
 	mux.HandleFunc("GET /actions/runner/releases/download/{tag}/{asset}", s.releaseDownload)
 	mux.HandleFunc("GET /_fake/release-assets/{tag}/{asset}", s.releaseAsset)

@@ -2,7 +2,7 @@ package fakegithub
 
 // Secrets lists every credential the fake has handed out and still knows:
 // installation tokens, registration and remove tokens, the runner-tenant
-// tokens config.sh exchanges them for, and the listener secrets of the
+// tokens config.sh exchanges them for, the Actions OIDC tokens minted, and the listener secrets of the
 // runners registered now. Tests grep logs and outputs for them.
 func (s *Server) Secrets() []string {
 	s.mu.Lock()
@@ -13,6 +13,7 @@ func (s *Server) Secrets() []string {
 			out = append(out, tok)
 		}
 	}
+	out = append(out, s.idTokens()...)
 	for pat := range s.pats {
 		out = append(out, pat)
 	}

@@ -101,6 +101,7 @@ type Server struct {
 	offlineAfter     time.Duration
 	cancelOnShutdown bool
 	jitUnusedAfter   time.Duration
+	idp              oidcIssuer // the Actions OIDC issuer (oidc.go)
 }
 
 type installation struct {

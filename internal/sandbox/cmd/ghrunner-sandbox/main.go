@@ -49,7 +49,9 @@ commands:
           provision returned) in the fake GitHub and wait for it:
           ghrunner-sandbox job <runId> [script]
   invoke  call a function through the endpoint, as aws lambda invoke does
-          (for machines without the AWS CLI; reads .sandbox/env's variables):
+          (for machines without the AWS CLI; reads .sandbox/env's variables);
+          a provision or release payload gets the idToken of a job of the
+          sandbox repository's workflow run its runId names:
           ghrunner-sandbox invoke provision '{"runId":"42","pool":"linux","instanceCount":2}'
 
 flags:
@@ -217,11 +219,12 @@ func up(dir, mirror string) error {
 		return err
 	}
 	// fileb:// passes the payload as raw bytes in both AWS CLI v1 and v2.
+	// The payload needs a job's token (idToken): invoke adds one.
 	fmt.Printf("sandbox is up: . %s, then e.g.\n"+
-		"  echo '{\"runId\":\"42\",\"pool\":\"linux\",\"instanceCount\":1}' > p.json\n"+
-		"  aws lambda invoke --function-name %s --payload fileb://p.json out.json && cat out.json\n"+
-		"  %s job 42 'echo built on $(hostname)'\n",
-		envFile, d.Functions[bundle.HandlerProvision], "go run ./internal/sandbox/cmd/ghrunner-sandbox")
+		"  %s invoke provision '{\"runId\":\"42\",\"pool\":\"linux\",\"instanceCount\":1}'\n"+
+		"  %s job 42 'echo built on $(hostname)'\n"+
+		"  (with the AWS CLI, the payload's idToken comes from POST $GHRUNNER_SANDBOX_URL/_sandbox/idtoken {\"runId\":\"42\"}: README.md)\n",
+		envFile, "go run ./internal/sandbox/cmd/ghrunner-sandbox", "go run ./internal/sandbox/cmd/ghrunner-sandbox")
 	<-ctx.Done()
 	os.Remove(envFile)
 	fmt.Println("sandbox stopping")
@@ -325,7 +328,14 @@ func invoke(dir, function, payload string) error {
 	if err != nil {
 		return err
 	}
-	res, err := admin.Lambda(cfg).Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(function), Payload: []byte(payload)})
+	// A provision or release payload without idToken gets the token of a
+	// job of the sandbox repository's workflow run its runId names, as a
+	// workflow's invoking job would send.
+	signed, err := sandbox.Sign(ctx, base, []byte(payload))
+	if err != nil {
+		return err
+	}
+	res, err := admin.Lambda(cfg).Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(function), Payload: signed})
 	if err != nil {
 		return err
 	}
