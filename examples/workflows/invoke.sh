@@ -16,7 +16,11 @@
 #       so that CLI versions which ignore these variables use it as well
 #   AWS_MAX_ATTEMPTS   defaults to 1 here: provision waits for its runners for
 #       minutes, so the CLI must neither time out (--cli-read-timeout 0) nor
-#       send the call again behind the first one's back
+#       send the call again behind the first one's back. Lambda's 429
+#       (TooManyRequestsException: the account's or the function's
+#       concurrency is used up, before the function runs) is waited out by
+#       this script instead, with backoff, for up to GHRUNNER_THROTTLE_WAIT
+#       seconds (default 300): provision and release are idempotent per run
 #   AWS_REGION   copied to AWS_DEFAULT_REGION when that is unset (CLI v1)
 #   ACTIONS_ID_TOKEN_REQUEST_URL, ACTIONS_ID_TOKEN_REQUEST_TOKEN   set by the
 #       Actions runtime in a job with `permissions: id-token: write`: a
@@ -130,14 +134,24 @@ fi
 # fileb:// sends the payload's bytes as they are, in AWS CLI v1 and v2 alike
 # (v2 would otherwise expect base64 unless given --cli-binary-format
 # raw-in-base64-out, an option v1 rejects).
-if ! aws lambda invoke ${endpoint[@]+"${endpoint[@]}"} --cli-read-timeout 0 \
+throttle_limit=${GHRUNNER_THROTTLE_WAIT:-300}
+waited=0
+delay=2
+until aws lambda invoke ${endpoint[@]+"${endpoint[@]}"} --cli-read-timeout 0 \
   --function-name "$function_name" --payload "fileb://$work/payload.json" \
-  "$work/response.json" > "$work/invoke.json" 2> "$work/stderr.txt"; then
+  "$work/response.json" > "$work/invoke.json" 2> "$work/stderr.txt"; do
+  if grep -q 'TooManyRequestsException' "$work/stderr.txt" && [ "$waited" -lt "$throttle_limit" ]; then
+    echo "ghrunner: Lambda throttled the call (429, TooManyRequestsException): sending it again in ${delay}s" >&2
+    sleep "$delay"
+    waited=$((waited + delay))
+    delay=$((delay < 30 ? delay * 2 : 30))
+    continue
+  fi
   cat "$work/stderr.txt" >&2
   cli_error=$(tr -s '\n\t' '  ' < "$work/stderr.txt")
   cli_error=${cli_error#"${cli_error%%[! ]*}"}
   fail "aws lambda invoke failed: ${cli_error% }"
-fi
+done
 
 # Prints the message when the function failed (exit 3), the response
 # otherwise; writes the response output.

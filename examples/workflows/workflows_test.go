@@ -44,12 +44,29 @@ case $FAKE_MODE in
   cli-error)
     echo "An error occurred (AccessDeniedException) when calling the Invoke operation: not allowed" >&2
     exit 254 ;;
+  throttled-*)
+    # Lambda's 429 before the function runs, for the first N calls (the AWS
+    # CLI v2's wording), then the function's answer.
+    n=$(( $(cat "$FAKE_DIR/calls" 2>/dev/null || echo 0) + 1 ))
+    echo "$n" > "$FAKE_DIR/calls"
+    if [ "$n" -le "${FAKE_MODE#throttled-}" ]; then
+      echo "An error occurred (TooManyRequestsException) when calling the Invoke operation (reached max retries: 0): Rate Exceeded." >&2
+      exit 254
+    fi
+    printf '{"runId":"42","label":"ghr-42-abcdefghijklmnop","status":"ready","instances":[{"instanceId":"i-1"}]}' > "$out"
+    printf '{\n    "StatusCode": 200\n}\n' ;;
 esac
+`
+
+// fakeSleep stands in for sleep: it notes how long it was asked to wait.
+const fakeSleep = `#!/usr/bin/env bash
+echo "$1" >> "$FAKE_DIR/sleeps"
 `
 
 type run struct {
 	out, output, payload, args, attempts, region string
 	code                                         int
+	sleeps                                       []string // what invoke.sh waited, in seconds
 }
 
 func invoke(t *testing.T, mode string, args ...string) run {
@@ -67,6 +84,9 @@ func invokeEnv(t *testing.T, mode string, env []string, args ...string) run {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(bin, "aws"), []byte(fakeAWS), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "sleep"), []byte(fakeSleep), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	output := filepath.Join(dir, "github_output")
@@ -90,6 +110,7 @@ func invokeEnv(t *testing.T, mode string, env []string, args ...string) run {
 	read := func(name string) string { b, _ := os.ReadFile(filepath.Join(dir, name)); return string(b) }
 	r.output, r.payload, r.args, r.attempts = read("github_output"), read("payload"), read("args"), strings.TrimSpace(read("attempts"))
 	r.region = strings.TrimSpace(read("region"))
+	r.sleeps = strings.Fields(read("sleeps"))
 	return r
 }
 
@@ -318,5 +339,26 @@ func TestOnlyTheInvokingJobsMayMintTokens(t *testing.T) {
 		if got := job.Permissions["id-token"]; invoking != (got == "write") {
 			t.Errorf("job %s: id-token %q; only provision and release may write it", name, got)
 		}
+	}
+}
+
+// Issue 30, item 7: Lambda answers 429 before the function runs when the
+// account's or the function's concurrency is used up (new accounts may have
+// little). Provision and release are idempotent per run, so invoke.sh sends
+// the call again with backoff instead of failing the workflow; the CLI
+// itself still sends each call once (AWS_MAX_ATTEMPTS=1). Past
+// GHRUNNER_THROTTLE_WAIT it gives up with Lambda's message; any other CLI
+// error fails at once. (With the retry removed, the first case exits 1.)
+func TestInvokeWaitsOutLambdaThrottling(t *testing.T) {
+	r := invokeEnv(t, "throttled-2", nil, "ci-provision", `{"runId":"42"}`)
+	if r.code != 0 || strings.Join(r.sleeps, ",") != "2,4" || r.attempts != "1" || !strings.Contains(r.output, `"label":"ghr-42-abcdefghijklmnop"`) {
+		t.Fatalf("throttled twice: exit %d, waits %v, AWS_MAX_ATTEMPTS %s\n%s", r.code, r.sleeps, r.attempts, r.out)
+	}
+	r = invokeEnv(t, "throttled-99", []string{"GHRUNNER_THROTTLE_WAIT=20"}, "ci-provision", `{"runId":"42"}`)
+	if r.code != 1 || strings.Join(r.sleeps, ",") != "2,4,8,16" || !strings.Contains(r.out, "TooManyRequestsException") {
+		t.Fatalf("throttled for good: exit %d, waits %v\n%s", r.code, r.sleeps, r.out)
+	}
+	if r := invoke(t, "cli-error", "ci-release", `{"runId":"42"}`); r.code != 1 || len(r.sleeps) != 0 {
+		t.Fatalf("another CLI error: exit %d, waits %v: it must fail at once", r.code, r.sleeps)
 	}
 }
