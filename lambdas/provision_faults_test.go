@@ -43,7 +43,9 @@ func TestConcurrentProvisionsNeverPassMaxInstances(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = d.invoke("provision", map[string]any{"runId": fmt.Sprintf("cap-%d", i), "pool": "linux"})
+			// A short timeout: provisions beyond the cap wait their turn
+			// until a boot would not fit (queue.go), then fail.
+			results[i] = d.invoke("provision", map[string]any{"runId": fmt.Sprintf("cap-%d", i), "pool": "linux", "timeoutSeconds": 40})
 		}()
 	}
 	wg.Wait()

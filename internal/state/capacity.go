@@ -64,6 +64,9 @@ type capacityItem struct {
 	Kind         string                 `dynamodbav:"kind"`
 	Version      int64                  `dynamodbav:"version"`
 	Reservations map[string]Reservation `dynamodbav:"reservations"`
+	// Waiting are the provisions waiting for the pool's capacity, by run
+	// id (capacity_queue.go).
+	Waiting map[string]Waiter `dynamodbav:"waiting,omitempty"`
 }
 
 // CapacityError says a reservation would pass the pool's cap.
@@ -113,7 +116,7 @@ func (s *Store) Reserve(ctx context.Context, pool, id string, n, max int, hold t
 			return &CapacityError{Pool: pool, Live: live, Reserved: reserved, Asked: n, Max: max}
 		}
 		kept[id] = Reservation{N: n, Until: now + secs(hold)}
-		next := capacityItem{Key: CapacityKey(pool), Kind: kindCapacity, Version: item.Version + 1, Reservations: kept}
+		next := capacityItem{Key: CapacityKey(pool), Kind: kindCapacity, Version: item.Version + 1, Reservations: kept, Waiting: item.inForce(now)}
 		av, err := attributevalue.MarshalMap(next)
 		if err != nil {
 			return err

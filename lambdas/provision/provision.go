@@ -45,6 +45,10 @@ type Input struct {
 	AllowedInstanceTypes []string `json:"allowedInstanceTypes,omitempty"`
 	Owner                string   `json:"owner,omitempty"`
 	TimeoutSeconds       *int     `json:"timeoutSeconds,omitempty"`
+	// MinInstanceCount is the fewest runners the run accepts when its pool
+	// stays at its cap until the provision must stop waiting (queue.go);
+	// its jobs then queue on its label. Default: instanceCount.
+	MinInstanceCount *int `json:"minInstanceCount,omitempty"`
 	// Preflight, alone in a payload, checks instead of provisioning
 	// (preflight.go).
 	Preflight bool `json:"preflight,omitempty"`
@@ -145,6 +149,7 @@ const (
 type request struct {
 	Input
 	count   int
+	min     int // minInstanceCount
 	timeout time.Duration
 	types   []string
 	matcher pool.Matcher
@@ -318,6 +323,13 @@ func parse(ctx context.Context, d *controlplane.Deps, in Input) (*request, error
 	if req.count < 1 || req.count > p.MaxInstances {
 		return nil, controlplane.Invalid("instanceCount", "must be 1 to %d (the pool's maxInstances), got %d", p.MaxInstances, req.count)
 	}
+	req.min = req.count
+	if in.MinInstanceCount != nil {
+		req.min = *in.MinInstanceCount
+	}
+	if req.min < 1 || req.min > req.count {
+		return nil, controlplane.Invalid("minInstanceCount", "must be 1 to instanceCount (%d), got %d", req.count, req.min)
+	}
 	if in.UsageClass == "" {
 		req.UsageClass = p.UsageClass
 	}
@@ -415,11 +427,8 @@ func (p *provisioner) provision(ctx context.Context) (*Output, error) {
 		}
 		reg.Labels, reg.Group = p.label, p.req.pool.RunnerGroup
 	}
-	claimed := p.claim(ctx, p.req.count, reg)
-	if missing := p.req.count - claimed; missing > 0 {
-		if _, err := p.create(ctx, missing, reg); err != nil {
-			return nil, err
-		}
+	if err := p.acquire(ctx, reg); err != nil {
+		return nil, err
 	}
 	if err := p.waitAll(ctx, reg); err != nil {
 		return nil, err

@@ -1,0 +1,128 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Provisions that find their pool at its cap wait for capacity in turn,
+// first come first served, instead of failing the workflow. The capacity
+// item holds the queue: each waiting run with when its provision began
+// (Since, milliseconds) and until when it waits (Until, seconds: its
+// provision's deadline, so the entry of a provision that died goes by
+// itself). A provision may claim or launch only while no waiter that began
+// before it (ties: the smaller run id) is in force; a provision that found
+// the pool short joins the queue and tries again when it is at its head.
+
+// Waiter is one provision waiting for its pool's capacity.
+type Waiter struct {
+	Since int64 `dynamodbav:"since"` // unix milliseconds: when its provision began
+	Until int64 `dynamodbav:"until"` // unix seconds: its provision's deadline
+}
+
+// before says whether waiter a (run id ra) comes before b (run id rb).
+func before(a Waiter, ra string, b Waiter, rb string) bool {
+	return a.Since < b.Since || a.Since == b.Since && ra < rb
+}
+
+// inForce are the waiters whose provision may still be waiting.
+func (c capacityItem) inForce(now int64) map[string]Waiter {
+	out := map[string]Waiter{}
+	for id, w := range c.Waiting {
+		if w.Until > now {
+			out[id] = w
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Ahead counts the waiters of pool in force that come before run runID,
+// whose provision began at since: 0 means it may take capacity now.
+func (s *Store) Ahead(ctx context.Context, pool, runID string, since time.Time) (int, error) {
+	var item capacityItem
+	if _, err := s.getItem(ctx, CapacityKey(pool), &item); err != nil {
+		return 0, err
+	}
+	me := Waiter{Since: since.UnixMilli()}
+	n := 0
+	for id, w := range item.inForce(s.now()) {
+		if id != runID && before(w, id, me, runID) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Queue puts run runID (its provision began at since) in pool's queue until
+// until, or keeps it there, and prunes the waiters no longer in force.
+func (s *Store) Queue(ctx context.Context, pool, runID string, since, until time.Time) error {
+	return s.updateQueue(ctx, pool, func(w map[string]Waiter) { w[runID] = Waiter{Since: since.UnixMilli(), Until: until.Unix()} })
+}
+
+// Unqueue takes run runID out of pool's queue (it got its capacity, or
+// stopped waiting).
+func (s *Store) Unqueue(ctx context.Context, pool, runID string) error {
+	return s.updateQueue(ctx, pool, func(w map[string]Waiter) { delete(w, runID) })
+}
+
+// updateQueue changes the queue with an optimistic write on the item's
+// version, as Reserve does, keeping its reservations.
+func (s *Store) updateQueue(ctx context.Context, pool string, change func(map[string]Waiter)) error {
+	for attempt := 0; ; attempt++ {
+		var item capacityItem
+		found, err := s.getItem(ctx, CapacityKey(pool), &item)
+		if err != nil {
+			return err
+		}
+		waiting := item.inForce(s.now())
+		if waiting == nil {
+			waiting = map[string]Waiter{}
+		}
+		change(waiting)
+		if len(waiting) == 0 {
+			waiting = nil
+		}
+		if item.Reservations == nil {
+			item.Reservations = map[string]Reservation{}
+		}
+		next := capacityItem{Key: CapacityKey(pool), Kind: kindCapacity, Version: item.Version + 1, Reservations: item.Reservations, Waiting: waiting}
+		av, err := attributevalue.MarshalMap(next)
+		if err != nil {
+			return err
+		}
+		b := newBuilder()
+		var cond string
+		if found {
+			cond = b.name("version") + " = " + b.value(item.Version)
+		} else {
+			cond = "attribute_not_exists(" + b.name(AttrPK) + ")"
+		}
+		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av, ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: b.attrNames(), ExpressionAttributeValues: b.attrValues()})
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			return nil
+		case !errors.As(err, &ccf):
+			return fmt.Errorf("capacity queue of %s: %w", pool, err)
+		case attempt >= 20:
+			return fmt.Errorf("capacity queue of %s: the capacity item kept changing", pool)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(10+rand.IntN(40*(attempt+1))) * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// Waiting for capacity (issue 32). A pool at its cap does not fail the
+// workflows beyond it: each provision takes what the pool gives (idle
+// instances, then launches within maxInstances) and, short, waits in the
+// pool's queue (state/capacity_queue.go) for runs to release instances or
+// refresh and scale-down to end them, in the order the provisions began.
+// It stops waiting when a boot would no longer fit its deadline: with at
+// least minInstanceCount runners the run goes on with them (its jobs queue
+// on its label), else it fails with the capacity error as before.
+
+// queuePoll is how often a waiting provision looks again.
+const queuePoll = 2 * time.Second
+
+// acquire gives the run its instances: claimed from the pool, launched, or
+// waited for in turn.
+func (p *provisioner) acquire(ctx context.Context, reg *state.Registration) error {
+	queued := false
+	defer func() {
+		if queued {
+			if err := p.d.Store.Unqueue(context.WithoutCancel(ctx), p.req.Pool, p.req.RunID); err != nil {
+				p.log.Warn("leave the pool's capacity queue", "err", err)
+			}
+		}
+	}()
+	var short error
+	for {
+		need := p.req.count - len(p.members())
+		if need <= 0 {
+			return nil
+		}
+		ahead, err := p.d.Store.Ahead(ctx, p.req.Pool, p.req.RunID, p.start)
+		if err != nil {
+			return err
+		}
+		if ahead == 0 {
+			if need -= p.claim(ctx, need, reg); need > 0 {
+				_, err := p.create(ctx, need, reg)
+				// Short of room for all: launch what fits now.
+				var ce *state.CapacityError
+				if errors.As(err, &ce) && ce.Max-ce.Live-ce.Reserved > 0 {
+					_, err = p.create(ctx, ce.Max-ce.Live-ce.Reserved, reg)
+				}
+				if err != nil && !state.IsCapacity(err) {
+					return err
+				}
+				short = err
+			}
+			if p.req.count-len(p.members()) <= 0 {
+				return nil
+			}
+		}
+		if short == nil {
+			short = fmt.Errorf("pool %s: %d earlier provisions wait for its capacity", p.req.Pool, ahead)
+		}
+		dl, _ := ctx.Deadline()
+		if time.Until(dl) < state.D(p.req.pool.Timings.BootTime)+queuePoll {
+			if have := len(p.members()); have >= p.req.min {
+				p.log.Info("going on with fewer runners than asked: the pool stayed at its cap", "have", have, "asked", p.req.count)
+				p.req.count = have
+				return nil
+			}
+			return short
+		}
+		if !queued {
+			if err := p.d.Store.Queue(ctx, p.req.Pool, p.req.RunID, p.start, dl); err != nil {
+				return err
+			}
+			queued = true
+			p.log.Info("waiting for the pool's capacity", "ahead", ahead, "reason", short.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return short
+		case <-time.After(queuePoll):
+		}
+	}
+}
