@@ -116,7 +116,7 @@ type chaos struct {
 	armed map[string]context.CancelFunc
 
 	hostile hostileKit // what hostile jobs use, where their daemons report (hostile.go)
-	intr intruders // another repository's attempts on runs (intruder.go)
+	intr    intruders  // another repository's attempts on runs (intruder.go)
 
 	history  // what invariants 5-7 look back on (observe.go)
 	dynamoDB // the DynamoDB fault bursts under way (chaosfaults.go)
