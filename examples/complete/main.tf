@@ -1,6 +1,9 @@
 # A complete deployment on AWS: two pools for one organization, with GitHub
-# App credentials in SSM. Fill in the AMI, subnets and the parameter name,
-# then `terraform init && terraform apply`.
+# App credentials in SSM, and the role the listed repositories' workflows
+# assume (through GitHub's OIDC tokens) to invoke provision and release.
+# Set the variables (github_owner, subnet_ids, invoker_repositories), then
+# `terraform init && terraform apply`; the output repository_variables holds
+# what each repository's workflows need (docs/getting-started.md).
 terraform {
   required_version = ">= 1.5"
   required_providers {
@@ -21,9 +24,17 @@ module "runners" {
   prefix           = "ci"
   github_parameter = var.github_parameter
 
+  # The workflows of these repositories may invoke provision and release.
+  invoker_repositories = var.invoker_repositories
+  # The account's IAM OIDC identity provider for GitHub's tokens: made
+  # here when the account has none (one that exists is used as it is).
+  create_oidc_provider = var.create_oidc_provider
+
   pools = {
     linux = {
-      owner              = var.github_owner
+      owner = var.github_owner
+      # image_id unset: the latest Ubuntu 24.04 image for the instance
+      # types' architecture, chosen when the pool is created.
       image_id           = var.image_id
       instance_types     = ["c7i.large", "c6i.large", "m7i.large"]
       subnet_ids         = var.subnet_ids
@@ -48,10 +59,29 @@ module "runners" {
   }
 }
 
-output "provision_function" {
-  value = module.runners.function_names["provision"]
+# What a repository's workflows read from its variables (Settings → Secrets
+# and variables → Actions → Variables), by the names examples/workflows
+# uses; none of it is secret.
+output "repository_variables" {
+  value = {
+    GHRUNNER_REGION             = var.region
+    GHRUNNER_INVOKE_ROLE_ARN    = module.runners.invoker_role_arn
+    GHRUNNER_PROVISION_FUNCTION = module.runners.function_names["provision"]
+    GHRUNNER_RELEASE_FUNCTION   = module.runners.function_names["release"]
+  }
 }
 
-output "release_function" {
-  value = module.runners.function_names["release"]
+# The same as commands, to run once per repository with the GitHub CLI.
+output "repository_variable_commands" {
+  value = join("\n", [for k, v in {
+    GHRUNNER_REGION             = var.region
+    GHRUNNER_INVOKE_ROLE_ARN    = module.runners.invoker_role_arn
+    GHRUNNER_PROVISION_FUNCTION = module.runners.function_names["provision"]
+    GHRUNNER_RELEASE_FUNCTION   = module.runners.function_names["release"]
+  } : "gh variable set ${k} --body '${v}' --repo <owner/name>"])
+}
+
+# For the operator's CLI: ghrunner --table <this> --region <region> status.
+output "table_name" {
+  value = module.runners.table_name
 }

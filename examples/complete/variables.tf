@@ -5,7 +5,7 @@ variable "region" {
 }
 
 variable "github_parameter" {
-  description = "SSM SecureString parameter with the GitHub App credentials (JSON)."
+  description = "SSM SecureString parameter with the GitHub App credentials (JSON: appId, privateKey)."
   type        = string
   default     = "/ghrunner/github"
 }
@@ -15,13 +15,25 @@ variable "github_owner" {
   type        = string
 }
 
+variable "invoker_repositories" {
+  description = "Repositories (owner/name) whose workflows may invoke provision and release."
+  type        = list(string)
+}
+
+variable "create_oidc_provider" {
+  description = "Create the account's IAM OIDC identity provider for GitHub's tokens (token.actions.githubusercontent.com) when the account has none."
+  type        = bool
+  default     = true
+}
+
 variable "image_id" {
-  description = "Linux AMI (x86_64) with bash, curl and systemd, e.g. Ubuntu 24.04."
+  description = "Linux AMI (x86_64) with bash, curl and systemd. Null: the latest Ubuntu 24.04 image."
   type        = string
+  default     = null
 }
 
 variable "subnet_ids" {
-  description = "Private subnets with egress to GitHub and AWS, in several AZs."
+  description = "Private subnets with egress to GitHub and AWS (a NAT, or VPC endpoints), in several AZs."
   type        = list(string)
 }
 
