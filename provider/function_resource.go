@@ -49,6 +49,7 @@ type functionModel struct {
 	Table               types.String `tfsdk:"table"`
 	GitHubParameter     types.String `tfsdk:"github_parameter"`
 	QueueARNs           types.List   `tfsdk:"queue_arns"`
+	VolumeKMSKeyARNs    types.Set    `tfsdk:"volume_kms_key_arns"`
 	Architecture        types.String `tfsdk:"architecture"`
 	Timeout             types.Int64  `tfsdk:"timeout"`
 	MemorySize          types.Int64  `tfsdk:"memory_size"`
@@ -100,6 +101,9 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 					stringvalidator.RegexMatches(ssmParameterRE, "must be an SSM parameter name such as /ghrunner/github (letters, digits, _ . - /)")}},
 			"queue_arns": schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: "ARNs of the pool queues the function may use (every `ghrunner_queue.arn`).",
 				Validators: []validator.List{listvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^arn:[a-z-]+:sqs:`), "must be an SQS queue ARN"))}},
+			"volume_kms_key_arns": schema.SetAttribute{Optional: true, ElementType: types.StringType,
+				Description: "KMS keys the pools encrypt their root volumes with (every `ghrunner_pool.root_volume_kms_key_arn`): provision and refresh launch, and EC2 uses the key with the launching role's permissions. Other handlers ignore it.",
+				Validators: []validator.Set{setvalidator.ValueStringsAre(stringvalidator.RegexMatches(kmsKeyARNRE, "must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)"))}},
 			"architecture": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("arm64"), PlanModifiers: replace,
 				Description: "`arm64` (default, cheaper) or `amd64`. Changing it replaces the function.", Validators: []validator.String{stringvalidator.OneOf(bundle.Architectures...)}},
 			"timeout": schema.Int64Attribute{Optional: true, Computed: true,

@@ -125,7 +125,7 @@ func TestAccFunction_basic_update_import(t *testing.T) {
 					resource.TestCheckResourceAttr("ghrunner_function.fn", "oidc_issuer", "https://ghe.example.com/_services/token")),
 			},
 			{ResourceName: "ghrunner_function.fn", ImportState: true, ImportStateId: name, ImportStateVerify: true,
-				ImportStateVerifyIgnore: []string{"tags", "queue_arns"}},
+				ImportStateVerifyIgnore: []string{"tags", "queue_arns", "volume_kms_key_arns"}},
 		},
 	})
 }

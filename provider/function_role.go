@@ -8,6 +8,8 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 )
 
 // The execution role of a function: Lambda assumes it to run the handler,
@@ -39,6 +41,15 @@ func (r *functionResource) ensureRole(ctx context.Context, m functionModel, tags
 		// destination with the function's role.
 		policy, err = withStatement(policy, policyStatement{Sid: "OnFailureDestination", Effect: "Allow",
 			Action: []string{"sns:Publish"}, Resource: []string{m.OnFailureTopic.ValueString()}})
+	}
+	var keys []string
+	diags.Append(m.VolumeKMSKeyARNs.ElementsAs(ctx, &keys, false)...)
+	if err == nil && len(keys) > 0 && (m.Handler.ValueString() == bundle.HandlerProvision || m.Handler.ValueString() == bundle.HandlerRefresh) {
+		for _, st := range volumeKeyStatements(keys, r.c.aws.AWS.Region) {
+			if policy, err = withStatement(policy, st); err != nil {
+				break
+			}
+		}
 	}
 	if err != nil {
 		diags.AddError("Building the function policy failed", err.Error())

@@ -338,3 +338,34 @@ func TestATableKeyIsUsableOnlyThroughDynamoDB(t *testing.T) {
 		})
 	}
 }
+
+// Issue 30, item 8: a pool whose root volumes are encrypted with a customer
+// managed key. EC2 uses the key with the launching role's permissions; the
+// provision role may create grants for AWS resources on that key through
+// EC2 and use it for data keys, and nothing else of KMS.
+func TestTheProvisionRoleUsesThePoolsVolumeKeyThroughEC2Only(t *testing.T) {
+	e := evaluator(t)
+	policy, err := functionPolicy(bundle.HandlerProvision, catTable, "", []string{catQueue}, "/ghrunner/github", "ghrunner-prod-provision", catEnv, "/", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := catARN("kms", "key/1234abcd-12ab-34cd-56ef-1234567890ab")
+	for _, st := range volumeKeyStatements([]string{key}, catRegion) {
+		if policy, err = withStatement(policy, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	viaEC2 := map[string][]string{"kms:ViaService": {"ec2." + catRegion + ".amazonaws.com"}}
+	grant := iamsim.Merge(viaEC2, map[string][]string{"kms:GrantIsForAWSResource": {"true"}})
+	// The key policy AWS gives a new key: IAM policies of the account decide.
+	keyPolicy := `{"Version":"2012-10-17","Statement":[{"Sid":"Enable IAM User Permissions","Effect":"Allow",` +
+		`"Principal":{"AWS":"arn:aws:iam::` + catAccount + `:root"},"Action":"kms:*","Resource":"*"}]}`
+	runCatalogueOn(t, e, catSTS("assumed-role/ghr-prod-fn-provision/ghrunner-prod-provision"), policy, keyPolicy, nil, []ask{
+		{"a grant for the new volume, through EC2", "kms:CreateGrant", key, grant, true},
+		{"a data key for the new volume, through EC2", "kms:GenerateDataKeyWithoutPlaintext", key, viaEC2, true},
+		{"a grant for itself (not an AWS resource)", "kms:CreateGrant", key, iamsim.Merge(viaEC2, map[string][]string{"kms:GrantIsForAWSResource": {"false"}}), false},
+		{"the key used directly, not through EC2", "kms:Decrypt", key, nil, false},
+		{"another key", "kms:CreateGrant", catARN("kms", "key/ffffffff-12ab-34cd-56ef-1234567890ab"), grant, false},
+		{"the key's policy changed", "kms:PutKeyPolicy", key, nil, false},
+	})
+}

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"regexp"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -296,4 +297,24 @@ func withStatement(doc string, st policyStatement) (string, error) {
 	}
 	d.Statement = append(d.Statement, st)
 	return d.String(), nil
+}
+
+// kmsKeyARNRE is a KMS key's ARN (not an alias: IAM matches grants on keys).
+var kmsKeyARNRE = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$`)
+
+// volumeKeyStatements let a launching role (provision, refresh) use the KMS
+// keys pools encrypt their root volumes with: EC2 asks KMS, with the
+// caller's permissions, for a grant for the new volume and for its data key
+// (the EC2 User Guide's EBS encryption permissions: kms:CreateGrant for an
+// AWS resource, kms:GenerateDataKeyWithoutPlaintext, kms:Decrypt,
+// kms:DescribeKey and kms:ReEncrypt*), and only through EC2. Without them
+// EC2 ends every instance at launch with Client.InternalError.
+func volumeKeyStatements(keys []string, region string) []policyStatement {
+	via := map[string]any{"kms:ViaService": viaService("ec2", region)}
+	return []policyStatement{
+		{Sid: "RootVolumeKeyGrants", Effect: "Allow", Action: []string{"kms:CreateGrant"}, Resource: keys,
+			Condition: map[string]map[string]any{"StringEquals": via, "Bool": {"kms:GrantIsForAWSResource": "true"}}},
+		{Sid: "RootVolumeKeyUse", Effect: "Allow", Resource: keys, Condition: map[string]map[string]any{"StringEquals": via},
+			Action: []string{"kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncryptFrom", "kms:ReEncryptTo"}},
+	}
 }

@@ -37,3 +37,20 @@ func TestAPoolsPerServiceEndpointsReachTheAgentAndItsDownload(t *testing.T) {
 		t.Fatalf("user data: agent URL %s, endpoints %v", u.AgentURL, u.Agent.Endpoints)
 	}
 }
+
+// Issue 30, item 8: a pool's root volume key reaches the template (and so
+// each launch); unset, EC2 uses the account's default EBS key.
+func TestAPoolsRootVolumeKeyReachesItsTemplate(t *testing.T) {
+	r := &poolResource{configured{c: &clients{}}}
+	key := "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	m := poolModel{ImageID: types.StringValue("ami-12345678"), SecurityGroupIDs: types.ListNull(types.StringType), RootVolumeSize: types.Int64Value(30),
+		RootVolumeType: types.StringValue("gp3"), RootVolumeKMSKey: types.StringValue(key)}
+	data := r.templateData(t.Context(), m, imageInfo{arch: "amd64", rootDevice: "/dev/sda1"}, "arn:aws:iam::123456789012:instance-profile/p", []byte("#!/bin/bash"), nil)
+	if ebs := data.BlockDeviceMappings[0].Ebs; ebs == nil || ebs.KmsKeyId == nil || *ebs.KmsKeyId != key || !*ebs.Encrypted {
+		t.Fatalf("root volume %+v, want encrypted with %s", ebs, key)
+	}
+	m.RootVolumeKMSKey = types.StringNull()
+	if ebs := r.templateData(t.Context(), m, imageInfo{arch: "amd64", rootDevice: "/dev/sda1"}, "p", nil, nil).BlockDeviceMappings[0].Ebs; ebs.KmsKeyId != nil {
+		t.Fatalf("no key set, yet the template names %s", *ebs.KmsKeyId)
+	}
+}

@@ -28,7 +28,7 @@ import (
 
 // launchTemplateInputs lists what goes into a launch template version.
 func launchTemplateInputs(m poolModel) string {
-	return strings.Join([]string{m.ImageID.String(), m.SecurityGroupIDs.String(), m.RootVolumeSize.String(), m.RootVolumeType.String(),
+	return strings.Join([]string{m.ImageID.String(), m.SecurityGroupIDs.String(), m.RootVolumeSize.String(), m.RootVolumeType.String(), m.RootVolumeKMSKey.String(),
 		m.AgentPath.String(), m.AgentEndpoint.String(), m.AgentEndpoints.String(), m.PreRunnerScript.String(), m.CleanupScript.String(), m.RunnerUser.String(),
 		m.RunnerVersion.String(), m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String(), m.RoleName.String(), m.InstanceRoleID.String(), m.LogGroup.String(), m.KeepDockerImages.String()}, "\x00")
 }
@@ -153,7 +153,8 @@ func (r *poolResource) templateData(ctx context.Context, m poolModel, img imageI
 		BlockDeviceMappings: []ec2types.LaunchTemplateBlockDeviceMappingRequest{{
 			DeviceName: aws.String(img.rootDevice),
 			Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(int32(m.RootVolumeSize.ValueInt64())),
-				VolumeType: ec2types.VolumeType(m.RootVolumeType.ValueString()), Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true)},
+				VolumeType: ec2types.VolumeType(m.RootVolumeType.ValueString()), Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true),
+				KmsKeyId: m.RootVolumeKMSKey.ValueStringPointer()},
 		}},
 		// What a launch creates besides the instance carries the pool's
 		// tags from the start (the provision role may only create what is
@@ -217,6 +218,7 @@ func (r *poolResource) setFromTemplate(ctx context.Context, m *poolModel, data *
 		ebs := data.BlockDeviceMappings[0].Ebs
 		m.RootVolumeSize = types.Int64Value(int64(aws.ToInt32(ebs.VolumeSize)))
 		m.RootVolumeType = types.StringValue(string(ebs.VolumeType))
+		m.RootVolumeKMSKey = optional(aws.ToString(ebs.KmsKeyId))
 	}
 	if err := r.readUserData(ctx, m, data); err != nil {
 		return err

@@ -60,6 +60,7 @@ type poolModel struct {
 	MaxInstances     types.Int64  `tfsdk:"max_instances"`
 	RootVolumeSize   types.Int64  `tfsdk:"root_volume_size"`
 	RootVolumeType   types.String `tfsdk:"root_volume_type"`
+	RootVolumeKMSKey types.String `tfsdk:"root_volume_kms_key_arn"`
 	AgentPath        types.String `tfsdk:"agent_path"`
 	AgentEndpoint    types.String `tfsdk:"agent_endpoint"`
 	AgentEndpoints   types.Map    `tfsdk:"agent_endpoints"`
@@ -189,6 +190,9 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Description: "Root volume size in GiB (encrypted). Default 30.", Validators: []validator.Int64{int64validator.Between(8, 16384)}},
 			"root_volume_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("gp3"),
 				Description: "Root volume type. Default gp3.", Validators: []validator.String{stringvalidator.OneOf("gp3", "gp2", "io1", "io2")}},
+			"root_volume_kms_key_arn": schema.StringAttribute{Optional: true,
+				Description: "Customer managed KMS key the root volume is encrypted with. Unset: the account's default EBS key for the region; when that default is a customer managed key, set it here too, so that the launching roles get the grants they need (give its ARN to the provision and refresh functions' `volume_kms_key_arns`; the module does) — without them EC2 ends every instance at launch (`Client.InternalError`). The key's policy must let the account's IAM policies use it (the default key policy does).",
+				Validators: []validator.String{stringvalidator.RegexMatches(kmsKeyARNRE, "must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)")}},
 			"agent_path": schema.StringAttribute{Optional: true,
 				Description: "Path of an agent preinstalled in the AMI. Unset: the provider uploads the agent it embeds to a private bucket and the instance downloads it with its role, checking its SHA-256.",
 				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^/[^\s'"]+$`), "must be an absolute path without spaces or quotes")}},

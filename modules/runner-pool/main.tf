@@ -34,34 +34,35 @@ resource "ghrunner_queue" "pool" {
 resource "ghrunner_pool" "pool" {
   for_each = var.pools
 
-  name                  = each.key
-  table                 = ghrunner_table.state.name
-  queue_url             = ghrunner_queue.pool[each.key].url
-  owner                 = each.value.owner
-  image_id              = each.value.image_id
-  image_family          = each.value.image_family
-  instance_types        = each.value.instance_types
-  subnet_ids            = each.value.subnet_ids
-  security_group_ids    = each.value.security_group_ids
-  usage_class           = each.value.usage_class
-  on_demand_fallback    = each.value.on_demand_fallback
-  max_instances         = each.value.max_instances
-  root_volume_size      = each.value.root_volume_size
-  agent_path            = each.value.agent_path
-  agent_endpoint        = each.value.agent_endpoint
-  agent_endpoints       = each.value.agent_endpoints
-  pre_runner_script     = each.value.pre_runner_script
-  cleanup_script        = each.value.cleanup_script
-  runner_label          = each.value.runner_label
-  runner_group          = each.value.runner_group
-  keep_docker_images    = each.value.keep_docker_images
-  registration          = each.value.registration
-  runner_version        = each.value.runner_version
-  runner_tarball_url    = each.value.runner_tarball_url
-  runner_tarball_sha256 = each.value.runner_tarball_sha256
-  log_retention_days    = var.log_retention_days
-  idle_windows          = each.value.idle_windows
-  tags                  = var.tags
+  name                    = each.key
+  table                   = ghrunner_table.state.name
+  queue_url               = ghrunner_queue.pool[each.key].url
+  owner                   = each.value.owner
+  image_id                = each.value.image_id
+  image_family            = each.value.image_family
+  instance_types          = each.value.instance_types
+  subnet_ids              = each.value.subnet_ids
+  security_group_ids      = each.value.security_group_ids
+  usage_class             = each.value.usage_class
+  on_demand_fallback      = each.value.on_demand_fallback
+  max_instances           = each.value.max_instances
+  root_volume_size        = each.value.root_volume_size
+  root_volume_kms_key_arn = each.value.root_volume_kms_key_arn
+  agent_path              = each.value.agent_path
+  agent_endpoint          = each.value.agent_endpoint
+  agent_endpoints         = each.value.agent_endpoints
+  pre_runner_script       = each.value.pre_runner_script
+  cleanup_script          = each.value.cleanup_script
+  runner_label            = each.value.runner_label
+  runner_group            = each.value.runner_group
+  keep_docker_images      = each.value.keep_docker_images
+  registration            = each.value.registration
+  runner_version          = each.value.runner_version
+  runner_tarball_url      = each.value.runner_tarball_url
+  runner_tarball_sha256   = each.value.runner_tarball_sha256
+  log_retention_days      = var.log_retention_days
+  idle_windows            = each.value.idle_windows
+  tags                    = var.tags
 
   created_ttl_seconds        = each.value.timings.created_ttl_seconds
   claim_ttl_seconds          = each.value.timings.claim_ttl_seconds
@@ -80,14 +81,16 @@ resource "ghrunner_pool" "pool" {
 resource "ghrunner_function" "fn" {
   for_each = local.handlers
 
-  name               = "${var.prefix}-${each.key}"
-  handler            = each.key
-  table              = ghrunner_table.state.name
-  github_parameter   = var.github_parameter
-  queue_arns         = [for q in ghrunner_queue.pool : q.arn]
-  architecture       = var.architecture
-  log_retention_days = var.log_retention_days
-  tags               = var.tags
+  name             = "${var.prefix}-${each.key}"
+  handler          = each.key
+  table            = ghrunner_table.state.name
+  github_parameter = var.github_parameter
+  queue_arns       = [for q in ghrunner_queue.pool : q.arn]
+  # The launching functions use the pools' root volume keys.
+  volume_kms_key_arns = contains(["provision", "refresh"], each.key) ? toset(compact([for p in var.pools : p.root_volume_kms_key_arn])) : null
+  architecture        = var.architecture
+  log_retention_days  = var.log_retention_days
+  tags                = var.tags
 
   # Provision and release bind each run to the invoking job's OIDC token:
   # the same issuer the invoker role trusts, and an audience of our own.

@@ -35,15 +35,18 @@ variable "pools" {
     on_demand_fallback = optional(bool, true)
     max_instances      = optional(number, 20)
     root_volume_size   = optional(number, 30)
-    agent_path         = optional(string)
-    agent_endpoint     = optional(string)
-    agent_endpoints    = optional(map(string))
-    pre_runner_script  = optional(string)
-    cleanup_script     = optional(string)
-    runner_label       = optional(string, "minted")
-    runner_group       = optional(string)
-    keep_docker_images = optional(bool, false)
-    registration       = optional(string, "jit")
+    # A customer managed KMS key for the root volumes (set it when the
+    # account's default EBS key is one): provision and refresh get its grants.
+    root_volume_kms_key_arn = optional(string)
+    agent_path              = optional(string)
+    agent_endpoint          = optional(string)
+    agent_endpoints         = optional(map(string))
+    pre_runner_script       = optional(string)
+    cleanup_script          = optional(string)
+    runner_label            = optional(string, "minted")
+    runner_group            = optional(string)
+    keep_docker_images      = optional(bool, false)
+    registration            = optional(string, "jit")
     # The runner a stock image downloads at boot: a release the provider
     # pins (null: its default), or a tarball of your own with its checksum.
     runner_version        = optional(string)
