@@ -103,7 +103,7 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 				Validators: []validator.List{listvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^arn:[a-z-]+:sqs:`), "must be an SQS queue ARN"))}},
 			"volume_kms_key_arns": schema.SetAttribute{Optional: true, ElementType: types.StringType,
 				Description: "KMS keys the pools encrypt their root volumes with (every `ghrunner_pool.root_volume_kms_key_arn`): provision and refresh launch, and EC2 uses the key with the launching role's permissions. Other handlers ignore it.",
-				Validators: []validator.Set{setvalidator.ValueStringsAre(stringvalidator.RegexMatches(kmsKeyARNRE, "must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)"))}},
+				Validators:  []validator.Set{setvalidator.ValueStringsAre(stringvalidator.RegexMatches(kmsKeyARNRE, "must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)"))}},
 			"architecture": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("arm64"), PlanModifiers: replace,
 				Description: "`arm64` (default, cheaper) or `amd64`. Changing it replaces the function.", Validators: []validator.String{stringvalidator.OneOf(bundle.Architectures...)}},
 			"timeout": schema.Int64Attribute{Optional: true, Computed: true,

@@ -1,11 +1,11 @@
 package provider
 
 import (
-	"regexp"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"

@@ -192,7 +192,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Description: "Root volume type. Default gp3.", Validators: []validator.String{stringvalidator.OneOf("gp3", "gp2", "io1", "io2")}},
 			"root_volume_kms_key_arn": schema.StringAttribute{Optional: true,
 				Description: "Customer managed KMS key the root volume is encrypted with. Unset: the account's default EBS key for the region; when that default is a customer managed key, set it here too, so that the launching roles get the grants they need (give its ARN to the provision and refresh functions' `volume_kms_key_arns`; the module does) — without them EC2 ends every instance at launch (`Client.InternalError`). The key's policy must let the account's IAM policies use it (the default key policy does).",
-				Validators: []validator.String{stringvalidator.RegexMatches(kmsKeyARNRE, "must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)")}},
+				Validators:  []validator.String{stringvalidator.RegexMatches(kmsKeyARNRE, "must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)")}},
 			"agent_path": schema.StringAttribute{Optional: true,
 				Description: "Path of an agent preinstalled in the AMI. Unset: the provider uploads the agent it embeds to a private bucket and the instance downloads it with its role, checking its SHA-256.",
 				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^/[^\s'"]+$`), "must be an absolute path without spaces or quotes")}},
