@@ -149,6 +149,14 @@ func (g *iamGate) handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if m[3] == "s3" {
+			if status, code, msg := s3SignatureRefusal(r); status != 0 {
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(status)
+				fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message><RequestId>sandbox-s3</RequestId></Error>`, code, xmlEscape(msg))
+				return
+			}
+		}
 		g.mu.Lock()
 		p, issued := g.keys[m[1]]
 		g.mu.Unlock()
