@@ -271,6 +271,7 @@ func TestE2E_ByHand(t *testing.T) {
 	}
 	eachInstanceReachesOnlyItsOwnRecord(t, sb, d, idle)
 	launchRulesRefuseWhatEC2Refuses(t, sb)
+	iamQuotasRefuseWhatIAMRefuses(t, sb)
 	instanceLogsReachThePoolsLogGroup(t, sb, idle[0])
 	deniedWithoutLaunchStatement(t, sb, d, fn)
 	drainBesideAProvision(t, sb, d, fn, "77003")

@@ -2,14 +2,17 @@ package sandbox_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
 )
 
@@ -98,5 +101,35 @@ func metadataTagRuleRefusesWhatEC2Refuses(t *testing.T, sb *sandbox.Sandbox, ec 
 	}
 	if len(out.Instances) != 0 || len(out.Errors) != 1 || !strings.Contains(aws.ToString(out.Errors[0].ErrorMessage), "cost center/team") {
 		t.Errorf("a launch with metadata tags on and the key %q: %d instances, errors %+v; want EC2's refusal", "cost center/team", len(out.Instances), out.Errors)
+	}
+}
+
+// iamQuotasRefuseWhatIAMRefuses: the endpoint holds IAM's quotas (issue 30,
+// item 11), which moto does not: a trust policy over 2,048 characters, a
+// managed policy over 6,144, a role name over 64.
+func iamQuotasRefuseWhatIAMRefuses(t *testing.T, sb *sandbox.Sandbox) {
+	ctx := context.Background()
+	cfg, err := awsconf.Load(ctx, awsconf.Options{Region: sandbox.Region, Endpoint: sb.URL, AccessKeyID: "e2e", SecretAccessKey: "e2e", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := admin.IAM(cfg)
+	var subs []string
+	for i := 0; i < 60; i++ {
+		subs = append(subs, fmt.Sprintf(`"repo:an-organization/repository-number-%03d:*"`, i))
+	}
+	trust := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Federated":"arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"},` +
+		`"Action":"sts:AssumeRoleWithWebIdentity","Condition":{"StringLike":{"token.actions.githubusercontent.com:sub":[` + strings.Join(subs, ",") + `]}}}]}`
+	_, err = client.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("quota-trust"), AssumeRolePolicyDocument: aws.String(trust)})
+	if err == nil || !strings.Contains(err.Error(), "LimitExceeded") {
+		t.Errorf("a %d-character trust policy: %v, want LimitExceeded", len(trust), err)
+	}
+	big := `{"Version":"2012-10-17","Statement":[` + strings.Repeat(`{"Effect":"Allow","Action":"s3:GetObject","Resource":"arn:aws:s3:::a-bucket-with-a-long-name/some/prefix/*"},`, 80) +
+		`{"Effect":"Allow","Action":"s3:GetObject","Resource":"*"}]}`
+	if _, err := client.CreatePolicy(ctx, &iam.CreatePolicyInput{PolicyName: aws.String("quota-size"), PolicyDocument: aws.String(big)}); err == nil || !strings.Contains(err.Error(), "LimitExceeded") {
+		t.Errorf("a %d-character managed policy: %v, want LimitExceeded", len(big), err)
+	}
+	if _, err := client.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(strings.Repeat("r", 65)), AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[]}`)}); err == nil || !strings.Contains(err.Error(), "ValidationError") {
+		t.Errorf("a 65-character role name: %v, want ValidationError", err)
 	}
 }

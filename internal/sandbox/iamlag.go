@@ -128,6 +128,10 @@ func (s *Sandbox) withIAMLag(next http.Handler) http.Handler {
 			}
 			copyAnswer(w, rec)
 		}
+		if code, msg := s.iamQuotaRefusal(r.Context(), form); code != "" {
+			iamError(w, code, msg)
+			return
+		}
 		switch form.Get("Action") {
 		case "CreateRole":
 			noteAfter(&s.roles, form.Get("RoleName"), RolePropagation)
