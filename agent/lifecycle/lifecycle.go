@@ -78,6 +78,9 @@ type Agent struct {
 	Runner *runner.Runner
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Prepare installs the runner (its libraries, the tarball) and seals
+	// the install; it runs at every start until it fails once (install.go).
+	Prepare func(context.Context) error
 
 	started time.Time
 	// mono is the clock leases are measured with (see monoClock); boot
@@ -88,12 +91,14 @@ type Agent struct {
 	anchorsMu sync.Mutex
 	// local is what the runner is registered for, used by the main loop
 	// only; current is a copy for the other loops.
-	local      registration
-	current    atomic.Pointer[registration]
-	preRunner  outcome
-	terminated chan struct{}
-	termOnce   sync.Once
-	cancel     context.CancelFunc
+	local     registration
+	current   atomic.Pointer[registration]
+	preRunner outcome
+	// installFailure is why the runner could not be installed ("": it was).
+	installFailure string
+	terminated     chan struct{}
+	termOnce       sync.Once
+	cancel         context.CancelFunc
 	// interrupted is set by a spot notice: the instance is going away, so
 	// the runner is neither restarted nor registered again.
 	interrupted atomic.Bool
@@ -147,7 +152,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.loadFile("registration.json", &local)
 	a.setLocal(local, false)
 	a.loadFile("prerunner.json", &a.preRunner)
-	if a.firewallFailure() != "" {
+	if err := a.prepare(ctx); err != nil {
+		return err
+	}
+	if a.firewallFailure() != "" || a.installFailure != "" {
 		a.preRunner = outcome{} // checked again, and answered, by runPreRunner
 	}
 	a.loadAnchors()

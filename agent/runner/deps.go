@@ -170,8 +170,11 @@ const lockWait = 5 * time.Minute
 
 // InstallDependencies installs what the runner needs on the distribution
 // osRelease describes, skipping what is installed already. Progress goes
-// to logf.
+// to logf. An empty osRelease is /etc/os-release.
 func InstallDependencies(ctx context.Context, osRelease string, logf func(string, ...any)) error {
+	if osRelease == "" {
+		osRelease = "/etc/os-release"
+	}
 	d, err := ReadOSRelease(osRelease)
 	if err != nil {
 		return fmt.Errorf("runner dependencies: cannot tell the distribution: %w", err)
