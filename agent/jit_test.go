@@ -29,11 +29,16 @@ func jitWorld(t testing.TB) (*world, *controlplane.Deps, *state.Instance) {
 	w.configure(func(c *config.Config) { c.Table = w.store.Table() })
 	d := &controlplane.Deps{Store: w.store, GitHub: w.gh, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	must(t, w.store.PutPoolConfig(ctx, state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
-		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux"}))
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux",
+		InstanceRoleID: testRoleID}))
 	_, _, err := w.store.StartRun(ctx, state.Run{ID: "run-a", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-a-jit"})
 	must(t, err)
 	inst, err := w.store.Create(ctx, state.NewInstance{ID: w.id, RoleID: testRoleID, Pool: "linux", Owner: "acme", RunID: "run-a", Assignment: state.NewAssignment(),
 		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
+	must(t, err)
+	// As provision does: the run lists its instances (the consumer mints
+	// only for an instance its run lists).
+	_, err = w.store.AddRunInstances(ctx, "run-a", inst.ID)
 	must(t, err)
 	poll, err := streampoll.New(ctx, env.Config(t).DynamoDB(), env.URL, awstest.Region, w.store.Table())
 	must(t, err)
