@@ -112,6 +112,8 @@ type Agent struct {
 	// jitCleaned is the just-in-time runner (its seq) whose job's
 	// leftovers were last cleaned up, before the next runner starts.
 	jitCleaned int
+	// jitIdle counts the runners that ended without a job (jitcap.go).
+	jitIdle jitIdle
 }
 
 // registration is the agent's note of what its runner is registered for,

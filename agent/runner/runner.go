@@ -204,13 +204,19 @@ func (r *Runner) start(env []string) error {
 		return err
 	}
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	out, err := r.openOutput()
+	if err != nil {
+		return fmt.Errorf("run.sh's output file: %w", err)
+	}
+	defer out.Close() // run.sh has its own descriptor
+	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, so a stop reaches the job's processes too.
 	cmd.SysProcAttr.Setpgid = true
 	if err := startInOwnSession(cmd); err != nil {
 		return fmt.Errorf("start run.sh: %w", err)
 	}
 	exited := make(chan struct{})
+	go mirror(r.outputPath(), exited)
 	r.cmd, r.exited = cmd, exited
 	if err := writeFileNoFollow(r.pidFile(), []byte(strconv.Itoa(cmd.Process.Pid))); err != nil {
 		// Only an agent restart during this run needs it: it would then

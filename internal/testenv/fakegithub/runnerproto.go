@@ -166,6 +166,11 @@ func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (int, any
 	if rn == nil {
 		return status, body
 	}
+	if s.refuseListeners > 0 {
+		// RefuseListeners: this listener ends at once, without a job.
+		s.refuseListeners--
+		return http.StatusForbidden, apiError(http.StatusForbidden, s.refusal)
+	}
 	if rn.jit && rn.listened {
 		// A just-in-time configuration starts one listener.
 		return http.StatusNotFound, apiError(http.StatusNotFound, "The runner registration has been deleted from the server.")

@@ -95,6 +95,9 @@ type Server struct {
 	offlineAfter     time.Duration
 	cancelOnShutdown bool
 	jitUnusedAfter   time.Duration
+	// RefuseListeners: how many more listeners to turn away, and why.
+	refuseListeners int
+	refusal         string
 }
 
 type installation struct {
@@ -313,6 +316,17 @@ func (s *Server) SetShutdownCancelsJob(cancel bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cancelOnShutdown = cancel
+}
+
+// RefuseListeners makes the next n listeners that connect end at once,
+// without a job: their session is refused with message (HTTP 403), and
+// the fake listener exits 1 saying "An error occurred: <message>", as a
+// real one does for a version GitHub no longer accepts or a library it
+// lacks. The registration stays.
+func (s *Server) RefuseListeners(n int, message string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuseListeners, s.refusal = n, message
 }
 
 // AddToken makes a personal access token valid for every organization of

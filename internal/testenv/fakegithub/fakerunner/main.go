@@ -598,9 +598,15 @@ func listen() int {
 
 	var sess sessionInfo
 	for {
-		status, _, err := call(ctx, http.MethodPost, l.url("runners/%d/session"), l.auth(), "", nil, &sess)
+		status, msg, err := call(ctx, http.MethodPost, l.url("runners/%d/session"), l.auth(), "", nil, &sess)
 		if err == nil && (status == http.StatusNotFound || status == http.StatusUnauthorized) {
 			fmt.Fprintln(os.Stderr, deletedMessage)
+			return codeTerminatedError
+		}
+		if err == nil && status == http.StatusForbidden {
+			// A refusal that no retry changes (Server.RefuseListeners: a
+			// deprecated version, say): the listener ends at once.
+			fmt.Fprintf(os.Stderr, "%s: An error occurred: %s\n", stamp(), msg)
 			return codeTerminatedError
 		}
 		if err == nil && status < 300 {
@@ -674,6 +680,14 @@ func (l *listener) take(ctx context.Context, sess sessionInfo, id int64, repo, l
 	}
 	name := fmt.Sprintf("job %d (%s)", id, label)
 	fmt.Printf("%s: Running job: %s\n", stamp(), name)
+	// The real listener starts a Worker process for each job, which
+	// writes its trace to _diag/Worker_<time>-utc.log in the runner's root
+	// (src/Runner.Common/HostTraceListener.cs): the agent reads that a
+	// runner ran a job from it.
+	if err := os.MkdirAll(filepath.Join(l.root, "_diag"), 0o755); err == nil {
+		os.WriteFile(filepath.Join(l.root, "_diag", "Worker_"+time.Now().UTC().Format("20060102-150405")+"-utc.log"),
+			[]byte(fmt.Sprintf("[%s INFO Worker] Job message received: %s\n", stamp(), name)), 0o644)
+	}
 
 	hbCtx, stopHB := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
