@@ -270,8 +270,17 @@ func (r *Runner) PID() int {
 	return r.cmd.Process.Pid
 }
 
-// Stop asks run.sh to stop (SIGINT, as the runner's service does), lets the
-// current job finish within timeout, then kills its process group.
+// Stop stops the runner and cancels its job, if it runs one: a SIGINT to
+// run.sh's process group, as Ctrl-C and the runner's own service do. The
+// real listener then shuts down and tells its Worker, which cancels the
+// job (reported as cancelled: "The runner has received a shutdown
+// signal..."); the job's post steps and always() steps still run, then it
+// exits (actions/runner src/Runner.Listener/Runner.cs CtrlCHandler,
+// JobDispatcher.cs MessageType.RunnerShutdown, src/Runner.Worker/Worker.cs,
+// JobRunner.cs). Nothing lets a job finish first: callers stop a runner
+// only when its job must end (release, the instance terminating, its
+// lease over, a spot interruption). After timeout the process group is
+// killed, and the job with it.
 func (r *Runner) Stop(timeout time.Duration) error {
 	r.mu.Lock()
 	cmd, exited := r.cmd, r.exited

@@ -185,9 +185,8 @@ func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (int, any
 	s.abandon(rn, session)
 	rn.session, rn.lastSeen = session, s.now()
 	return http.StatusOK, map[string]any{
-		"sessionId":        session,
-		"heartbeatMillis":  max(s.offlineAfter/3, 50*time.Millisecond).Milliseconds(),
-		"cancelOnShutdown": s.cancelOnShutdown,
+		"sessionId":       session,
+		"heartbeatMillis": max(s.offlineAfter/3, 50*time.Millisecond).Milliseconds(),
 	}
 }
 
@@ -248,7 +247,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
 				job.State, job.RunnerID, job.Runner, job.session, job.acked, job.Started = JobRunning, rn.id, rn.name, session, false, time.Now()
 				rn.busy = true
 				s.mu.Unlock()
-				return http.StatusOK, map[string]any{"id": job.ID, "script": job.Script, "repo": job.Repo, "label": job.Label}
+				return http.StatusOK, map[string]any{"id": job.ID, "script": job.Script, "post": job.Post, "repo": job.Repo, "label": job.Label}
 			}
 		}
 		wake := s.jobWake
