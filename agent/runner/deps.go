@@ -165,8 +165,11 @@ func PlanFor(d Distro) (Plan, error) {
 	}}, nil
 }
 
-// lockWait bounds the wait for another package manager's lock.
+// lockWait bounds the wait for another package manager's lock, tried
+// again every lockRetry where the tool does not wait by itself.
 const lockWait = 5 * time.Minute
+
+var lockRetry = 5 * time.Second
 
 // InstallDependencies installs what the runner needs on the distribution
 // osRelease describes, skipping what is installed already. Progress goes
@@ -247,11 +250,23 @@ var managers = map[Family]manager{
 			out, err := command(ctx, "apt-cache", "show", "--no-all-versions", pkg).Output()
 			return err == nil && len(out) > 0
 		},
-		// DPkg::Lock::Timeout makes apt-get wait for dpkg's lock and the
-		// lists lock (apt 1.9.11+), which unattended-upgrades holds at
-		// first boot, instead of failing at once.
+		// DPkg::Lock::Timeout makes apt-get wait for dpkg's lock, which
+		// unattended-upgrades holds at an Ubuntu first boot, instead of
+		// failing at once (apt 1.9.11+); the lists lock apt-get update
+		// takes (apt-daily holds it then) is waited out here.
 		refresh: func(ctx context.Context) ([]byte, error) {
-			return command(ctx, "apt-get", "-o", aptLockWait(), "-q", "update").CombinedOutput()
+			deadline := time.Now().Add(lockWait)
+			for {
+				out, err := command(ctx, "apt-get", "-o", aptLockWait(), "-q", "update").CombinedOutput()
+				if err == nil || !strings.Contains(string(out), "Could not get lock") || time.Now().After(deadline) {
+					return out, err
+				}
+				select {
+				case <-ctx.Done():
+					return out, err
+				case <-time.After(lockRetry):
+				}
+			}
 		},
 		install: func(ctx context.Context, pkgs []string) ([]byte, error) {
 			args := append([]string{"-o", aptLockWait(), "-q", "-y", "--no-install-recommends", "install"}, pkgs...)

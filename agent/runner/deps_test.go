@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The distributions users boot, read from their real os-release files
@@ -120,8 +121,11 @@ func calls(t *testing.T, log string) []string {
 func nolog(string, ...any) {}
 
 // What is installed is not asked for; apt-get waits for a held dpkg lock
-// (unattended-upgrades at first boot) instead of failing at once; and a
-// system with everything runs no package manager at all.
+// (unattended-upgrades at first boot) instead of failing at once, and
+// apt-get update is tried again while the lists lock is held; a system
+// with everything runs no package manager at all. Shown to fail without
+// the retry ("with the lists lock held once: runner dependencies on ubuntu
+// 24.04 ...: exit status 100: E: Could not get lock ...").
 func TestOnlyMissingPackagesAreInstalledAndAptWaitsForItsLock(t *testing.T) {
 	ubuntu := filepath.Join("testdata", "os-release", "ubuntu-24.04")
 	log := fakeTools(t, []string{"libssl3t64", "libkrb5-3", "zlib1g"}, nil, "")
@@ -135,6 +139,19 @@ func TestOnlyMissingPackagesAreInstalledAndAptWaitsForItsLock(t *testing.T) {
 	}
 	if got := calls(t, log); !reflect.DeepEqual(got, want) {
 		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// apt-daily holding the lists lock: apt-get update is tried again.
+	lockRetry = 10 * time.Millisecond
+	t.Cleanup(func() { lockRetry = 5 * time.Second })
+	held := filepath.Join(t.TempDir(), "held")
+	os.WriteFile(held, nil, 0o644)
+	log = fakeTools(t, nil, nil, `case "$*" in *update*) if [ -e `+held+` ]; then rm `+held+`; echo "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 1234 (apt-get)" >&2; exit 100; fi;; esac`)
+	if err := InstallDependencies(context.Background(), ubuntu, nolog); err != nil {
+		t.Fatalf("with the lists lock held once: %v", err)
+	}
+	if got := calls(t, log); len(got) < 2 || !strings.HasSuffix(got[0], "update") || !strings.HasSuffix(got[1], "update") {
+		t.Fatalf("calls with the lists lock held once: %v, want update tried again", got)
 	}
 
 	log = fakeTools(t, []string{"libicu", "openssl-libs", "krb5-libs", "zlib", "lttng-ust"}, nil, "exit 1")
