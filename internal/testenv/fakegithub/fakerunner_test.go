@@ -356,7 +356,7 @@ func TestFakeRunnerRunsItsJobsOneAtATimeAndStaysOnline(t *testing.T) {
 	}
 }
 
-func TestShutdownCancelsTheJobByDefaultLikeTheRealRunner(t *testing.T) {
+func TestShutdownCancelsTheJobLikeTheRealRunner(t *testing.T) {
 	r := newRig(t)
 	if out, code := r.configure("r1", "--labels", "run-1", "--no-default-labels"); code != 0 {
 		t.Fatalf("config: %d\n%s", code, out)
