@@ -11,6 +11,12 @@
 //   - while the record is running for the runner's assignment and the
 //     runner process is alive, the agent keeps the lease ahead, up to the
 //     record's runtime cap;
+//   - a runner install that failed is said once (UD_FAILED with the
+//     reason), never retried by a restart, and no runner is registered
+//     (install.go);
+//   - a just-in-time runner that ended without a job is followed by the
+//     next only after a backoff, and by none after jitIdleCap in a row
+//     (jitcap.go);
 //   - when the lease has passed (counted on the monotonic clock, never the
 //     wall clock, which may be minutes off; plus a grace), or the record is
 //     terminated or never appears, the instance terminates itself, even with
