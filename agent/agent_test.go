@@ -58,6 +58,8 @@ type world struct {
 	// unblock removes the runner user's firewall rule (jobUser): a
 	// firewall service reloading its rules, as far as the agent can tell.
 	unblock func()
+	// env is added to the agent's environment (stand-in tools on PATH).
+	env []string
 }
 
 func buildAgent(t testing.TB) string {
@@ -139,6 +141,7 @@ func (w *world) start() {
 	// An operator's variable for the agent alone: no job may see it
 	// (testdata/hostile-run-a.sh).
 	w.agent.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_REGION="+awstest.Region, fakegithub.AllowRoot, operatorSecret)
+	w.agent.Env = append(w.agent.Env, w.env...)
 	// A pipe of our own, not exec's: run.sh inherits the agent's output,
 	// and exec's Wait would wait for every writer to close it, not for the
 	// agent to exit.

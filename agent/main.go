@@ -109,13 +109,7 @@ and region come from the instance metadata service (IMDSv2).
 		done := shipLogs(ctx, cfg, aws, id.InstanceID, agentLog, log)
 		defer done()
 	}
-	if err := runner.Install(ctx, cfg.RunnerDir, cfg.RunnerTarballURL, cfg.RunnerTarballSHA256); err != nil {
-		return err
-	}
 	run := &runner.Runner{Install: cfg.RunnerDir, Dir: cfg.RunDir, WorkDir: cfg.WorkDir, User: cfg.RunnerUser, StateDir: cfg.StateDir}
-	if err := run.Seal(); err != nil {
-		return fmt.Errorf("runnerDir: %w", err)
-	}
 	now := func() time.Time { return time.Now().Add(cfg.ClockOffset.Duration) }
 	store := state.New(aws.DynamoDB(), cfg.Table)
 	store.Now = now
@@ -129,6 +123,7 @@ and region come from the instance metadata service (IMDSv2).
 		Spot:       meta,
 		Runner:     run,
 		Log:        log,
+		Prepare:    func(ctx context.Context) error { return install(ctx, cfg, run, log) },
 	}
 	// The pid tells an agent's restarts apart in its log stream.
 	log.Info("agent starting", "pid", os.Getpid(), "instanceId", id.InstanceID, "record", agent.Key, "region", region, "table", cfg.Table)
@@ -138,6 +133,26 @@ and region come from the instance metadata service (IMDSv2).
 		return nil
 	}
 	return err
+}
+
+// install makes the runner ready to run: an install preinstalled in the
+// image is taken as it is (the image's builder installed its libraries);
+// otherwise the libraries the runner needs come first, from the
+// distribution's package manager, then the tarball. The install is sealed
+// either way. A failure is the agent's to report (lifecycle's prepare).
+func install(ctx context.Context, cfg config.Config, run *runner.Runner, log *slog.Logger) error {
+	if !runner.Installed(cfg.RunnerDir) && cfg.RunnerTarballURL != "" {
+		if err := runner.InstallDependencies(ctx, cfg.OSRelease, log.Info); err != nil {
+			return err
+		}
+	}
+	if err := runner.Install(ctx, cfg.RunnerDir, cfg.RunnerTarballURL, cfg.RunnerTarballSHA256); err != nil {
+		return err
+	}
+	if err := run.Seal(); err != nil {
+		return fmt.Errorf("runnerDir: %w", err)
+	}
+	return nil
 }
 
 // shipLogs sends the agent's log and the user data's output to the pool's

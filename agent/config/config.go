@@ -66,6 +66,11 @@ type Config struct {
 	RunnerDir           string `json:"runnerDir"`
 	RunnerTarballURL    string `json:"runnerTarballUrl,omitempty"`
 	RunnerTarballSHA256 string `json:"runnerTarballSha256,omitempty"`
+	// OSRelease names the distribution (os-release(5)): before it
+	// downloads the runner, the agent installs the libraries the runner
+	// needs with the package manager of its family. Empty:
+	// /etc/os-release; tests point it elsewhere.
+	OSRelease string `json:"osRelease,omitempty"`
 	// RunDir is where each assignment's runner runs: a fresh copy of
 	// RunnerDir, the runner user's, discarded when the assignment ends.
 	RunDir string `json:"runDir"`
@@ -186,6 +191,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("runnerTarballUrl: %q must be an http(s) URL", c.RunnerTarballURL)
 	case c.RunnerTarballURL != "" && !sha256RE.MatchString(c.RunnerTarballSHA256):
 		return fmt.Errorf("runnerTarballSha256: must be the 64 lowercase hex digits of the tarball's SHA-256 when runnerTarballUrl is set")
+	case c.OSRelease != "" && !filepath.IsAbs(c.OSRelease):
+		return fmt.Errorf("osRelease: %q must be an absolute path", c.OSRelease)
 	case c.FirewallFailureFile != "" && !filepath.IsAbs(c.FirewallFailureFile):
 		return fmt.Errorf("firewallFailureFile: %q must be an absolute path", c.FirewallFailureFile)
 	case c.DockerHost != "" && !dockerHostRE.MatchString(c.DockerHost):

@@ -34,7 +34,11 @@ func (a *Agent) register(ctx context.Context, rec *state.Instance) {
 	}
 	log := a.Log.With("runId", rec.RunID, "assignment", rec.Assignment)
 	if !a.preRunner.OK {
-		a.signal(ctx, rec, state.SignalRegFailed, "pre-runner script failed: "+a.preRunner.Detail)
+		why := "pre-runner script failed: " + a.preRunner.Detail
+		if a.installFailure != "" {
+			why = a.installFailure
+		}
+		a.signal(ctx, rec, state.SignalRegFailed, why)
 		return
 	}
 	name := runnerName(rec, a.InstanceID)
@@ -319,6 +323,13 @@ func (a *Agent) imdsOpen(ctx context.Context) string {
 // runPreRunner runs the operator's script once per instance and signals
 // UD_OK or UD_FAILED for the assignment of the moment.
 func (a *Agent) runPreRunner(ctx context.Context, rec *state.Instance) {
+	if a.installFailure != "" {
+		// No runner to run: said once, to the assignment of the moment.
+		a.preRunner = outcome{Done: true, Detail: a.installFailure}
+		a.saveFile("prerunner.json", a.preRunner)
+		a.signal(ctx, rec, state.SignalFailed, a.preRunner.Detail)
+		return
+	}
 	if reason := a.firewallFailure(); reason != "" {
 		// Jobs would reach the instance role: this instance runs none.
 		a.preRunner = outcome{Done: true, Detail: "the runner user's traffic to the instance metadata service could not be blocked: " + reason}

@@ -15,6 +15,8 @@ import (
 // when the runner exits (its job done, or it died) the agent asks for the
 // next configuration of the assignment through its record (UD_JIT_NEXT,
 // asked again every jitAskEvery until it comes) and starts that one.
+// Runners that end without a job are counted, backed off and capped
+// (jitcap.go).
 // Invariant: no runner starts on what an earlier job of the assignment
 // left: between the two the agent cleans up and verifies as between
 // assignments (cleanBetweenJobs), and a failed check holds the next
@@ -69,10 +71,11 @@ func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
 	if alive, _ := a.Runner.Alive(); alive {
 		return
 	}
+	a.judgeJITExit() // before the cleanup discards what the runner left
 	next := a.local.Seq + 1
 	reg := rec.Registration
 	ready := reg != nil && reg.Purpose == state.PurposeJIT && reg.Assignment == rec.Assignment && reg.Seq == next
-	if !ready {
+	if !ready && !a.jitHeld() {
 		a.askJIT(ctx, rec, next) // first: the control plane answers while the agent cleans up
 	}
 	if a.jitCleaned != a.local.Seq {
@@ -81,6 +84,10 @@ func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
 			return // tried again on the next pass
 		}
 		a.jitCleaned = a.local.Seq
+	}
+	if a.jitGaveUp() {
+		a.giveUpJIT(ctx, rec)
+		return
 	}
 	if !ready {
 		return

@@ -11,6 +11,12 @@
 //   - while the record is running for the runner's assignment and the
 //     runner process is alive, the agent keeps the lease ahead, up to the
 //     record's runtime cap;
+//   - a runner install that failed is said once (UD_FAILED with the
+//     reason), never retried by a restart, and no runner is registered
+//     (install.go);
+//   - a just-in-time runner that ended without a job is followed by the
+//     next only after a backoff, and by none after jitIdleCap in a row
+//     (jitcap.go);
 //   - when the lease has passed (counted on the monotonic clock, never the
 //     wall clock, which may be minutes off; plus a grace), or the record is
 //     terminated or never appears, the instance terminates itself, even with
@@ -78,6 +84,9 @@ type Agent struct {
 	Runner *runner.Runner
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Prepare installs the runner (its libraries, the tarball) and seals
+	// the install; it runs at every start until it fails once (install.go).
+	Prepare func(context.Context) error
 
 	started time.Time
 	// mono is the clock leases are measured with (see monoClock); boot
@@ -88,12 +97,14 @@ type Agent struct {
 	anchorsMu sync.Mutex
 	// local is what the runner is registered for, used by the main loop
 	// only; current is a copy for the other loops.
-	local      registration
-	current    atomic.Pointer[registration]
-	preRunner  outcome
-	terminated chan struct{}
-	termOnce   sync.Once
-	cancel     context.CancelFunc
+	local     registration
+	current   atomic.Pointer[registration]
+	preRunner outcome
+	// installFailure is why the runner could not be installed ("": it was).
+	installFailure string
+	terminated     chan struct{}
+	termOnce       sync.Once
+	cancel         context.CancelFunc
 	// interrupted is set by a spot notice: the instance is going away, so
 	// the runner is neither restarted nor registered again.
 	interrupted atomic.Bool
@@ -107,6 +118,8 @@ type Agent struct {
 	// jitCleaned is the just-in-time runner (its seq) whose job's
 	// leftovers were last cleaned up, before the next runner starts.
 	jitCleaned int
+	// jitIdle counts the runners that ended without a job (jitcap.go).
+	jitIdle jitIdle
 }
 
 // registration is the agent's note of what its runner is registered for,
@@ -147,7 +160,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.loadFile("registration.json", &local)
 	a.setLocal(local, false)
 	a.loadFile("prerunner.json", &a.preRunner)
-	if a.firewallFailure() != "" {
+	if err := a.prepare(ctx); err != nil {
+		return err
+	}
+	if a.firewallFailure() != "" || a.installFailure != "" {
 		a.preRunner = outcome{} // checked again, and answered, by runPreRunner
 	}
 	a.loadAnchors()

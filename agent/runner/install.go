@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -21,8 +20,9 @@ import (
 // already (preinstalled in the AMI) nothing happens; otherwise the tarball at
 // url is downloaded, checked against sha256Hex and unpacked into dir. The
 // files are the agent's (Runner.Seal keeps them so): jobs run from copies.
+// The libraries the runner needs are InstallDependencies' business.
 func Install(ctx context.Context, dir, url, sha256Hex string) error {
-	if _, err := os.Stat(filepath.Join(dir, "config.sh")); err == nil {
+	if Installed(dir) {
 		return nil
 	}
 	if url == "" {
@@ -58,7 +58,14 @@ func Install(ctx context.Context, dir, url, sha256Hex string) error {
 	if err := unpackAtomically(tmp, dir); err != nil {
 		return fmt.Errorf("unpack runner: %w", err)
 	}
-	return installDependencies(ctx, dir)
+	return nil
+}
+
+// Installed reports whether dir holds a finished install (config.sh, which
+// an unpack moves in last).
+func Installed(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "config.sh"))
+	return err == nil
 }
 
 // unpackAtomically unpacks into a directory beside dir and then moves the
@@ -100,27 +107,6 @@ func unpackAtomically(r io.Reader, dir string) error {
 		return nil
 	}
 	return move("config.sh")
-}
-
-// installDependencies runs the runner's own bin/installdependencies.sh (as
-// root: it installs libicu and the other libraries .NET needs with the
-// distribution's package manager; Amazon Linux 2023 lacks libicu, and
-// config.sh refuses to run without it). When it fails, config.sh is
-// removed, so that the agent's next start installs everything again instead
-// of a runner that cannot configure.
-func installDependencies(ctx context.Context, dir string) error {
-	script := filepath.Join(dir, "bin", "installdependencies.sh")
-	if _, err := os.Stat(script); err != nil {
-		return nil // a runner without the script (older, or a stand-in)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, script).CombinedOutput()
-	if err != nil {
-		os.Remove(filepath.Join(dir, "config.sh"))
-		return fmt.Errorf("runner dependencies (bin/installdependencies.sh): %w: %s", err, tail(out))
-	}
-	return nil
 }
 
 // stallLimit ends a download attempt that has received nothing for that

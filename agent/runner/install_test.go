@@ -94,33 +94,6 @@ func TestInstallRefusesBadTarballs(t *testing.T) {
 	}
 }
 
-// The runner's own installdependencies.sh runs after the unpack (libicu on
-// Amazon Linux 2023); when it fails, nothing is left that a later start
-// would take for an installed runner.
-func TestInstallRunsTheRunnersDependencyScript(t *testing.T) {
-	for _, c := range []struct {
-		name, script string
-		ok           bool
-	}{
-		{"succeeds", "#!/bin/sh\ntouch \"$(dirname \"$0\")/../deps-installed\"\n", true},
-		{"fails", "#!/bin/sh\necho no package manager >&2\nexit 1\n", false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			tgz := tarball(t, map[string]string{"config.sh": "#!/bin/sh\n", "bin/installdependencies.sh": c.script}, nil)
-			dir := filepath.Join(t.TempDir(), "runner")
-			err := Install(context.Background(), dir, serve(t, tgz), sum(tgz))
-			_, installed := os.Stat(filepath.Join(dir, "deps-installed"))
-			_, configSh := os.Stat(filepath.Join(dir, "config.sh"))
-			if c.ok && (err != nil || installed != nil || configSh != nil) {
-				t.Fatalf("err %v, marker %v, config.sh %v", err, installed, configSh)
-			}
-			if !c.ok && (err == nil || !strings.Contains(err.Error(), "no package manager") || configSh == nil) {
-				t.Fatalf("err %v, config.sh %v: want the script's error and no config.sh", err, configSh)
-			}
-		})
-	}
-}
-
 // An unpack that stops midway (here: an entry it refuses after config.sh;
 // on an instance, a crash or a full disk) leaves no config.sh, so the next
 // start installs again instead of taking half a runner for a whole one.

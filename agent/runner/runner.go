@@ -204,13 +204,19 @@ func (r *Runner) start(env []string) error {
 		return err
 	}
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	out, err := r.openOutput()
+	if err != nil {
+		return fmt.Errorf("run.sh's output file: %w", err)
+	}
+	defer out.Close() // run.sh has its own descriptor
+	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, so a stop reaches the job's processes too.
 	cmd.SysProcAttr.Setpgid = true
 	if err := startInOwnSession(cmd); err != nil {
 		return fmt.Errorf("start run.sh: %w", err)
 	}
 	exited := make(chan struct{})
+	go mirror(r.outputPath(), exited)
 	r.cmd, r.exited = cmd, exited
 	if err := writeFileNoFollow(r.pidFile(), []byte(strconv.Itoa(cmd.Process.Pid))); err != nil {
 		// Only an agent restart during this run needs it: it would then
@@ -262,45 +268,6 @@ func (r *Runner) PID() int {
 		return 0
 	}
 	return r.cmd.Process.Pid
-}
-
-// Stop asks run.sh to stop (SIGINT, as the runner's service does), lets the
-// current job finish within timeout, then kills its process group.
-func (r *Runner) Stop(timeout time.Duration) error {
-	r.mu.Lock()
-	cmd, exited := r.cmd, r.exited
-	r.mu.Unlock()
-	if cmd == nil {
-		return stopAdopted(r.adopted(), timeout)
-	}
-	if closed(exited) {
-		return nil
-	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(timeout):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-		return fmt.Errorf("run.sh did not stop within %s: killed", timeout)
-	}
-}
-
-// stopAdopted stops a run.sh this agent process did not start: it cannot
-// wait for it, so it polls.
-func stopAdopted(pid int, timeout time.Duration) error {
-	if pid == 0 {
-		return nil
-	}
-	syscall.Kill(-pid, syscall.SIGINT)
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if syscall.Kill(pid, 0) != nil {
-			return nil
-		}
-	}
-	syscall.Kill(-pid, syscall.SIGKILL)
-	return fmt.Errorf("run.sh (pid %d) did not stop within %s: killed", pid, timeout)
 }
 
 // Wipe discards the assignment's copy of the runner and empties the work

@@ -170,7 +170,6 @@ func (r *rig) only() fakegithub.RunnerInfo {
 
 func TestFakeRunnerContract(t *testing.T) {
 	r := newRig(t)
-	r.fake.SetShutdownCancelsJob(false) // the finish-first mode, checked below
 	url := r.gh.RunnerURL("acme")
 
 	// A bad token: GitHub's 404 from the token exchange, exit 1, nothing written.
@@ -231,7 +230,7 @@ func TestFakeRunnerContract(t *testing.T) {
 	}
 
 	// run.sh: online, takes only its label's jobs, busy during one, runs
-	// it in <work>/repo/repo; a SIGTERM lets the job finish, then it exits 0.
+	// it in <work>/repo/repo; a SIGTERM once it is done ends it, exit 0.
 	foreign := r.fake.EnqueueJob("run-2", "echo wrong runner")
 	job := r.fake.EnqueueJob("run-1", "sleep 1; pwd; echo data > file.txt; echo ws=$GITHUB_WORKSPACE; env | grep -c ACTIONS_RUNNER_INPUT_ || true")
 	p := r.start()
@@ -239,8 +238,8 @@ func TestFakeRunnerContract(t *testing.T) {
 	if j, _ := r.fake.Job(job); j.State != fakegithub.JobRunning || j.Runner != "ghr-1-i-1" {
 		t.Fatalf("job while running: %+v", j)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM) // run.sh itself, not its group
 	done, err := r.fake.WaitJob(job, 5*time.Second)
+	p.cmd.Process.Signal(syscall.SIGTERM) // run.sh itself, not its group
 	jobDir := filepath.Join(r.work, "repo", "repo")
 	if err != nil || done.State != fakegithub.JobCompleted || done.ExitCode != 0 || done.Result != "succeeded" || done.Runner != "ghr-1-i-1" || !strings.Contains(done.Output, jobDir+"\n") || !strings.Contains(done.Output, "ws="+jobDir) || !strings.HasSuffix(done.Output, "0\n") {
 		t.Fatalf("job = %+v %v", done, err)
@@ -293,7 +292,6 @@ func TestFakeRunnerContract(t *testing.T) {
 
 func TestFakeRunnerRunsItsJobsOneAtATimeAndStaysOnline(t *testing.T) {
 	r := newRig(t)
-	r.fake.SetShutdownCancelsJob(false) // the finish-first mode, checked below
 	r.fake.SetOfflineAfter(400 * time.Millisecond)
 	if out, code := r.configure("r1", "--labels", "run-1,extra", "--no-default-labels"); code != 0 {
 		t.Fatalf("config: %d\n%s", code, out)
@@ -341,23 +339,24 @@ func TestFakeRunnerRunsItsJobsOneAtATimeAndStaysOnline(t *testing.T) {
 		t.Fatalf("failing job: %+v %v", j, err)
 	}
 	// A SIGINT to run.sh's whole process group, as the agent stops it,
-	// reaches the listener but not the job, which finishes first.
-	// Busy on the server means the job was handed over, not that its
-	// process started: wait for the script itself (a loaded machine can
-	// take a while between the two).
+	// cancels the job, as the real runner's stop does; its post step
+	// still runs, then the listener exits. Busy on the server means the
+	// job was handed over, not that its process started: wait for the
+	// script itself (a loaded machine can take a while between the two).
 	started := filepath.Join(t.TempDir(), "started")
-	last := r.fake.EnqueueJob("run-1", "touch "+started+"; sleep 0.5; echo finished")
+	last := r.fake.EnqueueJobWithPost("run-1", "touch "+started+"; sleep 30; echo finished", "echo post step ran")
 	eventually(t, 5*time.Second, "last job running", func() bool { _, err := os.Stat(started); return err == nil })
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT)
-	if j, err := r.fake.WaitJob(last, 5*time.Second); err != nil || j.ExitCode != 0 || j.Output != "finished\n" {
-		t.Fatalf("job during a group SIGINT: %+v %v", j, err)
+	if j, err := r.fake.WaitJob(last, 8*time.Second); err != nil || j.Result != "cancelled" || strings.Contains(j.Output, "finished") ||
+		!strings.Contains(j.Output, "The runner has received a shutdown signal") || !strings.HasSuffix(j.Output, "post step ran\n") {
+		t.Fatalf("job during a group SIGINT: %+v %v, want it cancelled and its post step run", j, err)
 	}
 	if err := p.wait(t, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func TestShutdownCancelsTheJobByDefaultLikeTheRealRunner(t *testing.T) {
+func TestShutdownCancelsTheJobLikeTheRealRunner(t *testing.T) {
 	r := newRig(t)
 	if out, code := r.configure("r1", "--labels", "run-1", "--no-default-labels"); code != 0 {
 		t.Fatalf("config: %d\n%s", code, out)

@@ -166,6 +166,11 @@ func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (int, any
 	if rn == nil {
 		return status, body
 	}
+	if s.refuseListeners > 0 {
+		// RefuseListeners: this listener ends at once, without a job.
+		s.refuseListeners--
+		return http.StatusForbidden, apiError(http.StatusForbidden, s.refusal)
+	}
 	if rn.jit && rn.listened {
 		// A just-in-time configuration starts one listener.
 		return http.StatusNotFound, apiError(http.StatusNotFound, "The runner registration has been deleted from the server.")
@@ -180,9 +185,8 @@ func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (int, any
 	s.abandon(rn, session)
 	rn.session, rn.lastSeen = session, s.now()
 	return http.StatusOK, map[string]any{
-		"sessionId":        session,
-		"heartbeatMillis":  max(s.offlineAfter/3, 50*time.Millisecond).Milliseconds(),
-		"cancelOnShutdown": s.cancelOnShutdown,
+		"sessionId":       session,
+		"heartbeatMillis": max(s.offlineAfter/3, 50*time.Millisecond).Milliseconds(),
 	}
 }
 
@@ -243,7 +247,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
 				job.State, job.RunnerID, job.Runner, job.session, job.acked, job.Started = JobRunning, rn.id, rn.name, session, false, time.Now()
 				rn.busy = true
 				s.mu.Unlock()
-				return http.StatusOK, map[string]any{"id": job.ID, "script": job.Script, "repo": job.Repo, "label": job.Label}
+				return http.StatusOK, map[string]any{"id": job.ID, "script": job.Script, "post": job.Post, "repo": job.Repo, "label": job.Label}
 			}
 		}
 		wake := s.jobWake

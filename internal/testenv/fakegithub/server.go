@@ -76,32 +76,34 @@ type Server struct {
 	PrivateKeyPEM []byte
 	appKey        *rsa.PublicKey
 
-	mu               sync.Mutex
-	now              func() time.Time
-	rng              *mathrand.Rand
-	nextID           int64
-	orgs             map[string]bool // organizations that exist
-	installations    []*installation
-	instTokens       map[string]tokenInfo
-	pats             map[string]bool
-	runnerTokens     map[string]tokenInfo // registration and remove tokens
-	tenantTokens     map[string]tokenInfo // what /actions/runner-registration hands a runner
-	runners          map[int64]*runner
-	history          []Registration
-	onRegister       func(Registration)
-	groups           map[string][]string // organization → runner group names
-	jobs             map[int64]*Job
-	jobWake          chan struct{}
-	faults           []*Fault
-	releases         map[string][]byte // actions/runner release asset name → bytes (ServeRunnerRelease)
-	counts           map[string]int
-	rateLimit        int
-	rateUsed         int
-	rateReset        time.Time
-	offlineAfter     time.Duration
-	cancelOnShutdown bool
-	jitUnusedAfter   time.Duration
-	idp              oidcIssuer // the Actions OIDC issuer (oidc.go)
+	mu             sync.Mutex
+	now            func() time.Time
+	rng            *mathrand.Rand
+	nextID         int64
+	orgs           map[string]bool // organizations that exist
+	installations  []*installation
+	instTokens     map[string]tokenInfo
+	pats           map[string]bool
+	runnerTokens   map[string]tokenInfo // registration and remove tokens
+	tenantTokens   map[string]tokenInfo // what /actions/runner-registration hands a runner
+	runners        map[int64]*runner
+	history        []Registration
+	onRegister     func(Registration)
+	groups         map[string][]string // organization → runner group names
+	jobs           map[int64]*Job
+	jobWake        chan struct{}
+	faults         []*Fault
+	releases       map[string][]byte // actions/runner release asset name → bytes (ServeRunnerRelease)
+	counts         map[string]int
+	rateLimit      int
+	rateUsed       int
+	rateReset      time.Time
+	offlineAfter   time.Duration
+	jitUnusedAfter time.Duration
+	// RefuseListeners: how many more listeners to turn away, and why.
+	refuseListeners int
+	refusal         string
+	idp             oidcIssuer // the Actions OIDC issuer (oidc.go)
 }
 
 type installation struct {
@@ -161,10 +163,13 @@ const (
 
 // Job is a queued unit of work for runners with its label.
 type Job struct {
-	ID       int64
-	Label    string
-	Repo     string
-	Script   string
+	ID     int64
+	Label  string
+	Repo   string
+	Script string
+	// Post runs after Script however it ended, cancelled too, as an
+	// action's post step does (EnqueueJobWithPost).
+	Post     string
 	State    string // JobQueued, JobRunning, JobCompleted, JobFailed
 	RunnerID int64
 	Runner   string // the name of the runner that took it
@@ -227,31 +232,27 @@ func NewServer(o Options) *Server {
 		o.JITUnusedAfter = 5 * time.Minute
 	}
 	s := &Server{
-		AppID:         o.AppID,
-		PrivateKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
-		appKey:        &key.PublicKey,
-		now:           o.Now,
-		rng:           mathrand.New(mathrand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
-		nextID:        100,
-		orgs:          map[string]bool{},
-		instTokens:    map[string]tokenInfo{},
-		pats:          map[string]bool{},
-		runnerTokens:  map[string]tokenInfo{},
-		tenantTokens:  map[string]tokenInfo{},
-		runners:       map[int64]*runner{},
-		groups:        map[string][]string{},
-		jobs:          map[int64]*Job{},
-		jobWake:       make(chan struct{}),
-		counts:        map[string]int{},
-		rateLimit:     o.RateLimit,
-		// The real listener cancels its job when asked to stop
-		// (src/Runner.Worker/JobRunner.cs, "The runner has received a
-		// shutdown signal").
-		cancelOnShutdown: true,
-		offlineAfter:     o.OfflineAfter,
-		jitUnusedAfter:   o.JITUnusedAfter,
-		withoutJIT:       o.WithoutJIT,
-		noNameFilt:       o.WithoutNameFilter,
+		AppID:          o.AppID,
+		PrivateKeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
+		appKey:         &key.PublicKey,
+		now:            o.Now,
+		rng:            mathrand.New(mathrand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
+		nextID:         100,
+		orgs:           map[string]bool{},
+		instTokens:     map[string]tokenInfo{},
+		pats:           map[string]bool{},
+		runnerTokens:   map[string]tokenInfo{},
+		tenantTokens:   map[string]tokenInfo{},
+		runners:        map[int64]*runner{},
+		groups:         map[string][]string{},
+		jobs:           map[int64]*Job{},
+		jobWake:        make(chan struct{}),
+		counts:         map[string]int{},
+		rateLimit:      o.RateLimit,
+		offlineAfter:   o.OfflineAfter,
+		jitUnusedAfter: o.JITUnusedAfter,
+		withoutJIT:     o.WithoutJIT,
+		noNameFilt:     o.WithoutNameFilter,
 	}
 	for _, org := range o.Orgs {
 		s.install(org, nil)
@@ -312,15 +313,15 @@ func (s *Server) SetOfflineAfter(d time.Duration) {
 	s.offlineAfter = d
 }
 
-// SetShutdownCancelsJob chooses what a fake runner does with its job when
-// run.sh is asked to stop (SIGINT/SIGTERM): by default it cancels the job,
-// as the real runner does ("The runner has received a shutdown signal…");
-// with false it finishes the job, then exits. Applies to listener sessions
-// started afterwards.
-func (s *Server) SetShutdownCancelsJob(cancel bool) {
+// RefuseListeners makes the next n listeners that connect end at once,
+// without a job: their session is refused with message (HTTP 403), and
+// the fake listener exits 1 saying "An error occurred: <message>", as a
+// real one does for a version GitHub no longer accepts or a library it
+// lacks. The registration stays.
+func (s *Server) RefuseListeners(n int, message string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cancelOnShutdown = cancel
+	s.refuseListeners, s.refusal = n, message
 }
 
 // AddToken makes a personal access token valid for every organization of
@@ -550,10 +551,18 @@ func (s *Server) SetOnline(id int64, online bool) {
 // to case, as GitHub does); script runs under bash -c in the runner's
 // <work>/repo/repo folder.
 func (s *Server) EnqueueJob(label, script string) int64 {
+	return s.EnqueueJobWithPost(label, script, "")
+}
+
+// EnqueueJobWithPost queues a job with a post step: post runs after
+// script however it ended, cancelled by a stopping runner too (a job's
+// post steps and always() steps run after a cancellation: actions/runner
+// src/Runner.Worker/StepsRunner.cs), its output appended to the job's.
+func (s *Server) EnqueueJobWithPost(label, script, post string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextID++
-	s.jobs[s.nextID] = &Job{ID: s.nextID, Label: label, Repo: "repo", Script: script, State: JobQueued, Queued: time.Now(), done: make(chan struct{})}
+	s.jobs[s.nextID] = &Job{ID: s.nextID, Label: label, Repo: "repo", Script: script, Post: post, State: JobQueued, Queued: time.Now(), done: make(chan struct{})}
 	s.wake()
 	return s.nextID
 }

@@ -17,8 +17,8 @@
 // .credentials_rsaparams (with a UTF-8 byte order mark, as .NET writes them).
 // run.sh behaves as run.sh, run-helper.sh and Runner.Listener together: it
 // comes online, takes jobs for its labels one at a time, runs each with
-// bash -c in <work>/<repo>/<repo>, and on SIGINT or SIGTERM stops (after
-// the current job, or cancelling it, as the fake GitHub says). Like the real
+// bash -c in <work>/<repo>/<repo>, and on SIGINT or SIGTERM stops,
+// cancelling the current job (its post step still runs). Like the real
 // run.sh it exits 0 when the listener ends, also when it is not configured
 // or its registration was deleted; it says why on its output.
 package main
@@ -566,9 +566,8 @@ type listener struct {
 }
 
 type sessionInfo struct {
-	SessionID        string `json:"sessionId"`
-	HeartbeatMillis  int64  `json:"heartbeatMillis"`
-	CancelOnShutdown bool   `json:"cancelOnShutdown"`
+	SessionID       string `json:"sessionId"`
+	HeartbeatMillis int64  `json:"heartbeatMillis"`
 }
 
 const deletedMessage = "Failed to create a session. The runner registration has been deleted from the server, please re-configure. Runner registrations are automatically deleted for runners that have not connected to the service recently."
@@ -598,9 +597,15 @@ func listen() int {
 
 	var sess sessionInfo
 	for {
-		status, _, err := call(ctx, http.MethodPost, l.url("runners/%d/session"), l.auth(), "", nil, &sess)
+		status, msg, err := call(ctx, http.MethodPost, l.url("runners/%d/session"), l.auth(), "", nil, &sess)
 		if err == nil && (status == http.StatusNotFound || status == http.StatusUnauthorized) {
 			fmt.Fprintln(os.Stderr, deletedMessage)
+			return codeTerminatedError
+		}
+		if err == nil && status == http.StatusForbidden {
+			// A refusal that no retry changes (Server.RefuseListeners: a
+			// deprecated version, say): the listener ends at once.
+			fmt.Fprintf(os.Stderr, "%s: An error occurred: %s\n", stamp(), msg)
 			return codeTerminatedError
 		}
 		if err == nil && status < 300 {
@@ -634,6 +639,7 @@ func listen() int {
 		var job struct {
 			ID     int64  `json:"id"`
 			Script string `json:"script"`
+			Post   string `json:"post"`
 			Repo   string `json:"repo"`
 			Label  string `json:"label"`
 		}
@@ -649,7 +655,7 @@ func listen() int {
 			fmt.Fprintln(os.Stderr, "A session for this runner already exists.")
 			return codeSessionConflict
 		case status == http.StatusOK && job.ID != 0:
-			l.take(ctx, sess, job.ID, job.Repo, job.Label, job.Script)
+			l.take(ctx, sess, job.ID, job.Repo, job.Label, job.Script, job.Post)
 			if l.settings.Ephemeral {
 				deleteLocal()
 				return codeSuccess
@@ -666,14 +672,22 @@ func (l *listener) url(format string) string {
 func (l *listener) auth() string { return "Bearer " + l.secret }
 
 // take runs one job: acknowledges it, runs it while heartbeating, reports
-// the result. A stop asked meanwhile lets the job finish, or cancels it.
-func (l *listener) take(ctx context.Context, sess sessionInfo, id int64, repo, label, script string) {
+// the result. A stop asked meanwhile cancels it (execute).
+func (l *listener) take(ctx context.Context, sess sessionInfo, id int64, repo, label, script, post string) {
 	jobURL := fmt.Sprintf("%sjobs/%d/", l.settings.ServerURL, id)
 	if status := l.report(jobURL+"start", nil); status >= 300 {
 		return // not ours (any more); the server settles it at the next poll
 	}
 	name := fmt.Sprintf("job %d (%s)", id, label)
 	fmt.Printf("%s: Running job: %s\n", stamp(), name)
+	// The real listener starts a Worker process for each job, which
+	// writes its trace to _diag/Worker_<time>-utc.log in the runner's root
+	// (src/Runner.Common/HostTraceListener.cs): the agent reads that a
+	// runner ran a job from it.
+	if err := os.MkdirAll(filepath.Join(l.root, "_diag"), 0o755); err == nil {
+		os.WriteFile(filepath.Join(l.root, "_diag", "Worker_"+time.Now().UTC().Format("20060102-150405")+"-utc.log"),
+			[]byte(fmt.Sprintf("[%s INFO Worker] Job message received: %s\n", stamp(), name)), 0o644)
+	}
 
 	hbCtx, stopHB := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -691,7 +705,7 @@ func (l *listener) take(ctx context.Context, sess sessionInfo, id int64, repo, l
 			}
 		}
 	}()
-	code, result, output := l.execute(ctx, sess.CancelOnShutdown, repo, script)
+	code, result, output := l.execute(ctx, repo, script, post)
 	stopHB()
 	wg.Wait()
 
@@ -719,15 +733,20 @@ func (l *listener) report(u string, body any) int {
 
 const shutdownMessage = "The runner has received a shutdown signal. This can happen when the runner service is stopped, or a manually started runner is canceled."
 
-// execute runs the script with bash -c in <work>/<repo>/<repo>.
+// execute runs the script with bash -c in <work>/<repo>/<repo>, then the
+// post step, if any.
 //
-// The agent stops run.sh with a SIGINT to its whole process group, and
-// kills the group if that takes too long. So that the listener, not that
-// signal, decides the job's fate: a job that may finish runs in run.sh's
-// group with SIGINT and SIGTERM ignored (a SIGKILL of the group still ends
-// it); a job to be cancelled on shutdown runs in a group of its own, which
-// the listener interrupts itself.
-func (l *listener) execute(ctx context.Context, cancelOnShutdown bool, repo, script string) (int, string, string) {
+// A stop (SIGINT or SIGTERM to the listener) cancels the job, as the real
+// runner's does: the listener shuts down, tells its Worker, which cancels
+// the running step (actions/runner src/Runner.Listener/Runner.cs
+// CtrlCHandler and Runner_Unloading → HostContext.ShutdownRunner;
+// JobDispatcher.cs sends the Worker MessageType.RunnerShutdown; Worker.cs
+// cancels the job; JobRunner.cs reports "The runner has received a
+// shutdown signal..."), and the job's post steps still run before the
+// listener exits. The script runs in a process group of its own, which
+// the listener interrupts itself (then kills, after 5 s), so the job's
+// fate never depends on who else the stop's signal reached.
+func (l *listener) execute(ctx context.Context, repo, script, post string) (int, string, string) {
 	work := l.settings.WorkFolder
 	if !filepath.IsAbs(work) {
 		work = filepath.Join(l.root, work)
@@ -740,32 +759,49 @@ func (l *listener) execute(ctx context.Context, cancelOnShutdown bool, repo, scr
 			return 1, "failed", err.Error()
 		}
 	}
-	cmd := exec.Command("bash", "-c", script)
-	if !cancelOnShutdown {
-		// Signals ignored when a shell starts stay ignored in it and its children.
-		cmd = exec.Command("bash", "-c", `trap '' INT TERM; exec bash -c "$1"`, "job", script)
-	}
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
+	env := append(os.Environ(),
 		"CI=true", "GITHUB_ACTIONS=true", "RUNNER_OS=Linux", "RUNNER_NAME="+l.settings.AgentName,
 		"GITHUB_WORKSPACE="+dir, "RUNNER_WORKSPACE="+filepath.Join(work, repo), "RUNNER_TEMP="+temp)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: cancelOnShutdown}
+	code, cancelled, err := step(ctx, dir, env, script, &out)
+	if err != nil {
+		fmt.Fprintln(&out, err)
+	}
+	if cancelled {
+		fmt.Fprintln(&out, "##[error]"+shutdownMessage)
+	}
+	if post != "" {
+		// Post steps run whatever became of the job, and a stop already
+		// under way does not cancel them.
+		if _, _, err := step(context.Background(), dir, env, post, &out); err != nil {
+			fmt.Fprintln(&out, err)
+		}
+	}
+	switch {
+	case cancelled:
+		return code, "cancelled", out.String()
+	case code != 0:
+		return code, "failed", out.String()
+	}
+	return 0, "succeeded", out.String()
+}
+
+// step runs one script in its own process group, interrupting it when ctx
+// ends; it returns its exit code, whether it was cancelled, and an error
+// that is not an exit status.
+func step(ctx context.Context, dir string, env []string, script string, out io.Writer) (code int, cancelled bool, err error) {
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 5 * time.Second // a background process holding the output open
 	if err := cmd.Start(); err != nil {
-		return 1, "failed", err.Error()
+		return 1, false, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	var err error
-	cancelled := false
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		if !cancelOnShutdown {
-			err = <-done
-			break
-		}
 		cancelled = true
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 		select {
@@ -775,22 +811,14 @@ func (l *listener) execute(ctx context.Context, cancelOnShutdown bool, repo, scr
 			err = <-done
 		}
 	}
-	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		code = 1
-		fmt.Fprintln(&out, err)
+		return ee.ExitCode(), cancelled, nil
 	}
-	switch {
-	case cancelled:
-		fmt.Fprintln(&out, "##[error]"+shutdownMessage)
-		return code, "cancelled", out.String()
-	case code != 0:
-		return code, "failed", out.String()
+	if err != nil {
+		return 1, cancelled, err
 	}
-	return 0, "succeeded", out.String()
+	return 0, cancelled, nil
 }
 
 // limitedBuffer keeps the first MiB of a job's output.

@@ -1,0 +1,81 @@
+package runner
+
+// What a run.sh that ended leaves for the agent to judge it by: its output
+// (why it ended, in its own words) and whether it ran a job.
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// OutputFile is where, in StateDir, run.sh's output (standard output and
+// error) goes, truncated at each start. A file, not a pipe to the agent:
+// run.sh outlives an agent restart (its job may be under way), and a pipe
+// without a reader would kill it at its next line (SIGPIPE). The agent
+// copies the file to its own output (the journal) while it waits on the
+// runner it started.
+const OutputFile = "run.sh.out"
+
+func (r *Runner) outputPath() string { return filepath.Join(r.StateDir, OutputFile) }
+
+// openOutput creates run.sh's output file afresh; StateDir is the agent's,
+// and O_NOFOLLOW refuses a link planted in its place all the same.
+func (r *Runner) openOutput() (*os.File, error) {
+	return os.OpenFile(r.outputPath(), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+}
+
+// mirror copies the output file to the agent's standard output until
+// exited is closed and everything written before is copied.
+func mirror(path string, exited <-chan struct{}) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	for {
+		if n, _ := io.Copy(os.Stdout, f); n > 0 {
+			continue
+		}
+		select {
+		case <-exited:
+			io.Copy(os.Stdout, f)
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// OutputTail returns the end of the last run.sh's output ("" when there
+// is none).
+func (r *Runner) OutputTail() string {
+	f, err := os.Open(r.outputPath())
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const max = 800
+	if st, err := f.Stat(); err == nil && st.Size() > max {
+		f.Seek(st.Size()-max, io.SeekStart)
+	}
+	raw, _ := io.ReadAll(io.LimitReader(f, max))
+	return tail(raw)
+}
+
+// RanAJob reports whether the runner of the current copy ran a job. The
+// listener (Runner.Listener) starts a Worker process for each job it
+// takes, and nothing else does; every Worker writes its trace to
+// _diag/Worker_<yyyyMMdd-HHmmss>-utc.log in the runner's root
+// (actions/runner src/Runner.Worker/Program.cs, HostContext("Worker");
+// src/Runner.Common/HostTraceListener.cs names the file), the listener
+// its own to Runner_*.log. Neither the exit code (run.sh ends 0 whatever
+// the listener returned) nor how long the runner lived (a short job, a
+// listener retrying for minutes) tells the two apart. A job can delete
+// the file (the copy is the runner user's): it then counts as an exit
+// without a job, which can only fail its own assignment sooner.
+func (r *Runner) RanAJob() bool {
+	logs, _ := filepath.Glob(filepath.Join(r.Dir, "_diag", "Worker_*.log"))
+	return len(logs) > 0
+}
