@@ -71,3 +71,21 @@ func TestRefreshEndsOnlyTheInstanceWhoseRecordWasForgedNeverTheOneItNames(t *tes
 		t.Fatalf("the victim's record: %+v %v, want it running", rec, err)
 	}
 }
+
+// Issue 31, item 3: an agent whose just-in-time runners kept ending without
+// a job signals UD_FAILED mid-run and asks for no more; no runner is left on
+// the instance. Refresh ends it at once, not when its lease runs out.
+func TestRefreshEndsARunningInstanceWhoseAgentSignalledFailed(t *testing.T) {
+	w := newWorld(t)
+	inst, agent := w.running("run-capped", 0)
+	must(t, agent.PutSignal(ctx, inst.Key, inst.Assignment, state.SignalFailed, "the just-in-time runner exited 3 times without taking a job"))
+	out, err := w.refresh()
+	must(t, err)
+	if len(out.Expired) != 1 || out.Expired[0].InstanceID != inst.ID {
+		t.Fatalf("expired %+v, want %s", out.Expired, inst.ID)
+	}
+	healthy, _ := w.running("run-fine", 0)
+	if out, _ = w.refresh(); len(out.Expired) != 0 {
+		t.Fatalf("refresh expired %+v; %s signalled nothing", out.Expired, healthy.ID)
+	}
+}

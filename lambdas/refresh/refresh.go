@@ -228,6 +228,14 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 			// A provision waits on these with its own liveness check, and
 			// their short lease ends them if it died.
 			continue
+		case inst.State == state.Running && failedNow(inst):
+			// The agent gave up on its assignment (its just-in-time
+			// runners kept ending without a job): it runs no runner and
+			// asks for none, so nothing of the run is on it. Ended now,
+			// not when its lease runs out.
+			sig, _ := inst.SignalFor(state.SignalFailed)
+			r.expire(ctx, p, inst, KindStale, "its agent signalled UD_FAILED: "+sig.Detail)
+			continue
 		case inst.BeatUnobserved():
 			if _, err := r.d.Store.NoteBeat(ctx, inst.Ref(), inst.Heartbeats); err != nil && state.ClauseOf(err) == "" {
 				r.fail(err)
@@ -372,4 +380,11 @@ func (r *refresher) deleteRunner(ctx context.Context, inst *state.Instance) {
 	if err := r.d.DeleteInstanceRunner(ctx, inst.Owner, inst.GithubRunnerID, inst.ID); err != nil {
 		r.fail(err)
 	}
+}
+
+// failedNow says whether the agent signalled UD_FAILED for the record's
+// current assignment.
+func failedNow(inst *state.Instance) bool {
+	_, ok := inst.SignalFor(state.SignalFailed)
+	return ok
 }
