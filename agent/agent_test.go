@@ -196,7 +196,10 @@ func (w *world) removal() *state.Registration {
 
 func (w *world) wait(inst *state.Instance, ok, failed string) *state.Instance {
 	w.t.Helper()
-	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	// 60 s: on two loaded cores (make test runs three packages at once)
+	// the cleanup between just-in-time jobs and the release after it
+	// took over 20 s once; alone they take well under 10.
+	c, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	got, err := w.store.WaitSignal(c, inst.Key, inst.Assignment, ok, failed, 100*time.Millisecond)
 	if err != nil {
