@@ -220,7 +220,7 @@ func (w *world) runnerPID() int {
 func (w *world) job(label, script string) fakegithub.Job {
 	w.t.Helper()
 	id := w.fake.EnqueueJob(label, script)
-	job, err := w.fake.WaitJob(id, 20*time.Second)
+	job, err := w.fake.WaitJob(id, 60*time.Second) // generous: make test loads both cores
 	if err != nil {
 		w.t.Fatalf("job %q: %v\nagent log:\n%s", script, err, w.logs.String())
 	}

@@ -131,7 +131,7 @@ func TestAJITJobOfARunReachesNothingOfTheNextJobOfTheSameRun(t *testing.T) {
 	w.markRunning(inst)
 	vars := w.hostileVars(u.Uid)
 	checkHostileA(t, w.job("ghr-run-a-jit", w.hostileScript("hostile-run-a.sh", vars)), vars["D"])
-	waitLog(t, w, "next just-in-time runner started", 20*time.Second)
+	waitLog(t, w, "next just-in-time runner started", 60*time.Second)
 	clearAlive(t, vars["D"])
 	if b := w.job("ghr-run-a-jit", w.hostileScript("hostile-run-b.sh", vars)); b.ExitCode != 0 {
 		t.Fatalf("run B found run A's leftovers:\n%s", b.Output)

@@ -73,7 +73,7 @@ func TestAJobThatRanResetsTheCountOfRunnersEndingWithoutOne(t *testing.T) {
 		t.Fatalf("job: %+v", job)
 	}
 	w.fake.RefuseListeners(2, refusal)
-	job, err := w.fake.WaitJob(w.fake.EnqueueJob("ghr-run-a-jit", "echo two"), 25*time.Second)
+	job, err := w.fake.WaitJob(w.fake.EnqueueJob("ghr-run-a-jit", "echo two"), 60*time.Second)
 	rec, gerr := w.store.Get(ctx, w.key)
 	must(t, gerr)
 	if sig, failed := rec.SignalFor(state.SignalFailed); failed {
