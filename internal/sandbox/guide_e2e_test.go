@@ -125,6 +125,7 @@ func TestE2E_GettingStartedCommandsRunAgainstTheSandbox(t *testing.T) {
 		{"aws", "install the AWS CLI (v1: pip install awscli; v2: https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html)"},
 		{"python3", "install Python 3 (apt-get install python3)"},
 		{"bash", "install bash"},
+		{"shellcheck", "run make tools (scripts/ensure-shellcheck), or apt-get install shellcheck"},
 	} {
 		if _, err := exec.LookPath(tool.name); err != nil {
 			t.Fatalf("%s not found on PATH: the guide's commands use it; %s", tool.name, tool.install)
@@ -140,6 +141,19 @@ func TestE2E_GettingStartedCommandsRunAgainstTheSandbox(t *testing.T) {
 	}
 	if len(errs) > 0 {
 		t.FailNow()
+	}
+
+	// Every shell block, run or not, is bash shellcheck accepts, with the
+	// placeholders filled (SC2164, cd without || exit, is a script's
+	// concern: at a prompt a failed cd says so).
+	sample := strings.NewReplacer("<ghrunner>", repo, "<app id>", "123456", "<private-key.pem>", "app.pem", "<org>", "acme",
+		"<owner/name>", "acme/app", "<code>", "0123abcd")
+	for _, b := range blocks {
+		cmd := exec.Command("shellcheck", "-s", "bash", "-e", "SC2164", "-")
+		cmd.Stdin = strings.NewReader(sample.Replace(b.script))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("getting-started.md:%d: shellcheck: %v\n%s", b.line, err, out)
+		}
 	}
 
 	const parameter = "/ghrunner/github" // examples/complete's github_parameter
