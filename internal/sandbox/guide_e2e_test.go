@@ -122,7 +122,7 @@ func TestGuideBlocksEachShellBlockIsMarkedRunOrNotRun(t *testing.T) {
 func TestE2E_GettingStartedCommandsRunAgainstTheSandbox(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []struct{ name, install string }{
-		{"aws", "install the AWS CLI (v1: pip install awscli; v2: https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html)"},
+		{"aws", "run make tools (scripts/ensure-awscli), or install the AWS CLI (v1: pip install awscli; v2: https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html)"},
 		{"python3", "install Python 3 (apt-get install python3)"},
 		{"bash", "install bash"},
 		{"shellcheck", "run make tools (scripts/ensure-shellcheck), or apt-get install shellcheck"},
