@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -212,6 +213,7 @@ func TestE2E_GettingStartedCommandsRunAgainstTheSandbox(t *testing.T) {
 	// What each command must have done, beyond exiting 0: found by what
 	// the block holds; each must be found exactly once.
 	var label string
+	var provisioned []string
 	checks := []struct {
 		name  string
 		match func(script string) bool
@@ -284,6 +286,9 @@ func TestE2E_GettingStartedCommandsRunAgainstTheSandbox(t *testing.T) {
 					t.Errorf("GITHUB_OUTPUT holds %q, want the response output", raw)
 				}
 				label = prov.Label
+				for _, in := range prov.Instances {
+					provisioned = append(provisioned, in.InstanceID)
+				}
 				// GitHub sends a job of the run to its label: ci.yml's build.
 				if j := runJob(t, sb.URL, runID, "echo built"); j.Result != "succeeded" {
 					t.Fatalf("a job on %s: %+v", label, j)
@@ -291,9 +296,19 @@ func TestE2E_GettingStartedCommandsRunAgainstTheSandbox(t *testing.T) {
 			}},
 		{name: "release as the workflow's job", match: func(s string) bool { return strings.Contains(s, "$GHRUNNER_RELEASE_FUNCTION") },
 			check: func(t *testing.T, out string) {
-				var rel struct{ Released []string }
-				if i := strings.Index(out, `{"runId"`); i < 0 || json.Unmarshal([]byte(strings.TrimSpace(out[i:])), &rel) != nil || len(rel.Released) != 2 {
-					t.Errorf("release printed %q, want both instances released", out)
+				var rel struct{ Released, Expired []string }
+				if i := strings.Index(out, `{"runId"`); i < 0 || json.Unmarshal([]byte(strings.TrimSpace(out[i:])), &rel) != nil {
+					t.Fatalf("release printed %q, want its answer", out)
+				}
+				// Each instance of the run is back in the pool, or retired
+				// (expired) when its agent found it not clean: release's
+				// two outcomes, both the release's success.
+				got := slices.Sorted(slices.Values(append(rel.Released, rel.Expired...)))
+				if want := slices.Sorted(slices.Values(provisioned)); !slices.Equal(got, want) || len(rel.Released) == 0 {
+					t.Errorf("release: released %v, expired %v; want the run's instances %v, at least one back in the pool", rel.Released, rel.Expired, want)
+				}
+				if len(rel.Expired) > 0 {
+					t.Logf("release retired %v instead of pooling it (its agent found it not clean: the sandbox log says why)", rel.Expired)
 				}
 			}},
 	}
