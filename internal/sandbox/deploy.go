@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,6 +34,11 @@ type DeployOptions struct {
 	// TokenPoolIdleWindowCron is the token pool's idle window; "" is
 	// IdleWindowCron's.
 	TokenPoolIdleWindowCron string
+	// GitHubParameter is the SSM parameter the functions read the GitHub
+	// App's credentials from; "" is GitHubParameter, which Start fills.
+	// Another name starts empty: the caller writes it (the getting-started
+	// guide's test runs the guide's own aws ssm put-parameter).
+	GitHubParameter string
 }
 
 // StoryDeploy is how the story deploys: the JIT pool keeps nobody idle
@@ -76,7 +82,7 @@ func (s *Sandbox) DeployWith(ctx context.Context, mirror string, progress io.Wri
 		return d, err
 	}
 	vars := map[string]string{"endpoint": s.URL, "architecture": runtime.GOARCH, "image_id": n.AMI, "subnet_id": n.Subnet,
-		"github_parameter": GitHubParameter, "idle_window_cron": o.IdleWindowCron, "token_pool_idle_window_cron": o.TokenPoolIdleWindowCron,
+		"github_parameter": cmp.Or(o.GitHubParameter, GitHubParameter), "idle_window_cron": o.IdleWindowCron, "token_pool_idle_window_cron": o.TokenPoolIdleWindowCron,
 		// The functions verify the invoking jobs' tokens against the fake
 		// GitHub's issuer.
 		"oidc_issuer": s.GitHub.Issuer()}
