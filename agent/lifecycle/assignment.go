@@ -273,6 +273,14 @@ func (a *Agent) wipe(ctx context.Context) error {
 // clean removes what a job left and verifies that nothing is left: after
 // an assignment, and between the jobs of a just-in-time one.
 func (a *Agent) clean(ctx context.Context) error {
+	// Whatever of the runner user runs now dies first: config.sh remove,
+	// which the agent runs as that user after the job's processes were
+	// killed, can leave a child that outlives it (its output pipe's wait
+	// ends after a delay), and Verify below would then find it and keep a
+	// clean instance out of the pool (1 release in 9 under load).
+	if err := a.reap(); err != nil {
+		return err
+	}
 	if err := a.Runner.Wipe(); err != nil {
 		return fmt.Errorf("wipe work folder: %w", err)
 	}
