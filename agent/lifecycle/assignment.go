@@ -273,14 +273,6 @@ func (a *Agent) wipe(ctx context.Context) error {
 // clean removes what a job left and verifies that nothing is left: after
 // an assignment, and between the jobs of a just-in-time one.
 func (a *Agent) clean(ctx context.Context) error {
-	// Whatever of the runner user runs now dies first: config.sh remove,
-	// which the agent runs as that user after the job's processes were
-	// killed, can leave a child that outlives it (its output pipe's wait
-	// ends after a delay), and Verify below would then find it and keep a
-	// clean instance out of the pool (1 release in 9 under load).
-	if err := a.reap(); err != nil {
-		return err
-	}
 	if err := a.Runner.Wipe(); err != nil {
 		return fmt.Errorf("wipe work folder: %w", err)
 	}
@@ -299,6 +291,15 @@ func (a *Agent) clean(ctx context.Context) error {
 		if out, err := runScript(ctx, a.Config.CleanupScript, a.Config.CleanupTimeout.Duration); err != nil {
 			return fmt.Errorf("cleanup script: %w: %s", err, out)
 		}
+	}
+	// Whatever of the runner user still runs dies before the check:
+	// config.sh remove, which the agent runs as that user after the job's
+	// processes were killed, can leave a child past its 5 s wait delay,
+	// and a container docker was just told to remove may still be ending
+	// its process; Verify would find either and keep a clean instance out
+	// of the pool (CI: TestMoreThanThePool, the docker test).
+	if err := a.reap(); err != nil {
+		return err
 	}
 	// Checked, not assumed: a process that escaped the kill, a file it
 	// wrote since, a changed install keep the instance out of the pool.
