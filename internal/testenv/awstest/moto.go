@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/pinned"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 )
 
@@ -90,7 +91,7 @@ func Start() (*Moto, error) {
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	// Die with the test binary, even when it is killed.
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := e.cmd.Start(); err != nil {
+	if err := pinned.Start(e.cmd); err != nil {
 		return nil, fmt.Errorf("start moto_server: %w", err)
 	}
 	go func() { e.cmd.Wait(); close(e.exited) }()

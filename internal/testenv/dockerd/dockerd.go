@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/pinned"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 )
 
@@ -51,7 +52,7 @@ func Start(t testing.TB) *Daemon {
 	cmd.Stdout, cmd.Stderr = &log, &log
 	// The daemon goes with the test process, even one that is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
+	if err := pinned.Start(cmd); err != nil {
 		t.Fatalf("start dockerd: %v", err)
 	}
 	t.Cleanup(func() {

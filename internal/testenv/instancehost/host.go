@@ -32,6 +32,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/imdsstub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/pinned"
 )
 
 // EC2 is what the host reads of EC2.
@@ -336,7 +337,7 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 	// purpose (a job goes on through an agent restart): do not wait for the
 	// pipe to close once the agent itself has exited.
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	if err := pinned.Start(cmd); err != nil {
 		return err
 	}
 	exited := make(chan struct{})

@@ -23,6 +23,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/pinned"
 )
 
 // Function describes what to run.
@@ -220,7 +222,7 @@ func (h *Host) start() (*env, error) {
 	}
 	cmd.Stdout, cmd.Stderr = h.fn.Output, h.fn.Output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := pinned.Start(cmd); err != nil {
 		e.srv.Close()
 		return nil, fmt.Errorf("start bootstrap: %w", err)
 	}
