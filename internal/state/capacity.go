@@ -117,27 +117,12 @@ func (s *Store) Reserve(ctx context.Context, pool, id string, n, max int, hold t
 		}
 		kept[id] = Reservation{N: n, Until: now + secs(hold)}
 		next := capacityItem{Key: CapacityKey(pool), Kind: kindCapacity, Version: item.Version + 1, Reservations: kept, Waiting: item.inForce(now)}
-		av, err := attributevalue.MarshalMap(next)
+		done, err := s.putCapacity(ctx, next, found, item.Version, attempt)
 		if err != nil {
-			return err
-		}
-		b := newBuilder()
-		var cond string
-		if found {
-			cond = b.name("version") + " = " + b.value(item.Version)
-		} else {
-			cond = "attribute_not_exists(" + b.name(AttrPK) + ")"
-		}
-		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av, ConditionExpression: aws.String(cond),
-			ExpressionAttributeNames: b.attrNames(), ExpressionAttributeValues: b.attrValues()})
-		var ccf *types.ConditionalCheckFailedException
-		switch {
-		case err == nil:
-			return nil
-		case !errors.As(err, &ccf):
 			return fmt.Errorf("reserve %d instances of %s: %w", n, pool, err)
-		case attempt >= 20:
-			return fmt.Errorf("reserve %d instances of %s: the capacity item kept changing", n, pool)
+		}
+		if done {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -190,4 +175,34 @@ func (s *Store) LiveIDs(ctx context.Context, pool string) (map[string]string, er
 		}
 	}
 	return ids, nil
+}
+
+// putCapacity writes next over the capacity item read at version (absent:
+// found false), conditionally on it being unchanged. done false with no
+// error means another writer changed it: read again and retry (after the
+// caller's pause); after 20 attempts that is an error.
+func (s *Store) putCapacity(ctx context.Context, next capacityItem, found bool, version int64, attempt int) (done bool, err error) {
+	av, err := attributevalue.MarshalMap(next)
+	if err != nil {
+		return false, err
+	}
+	b := newBuilder()
+	var cond string
+	if found {
+		cond = b.name("version") + " = " + b.value(version)
+	} else {
+		cond = "attribute_not_exists(" + b.name(AttrPK) + ")"
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av, ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: b.attrNames(), ExpressionAttributeValues: b.attrValues()})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.As(err, &ccf):
+		return false, err
+	case attempt >= 20:
+		return false, errors.New("the capacity item kept changing")
+	}
+	return false, nil
 }

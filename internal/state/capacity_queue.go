@@ -2,15 +2,9 @@ package state
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Provisions that find their pool at its cap wait for capacity in turn,
@@ -97,27 +91,12 @@ func (s *Store) updateQueue(ctx context.Context, pool string, change func(map[st
 			item.Reservations = map[string]Reservation{}
 		}
 		next := capacityItem{Key: CapacityKey(pool), Kind: kindCapacity, Version: item.Version + 1, Reservations: item.Reservations, Waiting: waiting}
-		av, err := attributevalue.MarshalMap(next)
+		done, err := s.putCapacity(ctx, next, found, item.Version, attempt)
 		if err != nil {
-			return err
-		}
-		b := newBuilder()
-		var cond string
-		if found {
-			cond = b.name("version") + " = " + b.value(item.Version)
-		} else {
-			cond = "attribute_not_exists(" + b.name(AttrPK) + ")"
-		}
-		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av, ConditionExpression: aws.String(cond),
-			ExpressionAttributeNames: b.attrNames(), ExpressionAttributeValues: b.attrValues()})
-		var ccf *types.ConditionalCheckFailedException
-		switch {
-		case err == nil:
-			return nil
-		case !errors.As(err, &ccf):
 			return fmt.Errorf("capacity queue of %s: %w", pool, err)
-		case attempt >= 20:
-			return fmt.Errorf("capacity queue of %s: the capacity item kept changing", pool)
+		}
+		if done {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
