@@ -47,6 +47,9 @@ func TestProvisionsBeyondThePoolsCapWaitTheirTurn(t *testing.T) {
 	if first.run != "q-b" || first.out.Status != "ready" || first.out.Reused != 1 || first.out.Instances[0].InstanceID != a.Instances[0].InstanceID {
 		t.Fatalf("first served: %s %+v, want q-b on q-a's instance", first.run, first.out)
 	}
+	if a.QueuedSeconds != 0 || first.out.QueuedSeconds < 5 {
+		t.Errorf("queuedSeconds: q-a %.1f (want 0), q-b %.1f (want the 6 s and more it waited)", a.QueuedSeconds, first.out.QueuedSeconds)
+	}
 	select {
 	case f := <-finished:
 		t.Fatalf("%s served while q-b holds the pool's one instance: %+v", f.run, f.out)

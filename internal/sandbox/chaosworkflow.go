@@ -188,7 +188,11 @@ const faultHung = "(not a fault) step given up after 150 s without an answer: "
 func (c *chaos) invoke(ctx context.Context, handler string, payload, out any) error {
 	in, _ := json.Marshal(payload)
 	in = c.sb.sign(in) // as the workflow's invoking job sends it
-	res, err := c.lambda.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(c.d.Functions[handler]), Payload: in})
+	var res *lambda.InvokeOutput
+	err := ThrottleRetry(ctx, func() (err error) {
+		res, err = c.lambda.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(c.d.Functions[handler]), Payload: in})
+		return err
+	})
 	if err != nil {
 		return err
 	}

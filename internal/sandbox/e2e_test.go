@@ -96,7 +96,7 @@ func deployedWith(t testing.TB, o sandbox.DeployOptions) (*sandbox.Sandbox, sand
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	sb, err := sandbox.Start(ctx, sandbox.Options{Dir: dir, Repo: repo, Logs: logs})
+	sb, err := sandbox.Start(ctx, sandbox.Options{Dir: dir, Repo: repo, Logs: logs, LambdaConcurrency: sandbox.NewAccountLambdaConcurrency})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,11 @@ func TestE2E_UpDown(t *testing.T) {
 // FunctionError.
 func invoke(t *testing.T, fn *lambda.Client, name, payload string, out any) {
 	t.Helper()
-	res, err := fn.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String(name), Payload: signed(t, fn, payload)})
+	var res *lambda.InvokeOutput
+	err := sandbox.ThrottleRetry(context.Background(), func() (err error) {
+		res, err = fn.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String(name), Payload: signed(t, fn, payload)})
+		return err
+	})
 	if err != nil {
 		t.Fatalf("invoke %s: %v", name, err)
 	}

@@ -34,6 +34,7 @@ type functions struct {
 	dir    string // bootstraps unpacked by code hash
 	env    map[string]string
 	output io.Writer
+	conc   *concurrency
 	// credentials issues a function's execution role credentials, as Lambda
 	// puts them in the function's environment.
 	credentials func(ctx context.Context, roleARN, session, instance string) (akid, secret, token string, err error)
@@ -54,16 +55,24 @@ type Invocation struct {
 	Result   lambdart.Result
 }
 
-func newFunctions(client *lambda.Client, assets, dir string, env map[string]string, output io.Writer) *functions {
-	return &functions{lambda: client, assets: assets, dir: dir, env: env, output: output, hosts: map[string]*deployed{}, calls: map[string]int{}}
+func newFunctions(client *lambda.Client, assets, dir string, env map[string]string, output io.Writer, limit int) *functions {
+	return &functions{lambda: client, assets: assets, dir: dir, env: env, output: output, conc: newConcurrency(client, limit),
+		hosts: map[string]*deployed{}, calls: map[string]int{}}
 }
 
-// invoke runs one synchronous invocation of the deployed function name.
-func (f *functions) invoke(ctx context.Context, name string, payload []byte) (lambdart.Result, error) {
+// invoke runs one invocation of the deployed function name within the
+// account's concurrency: a synchronous one (queued false) is refused with
+// *errThrottled when it is used up, an event Lambda holds (queued) waits.
+func (f *functions) invoke(ctx context.Context, name string, payload []byte, queued bool) (lambdart.Result, error) {
 	host, err := f.host(ctx, name)
 	if err != nil {
 		return lambdart.Result{}, err
 	}
+	free, err := f.conc.acquire(ctx, name, queued)
+	if err != nil {
+		return lambdart.Result{}, err
+	}
+	defer free()
 	f.mu.Lock()
 	f.calls[name]++
 	f.mu.Unlock()

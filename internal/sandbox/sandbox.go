@@ -64,6 +64,9 @@ type Options struct {
 	Dir  string    // working folder (instances, bootstraps, terraform), e.g. .sandbox
 	Repo string    // repository root: provider/assets, examples/sandbox, modules/
 	Logs io.Writer // functions' and agents' logs; default discarded
+	// LambdaConcurrency is the account's concurrent executions
+	// (concurrency.go); 0: DefaultLambdaConcurrency.
+	LambdaConcurrency int
 }
 
 // Sandbox is a running sandbox.
@@ -173,7 +176,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	}
 	s.URL = "http://" + ln.Addr().String()
 	awsEnv := map[string]string{"AWS_ENDPOINT_URL": s.URL, "AWS_ACCESS_KEY_ID": "sandbox", "AWS_SECRET_ACCESS_KEY": "sandbox", "AWS_REGION": Region}
-	s.functions = newFunctions(admin.Lambda(s.AWS), filepath.Join(o.Repo, "provider", "assets"), filepath.Join(o.Dir, "bootstraps"), awsEnv, o.Logs)
+	s.functions = newFunctions(admin.Lambda(s.AWS), filepath.Join(o.Repo, "provider", "assets"), filepath.Join(o.Dir, "bootstraps"), awsEnv, o.Logs, o.LambdaConcurrency)
 	s.functions.credentials = s.iam.issue
 	s.streams = startStreams(s.functions, s.Moto, o.Logs)
 	s.front = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
@@ -522,11 +525,11 @@ func (s *Sandbox) serveInvoke(w http.ResponseWriter, r *http.Request) {
 			s.invokeFailed(w, err)
 			return
 		}
-		go s.functions.invoke(context.Background(), name, payload)
+		go s.functions.invoke(context.Background(), name, payload, true)
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	res, err := s.functions.invoke(r.Context(), name, payload)
+	res, err := s.functions.invoke(r.Context(), name, payload, false)
 	if err != nil {
 		s.invokeFailed(w, err)
 		return
@@ -541,6 +544,14 @@ func (s *Sandbox) serveInvoke(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Sandbox) invokeFailed(w http.ResponseWriter, err error) {
+	var throttled *errThrottled
+	if errors.As(err, &throttled) {
+		w.Header().Set("X-Amzn-Errortype", "TooManyRequestsException")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		json.NewEncoder(w).Encode(map[string]string{"Type": "User", "message": throttled.msg, "Reason": throttled.reason})
+		return
+	}
 	if errors.Is(err, errNoFunction) {
 		lambdaError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+err.Error())
 		return

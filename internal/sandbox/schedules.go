@@ -131,7 +131,7 @@ func (s *schedules) consider(ctx context.Context, now time.Time, sch *scheduler.
 	s.mu.Unlock()
 	fn, input := functionName(aws.ToString(sch.Target.Arn)), []byte(aws.ToString(sch.Target.Input))
 	go func() {
-		res, err := s.fns.invoke(context.Background(), fn, input)
+		res, err := s.fns.invoke(context.Background(), fn, input, true) // Scheduler invokes Lambda asynchronously
 		if err == nil && res.FunctionError != "" {
 			err = fmt.Errorf("%s: %s", res.FunctionError, res.Payload)
 		}

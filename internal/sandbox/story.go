@@ -108,6 +108,12 @@ func (st *Story) Play(ctx context.Context) bool {
 			return fmt.Sprintf("%d distinct runners, %d instances launched in total", len(distinct), len(st.Launched)),
 				len(all) == 4 && len(distinct) == 4 && len(st.Launched) == 4
 		})
+	// More workflows at once than the pool's max_instances (10 in
+	// examples/sandbox) and the account's Lambda concurrency.
+	st.burst(ctx, PoolJIT, 12, 10)
+	if ctx.Err() != nil {
+		return false
+	}
 	// The token pool's idle window (the story deploys it always active)
 	// fills it before its first workflow, which then claims warm runners.
 	token := flow{name: "a token pool (for GHES without just-in-time runners): 2 runners, 4 jobs", runID: "run-1005", pool: PoolToken, runners: 2, jobs: 4, created: 2}
@@ -169,7 +175,11 @@ func (st *Story) check(name, want string, f func() (string, bool)) {
 func (st *Story) invoke(ctx context.Context, handler string, payload, out any) error {
 	in, _ := json.Marshal(payload)
 	in = st.sb.sign(in) // as the workflow's invoking job sends it
-	res, err := st.lambda.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(st.d.Functions[handler]), Payload: in})
+	var res *lambda.InvokeOutput
+	err := ThrottleRetry(ctx, func() (err error) {
+		res, err = st.lambda.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(st.d.Functions[handler]), Payload: in})
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -100,7 +100,7 @@ func (s *streams) serve(ctx context.Context, m lambdatypes.EventSourceMappingCon
 		for start := 0; start < len(pass); start += size {
 			chunk := pass[start:min(start+size, len(pass))]
 			payload, _ := json.Marshal(map[string]any{"Records": chunk})
-			res, err := s.fns.invoke(ctx, fn, payload)
+			res, err := s.fns.invoke(ctx, fn, payload, true)
 			if err == nil && res.FunctionError != "" {
 				err = fmt.Errorf("%s: %s", res.FunctionError, res.Payload)
 			}

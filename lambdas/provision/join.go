@@ -65,5 +65,6 @@ func (p *provisioner) output() *Output {
 	out.ClaimsRefused = p.refused
 	p.mu.Unlock()
 	out.ElapsedSeconds = time.Since(p.start).Seconds()
+	out.QueuedSeconds = p.queued.Seconds()
 	return out
 }

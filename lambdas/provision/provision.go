@@ -92,6 +92,10 @@ type Output struct {
 	// claimed: another provision took it first, or the message was stale.
 	ClaimsRefused  int     `json:"claimsRefused"`
 	ElapsedSeconds float64 `json:"elapsedSeconds"`
+	// QueuedSeconds is how long the run waited in the pool's capacity
+	// queue (queue.go) because the pool was at max_instances: 0 when it
+	// did not wait.
+	QueuedSeconds float64 `json:"queuedSeconds,omitempty"`
 	// Checks are a preflight's findings (Status preflight-ok or
 	// preflight-failed).
 	Checks []Check `json:"checks,omitempty"`
@@ -391,6 +395,8 @@ type provisioner struct {
 
 	// jitGroup is the runner group id of a just-in-time pool's runners.
 	jitGroup int64
+	// queued is the time spent waiting for the pool's capacity.
+	queued time.Duration
 
 	mu      sync.Mutex
 	mine    map[string]*member // every instance this provision touched

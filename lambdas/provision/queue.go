@@ -24,9 +24,10 @@ const queuePoll = 2 * time.Second
 // acquire gives the run its instances: claimed from the pool, launched, or
 // waited for in turn.
 func (p *provisioner) acquire(ctx context.Context, reg *state.Registration) error {
-	queued := false
+	queued, since := false, time.Time{}
 	defer func() {
 		if queued {
+			p.queued = time.Since(since)
 			if err := p.d.Store.Unqueue(context.WithoutCancel(ctx), p.req.Pool, p.req.RunID); err != nil {
 				p.log.Warn("leave the pool's capacity queue", "err", err)
 			}
@@ -75,7 +76,7 @@ func (p *provisioner) acquire(ctx context.Context, reg *state.Registration) erro
 			if err := p.d.Store.Queue(ctx, p.req.Pool, p.req.RunID, p.start, dl); err != nil {
 				return err
 			}
-			queued = true
+			queued, since = true, time.Now()
 			p.log.Info("waiting for the pool's capacity", "ahead", ahead, "reason", short.Error())
 		}
 		select {

@@ -110,7 +110,7 @@ func start(ctx context.Context, dir, mirror string, o sandbox.DeployOptions) (*s
 	}
 	t := time.Now()
 	fmt.Printf("starting the sandbox (moto, fake GitHub, endpoint, instance host, schedules; logs in %s) ...\n", logPath)
-	sb, err := sandbox.Start(ctx, sandbox.Options{Dir: dir, Repo: repo, Logs: logs})
+	sb, err := sandbox.Start(ctx, sandbox.Options{Dir: dir, Repo: repo, Logs: logs, LambdaConcurrency: sandbox.NewAccountLambdaConcurrency})
 	if err != nil {
 		return nil, sandbox.Deployment{}, err
 	}
