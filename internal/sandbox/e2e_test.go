@@ -160,6 +160,7 @@ func TestE2E_Story(t *testing.T) {
 // What README's quick start does by hand: provision a runId, run a job
 // labelled with it, release; then bad input and an unknown function.
 func TestE2E_ByHand(t *testing.T) {
+	t.Parallel()
 	sb, d, fn := deployed(t)
 	ctx := context.Background()
 
@@ -281,6 +282,7 @@ func TestE2E_ByHand(t *testing.T) {
 // `ghrunner-sandbox up` in the background and `down`: the env file names
 // the endpoint and functions, and down leaves no process behind.
 func TestE2E_UpDown(t *testing.T) {
+	t.Parallel()
 	install(t)
 	bin := filepath.Join(t.TempDir(), "ghrunner-sandbox")
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/ghrunner-sandbox").CombinedOutput(); err != nil {

@@ -37,6 +37,7 @@ const leakScript = `env; for p in /proc/[0-9]*; do tr '\0' '\n' <$p/environ 2>/d
 // read. No token GitHub issued (installation, registration or remove) may
 // be there, and none of the runner kinds may have been asked for.
 func TestE2E_NoGitHubTokenReachesAJITInstance(t *testing.T) {
+	t.Parallel()
 	sb, d, fn := deployed(t)
 	ctx := context.Background()
 	var prov provision.Output
