@@ -15,7 +15,9 @@ import (
 // The provisions beyond the cap wait their turn in the pool's capacity
 // queue (lambdas/provision/queue.go) for the instances the first workflows
 // release; the invocations beyond Lambda's concurrency are answered 429
-// and sent again, as invoke.sh does. The step reports what waiting cost.
+// and sent again, as invoke.sh does. Each job takes 6 s, so that those
+// sent again find the pool full and queue. The step reports what waiting
+// cost.
 func (st *Story) burst(ctx context.Context, pool string, n, maxInstances int) {
 	start, throttledBefore := time.Now(), st.sb.Throttles()
 	type result struct {
@@ -47,7 +49,7 @@ func (st *Story) burst(ctx context.Context, pool string, n, maxInstances int) {
 			}
 			st.tally.provisioned(r.prov)
 			st.mu.Unlock()
-			job, err := st.sb.GitHub.WaitJobContext(ctx, st.sb.GitHub.EnqueueJob(r.prov.Label, "echo building "+run))
+			job, err := st.sb.GitHub.WaitJobContext(ctx, st.sb.GitHub.EnqueueJob(r.prov.Label, "sleep 6; echo built "+run))
 			r.jobOK = err == nil && job.Result == "succeeded"
 			var rel release.Output
 			r.relErr = st.invoke(ctx, "release", map[string]any{"runId": run}, &rel)
@@ -92,6 +94,6 @@ func (st *Story) burst(ctx context.Context, pool string, n, maxInstances int) {
 		Name: fmt.Sprintf("a burst of %d one-runner workflows on a pool of max_instances %d, with %d concurrent Lambda executions", n, maxInstances, st.sb.functions.conc.limit),
 		Want: fmt.Sprintf("every provision ready (those past the cap wait their turn), %d jobs, %d released", n, n),
 		Got:  got, Took: time.Since(start),
-		OK: ready == n && jobs == n && released == n,
+		OK: ready == n && jobs == n && released == n && waited > 0,
 	})
 }
