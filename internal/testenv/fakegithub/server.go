@@ -54,22 +54,33 @@ type Options struct {
 	// JITUnusedAfter is how long a just-in-time runner may go without a
 	// listener before GitHub removes it (default 5 minutes).
 	JITUnusedAfter time.Duration
-	// WithoutJIT serves no generate-jitconfig route, as GitHub Enterprise
-	// Server before 3.10 (the first whose REST API documents it): a
-	// request for it gets the 404 of an unknown route.
-	WithoutJIT bool
-	// WithoutNameFilter ignores list runners' name parameter, as GitHub
-	// Enterprise Server before 3.11 (the ghes-3.8 to 3.10 OpenAPI
-	// descriptions have no name parameter on either list runners route):
-	// the answer is an unfiltered page.
-	WithoutNameFilter bool
+	// Version is which GitHub the fake is: APIGitHubCom (the default) or
+	// a GitHub Enterprise Server release, "ghes-3.9" to "ghes-3.19",
+	// serving only what that release's REST API description has
+	// (version.go): no generate-jitconfig before 3.10, no name filter on
+	// list runners before 3.11.
+	Version string
+
+	// Test hooks: the conformance suite's own test (internal/testenv/ghapi)
+	// drives the fake away from GitHub's description with them and
+	// asserts the suite says so.
+	//
+	// Rewrite changes every REST API answer before it is sent (route is
+	// the pattern, as Count takes it; body nil: none).
+	Rewrite func(route string, status int, body any) (int, any)
+	// ExtraRoutes are served too ("GET /orgs/{org}/actions/xyz"), each
+	// answering 200 {} to a valid token.
+	ExtraRoutes []string
 }
 
 // Server is one fake GitHub. It is safe for concurrent use.
 type Server struct {
-	srv        *httptest.Server
-	withoutJIT bool // Options.WithoutJIT
-	noNameFilt bool // Options.WithoutNameFilter
+	srv      *httptest.Server
+	version  string
+	features features
+	rewrite  func(route string, status int, body any) (int, any)
+	extra    []string
+	served   []Route // the REST API routes
 
 	// AppID identifies the App whose key PrivateKeyPEM (PKCS#1) is.
 	AppID         int64
@@ -251,9 +262,17 @@ func NewServer(o Options) *Server {
 		rateLimit:      o.RateLimit,
 		offlineAfter:   o.OfflineAfter,
 		jitUnusedAfter: o.JITUnusedAfter,
-		withoutJIT:     o.WithoutJIT,
-		noNameFilt:     o.WithoutNameFilter,
+		rewrite:        o.Rewrite,
+		extra:          o.ExtraRoutes,
 	}
+	if o.Version == "" {
+		o.Version = APIGitHubCom
+	}
+	feat, err := featuresOf(o.Version)
+	if err != nil {
+		panic(err)
+	}
+	s.version, s.features = o.Version, feat
 	for _, org := range o.Orgs {
 		s.install(org, nil)
 	}
