@@ -54,6 +54,12 @@ type Options struct {
 	// JITUnusedAfter is how long a just-in-time runner may go without a
 	// listener before GitHub removes it (default 5 minutes).
 	JITUnusedAfter time.Duration
+	// SessionRetry is how long a listener waits before it asks again for
+	// a session another listener holds, and SessionConflictLimit how long
+	// it keeps asking before it exits 5 (defaults: the real listener's 30
+	// seconds and 4 minutes, runnerproto.go). Tests that restart a
+	// killed listener set them short.
+	SessionRetry, SessionConflictLimit time.Duration
 	// Version is which GitHub the fake is: APIGitHubCom (the default) or
 	// a GitHub Enterprise Server release, "ghes-3.9" to "ghes-3.19",
 	// serving only what that release's REST API description has
@@ -111,6 +117,8 @@ type Server struct {
 	rateReset      time.Time
 	offlineAfter   time.Duration
 	jitUnusedAfter time.Duration
+	sessionRetry   time.Duration // Options.SessionRetry
+	conflictLimit  time.Duration // Options.SessionConflictLimit
 	// RefuseListeners: how many more listeners to turn away, and why.
 	refuseListeners int
 	refusal         string
@@ -239,6 +247,12 @@ func NewServer(o Options) *Server {
 	if o.RateLimit <= 0 {
 		o.RateLimit = 5000
 	}
+	if o.SessionRetry <= 0 {
+		o.SessionRetry = 30 * time.Second
+	}
+	if o.SessionConflictLimit <= 0 {
+		o.SessionConflictLimit = 4 * time.Minute
+	}
 	if o.JITUnusedAfter <= 0 {
 		o.JITUnusedAfter = 5 * time.Minute
 	}
@@ -262,6 +276,8 @@ func NewServer(o Options) *Server {
 		rateLimit:      o.RateLimit,
 		offlineAfter:   o.OfflineAfter,
 		jitUnusedAfter: o.JITUnusedAfter,
+		sessionRetry:   o.SessionRetry,
+		conflictLimit:  o.SessionConflictLimit,
 		rewrite:        o.Rewrite,
 		extra:          o.ExtraRoutes,
 	}
