@@ -5,7 +5,10 @@
 // (1 h), runners with status, busy flag and labels, pagination with Link
 // headers, 404 and 422 answers with GitHub's messages, rate-limit headers
 // with a decrementing budget, and injectable faults. Nothing public emulates
-// GitHub's runner API, so tests use this.
+// GitHub's runner API, so tests use this. It is api.github.com or one GitHub
+// Enterprise Server release (Options.Version), and internal/testenv/ghapi
+// holds its routes, statuses and answers to GitHub's published REST API
+// description of that version.
 //
 // A fake runner (package fakerunner, installed with InstallRunner) speaks
 // to it: config.sh exchanges its token at /actions/runner-registration as

@@ -172,7 +172,8 @@ func Load(version, file string) (*Description, error) {
 	return &Description{Version: version, File: file, paths: doc.Paths, components: doc.Components}, nil
 }
 
-// Operation finds the operation of a method and a path template. The
+// Operation finds the operation of a method and a path template (nil
+// when the description has none). The
 // template's parameter names need not be the description's: the shapes
 // are compared ("/repos/{org}/{repo}/x/{id}" is "/repos/{owner}/{repo}/x/{runner_id}").
 func (d *Description) Operation(method, template string) (*Operation, error) {
@@ -185,7 +186,8 @@ func (d *Description) Operation(method, template string) (*Operation, error) {
 	return nil, nil
 }
 
-// Match finds the operation a concrete request path is for (literal
+// Match finds the operation a concrete request path is for (nil when
+// none: the server would answer 404) (literal
 // segments are preferred to parameters: .../runners/remove-token is not
 // .../runners/{runner_id}) and the values of its path parameters.
 func (d *Description) Match(method, urlPath string) (*Operation, map[string]string, error) {

@@ -20,7 +20,9 @@
 // bash -c in <work>/<repo>/<repo>, and on SIGINT or SIGTERM stops,
 // cancelling the current job (its post step still runs). Like the real
 // run.sh it exits 0 when the listener ends, also when it is not configured
-// or its registration was deleted; it says why on its output.
+// or its registration was deleted, or another listener held the runner's
+// session for as long as the listener retried (exit code 5); it says why
+// on its output.
 package main
 
 import (
