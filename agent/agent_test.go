@@ -70,8 +70,14 @@ func buildAgent(t testing.TB) string {
 	return bin
 }
 
+// fakeSessionRetry: a runner the tests kill is restarted by the agent, and
+// the new listener retries its session (held by the dead one until the
+// runner is offline, 5 s) every half second, not every 30 s as the real
+// one does.
+const fakeSessionRetry = 500 * time.Millisecond
+
 func newWorld(t testing.TB, preRunner string) *world {
-	w := &world{t: t, store: statetest.NewStore(t, env), ec2: env.Config(t).EC2(), fake: fakegithub.New("acme"), logs: &testbin.Buffer{}, exited: make(chan error, 1)}
+	w := &world{t: t, store: statetest.NewStore(t, env), ec2: env.Config(t).EC2(), fake: fakegithub.NewServer(fakegithub.Options{Orgs: []string{"acme"}, SessionRetry: fakeSessionRetry}), logs: &testbin.Buffer{}, exited: make(chan error, 1)}
 	t.Cleanup(w.fake.Close)
 	var err error
 	w.gh, err = github.New(github.Config{BaseURL: w.fake.URL(), AppID: w.fake.AppID, PrivateKeyPEM: w.fake.PrivateKeyPEM})

@@ -121,7 +121,12 @@ func (a *Agent) launch(ctx context.Context, rec *state.Instance) {
 	a.signal(ctx, rec, state.SignalRegOK, a.local.Name)
 }
 
-// supervise restarts a runner that died while assigned.
+// supervise restarts a runner that died while assigned. A listener whose
+// session another one holds (its own predecessor, killed before it could
+// end it) retries for 4 minutes and only then exits 5, which run.sh
+// reports as 0 (actions/runner MessageListener.cs, run-helper.sh): a
+// restart on the next pass retries again, 30 s apart, and is no tight
+// loop; the stale session lapses meanwhile.
 func (a *Agent) supervise() {
 	alive, err := a.Runner.Alive()
 	if alive {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	gh "github.com/google/go-github/v62/github"
+	// ghinstallation's own go-github, for its token request's options.
+	ghtoken "github.com/google/go-github/v88/github"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -243,7 +245,13 @@ func (c *Client) forOwner(ctx context.Context, o Owner) (*gh.Client, error) {
 			if err != nil {
 				return nil, err
 			}
-			cl = c.newClient(ghinstallation.NewFromAppsTransport(atr, inst.GetID()))
+			itr := ghinstallation.NewFromAppsTransport(atr, inst.GetID())
+			// Without options ghinstallation sends the body "null" (a nil
+			// pointer in an interface), which the description of
+			// create-an-installation-access-token does not allow (an
+			// object, if any): ask with {} (internal/testenv/ghapi).
+			itr.InstallationTokenOptions = &ghtoken.InstallationTokenOptions{}
+			cl = c.newClient(itr)
 			c.installs[inst.GetID()] = cl
 		}
 		c.installIDs[o.String()] = inst.GetID()

@@ -600,7 +600,7 @@ func TestARunnerNameOfOursIsReadInBothForms(t *testing.T) {
 // runner stayed registered. When the answer holds other names, every page
 // is read.
 func TestRunnerNamedReadsEveryPageWhereTheServerHasNoNameFilter(t *testing.T) {
-	fake, c, _ := world(t, fakegithub.Options{Orgs: []string{"acme"}, WithoutNameFilter: true})
+	fake, c, _ := world(t, fakegithub.Options{Orgs: []string{"acme"}, Version: "ghes-3.10"})
 	for i := 0; i < 250; i++ {
 		fake.AddRunner("acme", state.RunnerName(1, fmt.Sprintf("i-%05d", i)), false, "run-1")
 	}

@@ -160,7 +160,11 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if s.AWS, err = awsconf.Load(ctx, s.Moto.Options()); err != nil {
 		return nil, err
 	}
-	s.GitHub = fakegithub.NewServer(fakegithub.Options{Orgs: []string{Org}})
+	// A listener restarted after its predecessor was killed retries its
+	// session every half second rather than every 30 s: the old session
+	// lapses once the runner is offline (5 s), and the story's timings
+	// stay those of the runner starting.
+	s.GitHub = fakegithub.NewServer(fakegithub.Options{Orgs: []string{Org}, SessionRetry: 500 * time.Millisecond})
 	if s.evaluator, err = iamsim.Start(filepath.Join(o.Repo, "tools", "iamsim")); err != nil {
 		return nil, err
 	}

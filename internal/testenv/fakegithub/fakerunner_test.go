@@ -35,7 +35,10 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	r := &rig{t: t}
-	r.fake = fakegithub.NewServer(fakegithub.Options{Orgs: []string{"acme"}, Now: r.clock})
+	// A listener refused a live session retries 10 times a second here,
+	// 300 times as often as the real one: the tests that meet a conflict
+	// wait for it to end or for the listener to give up.
+	r.fake = fakegithub.NewServer(fakegithub.Options{Orgs: []string{"acme"}, Now: r.clock, SessionRetry: 100 * time.Millisecond, SessionConflictLimit: 2 * time.Second})
 	t.Cleanup(r.fake.Close)
 	var err error
 	r.gh, err = github.New(github.Config{BaseURL: r.fake.URL(), AppID: r.fake.AppID, PrivateKeyPEM: r.fake.PrivateKeyPEM})
@@ -425,6 +428,9 @@ func TestRestartedListenerSettlesItsJob(t *testing.T) {
 	if rs := r.only(); !rs.Busy {
 		t.Fatalf("runner right after its listener died: %+v, want still busy", rs)
 	}
+	// GitHub holds the dead listener's session until it notices the
+	// silence: a new listener retries until then.
+	r.advance(10 * time.Second)
 	r.start()
 	j, err := r.fake.WaitJob(job, 5*time.Second)
 	if err != nil || j.State != fakegithub.JobFailed || !strings.Contains(j.Output, "lost communication") {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,10 +27,35 @@ const (
 
 type prefixKey struct{}
 
+// routeKey holds the Route a request came in on.
+type routeKey struct{}
+
+// query reads a query parameter the request's route declared.
+func query(r *http.Request, name string) string {
+	rt, _ := r.Context().Value(routeKey{}).(Route)
+	if !slices.Contains(rt.Query, name) {
+		panic(fmt.Sprintf("fakegithub: route %q reads query parameter %q, which it does not declare", rt.Pattern, name))
+	}
+	return r.URL.Query().Get(name)
+}
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	route := func(pattern, auth string, h handler) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { s.serve(pattern, auth, h, w, r) })
+	// query lists the query parameters a route reads (query() refuses
+	// any other), so the conformance suite can hold them to the
+	// description.
+	route := func(pattern, auth string, h handler, query ...string) {
+		rt := Route{Pattern: pattern, Query: query}
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			s.serve(pattern, auth, h, w, r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)))
+		})
+		if auth == authJWT || auth == authToken {
+			s.served = append(s.served, rt)
+		}
+	}
+	listQuery := []string{"per_page", "page"}
+	if s.features.nameFilter {
+		listQuery = append(listQuery, "name")
 	}
 	route("GET /app", authJWT, s.getApp)
 	route("GET /orgs/{org}/installation", authJWT, s.findInstallation)
@@ -38,14 +64,17 @@ func (s *Server) routes() http.Handler {
 	for _, scope := range []string{"/orgs/{org}", "/repos/{org}/{repo}"} {
 		route("POST "+scope+"/actions/runners/registration-token", authToken, s.createRunnerToken("register"))
 		route("POST "+scope+"/actions/runners/remove-token", authToken, s.createRunnerToken("remove"))
-		route("GET "+scope+"/actions/runners", authToken, s.listRunners)
+		route("GET "+scope+"/actions/runners", authToken, s.listRunners, listQuery...)
 		route("GET "+scope+"/actions/runners/{id}", authToken, s.getRunner)
 		route("DELETE "+scope+"/actions/runners/{id}", authToken, s.deleteRunner)
-		if !s.withoutJIT {
+		if s.features.jit {
 			route("POST "+scope+"/actions/runners/generate-jitconfig", authToken, s.generateJITConfig)
 		}
 	}
-	route("GET /orgs/{org}/actions/runner-groups", authToken, s.listGroups)
+	route("GET /orgs/{org}/actions/runner-groups", authToken, s.listGroups, "per_page", "page")
+	for _, pattern := range s.extra {
+		route(pattern, authToken, func(http.ResponseWriter, *http.Request) (int, any) { return http.StatusOK, map[string]any{} })
+	}
 	// The endpoint config.sh exchanges its token at.
 	route("POST /actions/runner-registration", authRemote, s.runnerRegistration)
 	// The private runner protocol.
@@ -122,6 +151,9 @@ func (s *Server) serve(pattern, auth string, h handler, w http.ResponseWriter, r
 		return
 	}
 	status, body := h(w, r)
+	if s.rewrite != nil && api {
+		status, body = s.rewrite(pattern, status, body)
+	}
 	if body == nil {
 		w.WriteHeader(status)
 		return

@@ -130,7 +130,7 @@ func TestGenerateJITConfigRefusesWhatGitHubRefuses(t *testing.T) {
 // 3.10 has no generate-jitconfig; the error tells the operator the pool
 // setting that works there.
 func TestAServerWithoutJITSaysToUseTokens(t *testing.T) {
-	fake := fakegithub.NewServer(fakegithub.Options{Orgs: []string{"acme"}, WithoutJIT: true})
+	fake := fakegithub.NewServer(fakegithub.Options{Orgs: []string{"acme"}, Version: fakegithub.OldestGHES})
 	t.Cleanup(fake.Close)
 	gh, err := github.New(github.Config{BaseURL: fake.APIURL(), AppID: fake.AppID, PrivateKeyPEM: fake.PrivateKeyPEM})
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 const tokenTTL = time.Hour
 
 func (s *Server) getApp(w http.ResponseWriter, r *http.Request) (int, any) {
-	return http.StatusOK, map[string]any{"id": s.AppID, "slug": "ghrunner-fake", "name": "ghrunner fake"}
+	return http.StatusOK, s.appJSON(r)
 }
 
 // findInstallation: GET /orgs/{org}/installation and
@@ -33,17 +33,7 @@ func (s *Server) findInstallation(w http.ResponseWriter, r *http.Request) (int, 
 	if found == nil {
 		return notFound()
 	}
-	selection := "all"
-	if found.repos != nil {
-		selection = "selected"
-	}
-	return http.StatusOK, map[string]any{
-		"id":                   found.id,
-		"app_id":               s.AppID,
-		"account":              map[string]any{"login": found.account, "type": "Organization"},
-		"repository_selection": selection,
-		"target_type":          "Organization",
-	}
+	return http.StatusOK, s.installationJSON(r, found)
 }
 
 // accessToken: POST /app/installations/{id}/access_tokens.
@@ -65,7 +55,7 @@ func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) (int, any) 
 		return http.StatusCreated, map[string]any{
 			"token":                tok,
 			"expires_at":           exp.UTC().Format(time.RFC3339),
-			"permissions":          map[string]string{"organization_self_hosted_runners": "write", "administration": "write"},
+			"permissions":          appPermissions,
 			"repository_selection": selection,
 		}
 	}
@@ -116,10 +106,10 @@ func (s *Server) runnerJSON(rn *runner) map[string]any {
 // at most 100) and page (from 1).
 func pageParams(r *http.Request) (perPage, page int) {
 	perPage, page = 30, 1
-	if v, err := strconv.Atoi(r.URL.Query().Get("per_page")); err == nil && v > 0 {
+	if v, err := strconv.Atoi(query(r, "per_page")); err == nil && v > 0 {
 		perPage = min(v, 100)
 	}
-	if v, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && v > 0 {
+	if v, err := strconv.Atoi(query(r, "page")); err == nil && v > 0 {
 		page = v
 	}
 	return perPage, page
@@ -164,9 +154,9 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) (int, any) 
 		return status, body
 	}
 	s.expireJIT()
-	name := r.URL.Query().Get("name")
-	if s.noNameFilt {
-		name = ""
+	name := ""
+	if s.features.nameFilter {
+		name = query(r, "name")
 	}
 	var mine []*runner
 	for _, rn := range s.runners {
@@ -262,7 +252,7 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) (int, any) {
 	start, end := paginate(w, r, len(names))
 	list := []map[string]any{}
 	for i := start; i < end; i++ {
-		list = append(list, map[string]any{"id": i + 1, "name": names[i], "visibility": "all", "default": i == 0, "inherited": false, "allows_public_repositories": false})
+		list = append(list, runnerGroupJSON(r, org, i+1, names[i]))
 	}
 	return http.StatusOK, map[string]any{"total_count": len(names), "runner_groups": list}
 }

@@ -1,6 +1,7 @@
 package fakegithub
 
 import (
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -150,7 +151,27 @@ func (s *Server) listener(r *http.Request) (*runner, int, any) {
 	return rn, 0, nil
 }
 
-// sessionConflict: another run.sh took over the runner.
+// Session conflicts, as actions/runner's listener meets them
+// (src/Runner.Listener/MessageListener.cs, CreateSessionAsync and
+// IsSessionCreationExceptionRetriable): a listener whose session the
+// service refuses with TaskAgentSessionConflictException because another
+// listener of the runner holds one says "A session for this runner
+// already exists.", waits _sessionCreationRetryInterval (30 s) and asks
+// again; once the conflicts counted times 30 s reach
+// _sessionConflictRetryLimit (4 minutes: the 8th conflict) it says "Stop
+// retry on SessionConflictException after retried for 240 seconds." and
+// returns SessionConflict, which Runner.cs turns into exit code 5
+// (Constants.Runner.ReturnCode.SessionConflict) and run-helper.sh into
+// "Runner listener exit with Session Conflict error, stop the service, no
+// retry needed." and exit 0. The first listener keeps its session
+// throughout. How long the service keeps the session of a listener that
+// died without deleting it is not documented: the fake holds it while the
+// runner is online (OfflineAfter since its listener was last heard).
+// The fake tells its listener the interval and the limit in the 409's
+// answer (retryMillis, limitMillis: fields of the fake's own protocol).
+
+// sessionConflict: the request's session is not the runner's (another
+// listener took the runner over after this one went silent).
 func sessionConflict() (int, any) {
 	return http.StatusConflict, apiError(http.StatusConflict, "A session for this runner already exists.")
 }
@@ -175,13 +196,24 @@ func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (int, any
 		// A just-in-time configuration starts one listener.
 		return http.StatusNotFound, apiError(http.StatusNotFound, "The runner registration has been deleted from the server.")
 	}
+	if rn.session != "" && s.online(rn) {
+		// Another listener holds a live session: this one is refused
+		// and retries; the first keeps its session (see
+		// sessionConflictRetry).
+		return http.StatusConflict, map[string]any{
+			"message":     "A session for this runner already exists.",
+			"retryMillis": s.sessionRetry.Milliseconds(),
+			"limitMillis": s.conflictLimit.Milliseconds(),
+		}
+	}
 	if !rn.listened {
 		s.cameOnline(rn.id)
 	}
 	rn.listened = true
 	session := randomToken("session_")
-	// A new listener for the same runner (run.sh restarted): the job the
-	// old one was handed is settled first.
+	// A new listener for a runner whose last one went silent (killed,
+	// its session never deleted): the job the old one was handed is
+	// settled first.
 	s.abandon(rn, session)
 	rn.session, rn.lastSeen = session, s.now()
 	return http.StatusOK, map[string]any{
@@ -221,6 +253,10 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) (int, any) {
 // poll hands the runner the oldest queued job of one of its labels,
 // waiting a little for one; it also keeps the runner online.
 func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
+	// Read the body, so that the server watches the connection and a
+	// listener that dies mid-poll cancels the request: its poll must
+	// neither keep the runner online nor be handed a job.
+	io.Copy(io.Discard, r.Body)
 	s.mu.Lock()
 	deadline := time.Now().Add(s.pollWait())
 	s.mu.Unlock()
@@ -235,6 +271,10 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
 		if rn.session != session {
 			s.mu.Unlock()
 			return sessionConflict()
+		}
+		if r.Context().Err() != nil {
+			s.mu.Unlock()
+			return http.StatusNoContent, nil
 		}
 		rn.lastSeen = s.now()
 		if rn.busy {

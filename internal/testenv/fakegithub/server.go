@@ -5,7 +5,10 @@
 // (1 h), runners with status, busy flag and labels, pagination with Link
 // headers, 404 and 422 answers with GitHub's messages, rate-limit headers
 // with a decrementing budget, and injectable faults. Nothing public emulates
-// GitHub's runner API, so tests use this.
+// GitHub's runner API, so tests use this. It is api.github.com or one GitHub
+// Enterprise Server release (Options.Version), and internal/testenv/ghapi
+// holds its routes, statuses and answers to GitHub's published REST API
+// description of that version.
 //
 // A fake runner (package fakerunner, installed with InstallRunner) speaks
 // to it: config.sh exchanges its token at /actions/runner-registration as
@@ -54,22 +57,39 @@ type Options struct {
 	// JITUnusedAfter is how long a just-in-time runner may go without a
 	// listener before GitHub removes it (default 5 minutes).
 	JITUnusedAfter time.Duration
-	// WithoutJIT serves no generate-jitconfig route, as GitHub Enterprise
-	// Server before 3.10 (the first whose REST API documents it): a
-	// request for it gets the 404 of an unknown route.
-	WithoutJIT bool
-	// WithoutNameFilter ignores list runners' name parameter, as GitHub
-	// Enterprise Server before 3.11 (the ghes-3.8 to 3.10 OpenAPI
-	// descriptions have no name parameter on either list runners route):
-	// the answer is an unfiltered page.
-	WithoutNameFilter bool
+	// SessionRetry is how long a listener waits before it asks again for
+	// a session another listener holds, and SessionConflictLimit how long
+	// it keeps asking before it exits 5 (defaults: the real listener's 30
+	// seconds and 4 minutes, runnerproto.go). Tests that restart a
+	// killed listener set them short.
+	SessionRetry, SessionConflictLimit time.Duration
+	// Version is which GitHub the fake is: APIGitHubCom (the default) or
+	// a GitHub Enterprise Server release, "ghes-3.9" to "ghes-3.19",
+	// serving only what that release's REST API description has
+	// (version.go): no generate-jitconfig before 3.10, no name filter on
+	// list runners before 3.11.
+	Version string
+
+	// Test hooks: the conformance suite's own test (internal/testenv/ghapi)
+	// drives the fake away from GitHub's description with them and
+	// asserts the suite says so.
+	//
+	// Rewrite changes every REST API answer before it is sent (route is
+	// the pattern, as Count takes it; body nil: none).
+	Rewrite func(route string, status int, body any) (int, any)
+	// ExtraRoutes are served too ("GET /orgs/{org}/actions/xyz"), each
+	// answering 200 {} to a valid token.
+	ExtraRoutes []string
 }
 
 // Server is one fake GitHub. It is safe for concurrent use.
 type Server struct {
-	srv        *httptest.Server
-	withoutJIT bool // Options.WithoutJIT
-	noNameFilt bool // Options.WithoutNameFilter
+	srv      *httptest.Server
+	version  string
+	features features
+	rewrite  func(route string, status int, body any) (int, any)
+	extra    []string
+	served   []Route // the REST API routes
 
 	// AppID identifies the App whose key PrivateKeyPEM (PKCS#1) is.
 	AppID         int64
@@ -100,6 +120,8 @@ type Server struct {
 	rateReset      time.Time
 	offlineAfter   time.Duration
 	jitUnusedAfter time.Duration
+	sessionRetry   time.Duration // Options.SessionRetry
+	conflictLimit  time.Duration // Options.SessionConflictLimit
 	// RefuseListeners: how many more listeners to turn away, and why.
 	refuseListeners int
 	refusal         string
@@ -228,6 +250,12 @@ func NewServer(o Options) *Server {
 	if o.RateLimit <= 0 {
 		o.RateLimit = 5000
 	}
+	if o.SessionRetry <= 0 {
+		o.SessionRetry = 30 * time.Second
+	}
+	if o.SessionConflictLimit <= 0 {
+		o.SessionConflictLimit = 4 * time.Minute
+	}
 	if o.JITUnusedAfter <= 0 {
 		o.JITUnusedAfter = 5 * time.Minute
 	}
@@ -251,9 +279,19 @@ func NewServer(o Options) *Server {
 		rateLimit:      o.RateLimit,
 		offlineAfter:   o.OfflineAfter,
 		jitUnusedAfter: o.JITUnusedAfter,
-		withoutJIT:     o.WithoutJIT,
-		noNameFilt:     o.WithoutNameFilter,
+		sessionRetry:   o.SessionRetry,
+		conflictLimit:  o.SessionConflictLimit,
+		rewrite:        o.Rewrite,
+		extra:          o.ExtraRoutes,
 	}
+	if o.Version == "" {
+		o.Version = APIGitHubCom
+	}
+	feat, err := featuresOf(o.Version)
+	if err != nil {
+		panic(err)
+	}
+	s.version, s.features = o.Version, feat
 	for _, org := range o.Orgs {
 		s.install(org, nil)
 	}

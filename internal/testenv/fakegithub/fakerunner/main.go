@@ -20,7 +20,9 @@
 // bash -c in <work>/<repo>/<repo>, and on SIGINT or SIGTERM stops,
 // cancelling the current job (its post step still runs). Like the real
 // run.sh it exits 0 when the listener ends, also when it is not configured
-// or its registration was deleted; it says why on its output.
+// or its registration was deleted, or another listener held the runner's
+// session for as long as the listener retried (exit code 5); it says why
+// on its output.
 package main
 
 import (
@@ -568,6 +570,10 @@ type listener struct {
 type sessionInfo struct {
 	SessionID       string `json:"sessionId"`
 	HeartbeatMillis int64  `json:"heartbeatMillis"`
+	// The answer to a session another listener holds: how long to wait
+	// before asking again, and how long to keep asking.
+	RetryMillis int64 `json:"retryMillis"`
+	LimitMillis int64 `json:"limitMillis"`
 }
 
 const deletedMessage = "Failed to create a session. The runner registration has been deleted from the server, please re-configure. Runner registrations are automatically deleted for runners that have not connected to the service recently."
@@ -596,8 +602,32 @@ func listen() int {
 	}()
 
 	var sess sessionInfo
+	conflicts := 0
 	for {
 		status, msg, err := call(ctx, http.MethodPost, l.url("runners/%d/session"), l.auth(), "", nil, &sess)
+		if err == nil && status == http.StatusConflict {
+			// Another listener holds the session: retry, then exit 5
+			// (fakegithub runnerproto.go: MessageListener.cs).
+			retry, limit := time.Duration(sess.RetryMillis)*time.Millisecond, time.Duration(sess.LimitMillis)*time.Millisecond
+			if retry <= 0 { // the real listener's
+				retry, limit = 30*time.Second, 4*time.Minute
+			}
+			conflicts++
+			fmt.Fprintln(os.Stderr, "A session for this runner already exists.")
+			if conflicts > 1 && time.Duration(conflicts)*retry >= limit {
+				fmt.Fprintf(os.Stderr, "Stop retry on SessionConflictException after retried for %g seconds.\n", limit.Seconds())
+				fmt.Fprintln(os.Stderr, "Failed to create session. A session for this runner already exists.")
+				return codeSessionConflict
+			}
+			if conflicts == 1 {
+				fmt.Fprintf(os.Stderr, "%s: Runner connect error: A session for this runner already exists.. Retrying until reconnected.\n", stamp())
+			}
+			sleep(ctx, retry)
+			if ctx.Err() != nil {
+				return codeSuccess
+			}
+			continue
+		}
 		if err == nil && (status == http.StatusNotFound || status == http.StatusUnauthorized) {
 			fmt.Fprintln(os.Stderr, deletedMessage)
 			return codeTerminatedError
@@ -871,6 +901,9 @@ func call(ctx context.Context, method, u, auth, session string, body, out any) (
 	if resp.StatusCode >= 300 {
 		var msg struct{ Message string }
 		json.Unmarshal(data, &msg)
+		if resp.StatusCode == http.StatusConflict && out != nil {
+			json.Unmarshal(data, out) // a session conflict's retry timing
+		}
 		return resp.StatusCode, msg.Message, nil
 	}
 	if out != nil && len(bytes.TrimSpace(data)) > 0 {
