@@ -76,8 +76,15 @@ func Compare(a, b string) int { return compare(a, b) }
 var platforms = map[string]string{"amd64": "x64", "arm64": "arm64"}
 
 // URL is github.com's download of version's Linux tarball for goarch.
-func URL(version, goarch string) string {
-	return fmt.Sprintf("https://github.com/actions/runner/releases/download/v%s/actions-runner-linux-%s-%s.tar.gz", version, platforms[goarch], version)
+func URL(version, goarch string) string { return URLAt(GitHubRepo, version, goarch) }
+
+// GitHubRepo is actions/runner on github.com.
+const GitHubRepo = "https://github.com/actions/runner"
+
+// URLAt is the download of version's Linux tarball for goarch from the
+// actions/runner repository at repo (its web URL).
+func URLAt(repo, version, goarch string) string {
+	return fmt.Sprintf("%s/releases/download/v%s/actions-runner-linux-%s-%s.tar.gz", strings.TrimSuffix(repo, "/"), version, platforms[goarch], version)
 }
 
 // FromRelease reads a release from GitHub's answer: its tag (v2.337.0),
@@ -156,10 +163,11 @@ func RefusedAt(version string, releases []Release) (at time.Time, known bool) {
 }
 
 // Resolve is the target of a pool: spec is "latest" (the newest of
-// releases) or a version, with url and sum for a tarball of the pool's own
-// (a mirror); goarch is the pool's architecture. ok false: "latest" and no
-// release known yet.
-func Resolve(spec, url, sum, goarch string, releases []Release) (Target, bool, error) {
+// releases, downloaded from repo, the web URL of actions/runner where the
+// releases were learned) or a version, with url and sum for a tarball of
+// the pool's own (a mirror); goarch is the pool's architecture. ok false:
+// "latest" and no release known yet.
+func Resolve(spec, url, sum, goarch string, releases []Release, repo string) (Target, bool, error) {
 	if _, ok := platforms[goarch]; !ok {
 		return Target{}, false, fmt.Errorf("architecture %q: actions/runner is installed for amd64 and arm64 only", goarch)
 	}
@@ -168,7 +176,7 @@ func Resolve(spec, url, sum, goarch string, releases []Release) (Target, bool, e
 			return Target{}, false, nil
 		}
 		newest := slices.MaxFunc(releases, func(a, b Release) int { return compare(a.Version, b.Version) })
-		return Target{Version: newest.Version, URL: URL(newest.Version, goarch), SHA256: newest.SHA256[goarch]}, true, nil
+		return Target{Version: newest.Version, URL: URLAt(repo, newest.Version, goarch), SHA256: newest.SHA256[goarch]}, true, nil
 	}
 	if url != "" {
 		return Target{Version: spec, URL: url, SHA256: sum}, true, nil

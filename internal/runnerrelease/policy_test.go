@@ -62,18 +62,18 @@ func TestAVersionIsRefusedThirtyDaysAfterTheNextRelease(t *testing.T) {
 func TestAPoolResolvesLatestOrItsPin(t *testing.T) {
 	x64, arm := strings.Repeat("1", 64), strings.Repeat("2", 64)
 	releases := []Release{{Version: "2.337.0", PublishedAt: 1, SHA256: map[string]string{"amd64": x64, "arm64": arm}}}
-	got, ok, err := Resolve(Latest, "", "", "arm64", releases)
+	got, ok, err := Resolve(Latest, "", "", "arm64", releases, GitHubRepo)
 	if err != nil || !ok || got.Version != "2.337.0" || got.SHA256 != arm || got.URL != URL("2.337.0", "arm64") {
 		t.Fatalf("latest: %+v %v %v", got, ok, err)
 	}
-	if _, ok, err := Resolve(Latest, "", "", "amd64", nil); ok || err != nil {
+	if _, ok, err := Resolve(Latest, "", "", "amd64", nil, GitHubRepo); ok || err != nil {
 		t.Fatalf("latest with nothing learned: %v %v", ok, err)
 	}
-	got, ok, err = Resolve("2.335.1", "https://mirror.example/r.tgz", x64, "amd64", releases)
+	got, ok, err = Resolve("2.335.1", "https://mirror.example/r.tgz", x64, "amd64", releases, GitHubRepo)
 	if err != nil || !ok || got.URL != "https://mirror.example/r.tgz" || got.SHA256 != x64 {
 		t.Fatalf("mirror: %+v %v %v", got, ok, err)
 	}
-	got, ok, err = Resolve(Default, "", "", "amd64", nil)
+	got, ok, err = Resolve(Default, "", "", "amd64", nil, GitHubRepo)
 	if err != nil || !ok || got.Version != Default || got.SHA256 != sha256s[Default]["amd64"] {
 		t.Fatalf("pinned: %+v %v %v", got, ok, err)
 	}

@@ -60,7 +60,7 @@ func (p *PoolConfig) RunnerTarget() *runnerrelease.Target {
 	case runnerrelease.Latest:
 		return p.LatestTarget
 	}
-	t, ok, err := runnerrelease.Resolve(p.Runner.Version, p.Runner.TarballURL, p.Runner.TarballSHA256, p.Runner.Arch, nil)
+	t, ok, err := runnerrelease.Resolve(p.Runner.Version, p.Runner.TarballURL, p.Runner.TarballSHA256, p.Runner.Arch, nil, runnerrelease.GitHubRepo)
 	if err != nil || !ok {
 		return nil
 	}

@@ -76,7 +76,10 @@ func (r *refresher) learnReleases(ctx context.Context, pools []state.PoolConfig,
 // versions handles one pool's runner versions over its live records.
 func (r *refresher) versions(ctx context.Context, p *state.PoolConfig, live []*state.Instance) {
 	if p.Runner.Version == runnerrelease.Latest && p.Runner.Arch != "" {
-		t, ok, err := runnerrelease.Resolve(runnerrelease.Latest, "", "", p.Runner.Arch, r.releases)
+		// Downloaded from where the releases were learned: github.com, or
+		// what stands in for it.
+		repo := r.d.GitHub.RunnerURL("actions/runner")
+		t, ok, err := runnerrelease.Resolve(runnerrelease.Latest, "", "", p.Runner.Arch, r.releases, repo)
 		if err != nil {
 			r.fail(fmt.Errorf("pool %s: %w", p.Name, err))
 		} else if ok && (p.LatestTarget == nil || *p.LatestTarget != t) {

@@ -46,6 +46,7 @@ func (s *Server) routes() http.Handler {
 		}
 	}
 	route("GET /orgs/{org}/actions/runner-groups", authToken, s.listGroups)
+	route("GET /repos/actions/runner/releases/latest", authToken, s.latestRelease)
 	// The endpoint config.sh exchanges its token at.
 	route("POST /actions/runner-registration", authRemote, s.runnerRegistration)
 	// The private runner protocol.
