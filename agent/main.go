@@ -25,6 +25,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/cwlogs"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -123,7 +124,13 @@ and region come from the instance metadata service (IMDSv2).
 		Spot:       meta,
 		Runner:     run,
 		Log:        log,
-		Prepare:    func(ctx context.Context) error { return install(ctx, cfg, run, log) },
+		Prepare: func(ctx context.Context) error {
+			var target *runnerrelease.Target
+			if !runner.Installed(cfg.RunnerDir) {
+				target = bootTarget(ctx, store, state.InstanceKey(cfg.RoleID, id.InstanceID), log)
+			}
+			return install(ctx, cfg, run, target, log)
+		},
 	}
 	// The pid tells an agent's restarts apart in its log stream.
 	log.Info("agent starting", "pid", os.Getpid(), "instanceId", id.InstanceID, "record", agent.Key, "region", region, "table", cfg.Table)
@@ -140,13 +147,20 @@ and region come from the instance metadata service (IMDSv2).
 // otherwise the libraries the runner needs come first, from the
 // distribution's package manager, then the tarball. The install is sealed
 // either way. A failure is the agent's to report (lifecycle's prepare).
-func install(ctx context.Context, cfg config.Config, run *runner.Runner, log *slog.Logger) error {
-	if !runner.Installed(cfg.RunnerDir) && cfg.RunnerTarballURL != "" {
+func install(ctx context.Context, cfg config.Config, run *runner.Runner, target *runnerrelease.Target, log *slog.Logger) error {
+	run.RecoverSwap()
+	url, sum := cfg.RunnerTarballURL, cfg.RunnerTarballSHA256
+	if target != nil {
+		// The pool's target when the instance was recorded: a new instance
+		// starts on it, not on what its launch template named.
+		url, sum = target.URL, target.SHA256
+	}
+	if !runner.Installed(cfg.RunnerDir) && url != "" {
 		if err := runner.InstallDependencies(ctx, cfg.OSRelease, log.Info); err != nil {
 			return err
 		}
 	}
-	if err := runner.Install(ctx, cfg.RunnerDir, cfg.RunnerTarballURL, cfg.RunnerTarballSHA256); err != nil {
+	if err := runner.Install(ctx, cfg.RunnerDir, url, sum); err != nil {
 		return err
 	}
 	if err := run.Seal(); err != nil {
@@ -154,6 +168,35 @@ func install(ctx context.Context, cfg config.Config, run *runner.Runner, log *sl
 	}
 	return nil
 }
+
+// bootTarget reads the runner target the control plane wrote into the
+// instance's record (provision writes the record right after the launch;
+// a record not there within bootTargetWait is not waited for: the user
+// data's tarball is installed and the idle upgrade catches up). Only when
+// no runner is installed yet.
+func bootTarget(ctx context.Context, store *state.Store, key state.Key, log *slog.Logger) *runnerrelease.Target {
+	deadline := time.Now().Add(bootTargetWait)
+	for {
+		rec, err := store.Get(ctx, key)
+		if err == nil {
+			return rec.RunnerTarget
+		}
+		if !state.IsNotFound(err) {
+			log.Warn("read the record for the runner target", "err", err)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// bootTargetWait bounds bootTarget's wait for the record.
+const bootTargetWait = 20 * time.Second
 
 // shipLogs sends the agent's log and the user data's output to the pool's
 // log group until the returned func is called (the agent's last lines are

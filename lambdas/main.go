@@ -17,6 +17,9 @@
 //	                           https://HOSTNAME/_services/token)
 //	GHRUNNER_OIDC_AUDIENCE     the audience those tokens must carry (default ghrunner)
 //	GHRUNNER_LOG_LEVEL         debug | info (default) | warn | error
+//	GHRUNNER_RUNNER_RELEASES_EVERY  how often refresh asks GitHub for
+//	                           actions/runner's latest release (a Go
+//	                           duration, default 1h)
 //	AWS_ENDPOINT_URL[_<SVC>]   endpoint overrides (VPC endpoints, emulators)
 package main
 
@@ -189,7 +192,11 @@ func (b *execEnv) handle(ctx context.Context, payload json.RawMessage) (any, err
 		prewarm := func(ctx context.Context, p *state.PoolConfig, n int) ([]string, error) {
 			return provision.Prewarm(ctx, launch, p, n)
 		}
-		out, err = refresh.Handle(ctx, refresh.Deps{Deps: d, EC2: refresh.FleetEC2{Fleet: b.fleet}, Prewarm: prewarm}, payload)
+		every, perr := time.ParseDuration(envOr("GHRUNNER_RUNNER_RELEASES_EVERY", refresh.DefaultReleasesEvery.String()))
+		if perr != nil || every <= 0 {
+			return nil, fmt.Errorf("GHRUNNER_RUNNER_RELEASES_EVERY: %q must be a positive Go duration such as 1h", os.Getenv("GHRUNNER_RUNNER_RELEASES_EVERY"))
+		}
+		out, err = refresh.Handle(ctx, refresh.Deps{Deps: d, EC2: refresh.FleetEC2{Fleet: b.fleet}, Prewarm: prewarm, ReleasesEvery: every}, payload)
 	case bundle.HandlerScaleDown:
 		out, err = scaledown.Handle(ctx, scaledown.Deps{Deps: d, EC2: b.fleet}, payload)
 	case bundle.HandlerJIT:

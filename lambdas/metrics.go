@@ -39,6 +39,8 @@ const (
 	mByState           = "InstancesByState"
 	mSpotInterruptions = "SpotInterruptions"
 	mStuckRuns         = "StuckRuns"
+	mByRunnerVersion   = "InstancesByRunnerVersion"
+	mVersionLeft       = "RunnerVersionSecondsLeft"
 )
 
 // invocationMetrics turns one invocation's result into metric records:
@@ -156,6 +158,21 @@ func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 		for st, n := range counts {
 			r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": p, "state": string(st)}}
 			r.Add(mByState, metrics.Count, float64(n))
+			recs = append(recs, r)
+		}
+	}
+	// Each pool's runner versions, and how long until GitHub refuses the
+	// oldest (the monitoring's alarm fires when that falls below its
+	// threshold, before any runner of the pool is refused).
+	for p, v := range o.RunnerVersions {
+		for version, n := range v.Instances {
+			r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": p, "version": version}}
+			r.Add(mByRunnerVersion, metrics.Count, float64(n))
+			recs = append(recs, r)
+		}
+		if v.SecondsLeft != nil {
+			r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": p}}
+			r.Add(mVersionLeft, metrics.Seconds, float64(*v.SecondsLeft))
 			recs = append(recs, r)
 		}
 	}

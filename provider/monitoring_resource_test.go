@@ -60,11 +60,11 @@ func checkMonitoring(name string, pools []string, topic string, missRatio float6
 		if err != nil {
 			return err
 		}
-		if len(thresholds) != 3*len(pools)+4 {
-			return fmt.Errorf("%d alarms, want %d: %v", len(thresholds), 3*len(pools)+4, thresholds)
+		if len(thresholds) != 4*len(pools)+4 {
+			return fmt.Errorf("%d alarms, want %d: %v", len(thresholds), 4*len(pools)+4, thresholds)
 		}
 		for _, p := range pools {
-			for _, kind := range []string{"provision-failures", "stuck-runs"} {
+			for _, kind := range []string{"provision-failures", "stuck-runs", "runner-version"} {
 				if _, ok := thresholds[name+"-"+kind+"-"+p]; !ok {
 					return fmt.Errorf("no %s alarm for pool %s: %v", kind, p, thresholds)
 				}
@@ -90,14 +90,14 @@ func TestAccMonitoring_basic_update_import(t *testing.T) {
 			{
 				Config: monitoringConfig(name, `["linux", "gpu"]`, ""),
 				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux", "gpu"}, "", 0.5),
-					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "10"),
+					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "12"),
 					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "github_rate_limit_threshold", "500")),
 			},
 			// A pool less, a topic and a threshold: the pool's alarms go.
 			{
 				Config: monitoringConfig(name, `["linux"]`, fmt.Sprintf("  alarm_topic_arn = %q\n  pool_miss_ratio_threshold = 0.25", topic)),
 				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux"}, topic, 0.25),
-					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "7")),
+					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "8")),
 			},
 			{ResourceName: "ghrunner_monitoring.ci", ImportState: true, ImportStateId: name, ImportStateVerify: true},
 		},

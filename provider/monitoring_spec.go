@@ -43,6 +43,10 @@ func (s monitoringSpec) dims(kv ...string) []cwtypes.Dimension {
 	return d
 }
 
+// runnerVersionWarning is how long before GitHub refuses a pool's runner
+// version its alarm fires, in seconds (a week).
+const runnerVersionWarning = 7 * 24 * 3600
+
 // alarm is one PutMetricAlarm request of spec.
 type alarm = cloudwatch.PutMetricAlarmInput
 
@@ -71,6 +75,15 @@ func (s monitoringSpec) alarms() []alarm {
 		st.Namespace, st.MetricName, st.Dimensions = aws.String(metricsNamespace), aws.String("StuckRuns"), s.dims("function", "refresh", "pool", pool)
 		st.Statistic, st.Period, st.Threshold, st.ComparisonOperator = cwtypes.StatisticSum, aws.Int32(600), aws.Float64(0), cwtypes.ComparisonOperatorGreaterThanThreshold
 		out = append(out, st)
+
+		// Refresh reports, each run, how long until GitHub refuses the
+		// oldest runner version of the pool (lambdas/refresh/versions.go):
+		// a week's warning to move a pinned pool, or to see why one
+		// following "latest" does not move.
+		v := base("runner-version-"+pool, fmt.Sprintf("GitHub will refuse a runner version of pool %s within a week (RunnerVersionSecondsLeft below %d): it stops sending jobs to a runner 30 days after the next release. Set a newer runner_version, or see why the pool's instances do not move (refresh's runnerVersions, the agent's log).", pool, runnerVersionWarning))
+		v.Namespace, v.MetricName, v.Dimensions = aws.String(metricsNamespace), aws.String("RunnerVersionSecondsLeft"), s.dims("function", "refresh", "pool", pool)
+		v.Statistic, v.Period, v.Threshold, v.ComparisonOperator = cwtypes.StatisticMinimum, aws.Int32(900), aws.Float64(runnerVersionWarning), cwtypes.ComparisonOperatorLessThanThreshold
+		out = append(out, v)
 
 		m := base("pool-misses-"+pool, fmt.Sprintf("More than %.0f%% of the runners pool %s gave in an hour were launched, not reused: raise its idle window's idle_count or max_instances.", 100*s.MissRatio, pool))
 		metric := func(id, name string) cwtypes.MetricDataQuery {

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -92,6 +93,7 @@ func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diag
 			RuntimeCap: m.RuntimeCap.ValueInt64(),
 		},
 	}
+	cfg.Runner = runnerSpecOf(m)
 	windows, d := m.windows(ctx)
 	diags.Append(d...)
 	for _, w := range windows {
@@ -144,4 +146,18 @@ func (m *poolModel) setFromConfigItem(ctx context.Context, table string, cfg *st
 func (r *poolResource) deleteConfigItem(ctx context.Context, m poolModel) error {
 	err := state.New(r.c.aws.DynamoDB(), m.Table.ValueString()).DeletePoolConfig(ctx, m.Name.ValueString())
 	return awserr.IgnoreNotFound(err)
+}
+
+// runnerSpecOf is the pool's runner release for the control plane:
+// runner_version ("latest" or a pin) with the pool's architecture, and a
+// mirror's tarball with a pinned version. A tarball without a pinned
+// version (runner_version left at "latest") names no release the control
+// plane can judge: such a pool keeps what its user data installs, as before
+// pools had a target.
+func runnerSpecOf(m poolModel) state.RunnerSpec {
+	v, url := m.RunnerVersion.ValueString(), m.RunnerTarballURL.ValueString()
+	if v == "" || url != "" && v == runnerrelease.Latest {
+		return state.RunnerSpec{}
+	}
+	return state.RunnerSpec{Version: v, TarballURL: url, TarballSHA256: m.RunnerTarballSHA.ValueString(), Arch: m.Architecture.ValueString()}
 }

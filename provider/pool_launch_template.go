@@ -83,7 +83,12 @@ func (r *poolResource) userData(m poolModel, arch, table, region, sum, agentURL 
 	agent.RunnerTarballURL, agent.RunnerTarballSHA256 = m.RunnerTarballURL.ValueString(), m.RunnerTarballSHA.ValueString()
 	if agent.RunnerTarballURL == "" {
 		version := m.RunnerVersion.ValueString()
-		if version == "" { // configuration before the plan's default, or state from a release without runner_version
+		if version == "" || version == runnerrelease.Latest {
+			// "" : configuration before the plan's default, or state from a
+			// release without runner_version. "latest": the control plane
+			// writes the release to install into each instance's record;
+			// this pinned one is what an agent installs when its record
+			// names none yet.
 			version = runnerrelease.Default
 		}
 		var err error
@@ -270,6 +275,9 @@ func (r *poolResource) readUserData(ctx context.Context, m *poolModel, data *ec2
 func runnerSource(version types.String, arch, url, sum string) (types.String, types.String, types.String) {
 	for _, v := range runnerrelease.Versions() {
 		if u, s, err := runnerrelease.Tarball(v, arch); err == nil && u == url && s == sum {
+			if version.ValueString() == runnerrelease.Latest {
+				return version, types.StringNull(), types.StringNull() // the fallback of "latest"
+			}
 			return types.StringValue(v), types.StringNull(), types.StringNull()
 		}
 	}

@@ -78,10 +78,15 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 	if m.PreRunnerScript.IsUnknown() || m.CleanupScript.IsUnknown() || m.AgentPath.IsUnknown() || m.AgentEndpoint.IsUnknown() {
 		return
 	}
-	if v := m.RunnerVersion; m.RunnerTarballURL.IsNull() && !v.IsUnknown() && !v.IsNull() {
-		if _, _, err := runnerrelease.Tarball(v.ValueString(), "amd64"); err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("runner_version"), "Runner release not pinned", err.Error())
+	if v := m.RunnerVersion; !v.IsUnknown() && !v.IsNull() && !m.RunnerTarballURL.IsUnknown() {
+		mirrored := !m.RunnerTarballURL.IsNull()
+		if err := runnerrelease.ValidateSpec(v.ValueString(), mirrored); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("runner_version"), "Runner release not usable", err.Error())
 			return
+		}
+		if mirrored && v.ValueString() == runnerrelease.Latest {
+			resp.Diagnostics.AddAttributeWarning(path.Root("runner_version"), "A mirrored runner without its version",
+				"runner_tarball_url is set and runner_version is \"latest\": instances install the mirror's tarball and keep it, and the control plane cannot tell when GitHub stops serving it. Set runner_version to the mirrored release (x.y.z) so the pool's instances move to it and its deadline is watched.")
 		}
 	}
 	if _, err := r.userData(m, "amd64", "table-placeholder", "us-east-1", strings.Repeat("0", 64), "https://bucket.s3.us-east-1.amazonaws.com/agent/x/ghrunner-agent"); err != nil {

@@ -216,10 +216,10 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Description: "Retention of the pool's log group, /ghrunner/<environment>/<pool>, where each instance's agent sends its own log (stream <instance id>/agent) and the user data's output (<instance id>/user-data). Default 30.",
 				Validators:  []validator.Int64{int64validator.OneOf(logRetentions...)}},
 			"log_group": schema.StringAttribute{Computed: true, Description: "The pool's log group: /ghrunner/<environment>/<pool>.", PlanModifiers: keep},
-			"runner_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(runnerrelease.Default),
-				Description: "actions/runner release the agent downloads from github.com at boot when the AMI has none in the runner directory, checked against the SHA-256 its release notes publish for the instance's architecture (this provider pins " +
-					strings.Join(runnerrelease.Versions(), ", ") + "). Default " + runnerrelease.Default + ". Ignored when runner_tarball_url is set (a mirror, or a release this provider does not pin)."},
-			"runner_tarball_url": schema.StringAttribute{Optional: true, Description: "actions/runner tarball to install when the AMI has none, instead of runner_version's download from github.com (needs runner_tarball_sha256).",
+			"runner_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(runnerrelease.Latest),
+				Description: "actions/runner release the pool's instances run. `latest` (the default): refresh learns actions/runner's latest release from GitHub (with its published SHA-256s) and the pool's instances move to it, idle ones between assignments, new ones at boot; GitHub stops sending jobs to a runner 30 days after the next release. A version (x.y.z, at least " + runnerrelease.Minimum + ", the lowest GitHub registers) pins it: one this provider pins (" +
+					strings.Join(runnerrelease.Versions(), ", ") + "), or any with runner_tarball_url and runner_tarball_sha256 (a mirror, for air-gapped or GitHub Enterprise Server deployments, which have no actions/runner releases to follow)."},
+			"runner_tarball_url": schema.StringAttribute{Optional: true, Description: "actions/runner tarball of runner_version (a mirror), downloaded instead of github.com's (needs runner_tarball_sha256).",
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^https?://[^\s]+$`), "must be an http(s) URL")}},
 			"runner_tarball_sha256": schema.StringAttribute{Optional: true, Description: "SHA-256 of the runner tarball.",
 				Validators: []validator.String{stringvalidator.RegexMatches(sha256HexRE, "must be 64 lowercase hex digits")}},

@@ -83,6 +83,10 @@ func (f poolFixture) checkPool(maxInstances int, preRunner string, version strin
 			cfg.Tags["team"] != "ci" || cfg.Tags["ghr:environment"] != "" {
 			return fmt.Errorf("pool config item %+v (want maxInstances %d, template version %s)", cfg, maxInstances, version)
 		}
+		// The control plane reads the pool's runner release from the item.
+		if want := (state.RunnerSpec{Version: attrs["runner_version"], Arch: "amd64"}); cfg.Runner != want {
+			return fmt.Errorf("pool config item's runner %+v, want %+v", cfg.Runner, want)
+		}
 		c := env.Config(&testing.T{})
 		lt, err := c.EC2().DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: aws.String(cfg.LaunchTemplateID), Versions: []string{"$Default"}})
 		if err != nil || len(lt.LaunchTemplateVersions) != 1 {
@@ -123,8 +127,14 @@ func (f poolFixture) checkPool(maxInstances int, preRunner string, version strin
 		if u.PreRunnerScript != preRunner || u.Agent.Table != f.table || u.AgentSHA256 != attrs["agent_sha256"] {
 			return fmt.Errorf("user data carries script %q, table %q, sum %q", u.PreRunnerScript, u.Agent.Table, u.AgentSHA256)
 		}
-		// A stock AMI: the agent downloads the pinned runner release.
-		if url, sum, err := runnerrelease.Tarball(attrs["runner_version"], "amd64"); err != nil || u.Agent.RunnerTarballURL != url || u.Agent.RunnerTarballSHA256 != sum {
+		// A stock AMI: the agent downloads the pinned runner release (for
+		// "latest", the provider's default one, until its record names the
+		// pool's target).
+		pinned := attrs["runner_version"]
+		if pinned == runnerrelease.Latest {
+			pinned = runnerrelease.Default
+		}
+		if url, sum, err := runnerrelease.Tarball(pinned, "amd64"); err != nil || u.Agent.RunnerTarballURL != url || u.Agent.RunnerTarballSHA256 != sum {
 			return fmt.Errorf("the agent downloads the runner from %q (sha256 %q), want runner_version %q's %q %q (%v)",
 				u.Agent.RunnerTarballURL, u.Agent.RunnerTarballSHA256, attrs["runner_version"], url, sum, err)
 		}
@@ -199,7 +209,7 @@ func TestAccPool_basic_update_import(t *testing.T) {
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_label", "minted"),
 					resource.TestCheckNoResourceAttr("ghrunner_pool.linux", "runner_group"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "architecture", "amd64"),
-					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_version", runnerrelease.Default),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_version", runnerrelease.Latest),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "role_name", "ghr-acc-us-east-1-linux"),
 					resource.TestMatchResourceAttr("ghrunner_pool.linux", "agent_sha256", regexp.MustCompile(`^[0-9a-f]{64}$`)),
 				),
@@ -351,7 +361,9 @@ func TestAccPool_validation(t *testing.T) {
 		{`pre_runner_script = "echo no interpreter"`, `must start with an interpreter line`},
 		{`pre_runner_script = ` + string(big), `over EC2's limit of 16384`},
 		{`runner_tarball_url = "https://example.com/r.tgz"`, `set runner_tarball_url and runner_tarball_sha256 together`},
-		{`runner_version = "2.300.0"`, `"2.300.0" is not a release this provider pins`},
+		{`runner_version = "2.330.0"`, `"2.330.0" is not a release this provider pins`},
+		{`runner_version = "2.300.0"`, `2.300.0 is below ` + runnerrelease.Minimum},
+		{`runner_version = "next"`, `runner_version: "next" must be "latest" or a release version`},
 		{`agent_path = "relative/agent"`, `must be an absolute path`},
 		{`max_instances = 0`, `between 1 and 10000`},
 		{`min_running_time_seconds = 0`, `value must be at least 1`},

@@ -52,6 +52,7 @@ type Store interface {
 	PutSignal(ctx context.Context, key state.Key, assignment, name, detail string) error
 	SetRunner(ctx context.Context, key state.Key, assignment string, runnerID int64, runnerName string) error
 	ExtendLease(ctx context.Context, key state.Key, assignment string, seen, next int64) (*state.Instance, error)
+	SetRunnerVersion(ctx context.Context, key state.Key, version string) error
 }
 
 // EC2 holds the one EC2 call the agent makes: terminating its own instance.
@@ -120,6 +121,8 @@ type Agent struct {
 	jitCleaned int
 	// jitIdle counts the runners that ended without a job (jitcap.go).
 	jitIdle jitIdle
+	// up keeps the install at the record's runner target (upgrade.go).
+	up upgrader
 }
 
 // registration is the agent's note of what its runner is registered for,
@@ -165,6 +168,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.firewallFailure() != "" || a.installFailure != "" {
 		a.preRunner = outcome{} // checked again, and answered, by runPreRunner
+	}
+	if a.installFailure == "" {
+		a.noteInstalled(ctx)
 	}
 	a.loadAnchors()
 
@@ -235,6 +241,7 @@ func (a *Agent) reconcile(ctx context.Context, rec *state.Instance) {
 	if !a.preRunner.Done {
 		a.runPreRunner(ctx, rec)
 	}
+	a.reportVersion(ctx, rec)
 	assigned := rec.RunID != "" && (rec.State == state.Created || rec.State == state.Claimed || rec.State == state.Running)
 	switch {
 	case a.local.registered() && (!assigned || rec.Assignment != a.local.Assignment):
@@ -250,9 +257,11 @@ func (a *Agent) reconcile(ctx context.Context, rec *state.Instance) {
 		// control plane waiting: signal writes only when the slot is empty.
 		a.signal(ctx, rec, state.SignalRegOK, a.local.Name)
 	case assigned:
+		a.beforeAssignment(ctx, rec)
 		a.register(ctx, rec)
 	case rec.State == state.Idle:
 		a.confirmClean(ctx, rec)
+		a.upgradeIdle(ctx, rec)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -37,6 +38,17 @@ func renderStatus(w *tabwriter.Writer, v ops.StatusView, now time.Time) {
 	}
 	if len(pools) == 0 {
 		fmt.Fprintln(w, "(no pools in this table)")
+	}
+	fmt.Fprintln(w)
+	// The runner release each pool is to run, and what its instances run.
+	fmt.Fprintln(w, "POOL	RUNNER VERSION	TARGET NOW	INSTANCES BY VERSION")
+	for _, p := range pools {
+		var versions []string
+		for v, n := range p.RunnerVersions {
+			versions = append(versions, fmt.Sprintf("%s: %d", v, n))
+		}
+		sort.Strings(versions)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Pool, cmp.Or(p.RunnerSpec, "-"), cmp.Or(p.RunnerTarget, "-"), cmp.Or(strings.Join(versions, ", "), "-"))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "SCHEDULED\tLAST RUN\tTOOK\tRESULT\tWHAT IT DID")

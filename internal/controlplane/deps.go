@@ -35,6 +35,9 @@ type GitHub interface {
 	// GenerateJITConfig makes a just-in-time runner; github.IsNameTaken
 	// when owner has a runner of that name.
 	GenerateJITConfig(ctx context.Context, owner, name string, groupID int64, labels []string) (github.JITConfig, error)
+	// LatestRunnerRelease reads actions/runner's latest release through
+	// owner's installation: tag, publication time, release notes.
+	LatestRunnerRelease(ctx context.Context, owner string) (tag string, published time.Time, body string, err error)
 }
 
 // Deps are the dependencies of every function.

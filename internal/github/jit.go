@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	gh "github.com/google/go-github/v62/github"
 )
@@ -82,4 +83,22 @@ func (c *Client) GenerateJITConfig(ctx context.Context, owner, name string, grou
 		return JITConfig{}, fmt.Errorf("generate-jitconfig %s for %s: GitHub answered without a runner or configuration", name, o)
 	}
 	return JITConfig{RunnerID: out.Runner.GetID(), Name: out.Runner.GetName(), Encoded: out.GetEncodedJITConfig()}, nil
+}
+
+// LatestRunnerRelease reads actions/runner's latest release (GET
+// /repos/actions/runner/releases/latest) with owner's installation token,
+// which reads any public repository: its tag, publication time and notes,
+// whose markers carry each tarball's SHA-256 (runnerrelease.FromRelease).
+// GitHub Enterprise Server has no actions/runner repository: pools there
+// pin their version.
+func (c *Client) LatestRunnerRelease(ctx context.Context, owner string) (tag string, published time.Time, body string, err error) {
+	_, cl, err := c.owner(ctx, owner)
+	if err != nil {
+		return "", time.Time{}, "", err
+	}
+	rel, _, err := cl.Repositories.GetLatestRelease(ctx, "actions", "runner")
+	if err != nil {
+		return "", time.Time{}, "", fmt.Errorf("read actions/runner's latest release: %w", classify(err))
+	}
+	return rel.GetTagName(), rel.GetPublishedAt().Time, rel.GetBody(), nil
 }

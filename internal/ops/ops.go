@@ -7,6 +7,7 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,6 +73,13 @@ type PoolStatus struct {
 	RunsInFlight      []string `json:"runsInFlight"`
 	// Draining is an operator's drain (ghrunner drain).
 	Draining bool `json:"draining"`
+	// RunnerSpec is the pool's runner_version ("latest" or x.y.z; "" for
+	// a pool written before pools had one), RunnerTarget what its
+	// instances are to run now ("" none yet), RunnerVersions its live
+	// instances by the version their agents report ("unknown": none yet).
+	RunnerSpec     string         `json:"runnerSpec,omitempty"`
+	RunnerTarget   string         `json:"runnerTarget,omitempty"`
+	RunnerVersions map[string]int `json:"runnerVersions"`
 }
 
 // live lists the records of pool in st: the index finds them, a
@@ -108,7 +116,11 @@ func Status(ctx context.Context, r Reader, now time.Time) ([]PoolStatus, error) 
 	out := make([]PoolStatus, 0, len(pools))
 	for _, p := range pools {
 		ps := PoolStatus{Pool: p.Name, Owner: p.Owner, Registration: p.Registration, MaxInstances: p.MaxInstances,
-			Counts: map[state.State]int{}, RunsInFlight: []string{}, Draining: p.Draining}
+			Counts: map[state.State]int{}, RunsInFlight: []string{}, Draining: p.Draining,
+			RunnerSpec: p.Runner.Version, RunnerVersions: map[string]int{}}
+		if t := p.RunnerTarget(); t != nil {
+			ps.RunnerTarget = t.Version
+		}
 		if ps.Registration == "" {
 			ps.Registration = state.RegistrationToken
 		}
@@ -126,6 +138,7 @@ func Status(ctx context.Context, r Reader, now time.Time) ([]PoolStatus, error) 
 				if in.RunID != "" {
 					runs[in.RunID] = true
 				}
+				ps.RunnerVersions[cmp.Or(in.RunnerVersion, "unknown")]++
 				if st == state.Idle && in.PooledAt > 0 {
 					ps.OldestIdleSeconds = max(ps.OldestIdleSeconds, now.Unix()-in.PooledAt)
 				}

@@ -200,8 +200,11 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 		return nil, err
 	}
 	for _, v := range runnerrelease.Versions() {
-		s.GitHub.ServeRunnerRelease(v, tarball)
+		s.GitHub.ServeRunnerRelease(v, tarball) // one checksum for all (agentConfig)
 	}
+	// The default release is GitHub's latest until a test publishes
+	// another (PublishRunnerRelease): pools following "latest" learn it.
+	s.GitHub.PublishRunnerRelease(runnerrelease.Default, tarball, time.Now().Add(-24*time.Hour))
 	sum := sha256.Sum256(tarball)
 	s.runnerSHA = hex.EncodeToString(sum[:])
 	agent := filepath.Join(o.Repo, "provider", "assets", bundle.Agent(runtime.GOARCH))

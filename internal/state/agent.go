@@ -24,6 +24,7 @@ import (
 var AgentAttributes = []string{
 	AttrPK, "version", "state", "assignment", AttrThreshold, "leaseAt", "leaseCap",
 	"heartbeatAt", "heartbeats", "signals", "githubRunnerId", "runnerName", "registration",
+	"runnerVersion",
 }
 
 // agentBound is the condition of every agent write.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 )
 
 // State is an instance's lifecycle state (seed detailed-design.md).
@@ -124,6 +126,12 @@ type Instance struct {
 	// JITSeq is the number of the last just-in-time configuration written
 	// for the assignment (jit.go).
 	JITSeq int `dynamodbav:"jitSeq,omitempty"`
+	// RunnerTarget is the actions/runner release the instance is to run
+	// (the control plane's, runnerversion.go); RunnerVersion what its agent
+	// says it has installed (the agent's: shown and judged for this
+	// instance only).
+	RunnerTarget  *runnerrelease.Target `dynamodbav:"runnerTarget,omitempty"`
+	RunnerVersion string                `dynamodbav:"runnerVersion,omitempty"`
 	// Forged lists the attributes found disagreeing with what the record's
 	// key says (never stored): a sign that its instance rewrote them.
 	Forged []string `dynamodbav:"-"`

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/robfig/cron/v3"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 )
 
 const (
@@ -134,6 +135,13 @@ type PoolConfig struct {
 	// for a pool written before keys carried the role.
 	InstanceRoleID string `dynamodbav:"instanceRoleId,omitempty" json:"instanceRoleId,omitempty"`
 	UpdatedAt      int64  `dynamodbav:"updatedAt" json:"updatedAt,omitempty"`
+	// Runner is the actions/runner release the pool's instances install
+	// (runnerversion.go); empty for a pool written before pools had one.
+	Runner RunnerSpec `dynamodbav:"runner,omitempty" json:"runner,omitempty"`
+	// LatestTarget is what refresh resolved "latest" to for this pool: an
+	// attribute of the pool's item beside its configuration, so an apply
+	// keeps it (never written by the provider).
+	LatestTarget *runnerrelease.Target `dynamodbav:"-" json:"latestTarget,omitempty"`
 }
 
 // RecordKey is the key of the record of the pool's instance instanceID.
@@ -201,6 +209,9 @@ func (p PoolConfig) Validate() error {
 		return fmt.Errorf("runnerLabel: %q must be %s or %s", p.RunnerLabel, LabelMinted, LabelRunID)
 	case p.Registration != "" && p.Registration != RegistrationJIT && p.Registration != RegistrationToken:
 		return fmt.Errorf("registration: %q must be %s or %s", p.Registration, RegistrationJIT, RegistrationToken)
+	}
+	if err := p.Runner.validate(); err != nil {
+		return err
 	}
 	for i, t := range p.InstanceTypes {
 		if !instanceTypeRE.MatchString(t) {
@@ -270,9 +281,10 @@ func (w IdleWindow) Validate() error {
 func PoolKey(name string) string { return "pool#" + name }
 
 type poolItem struct {
-	Key    string     `dynamodbav:"pk"`
-	Kind   string     `dynamodbav:"kind"`
-	Config PoolConfig `dynamodbav:"config"`
+	Key          string                `dynamodbav:"pk"`
+	Kind         string                `dynamodbav:"kind"`
+	Config       PoolConfig            `dynamodbav:"config"`
+	LatestTarget *runnerrelease.Target `dynamodbav:"latestTarget,omitempty"`
 }
 
 // PutPoolConfig validates and writes a pool config and adds its name to the
@@ -282,19 +294,24 @@ func (s *Store) PutPoolConfig(ctx context.Context, p PoolConfig) error {
 		return fmt.Errorf("pool %q: %w", p.Name, err)
 	}
 	p.UpdatedAt = s.now()
-	item, err := attributevalue.MarshalMap(poolItem{Key: PoolKey(p.Name), Kind: kindPool, Config: p})
-	if err != nil {
-		return fmt.Errorf("encode pool %s: %w", p.Name, err)
-	}
-	b := newBuilder()
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Put: &types.Put{TableName: aws.String(s.table), Item: item}},
+	b, n := newBuilder(), newBuilder()
+	// An update, not a put: the item's other attributes (latestTarget,
+	// refresh's) outlive an apply.
+	set := "SET " + b.name("kind") + " = " + b.value(kindPool) + ", " + b.name("config") + " = " + b.value(p)
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName:                 aws.String(s.table),
+			Key:                       s.key(PoolKey(p.Name)),
+			UpdateExpression:          aws.String(set),
+			ExpressionAttributeNames:  b.attrNames(),
+			ExpressionAttributeValues: b.attrValues(),
+		}},
 		{Update: &types.Update{
 			TableName:                 aws.String(s.table),
 			Key:                       s.key(poolsKey),
-			UpdateExpression:          aws.String("ADD " + b.name("names") + " " + b.value(stringSet{p.Name})),
-			ExpressionAttributeNames:  b.attrNames(),
-			ExpressionAttributeValues: b.attrValues(),
+			UpdateExpression:          aws.String("ADD " + n.name("names") + " " + n.value(stringSet{p.Name})),
+			ExpressionAttributeNames:  n.attrNames(),
+			ExpressionAttributeValues: n.attrValues(),
 		}},
 	}})
 	if err != nil {
@@ -335,6 +352,7 @@ func (s *Store) GetPoolConfig(ctx context.Context, name string) (*PoolConfig, er
 	if !ok {
 		return nil, fmt.Errorf("pool %q: %w", name, ErrNotFound)
 	}
+	it.Config.LatestTarget = it.LatestTarget
 	return &it.Config, nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 )
 
 // check is one clause of a condition, written twice: as a DynamoDB condition
@@ -309,6 +311,9 @@ type NewInstance struct {
 	LaunchedAt            time.Time
 	TTL                   time.Duration // createdTTL
 	Registration          *Registration
+	// RunnerTarget is the runner release the instance installs at boot
+	// (PoolConfig.RunnerTarget), nil: the one its user data names.
+	RunnerTarget *runnerrelease.Target
 }
 
 // Create puts the created record if none exists for the instance.
@@ -335,6 +340,7 @@ func (s *Store) Create(ctx context.Context, n NewInstance) (*Instance, error) {
 		InstanceType:          n.InstanceType,
 		UsageClass:            n.UsageClass,
 		Registration:          n.Registration,
+		RunnerTarget:          n.RunnerTarget,
 		Version:               1,
 	}
 	if n.RunID != "" {

@@ -213,6 +213,9 @@ func (p *provisioner) record(ctx context.Context, launched []Launched, assignmen
 				ID: l.ID, RoleID: p.req.pool.InstanceRoleID, Pool: p.req.Pool, Owner: p.req.Owner, RunID: p.req.RunID, Assignment: assignment,
 				InstanceType: l.InstanceType, UsageClass: l.UsageClass, LaunchTemplateVersion: p.req.pool.LaunchTemplateVersion,
 				LaunchedAt: l.LaunchedAt, TTL: ttl, Registration: material,
+				// The agent installs this release at boot, not its user
+				// data's: a new instance starts on the pool's target.
+				RunnerTarget: p.req.pool.RunnerTarget(),
 			})
 			if err != nil {
 				return fmt.Errorf("record instance %s: %w", l.ID, err)

@@ -29,6 +29,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -47,6 +48,9 @@ type Deps struct {
 	// Prewarm launches n instances of a pool that belong to no run
 	// (provision.Prewarm in the bundle); nil: refresh does not pre-warm.
 	Prewarm func(ctx context.Context, p *state.PoolConfig, n int) ([]string, error)
+	// ReleasesEvery is how often refresh asks GitHub for actions/runner's
+	// latest release (versions.go); 0: DefaultReleasesEvery.
+	ReleasesEvery time.Duration
 }
 
 // LiveInstance is an EC2 instance of the deployment.
@@ -101,9 +105,11 @@ type Output struct {
 	// Instances counts each pool's live records by state, as read (the
 	// InstancesByState metric; sampled every refresh, its idle count
 	// summed over time is the pool's idle instance-time).
-	Instances      map[string]map[state.State]int `json:"instances,omitempty"`
-	Errors         []string                       `json:"errors,omitempty"`
-	ElapsedSeconds float64                        `json:"elapsedSeconds"`
+	Instances map[string]map[state.State]int `json:"instances,omitempty"`
+	// RunnerVersions are each pool's runner versions (versions.go).
+	RunnerVersions map[string]PoolVersions `json:"runnerVersions,omitempty"`
+	Errors         []string                `json:"errors,omitempty"`
+	ElapsedSeconds float64                 `json:"elapsedSeconds"`
 	// Skipped says why nothing was done (another invocation was running).
 	Skipped string `json:"skipped,omitempty"`
 }
@@ -131,6 +137,11 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	if err != nil {
 		return nil, err
 	}
+	every := deps.ReleasesEvery
+	if every <= 0 {
+		every = DefaultReleasesEvery
+	}
+	r.releases = r.learnReleases(ctx, pools, every)
 	known := map[string]*state.Instance{} // every record not terminated, by id
 	unread := map[string]bool{}           // pools whose records could not be read
 	for i := range pools {
@@ -161,6 +172,8 @@ type refresher struct {
 	prewarm func(ctx context.Context, p *state.PoolConfig, n int) ([]string, error)
 	now     time.Time
 	out     *Output
+	// releases are the actions/runner releases known (versions.go).
+	releases []runnerrelease.Release
 	// runners are the owners' runner listings, read once per run by
 	// deleteLeftoverRunners (a queue outage can leave many instances to
 	// re-pool in one run).
@@ -195,7 +208,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 	if err != nil {
 		return err
 	}
-	var expired []*state.Instance
+	var expired, lives []*state.Instance
 	warm, live := 0, 0 // idle or pre-warming (what an idle window counts); every live record
 	counts := map[state.State]int{}
 	for _, st := range liveStates {
@@ -217,6 +230,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 			continue
 		}
 		live++
+		lives = append(lives, inst)
 		if inst.State == state.Idle || warming(inst) {
 			warm++
 		}
@@ -262,6 +276,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 			r.out.Stuck = append(r.out.Stuck, Decision{d.InstanceID, p.Name, "run " + inst.RunID + " held it past its lease", KindStuck})
 		}
 	}
+	r.versions(ctx, p, lives)
 	r.topUp(ctx, p, warm, live)
 	return nil
 }

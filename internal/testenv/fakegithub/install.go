@@ -40,7 +40,11 @@ func InstallRunner(dir, binary string) error {
 			return err
 		}
 	}
-	return nil
+	// bin/Runner.Listener, which the agent asks for its version.
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "bin", "Runner.Listener"), []byte("#!/bin/bash\nexec "+quoted+" \"$@\"\n"), 0o755)
 }
 
 // NewRunnerDir builds the fake runner (once per process) and installs it in

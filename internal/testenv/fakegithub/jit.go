@@ -75,9 +75,12 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request) (int,
 	s.registered(rn)
 
 	base := "http://" + r.Host
+	// No disableUpdate: generate-jitconfig takes a name, a runner group,
+	// labels and a work folder, nothing else, so a just-in-time runner
+	// behind the latest release is sent an update (releases.go, updateFor).
 	files := map[string]any{
 		".runner": map[string]any{"agentId": rn.id, "agentName": rn.name, "poolId": *req.RunnerGroupID, "poolName": group,
-			"serverUrl": base + "/_fake/", "gitHubUrl": base + "/" + owner, "workFolder": req.WorkFolder, "ephemeral": true, "disableUpdate": true},
+			"serverUrl": base + "/_fake/", "gitHubUrl": base + "/" + owner, "workFolder": req.WorkFolder, "ephemeral": true},
 		".credentials":           map[string]any{"scheme": "OAuth", "data": map[string]string{"clientId": randomToken("client_"), "authorizationUrl": base + "/_fake/token"}},
 		".credentials_rsaparams": map[string]any{"fakeSecret": rn.secret},
 	}

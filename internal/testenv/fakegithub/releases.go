@@ -3,12 +3,19 @@ package fakegithub
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 )
 
 // Release downloads as github.com serves them: GET
@@ -64,8 +71,16 @@ func (s *Server) releaseAsset(w http.ResponseWriter, r *http.Request) {
 }
 
 // RunnerTarball packs the fake runner as actions/runner's tarball lays
-// itself out: config.sh and run.sh at the top, the program under bin/.
+// itself out: config.sh and run.sh at the top, the program under bin/,
+// claiming to be the default release this provider pins.
 func RunnerTarball(binary string) ([]byte, error) {
+	return RunnerTarballOf(binary, runnerrelease.Default)
+}
+
+// RunnerTarballOf packs the fake runner as release version: the version is
+// in bin/fakerunner.version, which the program reads as the real one reads
+// its compiled-in version.
+func RunnerTarballOf(binary, version string) ([]byte, error) {
 	prog, err := os.ReadFile(binary)
 	if err != nil {
 		return nil, err
@@ -84,7 +99,8 @@ func RunnerTarball(binary string) ([]byte, error) {
 		name string
 		mode int64
 		data []byte
-	}{{"./bin/", 0o755, nil}, {"./bin/Runner.Listener", 0o755, prog}, {"./config.sh", 0o755, wrapper("config")}, {"./run.sh", 0o755, wrapper("run")}} {
+	}{{"./bin/", 0o755, nil}, {"./bin/Runner.Listener", 0o755, prog}, {"./bin/fakerunner.version", 0o644, []byte(version + "\n")},
+		{"./config.sh", 0o755, wrapper("config")}, {"./run.sh", 0o755, wrapper("run")}} {
 		h := &tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: now, Typeflag: tar.TypeReg}
 		if f.data == nil {
 			h.Typeflag = tar.TypeDir
@@ -103,4 +119,152 @@ func RunnerTarball(binary string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// Releases GitHub published, and what it refuses.
+//
+// GET /repos/actions/runner/releases/latest answers the newest release
+// (not a draft or a pre-release) as github.com does: tag_name v<version>,
+// published_at, and a body of actions/runner's releaseNote.md with each
+// tarball's SHA-256 between <!-- BEGIN SHA <platform> --> and
+// <!-- END SHA <platform> --> (filled in by its release workflow). A test
+// publishes a release with PublishRunnerRelease, also mid-run.
+//
+// What GitHub refuses, by the version a runner sends in its User-Agent
+// (GitHubActionsRunner-<package>/<version>, HostContext.cs) and its polls'
+// runnerVersion: registration below the minimum (404 at
+// /actions/runner-registration, "Your runner version is out of date…",
+// as runners print it; GitHub's changelog 2026-02-05), and messages to a
+// version whose next release was published more than 30 days ago, or which
+// is below the minimum (403 "Runner version v<x> is deprecated and cannot
+// receive messages.", actions/runner #3255, #3651). Whether GitHub refuses
+// a just-in-time runner below the minimum at its session or later is not
+// documented: the fake refuses the session. A listener that did not
+// configure --disableupdate and is behind the latest release is sent an
+// update message instead of its next job (Runner.cs, RunnerRefreshMessage;
+// CountUpdateMessages counts them).
+
+// CountUpdateMessages is the Count key of update messages sent.
+const CountUpdateMessages = "update messages"
+
+type published struct {
+	version string
+	at      time.Time
+	sha256  string
+}
+
+// PublishRunnerRelease publishes actions/runner version at the given time:
+// its tarballs (both Linux platforms serve tarball) and its release notes.
+func (s *Server) PublishRunnerRelease(version string, tarball []byte, at time.Time) {
+	s.ServeRunnerRelease(version, tarball)
+	sum := sha256.Sum256(tarball)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.published = slices.DeleteFunc(s.published, func(p published) bool { return p.version == version })
+	s.published = append(s.published, published{version: version, at: at, sha256: hex.EncodeToString(sum[:])})
+}
+
+// SetMinimumRunnerVersion sets the lowest version GitHub registers and
+// sends messages to ("" : runnerrelease.Minimum).
+func (s *Server) SetMinimumRunnerVersion(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.minimumRunner = v
+}
+
+func (s *Server) latest() (published, bool) {
+	var best published
+	for _, p := range s.published {
+		if best.version == "" || runnerrelease.Compare(p.version, best.version) > 0 {
+			best = p
+		}
+	}
+	return best, best.version != ""
+}
+
+func (s *Server) latestRelease(w http.ResponseWriter, r *http.Request) (int, any) {
+	// Only actions/runner's releases are modelled, and only on
+	// github.com: a GitHub Enterprise Server has no actions/runner
+	// repository (404, as for any repository it lacks).
+	if r.PathValue("owner")+"/"+r.PathValue("repo") != "actions/runner" || s.version != APIGitHubCom {
+		return notFound()
+	}
+	s.mu.Lock()
+	p, ok := s.latest()
+	id := int64(1000 + len(s.published))
+	s.mu.Unlock()
+	if !ok {
+		return notFound()
+	}
+	v := p.version
+	body := "## What's Changed\n* Fake release for ghrunner tests\n\n## SHA-256 Checksums\n\nThe SHA-256 checksums for the packages included in this build are shown below:\n\n"
+	for _, platform := range []string{"linux-x64", "linux-arm64"} {
+		body += fmt.Sprintf("- actions-runner-%s-%s.tar.gz <!-- BEGIN SHA %s -->%s<!-- END SHA %s -->\n", platform, v, platform, p.sha256, platform)
+	}
+	api, web := apiRoot(r), webRoot(r)
+	// The release schema's required fields (components/schemas/release).
+	return http.StatusOK, map[string]any{
+		"id": id, "node_id": nodeID("Release", id), "tag_name": "v" + v, "name": "v" + v, "draft": false, "prerelease": false,
+		"created_at": p.at.UTC().Format(time.RFC3339), "published_at": p.at.UTC().Format(time.RFC3339), "body": body,
+		"url":         fmt.Sprintf("%srepos/actions/runner/releases/%d", api, id),
+		"assets_url":  fmt.Sprintf("%srepos/actions/runner/releases/%d/assets", api, id),
+		"upload_url":  fmt.Sprintf("%srepos/actions/runner/releases/%d/assets{?name,label}", api, id),
+		"html_url":    web + "actions/runner/releases/tag/v" + v,
+		"tarball_url": api + "repos/actions/runner/tarball/v" + v, "zipball_url": api + "repos/actions/runner/zipball/v" + v,
+		"target_commitish": "main", "assets": []any{}, "author": account(r, "github-actions[bot]", 41898282, "Bot"),
+	}
+}
+
+// runnerVersion reads the version a runner's request carries.
+func runnerVersion(r *http.Request) string {
+	if v := r.URL.Query().Get("runnerVersion"); v != "" {
+		return v
+	}
+	for _, product := range strings.Fields(r.Header.Get("User-Agent")) {
+		if name, v, ok := strings.Cut(product, "/"); ok && strings.HasPrefix(name, "GitHubActionsRunner-") {
+			return v
+		}
+	}
+	return ""
+}
+
+func (s *Server) minimum() string { return cmp.Or(s.minimumRunner, runnerrelease.Minimum) }
+
+// registrationRefused is the message of a registration GitHub refuses for
+// its version ("" when it accepts it). s.mu is held.
+func (s *Server) registrationRefused(r *http.Request) string {
+	v := runnerVersion(r)
+	if !runnerrelease.ValidVersion(v) || runnerrelease.Compare(v, s.minimum()) >= 0 {
+		return ""
+	}
+	return "Your runner version is out of date and can no longer register with GitHub. The minimum runner version required to register with GitHub Actions is now " + s.minimum() + "."
+}
+
+// versionRefused is the message of a listener GitHub no longer sends
+// messages to ("" when it does). s.mu is held.
+func (s *Server) versionRefused(r *http.Request) string {
+	v := runnerVersion(r)
+	if !runnerrelease.ValidVersion(v) {
+		return ""
+	}
+	refused := runnerrelease.Compare(v, s.minimum()) < 0
+	for _, p := range s.published {
+		refused = refused || runnerrelease.Compare(p.version, v) > 0 && s.now().Sub(p.at) > runnerrelease.Grace
+	}
+	if !refused {
+		return ""
+	}
+	return "Runner version v" + v + " is deprecated and cannot receive messages."
+}
+
+// updateFor is the version a listener is told to update to ("" none): the
+// latest release, for a listener behind it that may update. s.mu is held.
+func (s *Server) updateFor(r *http.Request) string {
+	v := runnerVersion(r)
+	latest, ok := s.latest()
+	if !ok || !runnerrelease.ValidVersion(v) || r.URL.Query().Get("disableUpdate") == "true" || runnerrelease.Compare(v, latest.version) >= 0 {
+		return ""
+	}
+	s.counts[CountUpdateMessages]++
+	return latest.version
 }

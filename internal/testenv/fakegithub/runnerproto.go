@@ -55,6 +55,9 @@ func (s *Server) runnerRegistration(w http.ResponseWriter, r *http.Request) (int
 	if !ok || !info.expires.After(s.now()) || info.purpose != req.Event || !sameOwner(info.owner, owner) {
 		return notFound()
 	}
+	if msg := s.registrationRefused(r); msg != "" && req.Event == "register" {
+		return http.StatusNotFound, apiError(http.StatusNotFound, msg)
+	}
 	tenant := randomToken("tenant_")
 	s.tenantTokens[tenant] = tokenInfo{owner: info.owner, purpose: info.purpose, expires: s.now().Add(tokenTTL)}
 	return http.StatusOK, map[string]any{"url": "http://" + r.Host + "/_fake/", "token": tenant, "token_schema": "OAuthAccessToken"}
@@ -187,6 +190,9 @@ func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (int, any
 	if rn == nil {
 		return status, body
 	}
+	if msg := s.versionRefused(r); msg != "" {
+		return http.StatusForbidden, apiError(http.StatusForbidden, msg)
+	}
 	if s.refuseListeners > 0 {
 		// RefuseListeners: this listener ends at once, without a job.
 		s.refuseListeners--
@@ -277,6 +283,14 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
 			return http.StatusNoContent, nil
 		}
 		rn.lastSeen = s.now()
+		if msg := s.versionRefused(r); msg != "" {
+			s.mu.Unlock()
+			return http.StatusForbidden, apiError(http.StatusForbidden, msg)
+		}
+		if target := s.updateFor(r); target != "" && !rn.busy {
+			s.mu.Unlock()
+			return http.StatusOK, map[string]any{"type": "RunnerRefresh", "targetVersion": target}
+		}
 		if rn.busy {
 			// A listener polls only between jobs: whatever it holds, it
 			// never got (the answer was lost) or could not report.

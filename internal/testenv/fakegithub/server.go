@@ -114,6 +114,8 @@ type Server struct {
 	jobWake        chan struct{}
 	faults         []*Fault
 	releases       map[string][]byte // actions/runner release asset name → bytes (ServeRunnerRelease)
+	published      []published       // actions/runner releases (PublishRunnerRelease), releases.go
+	minimumRunner  string            // the lowest runner version registered ("": runnerrelease.Minimum)
 	counts         map[string]int
 	rateLimit      int
 	rateUsed       int

@@ -185,6 +185,17 @@ func drive(t *testing.T, fake *fakegithub.Server, jit bool) []ghapi.Exchange {
 	if _, _, err := c.RegistrationToken(ctx, "nosuch"); err == nil {
 		t.Fatal("a registration token for an organization without the App")
 	}
+	// actions/runner's latest release (refresh learns versions from it):
+	// on github.com only; a GitHub Enterprise Server has no such
+	// repository.
+	fake.PublishRunnerRelease("2.340.0", []byte("tarball"), time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	tag, _, _, err := c.LatestRunnerRelease(ctx, "acme")
+	if fake.Version() == fakegithub.APIGitHubCom && (err != nil || tag != "v2.340.0") {
+		t.Fatalf("latest runner release on github.com: %q, %v", tag, err)
+	}
+	if fake.Version() != fakegithub.APIGitHubCom && !github.IsNotFound(err) {
+		t.Fatalf("latest runner release on %s: %q, %v; want not found", fake.Version(), tag, err)
+	}
 	// A server error, then a secondary and a primary rate limit.
 	fake.Inject(fakegithub.Fault{Path: "/remove-token", Status: 502, Count: 1})
 	_, _, err = c.RemoveToken(ctx, "acme/web")

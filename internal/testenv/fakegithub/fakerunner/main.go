@@ -60,6 +60,9 @@ func main() {
 	}
 	args := os.Args[2:]
 	switch os.Args[1] {
+	case "--version":
+		fmt.Println(version())
+		os.Exit(codeSuccess)
 	case "config":
 		refuseRoot("Must not run with sudo")
 		envSH()
@@ -525,6 +528,14 @@ func runScript(c command) int {
 	switch code {
 	case codeSuccess:
 		fmt.Println("Runner listener exit with 0 return code, stop the service, no retry needed.")
+	case codeVersionDeprecated:
+		// Returned only where the variable asks for it; run-helper.sh
+		// then passes 7 on.
+		fmt.Printf("Runner listener exit with deprecated version exit code: %d.\n", code)
+		fmt.Println("Exiting runner...")
+		return codeVersionDeprecated
+	case codeUpdating, codeRunOnceUpdating:
+		return waitUpdate()
 	case codeTerminatedError:
 		fmt.Println("Runner listener exit with terminated error, stop the service, no retry needed.")
 	case codeSessionConflict:
@@ -604,7 +615,7 @@ func listen() int {
 	var sess sessionInfo
 	conflicts := 0
 	for {
-		status, msg, err := call(ctx, http.MethodPost, l.url("runners/%d/session"), l.auth(), "", nil, &sess)
+		status, msg, err := call(ctx, http.MethodPost, l.url("runners/%d/session")+versionQuery(l.settings.DisableUpdate), l.auth(), "", nil, &sess)
 		if err == nil && status == http.StatusConflict {
 			// Another listener holds the session: retry, then exit 5
 			// (fakegithub runnerproto.go: MessageListener.cs).
@@ -636,6 +647,9 @@ func listen() int {
 			// A refusal that no retry changes (Server.RefuseListeners: a
 			// deprecated version, say): the listener ends at once.
 			fmt.Fprintf(os.Stderr, "%s: An error occurred: %s\n", stamp(), msg)
+			if strings.Contains(msg, "is deprecated and cannot receive messages") {
+				return deprecatedCode()
+			}
 			return codeTerminatedError
 		}
 		if err == nil && status < 300 {
@@ -663,7 +677,7 @@ func listen() int {
 		call(dctx, http.MethodDelete, l.url("runners/%d/session"), l.auth(), l.session, nil, nil)
 	}()
 	success("Connected to GitHub")
-	fmt.Printf("\nCurrent runner version: '2.999.0-fake'\n%s: Listening for Jobs\n", stamp())
+	fmt.Printf("\nCurrent runner version: '%s'\n%s: Listening for Jobs\n", version(), stamp())
 
 	for ctx.Err() == nil {
 		var job struct {
@@ -672,10 +686,20 @@ func listen() int {
 			Post   string `json:"post"`
 			Repo   string `json:"repo"`
 			Label  string `json:"label"`
+			// An update message (Runner.cs: AgentRefreshMessage,
+			// RunnerRefreshMessage) instead of a job.
+			Type          string `json:"type"`
+			TargetVersion string `json:"targetVersion"`
 		}
-		status, _, err := call(ctx, http.MethodPost, l.url("runners/%d/poll"), l.auth(), l.session, nil, &job)
+		status, msg, err := call(ctx, http.MethodPost, l.url("runners/%d/poll")+versionQuery(l.settings.DisableUpdate), l.auth(), l.session, nil, &job)
 		switch {
 		case ctx.Err() != nil:
+		case status == http.StatusForbidden:
+			// GitHub refuses the version (AccessDeniedException, ErrorCode 1).
+			fmt.Fprintf(os.Stderr, "An error occured: %s\n", msg)
+			return deprecatedCode()
+		case status == http.StatusOK && job.Type == "RunnerRefresh":
+			return update(job.TargetVersion, l.settings.Ephemeral)
 		case err != nil || status >= 500:
 			sleep(ctx, 500*time.Millisecond)
 		case status == http.StatusNotFound || status == http.StatusUnauthorized:
@@ -889,6 +913,7 @@ func call(ctx context.Context, method, u, auth, session string, body, out any) (
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", auth)
+	req.Header.Set("User-Agent", userAgent())
 	if session != "" {
 		req.Header.Set("X-Runner-Session", session)
 	}
@@ -922,6 +947,7 @@ func callRaw(ctx context.Context, method, u, auth string, body any) (int, []byte
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", auth)
+	req.Header.Set("User-Agent", userAgent())
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, "", err
