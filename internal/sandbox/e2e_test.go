@@ -61,13 +61,13 @@ func TestMain(m *testing.M) {
 	mirror = dir
 	// Each e2e test runs a sandbox of its own and spends most of its time
 	// waiting (schedules, leases, boots: user+sys is under a core for the
-	// whole package), so four run at once instead of GOMAXPROCS (two on
+	// whole package), so three run at once instead of GOMAXPROCS (two on
 	// CI): the package's time is the critical path of make test. An
 	// explicit -parallel wins.
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
 	if !explicit {
-		flag.Set("test.parallel", "4")
+		flag.Set("test.parallel", "3")
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

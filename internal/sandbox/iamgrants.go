@@ -26,7 +26,10 @@ import (
 // GrantPropagation after each PutRolePolicy of the function's role.
 
 // GrantPropagation is how long after PutRolePolicy the endpoint refuses
-// what Lambda checks against that role's policy.
+// what Lambda checks against that role's policy, counted from the first
+// such check (lag.fromFirstUse): under load terraform may take longer than
+// this between the policy and the mapping, and the provider's retry would
+// then go unexercised.
 const GrantPropagation = 10 * time.Second
 
 // GrantRefusals is how many requests the endpoint refused for a role policy

@@ -39,10 +39,17 @@ const ProfilePropagation = 10 * time.Second
 const RolePropagation = 6 * time.Second
 
 // lag is one delay's ledger: when each name becomes usable, and how many
-// requests it refused meanwhile.
+// requests it refused meanwhile. A lag fromFirstUse starts a name's delay
+// at the first request that needs it rather than at the change: stricter
+// than IAM (whose clock starts at the change), so that the retry it
+// exercises is exercised whatever the machine's load makes of the time
+// between the change and its first use.
 type lag struct {
+	fromFirstUse bool
+
 	mu      sync.Mutex
 	known   map[string]time.Time
+	delay   map[string]time.Duration // fromFirstUse: noted, not used yet
 	refused int
 }
 
@@ -50,7 +57,12 @@ func (l *lag) note(name string, d time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.known == nil {
-		l.known = map[string]time.Time{}
+		l.known, l.delay = map[string]time.Time{}, map[string]time.Duration{}
+	}
+	if l.fromFirstUse {
+		l.delay[name] = d
+		delete(l.known, name)
+		return
 	}
 	l.known[name] = time.Now().Add(d)
 }
@@ -59,6 +71,9 @@ func (l *lag) note(name string, d time.Duration) {
 func (l *lag) pending() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.delay) > 0 {
+		return true
+	}
 	for _, at := range l.known {
 		if time.Now().Before(at) {
 			return true
@@ -71,6 +86,10 @@ func (l *lag) pending() bool {
 func (l *lag) refuses(name string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if d, ok := l.delay[name]; ok {
+		delete(l.delay, name)
+		l.known[name] = time.Now().Add(d)
+	}
 	no := time.Now().Before(l.known[name])
 	if no {
 		l.refused++

@@ -146,6 +146,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 		return nil, err
 	}
 	s = &Sandbox{opts: o}
+	s.grants.fromFirstUse = true // iamgrants.go
 	// Every error return below sets s to nil: stop what was started
 	// through a copy, and let the error through.
 	started := s

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
 )
 
@@ -71,7 +72,7 @@ func TestRefreshAsksGitHubForReleasesAtMostEveryInterval(t *testing.T) {
 	if got := run().RunnerVersions["linux"].Target; got != "2.337.0" {
 		t.Fatalf("within the interval the target is %s, want the cached 2.337.0", got)
 	}
-	if n := w.fake.Count("GET /repos/actions/runner/releases/latest"); n != 1 {
+	if n := w.fake.Count(fakegithub.CountLatestRelease); n != 1 {
 		t.Fatalf("GitHub was asked %d times within the interval, want 1", n)
 	}
 	w.now = w.now.Add(every)

@@ -188,7 +188,7 @@ func TestModuleApplyDestroy(t *testing.T) {
 	got := out.Runners.Value
 	if got.TableName != "ci-state" || got.FunctionNames["provision"] != "ci-provision" || got.FunctionNames["scale-down"] != "ci-scale-down" ||
 		len(got.QueueURLs) != 2 || got.ScheduleNames["refresh"] != "ci-refresh" || !strings.HasSuffix(got.InvokerRole, ":role/ghr-modtest-us-east-1-invoke-ci") ||
-		got.Dashboard != "ci" || len(got.Alarms) != 10 || got.AlarmTopic != "arn:aws:sns:us-east-1:123456789012:ci-alarms" || got.LogGroups["linux-large"] != "/ghrunner/modtest/linux-large" {
+		got.Dashboard != "ci" || len(got.Alarms) != 12 || got.AlarmTopic != "arn:aws:sns:us-east-1:123456789012:ci-alarms" || got.LogGroups["linux-large"] != "/ghrunner/modtest/linux-large" {
 		t.Fatalf("outputs %+v", got)
 	}
 	// The jit function is fed by the table's stream (the mapping is kept

@@ -72,7 +72,7 @@ func (s *Server) routes() http.Handler {
 		}
 	}
 	route("GET /orgs/{org}/actions/runner-groups", authToken, s.listGroups, "per_page", "page")
-	route("GET /repos/{owner}/{repo}/releases/latest", authToken, s.latestRelease)
+	route(CountLatestRelease, authToken, s.latestRelease)
 	for _, pattern := range s.extra {
 		route(pattern, authToken, func(http.ResponseWriter, *http.Request) (int, any) { return http.StatusOK, map[string]any{} })
 	}

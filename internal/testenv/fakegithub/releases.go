@@ -29,6 +29,10 @@ import (
 // with a redirect to the asset.
 const CountReleaseDownload = "GET /actions/runner/releases/download/{tag}/{asset}"
 
+// CountLatestRelease is the Count key of reads of a repository's latest
+// release (refresh reads actions/runner's).
+const CountLatestRelease = "GET /repos/{owner}/{repo}/releases/latest"
+
 // ServeRunnerRelease makes the server answer actions/runner release
 // version's Linux tarballs (x64 and arm64) with tarball.
 func (s *Server) ServeRunnerRelease(version string, tarball []byte) {
