@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/ops"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
@@ -35,7 +37,8 @@ func seeded(t *testing.T) string {
 	s := statetest.NewStore(t, env)
 	if err := s.PutPoolConfig(context.Background(), state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
 		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand",
-		MaxInstances: 5, OS: "linux", Registration: state.RegistrationJIT, InstanceRoleID: opsRole}); err != nil {
+		MaxInstances: 5, OS: "linux", Registration: state.RegistrationJIT, InstanceRoleID: opsRole,
+		Runner: state.RunnerSpec{Version: runnerrelease.Latest, Arch: "amd64"}}); err != nil {
 		t.Fatal(err)
 	}
 	statetest.Pooled(t, s, statetest.Spec{ID: "i-idle-1", RoleID: opsRole, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "on-demand"})
@@ -56,10 +59,29 @@ func TestStatusAndInstancesShowTheTable(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "refresh") || !strings.Contains(out, "terminated 2") || strings.Contains(out, "kept 0") {
 		t.Fatalf("status after a refresh: exit %d\n%s%s", code, out, errOut)
 	}
+	// Refresh learned a newer release for the pool following "latest";
+	// the idle instance's agent still reports the one it booted with.
+	if !regexp.MustCompile(`(?m)^linux\s+latest\s+-\s+unknown: 1$`).MatchString(out) {
+		t.Fatalf("status before any release is known: want linux's runner_version latest, no target, its instance unknown\n%s", out)
+	}
+	if err := s.SetLatestTarget(context.Background(), "linux", runnerrelease.Target{Version: "2.337.0", URL: "https://github.com/actions/runner/releases/download/v2.337.0/actions-runner-linux-x64-2.337.0.tar.gz", SHA256: strings.Repeat("a", 64)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetRunnerVersion(context.Background(), state.InstanceKey(opsRole, "i-idle-1"), "2.336.0"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = cli(t, "--table", table, "status")
+	if code != 0 || !regexp.MustCompile(`(?m)^POOL\s+RUNNER VERSION\s+TARGET NOW\s+INSTANCES BY VERSION$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^linux\s+latest\s+2\.337\.0\s+2\.336\.0: 1$`).MatchString(out) {
+		t.Fatalf("status after refresh learned 2.337.0: want linux's runner_version latest, target 2.337.0, its instance on 2.336.0\n%s%s", out, errOut)
+	}
 	code, out, errOut = cli(t, "--table", table, "status", "--json")
 	var v ops.StatusView
 	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || len(v.Pools) != 1 || len(v.Scheduled) != 1 || v.Scheduled[0].Counts["terminated"] != 2 {
 		t.Fatalf("status --json: exit %d\n%s%s", code, out, errOut)
+	}
+	if p := v.Pools[0]; p.RunnerSpec != runnerrelease.Latest || p.RunnerTarget != "2.337.0" || len(p.RunnerVersions) != 1 || p.RunnerVersions["2.336.0"] != 1 {
+		t.Fatalf("status --json: runner %q, target %q, instances by version %v; want latest, 2.337.0, 2.336.0: 1", p.RunnerSpec, p.RunnerTarget, p.RunnerVersions)
 	}
 	code, out, errOut = cli(t, "--table", table, "instances", "--state", "idle", "--json")
 	var insts []ops.InstanceView

@@ -99,6 +99,10 @@ locals {
     usage_class    = "on-demand"
     max_instances  = 10
     agent_endpoint = var.endpoint
+    # Follows actions/runner's latest release (the default, said here):
+    # the story and the chaos suite publish a newer one on the fake
+    # github.com mid-way, and the pools move to it while idle.
+    runner_version = "latest"
     idle_windows   = [{ cron = var.idle_window_cron, time_zone = "UTC", idle_count = 2 }]
     timings        = local.timings
   }

@@ -42,6 +42,7 @@ var FaultGroups = map[string]string{
 	"logs":          "CloudWatch Logs throttling, 500s and hangs of the agents' log shipping",
 	"long-jobs":     "jobs past the pool's max_runtime",
 	"control-plane": "refresh and scale-down every few seconds",
+	"release":       "an actions/runner release published halfway (chaosrelease.go)",
 }
 
 // ChaosReport is what a chaos run did and found.
@@ -115,8 +116,9 @@ type chaos struct {
 	// (one per CreateFleet), by runId.
 	armed map[string]context.CancelFunc
 
-	hostile hostileKit // what hostile jobs use, where their daemons report (hostile.go)
-	intr    intruders  // another repository's attempts on runs (intruder.go)
+	hostile hostileKit  // what hostile jobs use, where their daemons report (hostile.go)
+	gate    releaseGate // the release published mid-run (chaosrelease.go)
+	intr    intruders   // another repository's attempts on runs (intruder.go)
 
 	history  // what invariants 5-7 look back on (observe.go)
 	dynamoDB // the DynamoDB fault bursts under way (chaosfaults.go)
@@ -146,6 +148,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	c := &chaos{sb: s, d: d, lambda: admin.Lambda(cfg), store: state.New(s.AWS.DynamoDB(), d.Table), fleet: fleet.New(s.AWS.EC2(), Environment),
 		out: o.Out, rng: rand.New(rand.NewSource(o.Seed)), faults: map[string]int{}, given: map[string][]string{}, failures: map[string]int{},
 		armed: map[string]context.CancelFunc{}, history: newHistory(), dynamoDB: dynamoDB{hot: map[string]time.Time{}}}
+	c.gate.init()
 	pool, err := c.store.GetPoolConfig(ctx, PoolJIT)
 	if err != nil || pool == nil {
 		return ChaosReport{}, fmt.Errorf("pool linux: %v", err)
@@ -215,7 +218,13 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	var wg sync.WaitGroup
 	var okCount, failCount int
 	var countMu sync.Mutex
+	var published sync.WaitGroup
 	for i := 0; i < o.Workflows && ctx.Err() == nil; i++ {
+		if i == o.Workflows/2 && i > 0 && !off["release"] {
+			// GitHub publishes a runner release halfway (invariant 11).
+			published.Add(1)
+			go func() { defer published.Done(); c.publishRelease(ctx) }()
+		}
 		// A long job holds its workflow for over max_runtime: it runs beside
 		// the others instead of taking one of their places.
 		long := plan[i] == faultLongJob
@@ -245,6 +254,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 		}(i)
 	}
 	wg.Wait()
+	published.Wait()
 	stopBackground()
 	bgDone.Wait()
 	s.SetFaults(Faults{})
@@ -256,6 +266,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	rep.Violations = append(rep.Violations, c.checkLogs(ctx)...)
 	explained, past := c.checkHistory(ctx)
 	rep.Violations = append(rep.Violations, past...)
+	rep.Violations = append(rep.Violations, c.checkUpdates()...)
 	rep.Succeeded, rep.Failed = okCount, failCount
 	c.mu.Lock()
 	rep.Faults, rep.Jobs, rep.Failures, rep.Activity, rep.Explained = c.faults, len(c.jobUses), c.failures, c.activity, explained

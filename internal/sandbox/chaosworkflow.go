@@ -21,6 +21,9 @@ import (
 // workflow is what a GitHub workflow does: provision, one job per runner,
 // and release in an always() step; a failed release step is re-run once.
 func (c *chaos) workflow(ctx context.Context, runID, pool string, count int, fault string) bool {
+	// While a runner release goes out, new workflows wait (chaosrelease.go).
+	taken := c.gate.enter(pool == PoolJIT)
+	defer taken()
 	// A fault counts once it happened: a kill timer that fires after the
 	// call returned, or an armed CreateFleet kill when everything was reused,
 	// injects nothing.
@@ -43,7 +46,7 @@ func (c *chaos) workflow(ctx context.Context, runID, pool string, count int, fau
 	if !ok {
 		c.failed("provision", err, fault)
 	}
-	run := &runUse{fault: fault}
+	run := &runUse{fault: fault, pool: pool}
 	if ok {
 		ids := make([]string, 0, len(prov.Instances))
 		for _, in := range prov.Instances {
@@ -57,7 +60,7 @@ func (c *chaos) workflow(ctx context.Context, runID, pool string, count int, fau
 		if c.shouldIntrude() {
 			c.intrude(ctx, runID, pool, count, prov.Label)
 		}
-		if ok = c.runJobs(ctx, runID, prov.Label, ids, fault); !ok {
+		if ok = c.runJobs(ctx, runID, prov.Label, ids, fault, taken); !ok {
 			c.failed("job", nil, fault)
 		}
 	}
@@ -108,8 +111,9 @@ func (c *chaos) failed(step string, err error, fault string) {
 }
 
 // runJobs runs one job per runner and waits for them; with faultLongJob the
-// first job outlives the pool's max_runtime.
-func (c *chaos) runJobs(ctx context.Context, runID, label string, ids []string, fault string) bool {
+// first job outlives the pool's max_runtime. taken is called once every
+// job left the queue (or was given up on).
+func (c *chaos) runJobs(ctx context.Context, runID, label string, ids []string, fault string, taken func()) bool {
 	recs := make([]*jobUse, len(ids))
 	for i := range ids {
 		script, wait := "sleep 0.3; echo job of "+runID, 30*time.Second
@@ -125,6 +129,16 @@ func (c *chaos) runJobs(ctx context.Context, runID, label string, ids []string, 
 		script = jobPrologue(runID, c.hostile) + script
 		recs[i] = &jobUse{run: runID, wait: wait, queued: time.Now(), id: c.sb.GitHub.EnqueueJob(label, script)}
 	}
+	go func() {
+		defer taken()
+		for _, rec := range recs {
+			for deadline := rec.queued.Add(rec.wait); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
+				if j, ok := c.sb.GitHub.Job(rec.id); !ok || j.State != fakegithub.JobQueued {
+					break
+				}
+			}
+		}
+	}()
 	if fault == faultKillAgentInJob {
 		time.AfterFunc(150*time.Millisecond, func() {
 			if id := ids[c.intn(len(ids))]; c.sb.KillAgent(id) {

@@ -162,10 +162,10 @@ func TestE2E_Story(t *testing.T) {
 	if !ok || len(st.Steps) < 10 {
 		t.Fatalf("story failed or too short: %d steps", len(st.Steps))
 	}
-	// Five workflows and the burst's twelve; a call Lambda throttled
+	// Six workflows and the burst's twelve; a call Lambda throttled
 	// (429) never ran and is not counted.
-	if n := sb.Invocations()[d.Functions[bundle.HandlerProvision]]; n != 5+12 {
-		t.Errorf("provision invoked %d times through the endpoint, want 17", n)
+	if n := sb.Invocations()[d.Functions[bundle.HandlerProvision]]; n != 6+12 {
+		t.Errorf("provision invoked %d times through the endpoint, want 18", n)
 	}
 	t.Logf("what IAM allowed each role (role action count):\n%s", strings.Join(sb.IAMAllowed(), "\n"))
 }

@@ -37,6 +37,7 @@ type runUse struct {
 	ids      []string
 	from, to time.Time
 	fault    string
+	pool     string
 }
 
 type jobUse struct {

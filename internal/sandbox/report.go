@@ -32,6 +32,10 @@ func (r ChaosReport) Print(w io.Writer) {
 			a["scale-down runs"], a["scale-down runs failed"], a["scale-down runs with errors"], a["scale-down terminated"], a["scale-down kept"])
 		fmt.Fprintf(w, "             at most %d instances of a pool live at once (max_instances %d); %d workflows on the token pool\n",
 			a["peak live instances"], a["max_instances"], a["token-pool workflows"])
+		if a["release published at s"] > 0 {
+			fmt.Fprintf(w, "             a runner release published at +%ds, the pool pointed at it at +%ds: %d jobs of just-in-time runs claimed since ran on it; %d update messages to listeners with no job waiting\n",
+				a["release published at s"], a["release learned at s"], a["jobs on the new release"], a["update messages with no job waiting"])
+		}
 	}
 	if len(r.Failures) > 0 {
 		reasons := make([]string, 0, len(r.Failures))

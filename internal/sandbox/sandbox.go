@@ -85,6 +85,7 @@ type Sandbox struct {
 	iam       *iamGate
 	evaluator *iamsim.Evaluator
 	runnerSHA string // of the fake runner's tarball the fake github.com serves
+	runnerBin string // the fake runner's program, packed as each release (releases.go)
 
 	mu     sync.Mutex
 	table  string // the state table, known once deployed
@@ -181,7 +182,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	}
 	s.URL = "http://" + ln.Addr().String()
 	awsEnv := map[string]string{"AWS_ENDPOINT_URL": s.URL, "AWS_ACCESS_KEY_ID": "sandbox", "AWS_SECRET_ACCESS_KEY": "sandbox", "AWS_REGION": Region}
-	s.functions = newFunctions(admin.Lambda(s.AWS), filepath.Join(o.Repo, "provider", "assets"), filepath.Join(o.Dir, "bootstraps"), awsEnv, o.Logs, o.LambdaConcurrency)
+	s.functions = newFunctions(admin.Lambda(s.AWS), filepath.Join(o.Repo, "provider", "assets"), filepath.Join(o.Dir, "bootstraps"), functionEnv(awsEnv), o.Logs, o.LambdaConcurrency)
 	s.functions.credentials = s.iam.issue
 	s.streams = startStreams(s.functions, s.Moto, o.Logs)
 	s.front = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
@@ -194,6 +195,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.runnerBin = runner
 	// Instances start from a stock image: the agent downloads the runner
 	// release its pool names, from the fake github.com.
 	tarball, err := fakegithub.RunnerTarball(runner)

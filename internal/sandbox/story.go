@@ -51,7 +51,8 @@ type Story struct {
 	Steps []Step
 	// Launched is every instance id the story saw created.
 	Launched map[string]bool
-	tally    tally // what the functions returned, for their metrics
+	tally    tally     // what the functions returned, for their metrics
+	rel      published // the runner release published mid-story (storyupgrade.go)
 }
 
 // NewStory prepares a story; out receives the live progress.
@@ -79,6 +80,13 @@ func (st *Story) Play(ctx context.Context) bool {
 			return fmt.Sprintf("%d downloads, checked against the pool's SHA-256", n), n >= len(first) && len(first) > 0
 		})
 	st.play(ctx, flow{name: "second workflow reuses the pooled runners", runID: "run-1002", pool: PoolJIT, runners: 3, reused: 3, sameAs: first})
+	if ctx.Err() != nil {
+		return false
+	}
+	// GitHub publishes a newer runner release while the pool idles: the
+	// next workflow's jobs must not wait on an update.
+	st.newRelease(ctx, PoolJIT, first)
+	st.play(ctx, flow{name: "a workflow on the new release, no job waiting on an update", runID: "run-1006", pool: PoolJIT, runners: 3, reused: 3, sameAs: first, version: st.rel.version})
 	if ctx.Err() != nil {
 		return false
 	}
@@ -128,6 +136,7 @@ func (st *Story) Play(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return false
 	}
+	st.checkRelease(ctx)
 	st.scaleDown(ctx)
 	if ctx.Err() != nil {
 		return false
@@ -193,12 +202,14 @@ func (st *Story) invoke(ctx context.Context, handler string, payload, out any) e
 // runID, jobs run on them (more jobs than runners: a just-in-time pool
 // gives each job a runner of its own, a token pool's runners take several),
 // then released. created/reused < 0 are not checked; sameAs, when given,
-// are the instances the workflow must get.
+// are the instances the workflow must get; version, when given, is the
+// runner release every job must run on, with no update message sent.
 type flow struct {
 	name, runID, pool string
 	runners, jobs     int
 	created, reused   int
 	sameAs            []string
+	version           string
 }
 
 // play plays a flow and returns the instances it got.
@@ -243,6 +254,7 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 	st.mu.Unlock()
 
 	start = time.Now()
+	updatesBefore := len(st.sb.GitHub.UpdateMessages())
 	queued := make([]int64, f.jobs)
 	for i := range queued {
 		queued[i] = st.sb.GitHub.EnqueueJob(out.Label, "echo building "+f.runID)
@@ -274,7 +286,13 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 			got += fmt.Sprintf(", next runner online p50 %.2fs", Quantile(g.Online, 0.5).Seconds())
 		}
 	}
-	st.record(Step{Name: f.name + ": jobs", Want: want, Got: got, Took: time.Since(start), OK: len(done) == f.jobs && foreign == 0 && len(runners) == wantRunners})
+	jobsOK := len(done) == f.jobs && foreign == 0 && len(runners) == wantRunners
+	if f.version != "" {
+		want += ", each on runner v" + f.version + ", 0 update messages"
+		extra, ok := st.onRelease(done, f.version, updatesBefore)
+		got, jobsOK = got+extra, jobsOK && ok
+	}
+	st.record(Step{Name: f.name + ": jobs", Want: want, Got: got, Took: time.Since(start), OK: jobsOK})
 
 	start = time.Now()
 	var rel release.Output

@@ -47,8 +47,10 @@ variable "pools" {
     runner_group            = optional(string)
     keep_docker_images      = optional(bool, false)
     registration            = optional(string, "jit")
-    # The runner a stock image downloads at boot: a release the provider
-    # pins (null: its default), or a tarball of your own with its checksum.
+    # The runner release: null or "latest" (the provider's default) follows
+    # actions/runner's latest release, idle instances moving to it between
+    # assignments; "x.y.z" pins one the provider pins, or any with a
+    # tarball of your own and its checksum (a mirror).
     runner_version        = optional(string)
     runner_tarball_url    = optional(string)
     runner_tarball_sha256 = optional(string)

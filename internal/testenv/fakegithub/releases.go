@@ -261,14 +261,32 @@ func (s *Server) versionRefused(r *http.Request) string {
 	return "Runner version v" + v + " is deprecated and cannot receive messages."
 }
 
-// updateFor is the version a listener is told to update to ("" none): the
-// latest release, for a listener behind it that may update. s.mu is held.
-func (s *Server) updateFor(r *http.Request) string {
+// updateFor is the version the listener of runner name is told to update
+// to ("" none): the latest release, for a listener behind it that may
+// update. s.mu is held.
+func (s *Server) updateFor(r *http.Request, name string) string {
 	v := runnerVersion(r)
 	latest, ok := s.latest()
 	if !ok || !runnerrelease.ValidVersion(v) || r.URL.Query().Get("disableUpdate") == "true" || runnerrelease.Compare(v, latest.version) >= 0 {
 		return ""
 	}
 	s.counts[CountUpdateMessages]++
+	s.updates = append(s.updates, UpdateMessage{Runner: name, From: v, To: latest.version, At: time.Now()})
 	return latest.version
+}
+
+// UpdateMessage is one update message the server sent: to which runner,
+// from the version its listener announced, to which release, when.
+type UpdateMessage struct {
+	Runner   string
+	From, To string
+	At       time.Time
+}
+
+// UpdateMessages lists the update messages sent so far, oldest first: a
+// job that waited on one is what ghrunner's idle upgrade exists to avoid.
+func (s *Server) UpdateMessages() []UpdateMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.updates)
 }

@@ -287,7 +287,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
 			s.mu.Unlock()
 			return http.StatusForbidden, apiError(http.StatusForbidden, msg)
 		}
-		if target := s.updateFor(r); target != "" && !rn.busy {
+		if target := s.updateFor(r, rn.name); target != "" && !rn.busy {
 			s.mu.Unlock()
 			return http.StatusOK, map[string]any{"type": "RunnerRefresh", "targetVersion": target}
 		}
@@ -299,6 +299,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
 		if r.Context().Err() == nil {
 			if job := s.nextJob(rn); job != nil {
 				job.State, job.RunnerID, job.Runner, job.session, job.acked, job.Started = JobRunning, rn.id, rn.name, session, false, time.Now()
+				job.RunnerVersion = runnerVersion(r)
 				rn.busy = true
 				s.mu.Unlock()
 				return http.StatusOK, map[string]any{"id": job.ID, "script": job.Script, "post": job.Post, "repo": job.Repo, "label": job.Label}

@@ -116,6 +116,7 @@ type Server struct {
 	releases       map[string][]byte // actions/runner release asset name → bytes (ServeRunnerRelease)
 	published      []published       // actions/runner releases (PublishRunnerRelease), releases.go
 	minimumRunner  string            // the lowest runner version registered ("": runnerrelease.Minimum)
+	updates        []UpdateMessage   // update messages sent (releases.go)
 	counts         map[string]int
 	rateLimit      int
 	rateUsed       int
@@ -197,9 +198,14 @@ type Job struct {
 	State    string // JobQueued, JobRunning, JobCompleted, JobFailed
 	RunnerID int64
 	Runner   string // the name of the runner that took it
-	ExitCode int
-	Result   string // succeeded, failed or cancelled, once completed
-	Output   string
+	// RunnerVersion is the version the listener that took it announced
+	// in its poll (runnerVersion): what the real runner prints first in
+	// the job's log, "Current runner version: '<v>'"
+	// (src/Runner.Worker/JobExtension.cs, InitializeJob).
+	RunnerVersion string
+	ExitCode      int
+	Result        string // succeeded, failed or cancelled, once completed
+	Output        string
 	// When it was queued, handed to a runner (zero again if the runner
 	// never confirmed it and it went back to the queue) and settled:
 	// wall-clock times, for the timings the sandbox and benchmarks show.
