@@ -55,7 +55,10 @@ type Options struct {
 	// Seed makes Fault.Fraction reproducible.
 	Seed uint64
 	// JITUnusedAfter is how long a just-in-time runner may go without a
-	// listener before GitHub removes it (default 5 minutes).
+	// listener before GitHub removes it (default a day: GitHub's docs on
+	// removing self-hosted runners say an ephemeral runner that has not
+	// connected for more than a day is removed automatically, any other
+	// after 14 days).
 	JITUnusedAfter time.Duration
 	// SessionRetry is how long a listener waits before it asks again for
 	// a session another listener holds, and SessionConflictLimit how long
@@ -265,7 +268,7 @@ func NewServer(o Options) *Server {
 		o.SessionConflictLimit = 4 * time.Minute
 	}
 	if o.JITUnusedAfter <= 0 {
-		o.JITUnusedAfter = 5 * time.Minute
+		o.JITUnusedAfter = 24 * time.Hour
 	}
 	s := &Server{
 		AppID:          o.AppID,
