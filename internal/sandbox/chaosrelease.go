@@ -95,7 +95,10 @@ func (c *chaos) publishRelease(ctx context.Context) {
 	}
 	c.count(faultRelease)
 	fmt.Fprintf(c.out, "  GitHub published actions/runner v%s at %s; new workflows wait for refresh ...\n", g.version, c.at(g.published))
-	for until := time.Now().Add(60 * time.Second); time.Now().Before(until) && ctx.Err() == nil; time.Sleep(500 * time.Millisecond) {
+	// Refresh runs under the same faults as everything else (GitHub's
+	// rate limits and errors, DynamoDB's throttling, Lambda's 429s): two
+	// minutes leaves it several tries even on a loaded machine.
+	for until := time.Now().Add(120 * time.Second); time.Now().Before(until) && ctx.Err() == nil; time.Sleep(500 * time.Millisecond) {
 		var out struct{}
 		c.invoke(ctx, "refresh", map[string]any{}, &out) // faults may fail it: the pool item says
 		if p, err := c.store.GetPoolConfig(ctx, PoolJIT); err == nil && p.LatestTarget != nil && p.LatestTarget.Version == g.version {
@@ -155,8 +158,8 @@ func (c *chaos) checkUpdates() []string {
 			c.activity["update messages with no job waiting"]++
 		}
 	}
-	if version == "" {
-		return v
+	if version == "" || learned.IsZero() {
+		return v // no release, or none learned: no run was claimed after it
 	}
 	on := 0
 	for _, j := range c.jobUses {
