@@ -31,7 +31,7 @@ type job struct {
 	requestToken string
 }
 
-func newJob(t *testing.T, idTokenWrite bool) *job {
+func newJob(t testing.TB, idTokenWrite bool) *job {
 	t.Helper()
 	if _, err := exec.LookPath("aws"); err != nil {
 		t.Fatal("the AWS CLI is not on PATH: run make tools (scripts/ensure-awscli installs it)")
