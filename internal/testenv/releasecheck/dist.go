@@ -39,15 +39,18 @@ type config struct {
 		Goarch  []string
 	}
 	Archives []struct {
+		ID           string
 		Formats      []string
 		NameTemplate string `yaml:"name_template"`
 	}
 	Checksum struct {
 		NameTemplate string `yaml:"name_template"`
 		Algorithm    string
+		IDs          []string
 		ExtraFiles   []extraFile `yaml:"extra_files"`
 	}
 	Signs []struct {
+		ID        string
 		Artifacts string
 		Args      []string
 	}

@@ -70,6 +70,11 @@ func TestGoreleaserConfig(t *testing.T) {
 	if c.Checksum.Algorithm != "sha256" || c.Checksum.NameTemplate != "{{ .ProjectName }}_{{ .Version }}_SHA256SUMS" {
 		t.Errorf("checksum %+v: want NAME_VERSION_SHA256SUMS with sha256", c.Checksum)
 	}
+	// Only the zips are summed (and the manifest): goreleaser 2.15 would sum
+	// the checksum file's own signature into the file it signed.
+	if len(c.Archives) == 1 && (c.Archives[0].ID == "" || !slices.Equal(c.Checksum.IDs, []string{c.Archives[0].ID})) {
+		t.Errorf("checksum ids %v: want the archives' id (%q) alone", c.Checksum.IDs, c.Archives[0].ID)
+	}
 	manifest := extraFile{Glob: "terraform-registry-manifest.json", NameTemplate: "{{ .ProjectName }}_{{ .Version }}_manifest.json"}
 	if !slices.Contains(c.Checksum.ExtraFiles, manifest) || !slices.Contains(c.Release.ExtraFiles, manifest) {
 		t.Errorf("the registry manifest must be released and summed: checksum %v, release %v", c.Checksum.ExtraFiles, c.Release.ExtraFiles)

@@ -66,6 +66,11 @@ func TestGoreleaserSnapshotSignsAndInstallsWithTerraformInit(t *testing.T) {
 		t.Fatalf("the SHA256SUMS signature does not verify: %v\n%s", err, out)
 	}
 	listed := Sums(t, sums[0])
+	// The zips and the manifest, nothing else: a file summed after the
+	// signature (the signature itself) would break it.
+	if len(listed) != 9 {
+		t.Errorf("SHA256SUMS lists %d files, want 8 zips and the manifest: %v", len(listed), listed)
+	}
 	for _, goos := range []string{"linux", "darwin", "windows", "freebsd"} {
 		for _, arch := range []string{"amd64", "arm64"} {
 			n, err := NamesFor("../../..", version, goos, arch)
