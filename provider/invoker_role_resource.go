@@ -95,7 +95,7 @@ func (r *invokerRoleResource) Schema(_ context.Context, _ resource.SchemaRequest
 			"create_oidc_provider": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				Description: "Create the account's IAM OIDC identity provider for the issuer when it does not exist. One that exists is used as it is and never deleted."},
 			"tags":                  schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags of the role, added to the provider's default_tags and ghr:environment."},
-			"arn":                   schema.StringAttribute{Computed: true, Description: "Role ARN: the role-to-assume of aws-actions/configure-aws-credentials.", PlanModifiers: keep},
+			"arn":                   schema.StringAttribute{Computed: true, Description: "Role ARN: the role-to-assume of ghrunner's action (action/ of this repository), which assumes it with the job's OIDC token.", PlanModifiers: keep},
 			"role_name":             schema.StringAttribute{Computed: true, Description: "Role name.", PlanModifiers: keep},
 			"oidc_provider_arn":     schema.StringAttribute{Computed: true, Description: "ARN of the OIDC identity provider the role trusts.", PlanModifiers: keep},
 			"oidc_provider_created": schema.BoolAttribute{Computed: true, Description: "Whether this resource created the OIDC provider (and so deletes it on destroy)."},

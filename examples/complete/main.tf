@@ -7,7 +7,7 @@
 terraform {
   required_version = ">= 1.5"
   required_providers {
-    ghrunner = { source = "ghrunner/ghrunner" }
+    ghrunner = { source = "ghrunner/ghrunner", version = "~> 0.1" }
   }
 }
 
@@ -20,6 +20,9 @@ provider "ghrunner" {
 }
 
 module "runners" {
+  # This repository's copy; outside it, the registry's:
+  #   source  = "ghrunner/runner-pool/ghrunner"
+  #   version = "~> 0.1"
   source           = "../../modules/runner-pool"
   prefix           = "ci"
   github_parameter = var.github_parameter

@@ -1,336 +1,112 @@
-// The workflow example: invoke.sh against a stand-in for the AWS CLI that
-// answers as `aws lambda invoke` does (success, a function error, a failed
-// call), and the workflow and action files read as GitHub reads them.
+// The example workflow, read as GitHub reads it, and its invoking jobs run
+// as GitHub runs them: the action it references (../../action), with the
+// inputs its `with:` gives, the real AWS CLI against a stand-in AWS and the
+// fake GitHub's token service.
 package workflows_test
 
 import (
+	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/actionrun"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 )
 
-// fakeAWS answers `aws lambda invoke` as the AWS CLI does: the invoke
-// metadata on stdout, the function's payload in the response file. It keeps
-// the arguments and the payload it was given.
-const fakeAWS = `#!/usr/bin/env bash
-set -eu
-printf '%s\n' "$@" > "$FAKE_DIR/args"
-echo "${AWS_MAX_ATTEMPTS:-unset}" > "$FAKE_DIR/attempts"
-echo "${AWS_DEFAULT_REGION:-unset}" > "$FAKE_DIR/region"
-out="${!#}"
-for a in "$@"; do
-  case $a in fileb://*) cp "${a#fileb://}" "$FAKE_DIR/payload" ;; esac
-done
-case $FAKE_MODE in
-  ok)
-    printf '{"runId":"42","label":"ghr-42-abcdefghijklmnop","status":"ready","instances":[{"instanceId":"i-1"}]}' > "$out"
-    printf '{\n    "StatusCode": 200,\n    "ExecutedVersion": "$LATEST"\n}\n' ;;
-  function-error)
-    printf '{"errorMessage":"instanceCount: must be 1 to 10, got 50\\n(100%% of the pool)","errorType":"error"}' > "$out"
-    printf '{\n    "StatusCode": 200,\n    "FunctionError": "Unhandled",\n    "ExecutedVersion": "$LATEST"\n}\n' ;;
-  error-body)
-    printf '{"errorMessage":"pool: no pool \\"gpu\\" in this deployment"}' > "$out"
-    printf '{\n    "StatusCode": 200\n}\n' ;;
-  no-stdout)
-    printf '{"runId":"42","released":[],"expired":[]}' > "$out" ;;
-  not-json)
-    printf 'Internal Server Error' > "$out"
-    printf '{"StatusCode": 200}' ;;
-  cli-error)
-    echo "An error occurred (AccessDeniedException) when calling the Invoke operation: not allowed" >&2
-    exit 254 ;;
-  throttled-*)
-    # Lambda's 429 before the function runs, for the first N calls (the AWS
-    # CLI v2's wording), then the function's answer.
-    n=$(( $(cat "$FAKE_DIR/calls" 2>/dev/null || echo 0) + 1 ))
-    echo "$n" > "$FAKE_DIR/calls"
-    if [ "$n" -le "${FAKE_MODE#throttled-}" ]; then
-      echo "An error occurred (TooManyRequestsException) when calling the Invoke operation (reached max retries: 0): Rate Exceeded." >&2
-      exit 254
-    fi
-    printf '{"runId":"42","label":"ghr-42-abcdefghijklmnop","status":"ready","instances":[{"instanceId":"i-1"}]}' > "$out"
-    printf '{\n    "StatusCode": 200\n}\n' ;;
-esac
-`
-
-// fakeSleep stands in for sleep: it notes how long it was asked to wait.
-const fakeSleep = `#!/usr/bin/env bash
-echo "$1" >> "$FAKE_DIR/sleeps"
-`
-
-type run struct {
-	out, output, payload, args, attempts, region string
-	code                                         int
-	sleeps                                       []string // what invoke.sh waited, in seconds
+type step struct {
+	ID   string
+	Uses string
+	With map[string]string
 }
 
-func invoke(t *testing.T, mode string, args ...string) run {
-	return invokeEnv(t, mode, nil, args...)
+type workflow struct {
+	Permissions map[string]string
+	Concurrency struct {
+		Group            string
+		CancelInProgress string `yaml:"cancel-in-progress"`
+	}
+	Jobs map[string]struct {
+		If             string
+		RunsOn         string `yaml:"runs-on"`
+		TimeoutMinutes int    `yaml:"timeout-minutes"`
+		Needs          any
+		Permissions    map[string]string
+		Outputs        map[string]string
+		Steps          []step
+	}
 }
 
-// invokeEnv runs invoke.sh with the stand-in aws first on PATH, without the
-// caller's AWS endpoint and retry settings nor its Actions runtime (these
-// tests may run in a GitHub Actions job), plus env.
-func invokeEnv(t *testing.T, mode string, env []string, args ...string) run {
+func readWorkflow(t *testing.T) workflow {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(bin, "aws"), []byte(fakeAWS), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(bin, "sleep"), []byte(fakeSleep), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	output := filepath.Join(dir, "github_output")
-	cmd := exec.Command("./invoke.sh", args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "AWS_MAX_ATTEMPTS=") &&
-			!strings.HasPrefix(kv, "AWS_REGION=") && !strings.HasPrefix(kv, "AWS_DEFAULT_REGION=") &&
-			!strings.HasPrefix(kv, "GITHUB_ACTIONS=") && !strings.HasPrefix(kv, "ACTIONS_ID_TOKEN_REQUEST_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "PATH="+bin+":"+os.Getenv("PATH"), "FAKE_DIR="+dir, "FAKE_MODE="+mode, "GITHUB_OUTPUT="+output)
-	cmd.Env = append(cmd.Env, env...)
-	out, err := cmd.CombinedOutput()
-	r := run{out: string(out)}
-	if exit, ok := err.(*exec.ExitError); ok {
-		r.code = exit.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	read := func(name string) string { b, _ := os.ReadFile(filepath.Join(dir, name)); return string(b) }
-	r.output, r.payload, r.args, r.attempts = read("github_output"), read("payload"), read("args"), strings.TrimSpace(read("attempts"))
-	r.region = strings.TrimSpace(read("region"))
-	r.sleeps = strings.Fields(read("sleeps"))
-	return r
-}
-
-func TestInvokeSucceeds(t *testing.T) {
-	payload := `{"runId":"42","pool":"linux","instanceCount":2}`
-	r := invoke(t, "ok", "ci-provision", payload)
-	if r.code != 0 || !strings.Contains(r.out, `"status":"ready"`) {
-		t.Fatalf("exit %d:\n%s", r.code, r.out)
-	}
-	if r.payload != payload {
-		t.Errorf("the CLI got payload %q, want %q", r.payload, payload)
-	}
-	// Provision waits minutes for its runners: no read timeout, no second
-	// call sent behind the first one's back.
-	if !strings.Contains(r.args, "--function-name\nci-provision\n") || !strings.Contains(r.args, "--cli-read-timeout\n0\n") ||
-		strings.Contains(r.args, "cli-binary-format") || strings.Contains(r.args, "--endpoint-url") {
-		t.Errorf("arguments:\n%s", r.args)
-	}
-	if r.attempts != "1" {
-		t.Errorf("AWS_MAX_ATTEMPTS %q, want 1", r.attempts)
-	}
-	if r.output != `response={"runId":"42","label":"ghr-42-abcdefghijklmnop","status":"ready","instances":[{"instanceId":"i-1"}]}`+"\n" {
-		t.Errorf("GITHUB_OUTPUT: %q", r.output)
-	}
-}
-
-func TestInvokeFunctionErrorFailsTheStep(t *testing.T) {
-	r := invoke(t, "function-error", "ci-provision", `{"runId":"42","pool":"linux","instanceCount":50}`)
-	want := "::error title=ghrunner ci-provision::instanceCount: must be 1 to 10, got 50%0A(100%25 of the pool)"
-	if r.code != 1 || !strings.Contains(r.out, want) {
-		t.Fatalf("exit %d, want 1 and %q in:\n%s", r.code, want, r.out)
-	}
-	if r.output != "" {
-		t.Errorf("a failed call wrote an output: %q", r.output)
-	}
-}
-
-func TestInvokeErrorMessageFailsTheStep(t *testing.T) {
-	// An errorMessage in the response fails the step even when the CLI did
-	// not report a FunctionError (older emulators).
-	r := invoke(t, "error-body", "ci-provision", `{"runId":"42","pool":"gpu"}`)
-	want := `::error title=ghrunner ci-provision::pool: no pool "gpu" in this deployment`
-	if r.code != 1 || !strings.Contains(r.out, want) || r.output != "" {
-		t.Fatalf("exit %d, output %q, want 1 and %q in:\n%s", r.code, r.output, want, r.out)
-	}
-}
-
-func TestInvokeNotJSONFailsTheStep(t *testing.T) {
-	r := invoke(t, "not-json", "ci-release", `{"runId":"42"}`)
-	if r.code != 1 || !strings.Contains(r.out, "::error title=ghrunner ci-release::the response is not JSON: Internal Server Error") {
-		t.Fatalf("exit %d:\n%s", r.code, r.out)
-	}
-}
-
-func TestInvokeWithoutInvokeOutput(t *testing.T) {
-	r := invoke(t, "no-stdout", "ci-release", `{"runId":"42"}`)
-	if r.code != 0 || r.output != `response={"runId":"42","released":[],"expired":[]}`+"\n" {
-		t.Fatalf("exit %d, output %q:\n%s", r.code, r.output, r.out)
-	}
-}
-
-func TestInvokeARNTitleEscaped(t *testing.T) {
-	arn := "arn:aws:lambda:eu-west-1:123456789012:function:ci-provision"
-	r := invoke(t, "function-error", arn, `{"runId":"42"}`)
-	want := "::error title=ghrunner arn%3Aaws%3Alambda%3Aeu-west-1%3A123456789012%3Afunction%3Aci-provision::instanceCount"
-	if r.code != 1 || !strings.Contains(r.out, want) {
-		t.Fatalf("exit %d, want %q in:\n%s", r.code, want, r.out)
-	}
-}
-
-func TestInvokeEndpointAndAttempts(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		env      []string
-		endpoint string
-		attempts string
-	}{
-		{"AWS_ENDPOINT_URL", []string{"AWS_ENDPOINT_URL=http://127.0.0.1:5000"}, "http://127.0.0.1:5000", "1"},
-		{"the Lambda one wins", []string{"AWS_ENDPOINT_URL=http://127.0.0.1:5000", "AWS_ENDPOINT_URL_LAMBDA=http://127.0.0.1:9001"}, "http://127.0.0.1:9001", "1"},
-		{"AWS_MAX_ATTEMPTS kept", []string{"AWS_ENDPOINT_URL=http://127.0.0.1:5000", "AWS_MAX_ATTEMPTS=3"}, "http://127.0.0.1:5000", "3"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			r := invokeEnv(t, "ok", c.env, "ci-provision", `{"runId":"42"}`)
-			if r.code != 0 || !strings.Contains(r.args, "--endpoint-url\n"+c.endpoint+"\n") || r.attempts != c.attempts {
-				t.Fatalf("exit %d, AWS_MAX_ATTEMPTS %q, arguments:\n%s\n%s", r.code, r.attempts, r.args, r.out)
-			}
-		})
-	}
-}
-
-func TestInvokeRegionForCLIv1(t *testing.T) {
-	// AWS CLI v1 reads AWS_DEFAULT_REGION only.
-	if r := invokeEnv(t, "ok", []string{"AWS_REGION=eu-west-1"}, "ci-release", "{}"); r.code != 0 || r.region != "eu-west-1" {
-		t.Errorf("exit %d, AWS_DEFAULT_REGION %q", r.code, r.region)
-	}
-	if r := invokeEnv(t, "ok", []string{"AWS_REGION=eu-west-1", "AWS_DEFAULT_REGION=us-east-2"}, "ci-release", "{}"); r.region != "us-east-2" {
-		t.Errorf("AWS_DEFAULT_REGION %q, want the caller's us-east-2 kept", r.region)
-	}
-}
-
-func TestInvokeCLIErrorFailsTheStep(t *testing.T) {
-	r := invoke(t, "cli-error", "ci-release", `{"runId":"42"}`)
-	if r.code != 1 || !strings.Contains(r.out, "::error title=ghrunner ci-release::aws lambda invoke failed: An error occurred (AccessDeniedException) when calling the Invoke operation: not allowed\n") {
-		t.Fatalf("exit %d:\n%s", r.code, r.out)
-	}
-}
-
-func TestInvokeUsage(t *testing.T) {
-	for _, args := range [][]string{nil, {"--help"}, {"a", "b", "c"}} {
-		if r := invoke(t, "ok", args...); r.code != 2 || !strings.Contains(r.out, "usage: invoke.sh FUNCTION") {
-			t.Errorf("%q: exit %d\n%s", args, r.code, r.out)
-		}
-	}
-}
-
-func TestInvokeShellcheck(t *testing.T) {
-	if _, err := exec.LookPath("shellcheck"); err != nil {
-		t.Fatal("shellcheck not found: run make tools (scripts/ensure-shellcheck installs it)")
-	}
-	if out, err := exec.Command("shellcheck", "invoke.sh").CombinedOutput(); err != nil {
-		t.Fatalf("shellcheck invoke.sh: %v\n%s", err, out)
-	}
-}
-
-func TestWorkflowProvisionsRunsAndAlwaysReleases(t *testing.T) {
-	var wf struct {
-		Jobs map[string]struct {
-			RunsOn  string            `yaml:"runs-on"`
-			Needs   any               `yaml:"needs"`
-			If      string            `yaml:"if"`
-			Outputs map[string]string `yaml:"outputs"`
-			Steps   []map[string]any
-		}
-	}
-	read(t, "ci.yml", &wf)
-	provision, build, release := wf.Jobs["provision"], wf.Jobs["build"], wf.Jobs["release"]
-	// The label provision minted, never the guessable run id.
-	if build.RunsOn != "${{ needs.provision.outputs.label }}" || build.Needs != "provision" ||
-		provision.Outputs["label"] != "${{ fromJSON(steps.provision.outputs.response).label }}" {
-		t.Errorf("build: runs-on %q needs %v, provision's label output %q; want the run's own runners, by the label provision returned",
-			build.RunsOn, build.Needs, provision.Outputs["label"])
-	}
-	if release.If != "always()" || !slices.Equal(toStrings(release.Needs), []string{"provision", "build"}) {
-		t.Errorf("release: if %q needs %v; want always() after provision and build", release.If, release.Needs)
-	}
-	for name, job := range map[string]struct {
-		steps           []map[string]any
-		function, runID string
-	}{
-		"provision": {provision.Steps, "vars.GHRUNNER_PROVISION_FUNCTION", `"runId":"${{ github.run_id }}"`},
-		"release":   {release.Steps, "vars.GHRUNNER_RELEASE_FUNCTION", `"runId":"${{ github.run_id }}"`},
-	} {
-		found := false
-		for _, step := range job.steps {
-			with, _ := step["with"].(map[string]any)
-			if step["uses"] == "./.github/actions/ghrunner" && strings.Contains(with["function-name"].(string), job.function) &&
-				strings.Contains(with["payload"].(string), job.runID) {
-				found = true
-			}
-		}
-		if !found {
-			t.Errorf("%s: no step invoking %s with this run's id", name, job.function)
-		}
-	}
-}
-
-func TestActionRunsInvokeSh(t *testing.T) {
-	var action struct {
-		Inputs map[string]struct{ Required bool }
-		Runs   struct {
-			Using string
-			Steps []struct {
-				ID, Shell, Run string
-				Env            map[string]string
-			}
-		}
-	}
-	read(t, "action.yml", &action)
-	if action.Runs.Using != "composite" || len(action.Runs.Steps) != 1 || !action.Inputs["function-name"].Required {
-		t.Fatalf("action: %+v", action)
-	}
-	step := action.Runs.Steps[0]
-	// Inputs reach the script through the environment, never pasted into the
-	// script text, so a payload with quotes cannot change the command.
-	if step.Shell != "bash" || !strings.Contains(step.Run, `"$GITHUB_ACTION_PATH/invoke.sh" "$FUNCTION_NAME" "$PAYLOAD"`) || strings.Contains(step.Run, "${{") {
-		t.Errorf("step: %+v", step)
-	}
-}
-
-func read(t *testing.T, name string, v any) {
-	t.Helper()
-	raw, err := os.ReadFile(name)
+	raw, err := os.ReadFile("ci.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.Unmarshal(raw, v); err != nil {
-		t.Fatalf("%s: %v", name, err)
+	var wf workflow
+	if err := yaml.Unmarshal(raw, &wf); err != nil {
+		t.Fatalf("ci.yml: %v", err)
 	}
+	return wf
 }
 
-func toStrings(v any) []string {
-	list, _ := v.([]any)
-	out := make([]string, 0, len(list))
-	for _, s := range list {
-		out = append(out, s.(string))
+// actionRef is how users reference the action: this repository's path
+// action/ at a release tag (go.mod names the repository).
+var actionRef = regexp.MustCompile(`^ghrunner/terraform-provider-ghrunner/action@v\d+\.\d+\.\d+$`)
+
+// invoking is the one step of an invoking job: ghrunner's action.
+func invoking(t *testing.T, wf workflow, job string) step {
+	t.Helper()
+	steps := wf.Jobs[job].Steps
+	if len(steps) != 1 || !actionRef.MatchString(steps[0].Uses) {
+		t.Fatalf("job %s: steps %+v, want the one step uses: ghrunner/terraform-provider-ghrunner/action@vX.Y.Z (no checkout, no other action)", job, steps)
 	}
-	return out
+	return steps[0]
+}
+
+func TestTheWorkflowProvisionsRunsOnTheLabelAndAlwaysReleases(t *testing.T) {
+	wf := readWorkflow(t)
+	provision, build, release := wf.Jobs["provision"], wf.Jobs["build"], wf.Jobs["release"]
+	// The label provision minted, never the guessable run id; a fork's pull
+	// request (provision skipped) builds on a GitHub-hosted runner instead.
+	if build.RunsOn != "${{ needs.provision.outputs.label || 'ubuntu-latest' }}" || build.Needs != "provision" ||
+		provision.Outputs["label"] != "${{ steps.provision.outputs.label }}" {
+		t.Errorf("build: runs-on %q needs %v, provision's label output %q", build.RunsOn, build.Needs, provision.Outputs["label"])
+	}
+	if build.If != "${{ !cancelled() && (needs.provision.result == 'success' || needs.provision.result == 'skipped') }}" {
+		t.Errorf("build if %q: want it to run after provision, and without it for a fork", build.If)
+	}
+	// Forks get no OIDC token: provision does not try.
+	if provision.If != "github.event_name != 'pull_request' || github.event.pull_request.head.repo.full_name == github.repository" {
+		t.Errorf("provision if %q: a fork's pull request must skip it", provision.If)
+	}
+	if release.If != "${{ always() && needs.provision.result != 'skipped' }}" || !slices.Equal(toStrings(release.Needs), []string{"provision", "build"}) {
+		t.Errorf("release: if %q needs %v; want always() after provision and build, unless provision was skipped", release.If, release.Needs)
+	}
+	// The invoking jobs wait on one call: the smallest GitHub-hosted runner,
+	// within its 15-minute limit (provision's longest timeout is 900 s).
+	for _, name := range []string{"provision", "release"} {
+		if j := wf.Jobs[name]; j.RunsOn != "ubuntu-slim" || j.TimeoutMinutes == 0 || j.TimeoutMinutes > 15 {
+			t.Errorf("%s: runs-on %q, timeout-minutes %d; want ubuntu-slim within 15 minutes", name, j.RunsOn, j.TimeoutMinutes)
+		}
+	}
+	if !strings.Contains(wf.Concurrency.Group, "github.event.pull_request.number") || wf.Concurrency.CancelInProgress != "${{ github.event_name == 'pull_request' }}" {
+		t.Errorf("concurrency %+v: want a newer push to a pull request to cancel the older run", wf.Concurrency)
+	}
+	if p, r := invoking(t, wf, "provision"), invoking(t, wf, "release"); p.Uses != r.Uses {
+		t.Errorf("provision uses %s, release %s: one version of the action", p.Uses, r.Uses)
+	}
 }
 
 // Only the jobs that invoke provision and release may mint OIDC tokens: the
 // build jobs run pull-request code on pooled runners, and with id-token:
 // write they could assume the invoking role and sign payloads of this run.
 func TestOnlyTheInvokingJobsMayMintTokens(t *testing.T) {
-	var wf struct {
-		Permissions map[string]string
-		Jobs        map[string]struct {
-			Permissions map[string]string
-		}
-	}
-	read(t, "ci.yml", &wf)
+	wf := readWorkflow(t)
 	if len(wf.Permissions) == 0 || wf.Permissions["id-token"] != "" {
 		t.Errorf("workflow permissions %v, want some given and no id-token", wf.Permissions)
 	}
@@ -342,23 +118,80 @@ func TestOnlyTheInvokingJobsMayMintTokens(t *testing.T) {
 	}
 }
 
-// Issue 30, item 7: Lambda answers 429 before the function runs when the
-// account's or the function's concurrency is used up (new accounts may have
-// little). Provision and release are idempotent per run, so invoke.sh sends
-// the call again with backoff instead of failing the workflow; the CLI
-// itself still sends each call once (AWS_MAX_ATTEMPTS=1). Past
-// GHRUNNER_THROTTLE_WAIT it gives up with Lambda's message; any other CLI
-// error fails at once. (With the retry removed, the first case exits 1.)
-func TestInvokeWaitsOutLambdaThrottling(t *testing.T) {
-	r := invokeEnv(t, "throttled-2", nil, "ci-provision", `{"runId":"42"}`)
-	if r.code != 0 || strings.Join(r.sleeps, ",") != "2,4" || r.attempts != "1" || !strings.Contains(r.output, `"label":"ghr-42-abcdefghijklmnop"`) {
-		t.Fatalf("throttled twice: exit %d, waits %v, AWS_MAX_ATTEMPTS %s\n%s", r.code, r.sleeps, r.attempts, r.out)
+// The invoking jobs of ci.yml run as GitHub would run them, for two
+// attempts of run 42: each attempt provisions and releases a runId of its
+// own (so "Re-run all jobs" works: provision refuses a released runId),
+// the role is assumed with the job's token, and provision's label is the
+// job's output the build jobs run on.
+func TestTheWorkflowsInvokingJobsRunTheActionAndReRunsGetARunIDOfTheirOwn(t *testing.T) {
+	wf := readWorkflow(t)
+	gh := fakegithub.New("acme")
+	defer gh.Close()
+	aws := actionrun.NewAWS()
+	defer aws.Close()
+	aws.Function = func(name string, payload []byte) (string, string) {
+		var in struct{ RunID string }
+		json.Unmarshal(payload, &in)
+		if name == "ci-provision" {
+			return `{"runId":"` + in.RunID + `","label":"ghr-` + in.RunID + `-abcdefghijklmnop","instances":[{"instanceId":"i-1"},{"instanceId":"i-2"}]}`, ""
+		}
+		return `{"runId":"` + in.RunID + `","released":["i-1","i-2"],"expired":[]}`, ""
 	}
-	r = invokeEnv(t, "throttled-99", []string{"GHRUNNER_THROTTLE_WAIT=20"}, "ci-provision", `{"runId":"42"}`)
-	if r.code != 1 || strings.Join(r.sleeps, ",") != "2,4,8,16" || !strings.Contains(r.out, "TooManyRequestsException") {
-		t.Fatalf("throttled for good: exit %d, waits %v\n%s", r.code, r.sleeps, r.out)
+	vars := map[string]string{"vars.GHRUNNER_PROVISION_FUNCTION": "ci-provision", "vars.GHRUNNER_RELEASE_FUNCTION": "ci-release",
+		"vars.GHRUNNER_INVOKE_ROLE_ARN": "arn:aws:iam::123456789012:role/ci-invoker", "vars.GHRUNNER_REGION": "eu-west-1"}
+	seen := map[string]bool{}
+	for attempt := 1; attempt <= 2; attempt++ {
+		ctx := map[string]string{"github.run_id": "42", "github.run_attempt": string(rune('0' + attempt))}
+		for k, v := range vars {
+			ctx[k] = v
+		}
+		for _, job := range []string{"provision", "release"} {
+			s := invoking(t, wf, job)
+			inputs := map[string]string{}
+			for k, v := range s.With {
+				expanded, err := actionrun.Expand(v, ctx)
+				if err != nil {
+					t.Fatalf("%s with %s: %v", job, k, err)
+				}
+				inputs[k] = expanded
+			}
+			url, tok := gh.IDTokenRequest(fakegithub.Workflow{Repository: "acme/app", RunID: "42", RunAttempt: attempt})
+			r := actionrun.Run(t, "../../action", inputs, actionrun.JobEnv(aws, t.TempDir(), "42", attempt, url, tok))
+			if r.Code != 0 {
+				t.Fatalf("attempt %d, %s: exit %d\n%s", attempt, job, r.Code, r.Log)
+			}
+			if job == "provision" {
+				label, err := actionrun.Expand(wf.Jobs[job].Outputs["label"], map[string]string{"steps.provision.outputs.label": r.Outputs["label"]})
+				if err != nil || label != "ghr-42-"+ctx["github.run_attempt"]+"-abcdefghijklmnop" || r.Outputs["runners"] != "2" {
+					t.Errorf("attempt %d: provision's label output %q (%v), runners %q", attempt, label, err, r.Outputs["runners"])
+				}
+			}
+		}
 	}
-	if r := invoke(t, "cli-error", "ci-release", `{"runId":"42"}`); r.code != 1 || len(r.sleeps) != 0 {
-		t.Fatalf("another CLI error: exit %d, waits %v: it must fail at once", r.code, r.sleeps)
+	invokes, assumed := aws.Invokes(), aws.Assumed()
+	if len(invokes) != 4 || len(assumed) != 4 {
+		t.Fatalf("%d invokes, %d role assumptions; want 4 each", len(invokes), len(assumed))
 	}
+	for i, in := range invokes {
+		var p struct{ RunID, IDToken string }
+		json.Unmarshal(in.Payload, &p)
+		if p.IDToken == "" || in.AccessKeyID != assumed[i].AccessKeyID || assumed[i].RoleArn != vars["vars.GHRUNNER_INVOKE_ROLE_ARN"] {
+			t.Errorf("%s %s: idToken %t, signed by %s (assumed %s as %s)", in.Function, p.RunID, p.IDToken != "", in.AccessKeyID, assumed[i].AccessKeyID, assumed[i].RoleArn)
+		}
+		seen[in.Function+" "+p.RunID] = true
+	}
+	for _, want := range []string{"ci-provision 42-1", "ci-release 42-1", "ci-provision 42-2", "ci-release 42-2"} {
+		if !seen[want] {
+			t.Errorf("no %s: calls %v", want, seen)
+		}
+	}
+}
+
+func toStrings(v any) []string {
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, s := range list {
+		out = append(out, s.(string))
+	}
+	return out
 }

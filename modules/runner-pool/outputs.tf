@@ -34,7 +34,7 @@ output "schedule_names" {
 }
 
 output "invoker_role_arn" {
-  description = "The role workflows of invoker_repositories assume (aws-actions/configure-aws-credentials role-to-assume) to invoke provision and release; null without invoker_repositories."
+  description = "The role workflows of invoker_repositories assume (role-to-assume of ghrunner's action, action/) to invoke provision and release; null without invoker_repositories."
   value       = one(ghrunner_invoker_role.workflows[*].arn)
 }
 

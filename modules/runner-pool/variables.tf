@@ -160,7 +160,7 @@ variable "oidc_issuer" {
 }
 
 variable "oidc_audience" {
-  description = "Audience the invoking job requests its OIDC token with (invoke.sh's audience); provision and release refuse a token without it. Keep it different from sts.amazonaws.com."
+  description = "Audience the invoking job requests its OIDC token with (the action's audience input); provision and release refuse a token without it. Keep it different from sts.amazonaws.com."
   type        = string
   default     = "ghrunner"
 }

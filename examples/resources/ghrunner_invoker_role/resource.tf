@@ -1,7 +1,7 @@
 # Workflows of two repositories, and of no other, may assume this role with
-# aws-actions/configure-aws-credentials (role-to-assume = the role's arn and
-# permissions: id-token: write) and invoke provision and release; the role
-# can do nothing else.
+# ghrunner's action (role-to-assume = the role's arn and permissions:
+# id-token: write; aws-actions/configure-aws-credentials works too) and
+# invoke provision and release; the role can do nothing else.
 resource "ghrunner_invoker_role" "ci" {
   name         = "ci"
   repositories = ["octo-org/app", "octo-org/infra"]

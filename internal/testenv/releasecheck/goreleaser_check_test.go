@@ -4,18 +4,25 @@ package releasecheck
 
 import (
 	"os/exec"
+	"strings"
 	"testing"
 )
 
-// goreleaserVersion is the newest goreleaser that builds here: v2.16 and
-// v2.17 need a module the proxy refuses (go.digitalxero.dev/go-msix), v2.18
-// needs Go 1.27.
-const goreleaserVersion = "v2.15.1"
+// goreleaser is `go run` of the version scripts/goreleaser-version names,
+// the one the release workflow runs.
+func goreleaser(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	v, err := exec.Command("../../../scripts/goreleaser-version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", append([]string{"run", "github.com/goreleaser/goreleaser/v2@" + strings.TrimSpace(string(v))}, args...)...)
+	cmd.Dir = "../../.."
+	return cmd
+}
 
 func TestGoreleaserCheck(t *testing.T) {
-	cmd := exec.Command("go", "run", "github.com/goreleaser/goreleaser/v2@"+goreleaserVersion, "check", "-f", ".goreleaser.yml")
-	cmd.Dir = "../../.."
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := goreleaser(t, "check", "-f", ".goreleaser.yml").CombinedOutput(); err != nil {
 		t.Fatalf("goreleaser check: %v\n%s", err, out)
 	}
 }

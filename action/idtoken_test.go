@@ -1,4 +1,4 @@
-package workflows_test
+package action_test
 
 import (
 	"context"

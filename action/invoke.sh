@@ -5,12 +5,23 @@
 # and prints its response. When the function failed, Lambda still answers
 # 200 with a FunctionError; this script turns that into a failed step with the
 # function's own message (a GitHub ::error annotation). With GITHUB_OUTPUT set,
-# the response is also the step output `response`.
+# the response is also the step output `response`, and provision's label and
+# number of runners the outputs `label` and `runners`. action.yml beside it
+# runs it as a composite action.
 #
 # Needs bash, the AWS CLI and python3 (on every GitHub-hosted runner; AWS CLI
 # v1 runs on it too), which reads the JSON; jq is not required.
 #
 # Environment:
+#   GHRUNNER_ROLE_ARN   a role to assume with the job's OIDC token (the
+#       invoker role): the token, asked for with GHRUNNER_ROLE_AUDIENCE
+#       (default sts.amazonaws.com, what the role's trust policy wants), goes
+#       to a file of its own, and the AWS CLI assumes the role itself
+#       (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE); credentials in the
+#       environment, which the CLI would prefer, are dropped. The token is
+#       asked for again before every call: a throttled call may be sent
+#       again minutes later. Empty: the CLI's credentials as they are.
+#   GHRUNNER_REGION   the region (AWS_REGION and AWS_DEFAULT_REGION)
 #   AWS_ENDPOINT_URL_LAMBDA, AWS_ENDPOINT_URL   another Lambda endpoint (an
 #       emulator, the local sandbox, a VPC endpoint), passed as --endpoint-url
 #       so that CLI versions which ignore these variables use it as well
@@ -26,9 +37,9 @@
 #       Actions runtime in a job with `permissions: id-token: write`: a
 #       payload with a runId and no idToken gets the job's OIDC token as
 #       idToken (provision and release bind the run to the job's repository
-#       and workflow run with it). The token is masked and never printed.
-#   GHRUNNER_AUDIENCE   the audience to request it with (default ghrunner,
-#       the module's oidc_audience)
+#       and workflow run with it). Tokens are masked and never printed.
+#   GHRUNNER_AUDIENCE   the audience to request the payload's token with
+#       (default ghrunner, the module's oidc_audience)
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
@@ -59,35 +70,29 @@ fail() {
 
 command -v python3 > /dev/null 2>&1 || fail "python3 is required to read the function's response"
 
-work=$(mktemp -d)
+# Under RUNNER_TEMP in a job (the runner empties it after the job), and
+# removed on exit: the tokens written here never outlive the step.
+work=$(mktemp -d "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/ghrunner.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 printf '%s' "$payload" > "$work/payload.json"
 
-# The job's OIDC token, asked of the Actions runtime and put into the
-# payload by python3, so that neither it nor the request token ever is an
-# argument (visible to other processes) or in the log (::add-mask:: hides
-# it should anything print it later).
-token_status=0
-token_error=$(python3 - "$work/payload.json" <<'PY'
+# job_token AUDIENCE FILE writes the job's OIDC token for AUDIENCE to FILE
+# (mode 600), asked of the Actions runtime by python3, so that neither it
+# nor the request token ever is an argument (visible to other processes) or
+# in the log: ::add-mask:: hides it should anything print it later. It
+# fails the step when the job may not have a token.
+job_token() {
+  local message status=0
+  message=$(python3 - "$1" "$2" <<'PY'
 import json, os, sys, urllib.parse, urllib.request
 
-path = sys.argv[1]
-try:
-    with open(path) as f:
-        payload = json.load(f)
-except ValueError:
-    sys.exit(0)  # not JSON: the function says what is wrong with it
-if not isinstance(payload, dict) or "runId" not in payload or "idToken" in payload:
-    sys.exit(0)  # not a provision or release of a run, or signed already
+audience, path = sys.argv[1:3]
 url = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_URL", "")
 request_token = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "")
 if not url or not request_token:
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        print("no OIDC token for this job: give the job that invokes ghrunner "
-              "permissions: id-token: write (provision and release need the job's token)")
-        sys.exit(3)
-    sys.exit(0)  # outside Actions: the payload goes as given
-audience = os.environ.get("GHRUNNER_AUDIENCE") or "ghrunner"
+    print("no OIDC token for this job: give the job that invokes ghrunner "
+          "permissions: id-token: write (a pull request from a fork gets none: see the example workflow)")
+    sys.exit(3)
 sep = "&" if "?" in url else "?"
 req = urllib.request.Request(url + sep + "audience=" + urllib.parse.quote(audience, safe=""),
                              headers={"Authorization": "bearer " + request_token, "Accept": "application/json"})
@@ -95,28 +100,78 @@ try:
     with urllib.request.urlopen(req, timeout=60) as res:
         value = json.load(res).get("value", "")
 except Exception as e:  # the message names the status, never the tokens
-    print("requesting the job's OIDC token failed: %s" % getattr(e, "code", type(e).__name__))
+    print("requesting the job's OIDC token (audience %s) failed: %s" % (audience, getattr(e, "code", type(e).__name__)))
     sys.exit(3)
 if not value:
     print("requesting the job's OIDC token: the answer holds no token")
     sys.exit(3)
-with open(os.path.join(os.path.dirname(path), "token"), "w") as f:
-    f.write(value)  # for the mask below; the folder is the script's own
-payload["idToken"] = value
+with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+    f.write(value)
+PY
+) || status=$?
+  case $status in
+    0) ;;
+    3) fail "$message" ;;
+    *) fail "could not get the job's OIDC token (python3 exited $status)" ;;
+  esac
+  # Registered with the runner as a secret: masked in every later line.
+  if [ "${GITHUB_ACTIONS:-}" = "true" ]; then
+    printf '::add-mask::%s\n' "$(< "$2")"
+  fi
+}
+
+# The payload's idToken: a payload with a runId and none gets the job's
+# token for ghrunner's audience. Outside Actions (by hand, the sandbox) the
+# payload goes as given.
+needs_token=0
+python3 - "$work/payload.json" <<'PY' || needs_token=$?
+import json, sys
+try:
+    with open(sys.argv[1]) as f:
+        payload = json.load(f)
+except ValueError:
+    sys.exit(0)  # not JSON: the function says what is wrong with it
+if isinstance(payload, dict) and "runId" in payload and "idToken" not in payload:
+    sys.exit(10)
+PY
+case $needs_token in
+  0) ;;
+  10)
+    if [ -n "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ] || [ "${GITHUB_ACTIONS:-}" = "true" ]; then
+      job_token "${GHRUNNER_AUDIENCE:-ghrunner}" "$work/id-token"
+      python3 - "$work/payload.json" "$work/id-token" <<'PY' || fail "could not add the job's OIDC token to the payload"
+import json, sys
+path, token = sys.argv[1:3]
+with open(path) as f:
+    payload = json.load(f)
+with open(token) as f:
+    payload["idToken"] = f.read()
 with open(path, "w") as f:
     json.dump(payload, f, separators=(",", ":"))
 PY
-) || token_status=$?
-case $token_status in
-  0)
-    # Registered with the runner as a secret: masked in every later line.
-    if [ -f "$work/token" ] && [ "${GITHUB_ACTIONS:-}" = "true" ]; then
-      printf '::add-mask::%s\n' "$(< "$work/token")"
-    fi
-    rm -f "$work/token" ;;
-  3) fail "$token_error" ;;
-  *) fail "could not add the job's OIDC token to the payload (python3 exited $token_status)" ;;
+      rm -f "$work/id-token"
+    fi ;;
+  *) fail "could not read the payload (python3 exited $needs_token)" ;;
 esac
+
+# The invoker role, assumed by the AWS CLI from a web-identity token file:
+# no other action, no credentials in the environment or on disk beyond the
+# step. Credentials in the environment would win over the role in the
+# CLI's order, so they go.
+if [ -n "${GHRUNNER_ROLE_ARN:-}" ]; then
+  unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_PROFILE
+  export AWS_ROLE_ARN="$GHRUNNER_ROLE_ARN" AWS_WEB_IDENTITY_TOKEN_FILE="$work/web-identity-token"
+  # CloudTrail shows the session name: which run assumed the role.
+  export AWS_ROLE_SESSION_NAME="ghrunner-${GITHUB_RUN_ID:-manual}-${GITHUB_RUN_ATTEMPT:-1}"
+  # The CLI caches the role's credentials under ~/.aws/cli/cache, keyed
+  # by role and session name: a HOME of the step's own keeps them from
+  # outliving it, and keeps the runner's ~/.aws (profiles, a
+  # credential_process) out of the call.
+  export HOME="$work/home"
+fi
+if [ -n "${GHRUNNER_REGION:-}" ]; then
+  export AWS_REGION="$GHRUNNER_REGION" AWS_DEFAULT_REGION="$GHRUNNER_REGION"
+fi
 
 # ${endpoint[@]+...} below: an empty array under set -u fails in bash 3 (macOS).
 endpoint=()
@@ -137,7 +192,13 @@ fi
 throttle_limit=${GHRUNNER_THROTTLE_WAIT:-300}
 waited=0
 delay=2
-until aws lambda invoke ${endpoint[@]+"${endpoint[@]}"} --cli-read-timeout 0 \
+role_token() {
+  if [ -n "${GHRUNNER_ROLE_ARN:-}" ]; then
+    rm -rf "$HOME" && mkdir -m 700 "$HOME" # each call assumes the role afresh
+    job_token "${GHRUNNER_ROLE_AUDIENCE:-sts.amazonaws.com}" "$AWS_WEB_IDENTITY_TOKEN_FILE"
+  fi
+}
+until role_token && aws lambda invoke ${endpoint[@]+"${endpoint[@]}"} --cli-read-timeout 0 \
   --function-name "$function_name" --payload "fileb://$work/payload.json" \
   "$work/response.json" > "$work/invoke.json" 2> "$work/stderr.txt"; do
   if grep -q 'TooManyRequestsException' "$work/stderr.txt" && [ "$waited" -lt "$throttle_limit" ]; then
@@ -154,7 +215,7 @@ until aws lambda invoke ${endpoint[@]+"${endpoint[@]}"} --cli-read-timeout 0 \
 done
 
 # Prints the message when the function failed (exit 3), the response
-# otherwise; writes the response output.
+# otherwise; writes the outputs.
 status=0
 result=$(python3 - "$work/invoke.json" "$work/response.json" <<'PY'
 import json, os, sys
@@ -189,6 +250,12 @@ output = os.environ.get("GITHUB_OUTPUT")
 if output:
     with open(output, "a") as f:
         f.write("response=" + compact + "\n")
+        # provision's answer: the label its jobs run on, and how many
+        # runners it got (fewer than asked when it accepted minInstanceCount)
+        if isinstance(body, dict) and isinstance(body.get("label"), str):
+            f.write("label=" + body["label"] + "\n")
+        if isinstance(body, dict) and isinstance(body.get("instances"), list):
+            f.write("runners=%d\n" % len(body["instances"]))
 PY
 ) || status=$?
 case $status in
