@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,6 +115,10 @@ func (r *Runner) Configured() (File, bool, error) {
 	return f, true, nil
 }
 
+// disableUpdateRefused is what config.sh says when the server did not keep
+// --disableupdate (actions/runner's ConfigurationManager.cs).
+const disableUpdateRefused = "does not support configuring a self-hosted runner with 'DisableUpdate' flag"
+
 // Configure registers the runner, in a fresh copy of the install, and
 // returns its GitHub runner id.
 func (r *Runner) Configure(ctx context.Context, reg Registration) (File, error) {
@@ -135,6 +140,17 @@ func (r *Runner) Configure(ctx context.Context, reg Registration) (File, error) 
 		args = append(args, "--runnergroup", reg.Group)
 	}
 	out, err := r.run(ctx, reg.Token, "./config.sh", args...)
+	if err != nil && strings.Contains(string(out), disableUpdateRefused) {
+		// Some GitHub Enterprise Server releases do not keep the flag:
+		// config.sh fails after the server added the runner
+		// (ConfigurationManager.cs), and --replace takes it over. Such a
+		// server's runner may update itself when the server offers a
+		// newer one; the File says so (DisableUpdate false).
+		if err = r.fresh(nil); err != nil {
+			return File{}, err
+		}
+		out, err = r.run(ctx, reg.Token, "./config.sh", slices.DeleteFunc(args, func(a string) bool { return a == "--disableupdate" })...)
+	}
 	if err != nil {
 		return File{}, fmt.Errorf("config.sh: %w: %s", err, tail(out))
 	}

@@ -77,6 +77,9 @@ func (s *Server) runnerAdd(w http.ResponseWriter, r *http.Request) (int, any) {
 		Replace bool     `json:"replace"`
 		Group   string   `json:"group"`
 		OS      string   `json:"os"`
+		// DisableUpdate is kept on the runner's record, and answered,
+		// unless the server does not support it (NoDisableUpdate).
+		DisableUpdate bool `json:"disableUpdate"`
 	}
 	if err := decode(r, &req); err != nil {
 		return http.StatusBadRequest, apiError(http.StatusBadRequest, err.Error())
@@ -110,13 +113,15 @@ func (s *Server) runnerAdd(w http.ResponseWriter, r *http.Request) (int, any) {
 		rn.labels, rn.group, rn.os, rn.busy, rn.session, rn.lastSeen, rn.permanent = req.Labels, group, req.OS, false, "", time.Time{}, false
 		rn.secret = randomToken("secret_")
 		s.registered(rn)
-		return http.StatusOK, map[string]any{"id": rn.id, "name": rn.name, "secret": rn.secret, "poolId": 1, "poolName": group, "replaced": true}
+		return http.StatusOK, map[string]any{"id": rn.id, "name": rn.name, "secret": rn.secret, "poolId": 1, "poolName": group, "replaced": true,
+			"disableUpdate": req.DisableUpdate && !s.noDisableUpdate}
 	}
 	s.nextID++
 	rn := &runner{id: s.nextID, owner: info.owner, name: req.Name, os: req.OS, labels: req.Labels, group: group, secret: randomToken("secret_")}
 	s.runners[rn.id] = rn
 	s.registered(rn)
-	return http.StatusOK, map[string]any{"id": rn.id, "name": rn.name, "secret": rn.secret, "poolId": 1, "poolName": group}
+	return http.StatusOK, map[string]any{"id": rn.id, "name": rn.name, "secret": rn.secret, "poolId": 1, "poolName": group,
+		"disableUpdate": req.DisableUpdate && !s.noDisableUpdate}
 }
 
 func (s *Server) runnerDelete(w http.ResponseWriter, r *http.Request) (int, any) {

@@ -38,6 +38,13 @@ import (
 type Options struct {
 	// Orgs the App is installed on (all their repositories).
 	Orgs []string
+	// NoDisableUpdate plays a server that does not keep a runner's
+	// DisableUpdate flag: it registers the runner without it, and
+	// config.sh then fails with "The GitHub server does not support
+	// configuring a self-hosted runner with 'DisableUpdate' flag."
+	// (ConfigurationManager.cs, after the runner was added or replaced).
+	// Which GitHub Enterprise Server releases do this is not documented.
+	NoDisableUpdate bool
 	// Repos ("acme/api") the App is installed on one by one.
 	Repos []string
 	// AppID defaults to 4242.
@@ -99,35 +106,36 @@ type Server struct {
 	PrivateKeyPEM []byte
 	appKey        *rsa.PublicKey
 
-	mu             sync.Mutex
-	now            func() time.Time
-	rng            *mathrand.Rand
-	nextID         int64
-	orgs           map[string]bool // organizations that exist
-	installations  []*installation
-	instTokens     map[string]tokenInfo
-	pats           map[string]bool
-	runnerTokens   map[string]tokenInfo // registration and remove tokens
-	tenantTokens   map[string]tokenInfo // what /actions/runner-registration hands a runner
-	runners        map[int64]*runner
-	history        []Registration
-	onRegister     func(Registration)
-	groups         map[string][]string // organization → runner group names
-	jobs           map[int64]*Job
-	jobWake        chan struct{}
-	faults         []*Fault
-	releases       map[string][]byte // actions/runner release asset name → bytes (ServeRunnerRelease)
-	published      []published       // actions/runner releases (PublishRunnerRelease), releases.go
-	minimumRunner  string            // the lowest runner version registered ("": runnerrelease.Minimum)
-	updates        []UpdateMessage   // update messages sent (releases.go)
-	counts         map[string]int
-	rateLimit      int
-	rateUsed       int
-	rateReset      time.Time
-	offlineAfter   time.Duration
-	jitUnusedAfter time.Duration
-	sessionRetry   time.Duration // Options.SessionRetry
-	conflictLimit  time.Duration // Options.SessionConflictLimit
+	mu              sync.Mutex
+	now             func() time.Time
+	rng             *mathrand.Rand
+	nextID          int64
+	orgs            map[string]bool // organizations that exist
+	installations   []*installation
+	instTokens      map[string]tokenInfo
+	pats            map[string]bool
+	runnerTokens    map[string]tokenInfo // registration and remove tokens
+	tenantTokens    map[string]tokenInfo // what /actions/runner-registration hands a runner
+	runners         map[int64]*runner
+	history         []Registration
+	onRegister      func(Registration)
+	groups          map[string][]string // organization → runner group names
+	jobs            map[int64]*Job
+	jobWake         chan struct{}
+	faults          []*Fault
+	releases        map[string][]byte // actions/runner release asset name → bytes (ServeRunnerRelease)
+	published       []published       // actions/runner releases (PublishRunnerRelease), releases.go
+	minimumRunner   string            // the lowest runner version registered ("": runnerrelease.Minimum)
+	noDisableUpdate bool              // Options.NoDisableUpdate
+	updates         []UpdateMessage   // update messages sent (releases.go)
+	counts          map[string]int
+	rateLimit       int
+	rateUsed        int
+	rateReset       time.Time
+	offlineAfter    time.Duration
+	jitUnusedAfter  time.Duration
+	sessionRetry    time.Duration // Options.SessionRetry
+	conflictLimit   time.Duration // Options.SessionConflictLimit
 	// RefuseListeners: how many more listeners to turn away, and why.
 	refuseListeners int
 	refusal         string
@@ -271,29 +279,30 @@ func NewServer(o Options) *Server {
 		o.JITUnusedAfter = 24 * time.Hour
 	}
 	s := &Server{
-		AppID:          o.AppID,
-		PrivateKeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
-		appKey:         &key.PublicKey,
-		now:            o.Now,
-		rng:            mathrand.New(mathrand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
-		nextID:         100,
-		orgs:           map[string]bool{},
-		instTokens:     map[string]tokenInfo{},
-		pats:           map[string]bool{},
-		runnerTokens:   map[string]tokenInfo{},
-		tenantTokens:   map[string]tokenInfo{},
-		runners:        map[int64]*runner{},
-		groups:         map[string][]string{},
-		jobs:           map[int64]*Job{},
-		jobWake:        make(chan struct{}),
-		counts:         map[string]int{},
-		rateLimit:      o.RateLimit,
-		offlineAfter:   o.OfflineAfter,
-		jitUnusedAfter: o.JITUnusedAfter,
-		sessionRetry:   o.SessionRetry,
-		conflictLimit:  o.SessionConflictLimit,
-		rewrite:        o.Rewrite,
-		extra:          o.ExtraRoutes,
+		AppID:           o.AppID,
+		PrivateKeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
+		appKey:          &key.PublicKey,
+		now:             o.Now,
+		rng:             mathrand.New(mathrand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
+		nextID:          100,
+		orgs:            map[string]bool{},
+		instTokens:      map[string]tokenInfo{},
+		pats:            map[string]bool{},
+		runnerTokens:    map[string]tokenInfo{},
+		tenantTokens:    map[string]tokenInfo{},
+		runners:         map[int64]*runner{},
+		groups:          map[string][]string{},
+		jobs:            map[int64]*Job{},
+		jobWake:         make(chan struct{}),
+		counts:          map[string]int{},
+		rateLimit:       o.RateLimit,
+		offlineAfter:    o.OfflineAfter,
+		jitUnusedAfter:  o.JITUnusedAfter,
+		noDisableUpdate: o.NoDisableUpdate,
+		sessionRetry:    o.SessionRetry,
+		conflictLimit:   o.SessionConflictLimit,
+		rewrite:         o.Rewrite,
+		extra:           o.ExtraRoutes,
 	}
 	if o.Version == "" {
 		o.Version = APIGitHubCom

@@ -345,9 +345,12 @@ func configure(c command) int {
 		PoolID   int64  `json:"poolId"`
 		PoolName string `json:"poolName"`
 		Replaced bool   `json:"replaced"`
+		// DisableUpdate is the flag as the server kept it.
+		DisableUpdate bool `json:"disableUpdate"`
 	}
 	status, msg, err := call(context.Background(), http.MethodPost, tenant.URL+"runners", "Bearer "+tenant.Token, "", map[string]any{
 		"name": name, "labels": labels, "replace": c.flag("replace"), "group": c.arg("runnergroup"), "os": "Linux",
+		"disableUpdate": c.flag("disableupdate"),
 	}, &added)
 	switch {
 	case err != nil:
@@ -356,6 +359,12 @@ func configure(c command) int {
 		return fail(errors.New(msg))
 	case status >= 300:
 		return fail(fmt.Errorf("%s (HTTP %d)", msg, status))
+	}
+	// ConfigurationManager.cs: once the server added (or replaced) the
+	// runner, a DisableUpdate it did not keep fails the configuration,
+	// before any settings are saved; the runner stays registered.
+	if c.flag("disableupdate") && !added.DisableUpdate {
+		return fail(errors.New("The GitHub server does not support configuring a self-hosted runner with 'DisableUpdate' flag."))
 	}
 	if added.Replaced {
 		fmt.Println("A runner exists with the same name")
