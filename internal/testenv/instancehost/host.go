@@ -161,7 +161,20 @@ func (h *Host) Kill(instanceID string) bool {
 	if a == nil || a.cmd == nil {
 		return false
 	}
-	return syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL) == nil
+	return a.killGroup(syscall.SIGKILL)
+}
+
+// killGroup signals the agent's process group (Setpgid: pgid = its pid)
+// while the agent runs. Once it exited and was reaped its pid is free, and
+// the machine's pids wrap around (pid_max 32768 here): the number may be
+// another instance's agent's group by then.
+func (a *Agent) killGroup(sig syscall.Signal) bool {
+	select {
+	case <-a.exited:
+		return false
+	default:
+	}
+	return syscall.Kill(-a.cmd.Process.Pid, sig) == nil
 }
 
 // Freeze kills an instance's agent and keeps it from restarting, as if the
@@ -176,7 +189,7 @@ func (h *Host) Freeze(instanceID string) bool {
 	if a == nil || a.cmd == nil {
 		return false
 	}
-	syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
+	a.killGroup(syscall.SIGKILL)
 	killRunnerGroups(a.Dir)
 	return true
 }
@@ -367,11 +380,11 @@ func (h *Host) stopAgent(a *Agent) {
 	defer runner.RemoveCgroup(filepath.Join(a.Dir, "run")) // the runner's cgroup ends with the instance
 	defer killRunnerGroups(a.Dir)
 	if a.cmd != nil {
-		syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
+		a.killGroup(syscall.SIGTERM)
 		select {
 		case <-a.exited:
 		case <-time.After(5 * time.Second):
-			syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
+			a.killGroup(syscall.SIGKILL)
 			<-a.exited
 		}
 	}
@@ -457,9 +470,20 @@ func killRunnerGroups(instanceDir string) {
 	if err != nil {
 		return
 	}
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil && pid > 0 {
-		syscall.Kill(-pid, syscall.SIGKILL)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 {
+		return
 	}
+	// The file outlives its run.sh, and the machine's pids wrap around
+	// (pid_max is 32768 here): a stale pid may be another instance's agent
+	// now, whose group (Setpgid: pgid = pid) this would kill silently, as
+	// the agent's own adopted() guards against. Only a process working in
+	// this instance's folders is its run.sh.
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil || !strings.HasPrefix(filepath.Clean(cwd)+"/", filepath.Clean(instanceDir)+"/") {
+		return
+	}
+	syscall.Kill(-pid, syscall.SIGKILL)
 }
 
 // addUser creates the runner user of an instance, with its home in home.

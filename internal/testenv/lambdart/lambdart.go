@@ -240,6 +240,14 @@ func (h *Host) start() (*env, error) {
 }
 
 func (e *env) kill() {
+	select {
+	case <-e.exited:
+		// Reaped: its pid is free, and the machine's pids wrap around
+		// (pid_max 32768 here): the number may be another process group's
+		// by now (an agent's, killed silently).
+		return
+	default:
+	}
 	if e.cmd != nil && e.cmd.Process != nil {
 		syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
 	}
