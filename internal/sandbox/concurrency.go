@@ -47,8 +47,7 @@ func (e *errThrottled) Error() string { return e.msg }
 
 // concurrency counts the executions running per function.
 type concurrency struct {
-	lambda *lambda.Client
-	limit  int
+	limit int
 
 	mu       sync.Mutex
 	freed    *sync.Cond
@@ -57,23 +56,20 @@ type concurrency struct {
 	refused  int            // synchronous invocations answered 429
 }
 
-func newConcurrency(client *lambda.Client, limit int) *concurrency {
+func newConcurrency(limit int) *concurrency {
 	if limit <= 0 {
 		limit = DefaultLambdaConcurrency
 	}
-	c := &concurrency{lambda: client, limit: limit, running: map[string]int{}, reserved: map[string]int{}}
+	c := &concurrency{limit: limit, running: map[string]int{}, reserved: map[string]int{}}
 	c.freed = sync.NewCond(&c.mu)
 	return c
 }
 
 // acquire takes an execution slot for name: refused with *errThrottled when
 // none is free and wait is false (a synchronous Invoke), waited for
-// otherwise (an event Lambda holds and retries). The returned func frees it.
-func (c *concurrency) acquire(ctx context.Context, name string, wait bool) (func(), error) {
-	reserved, err := c.readReserved(ctx, name)
-	if err != nil {
-		return nil, err
-	}
+// otherwise (an event Lambda holds and retries). reserved is the function's
+// reserved concurrency (-1: none). The returned func frees it.
+func (c *concurrency) acquire(ctx context.Context, name string, reserved int, wait bool) (func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if reserved >= 0 {
@@ -135,17 +131,13 @@ func (c *concurrency) refusal(name string) *errThrottled {
 	return nil
 }
 
-// readReserved is the function's reserved concurrency as moto stores it
-// (-1: none).
-func (c *concurrency) readReserved(ctx context.Context, name string) (int, error) {
-	out, err := c.lambda.GetFunctionConcurrency(ctx, &lambda.GetFunctionConcurrencyInput{FunctionName: aws.String(name)})
-	if err != nil {
-		return 0, fmt.Errorf("reading function %s's reserved concurrency from moto: %w", name, err)
+// reservedOf is a function's reserved concurrency as GetFunction reports
+// it (-1: none).
+func reservedOf(out *lambda.GetFunctionOutput) int {
+	if out.Concurrency == nil || out.Concurrency.ReservedConcurrentExecutions == nil {
+		return -1
 	}
-	if out.ReservedConcurrentExecutions == nil {
-		return -1, nil
-	}
-	return int(aws.ToInt32(out.ReservedConcurrentExecutions)), nil
+	return int(aws.ToInt32(out.Concurrency.ReservedConcurrentExecutions))
 }
 
 // Throttles is how many synchronous invocations Lambda's concurrency

@@ -39,30 +39,40 @@ func TestLambdaThrottlesSynchronousInvocationsPastTheConcurrencyLimit(t *testing
 		t.Fatal(err)
 	}
 
-	c := newConcurrency(client, 3)
-	free1, err := c.acquire(ctx, "reserved", false)
+	reserved := func(name string) int {
+		out, err := client.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reservedOf(out)
+	}
+	if r, s := reserved("reserved"), reserved("shared"); r != 1 || s != -1 {
+		t.Fatalf("GetFunction reports reserved concurrency %d and %d, want 1 and none", r, s)
+	}
+	c := newConcurrency(3)
+	free1, err := c.acquire(ctx, "reserved", 1, false)
 	if err != nil {
 		t.Fatalf("the reserved function's first execution: %v", err)
 	}
 	var th *errThrottled
-	if _, err := c.acquire(ctx, "reserved", false); !errors.As(err, &th) || th.reason != "ReservedFunctionConcurrentInvocationLimitExceeded" {
+	if _, err := c.acquire(ctx, "reserved", 1, false); !errors.As(err, &th) || th.reason != "ReservedFunctionConcurrentInvocationLimitExceeded" {
 		t.Fatalf("a second execution past a reservation of 1 = %v, want ReservedFunctionConcurrentInvocationLimitExceeded", err)
 	}
 	// 3 in the account, 1 reserved: 2 shared.
-	a, err := c.acquire(ctx, "shared", false)
+	a, err := c.acquire(ctx, "shared", -1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.acquire(ctx, "shared", false)
+	b, err := c.acquire(ctx, "shared", -1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.acquire(ctx, "shared", false); !errors.As(err, &th) || th.reason != "ConcurrentInvocationLimitExceeded" {
+	if _, err := c.acquire(ctx, "shared", -1, false); !errors.As(err, &th) || th.reason != "ConcurrentInvocationLimitExceeded" {
 		t.Fatalf("a third shared execution with 2 unreserved = %v, want ConcurrentInvocationLimitExceeded", err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		free, err := c.acquire(ctx, "shared", true)
+		free, err := c.acquire(ctx, "shared", -1, true)
 		if err == nil {
 			free()
 		}

@@ -56,7 +56,7 @@ type Invocation struct {
 }
 
 func newFunctions(client *lambda.Client, assets, dir string, env map[string]string, output io.Writer, limit int) *functions {
-	return &functions{lambda: client, assets: assets, dir: dir, env: env, output: output, conc: newConcurrency(client, limit),
+	return &functions{lambda: client, assets: assets, dir: dir, env: env, output: output, conc: newConcurrency(limit),
 		hosts: map[string]*deployed{}, calls: map[string]int{}}
 }
 
@@ -64,11 +64,11 @@ func newFunctions(client *lambda.Client, assets, dir string, env map[string]stri
 // account's concurrency: a synchronous one (queued false) is refused with
 // *errThrottled when it is used up, an event Lambda holds (queued) waits.
 func (f *functions) invoke(ctx context.Context, name string, payload []byte, queued bool) (lambdart.Result, error) {
-	host, err := f.host(ctx, name)
+	host, reserved, err := f.host(ctx, name)
 	if err != nil {
 		return lambdart.Result{}, err
 	}
-	free, err := f.conc.acquire(ctx, name, queued)
+	free, err := f.conc.acquire(ctx, name, reserved, queued)
 	if err != nil {
 		return lambdart.Result{}, err
 	}
@@ -82,14 +82,16 @@ func (f *functions) invoke(ctx context.Context, name string, payload []byte, que
 // errNoFunction maps to Lambda's 404 ResourceNotFoundException.
 var errNoFunction = errors.New("function not found")
 
-func (f *functions) host(ctx context.Context, name string) (*lambdart.Host, error) {
+// host is the running host of the deployed function name, and its reserved
+// concurrency as GetFunction reports it (-1: none).
+func (f *functions) host(ctx context.Context, name string) (*lambdart.Host, int, error) {
 	out, err := f.lambda.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
 	var nf *lambdatypes.ResourceNotFoundException
 	if errors.As(err, &nf) {
-		return nil, fmt.Errorf("%w: %s", errNoFunction, name)
+		return nil, 0, fmt.Errorf("%w: %s", errNoFunction, name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading function %s from moto: %w", name, err)
+		return nil, 0, fmt.Errorf("reading function %s from moto: %w", name, err)
 	}
 	cfg := out.Configuration
 	arch := "amd64"
@@ -97,7 +99,7 @@ func (f *functions) host(ctx context.Context, name string) (*lambdart.Host, erro
 		arch = "arm64"
 	}
 	if arch != runtime.GOARCH {
-		return nil, fmt.Errorf("function %s is deployed for %s but this machine is %s: deploy the sandbox with architecture = %q", name, arch, runtime.GOARCH, runtime.GOARCH)
+		return nil, 0, fmt.Errorf("function %s is deployed for %s but this machine is %s: deploy the sandbox with architecture = %q", name, arch, runtime.GOARCH, runtime.GOARCH)
 	}
 	env := map[string]string{}
 	if cfg.Environment != nil {
@@ -114,29 +116,29 @@ func (f *functions) host(ctx context.Context, name string) (*lambdart.Host, erro
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if d := f.hosts[name]; d != nil && d.key == key {
-		return d.host, nil
+		return d.host, reservedOf(out), nil
 	}
 	bootstrap, err := f.bootstrap(sum, arch)
 	if err != nil {
-		return nil, fmt.Errorf("function %s: %w", name, err)
+		return nil, 0, fmt.Errorf("function %s: %w", name, err)
 	}
 	if f.credentials != nil {
 		akid, secret, token, err := f.credentials(ctx, aws.ToString(cfg.Role), name, "")
 		if err != nil {
-			return nil, fmt.Errorf("function %s: its execution role: %w", name, err)
+			return nil, 0, fmt.Errorf("function %s: its execution role: %w", name, err)
 		}
 		env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env["AWS_SESSION_TOKEN"] = akid, secret, token
 	}
 	host, err := lambdart.New(lambdart.Function{Name: name, Bootstrap: bootstrap, Env: env, Timeout: time.Duration(aws.ToInt32(cfg.Timeout)) * time.Second,
 		MemoryMB: int(aws.ToInt32(cfg.MemorySize)), Region: env["AWS_REGION"], Output: f.output})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if old := f.hosts[name]; old != nil {
 		old.host.Close() // redeployed: new environments from now on, as Lambda does
 	}
 	f.hosts[name] = &deployed{key: key, host: host}
-	return host, nil
+	return host, reservedOf(out), nil
 }
 
 // bootstrap finds the local zip whose hash is the deployed code's and

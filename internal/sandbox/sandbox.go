@@ -524,14 +524,14 @@ func (s *Sandbox) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Header.Get("X-Amz-Invocation-Type") {
 	case "DryRun":
-		if _, err := s.functions.host(r.Context(), name); err != nil {
+		if _, _, err := s.functions.host(r.Context(), name); err != nil {
 			s.invokeFailed(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return
 	case "Event":
-		if _, err := s.functions.host(r.Context(), name); err != nil {
+		if _, _, err := s.functions.host(r.Context(), name); err != nil {
 			s.invokeFailed(w, err)
 			return
 		}
