@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -28,6 +29,15 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
+
+// The main goroutine keeps the main thread to itself, so no other
+// goroutine ever runs there: work that changes its thread's uid or session
+// keyring (agent/runner/keyrings.go) throws that thread away afterwards,
+// and Go cannot end the main thread — it would keep the change, and the
+// whole process would read as the runner's uid (issue 36 item 0). The
+// runner package guards against it too; this keeps it true for every
+// locked goroutine the agent may ever run.
+func init() { runtime.LockOSThread() }
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"

@@ -14,7 +14,11 @@ package runner
 // uid, so the agent clears and lists them from a thread that takes on the
 // uid alone (setresuid on that thread, not the process) and is thrown away
 // afterwards: a goroutine locked to its thread that ends without unlocking
-// takes the thread with it.
+// takes the thread with it — except the process's main thread, which Go
+// cannot end and wedges instead. A uid or keyring left on the main thread
+// is the process's own as /proc/<pid>/status shows it: the agent would be
+// listed among the runner uid's processes and kill itself (issue 36 item
+// 0). So throwaway never runs its work there.
 
 import (
 	"errors"
@@ -32,41 +36,62 @@ import (
 // discarded, so the agent's other threads keep theirs. A kernel without
 // keys (ENOSYS) has no keyring to inherit.
 func startInOwnSession(cmd *exec.Cmd) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	return throwaway(func() error {
 		if _, _, e := unix.RawSyscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0); e != 0 && e != unix.ENOSYS {
-			done <- fmt.Errorf("a session keyring of its own for %s: %w", cmd.Path, e)
-			return
+			return fmt.Errorf("a session keyring of its own for %s: %w", cmd.Path, e)
 		}
-		done <- cmd.Start()
-	}()
-	return <-done
+		return cmd.Start()
+	})
 }
 
 // asUID runs fn on a thread whose user and group ids are uid and gid alone
 // (no supplementary group), which is thrown away afterwards.
 func asUID(uid, gid uint32, fn func() error) error {
+	return throwaway(func() error { return switchThreadTo(uid, gid, fn) })
+}
+
+// switchThreadTo gives the calling thread uid and gid alone, then runs fn.
+// Raw system calls: syscall.Setresuid would change every thread of the
+// process. Only for a thread that is thrown away (throwaway).
+func switchThreadTo(uid, gid uint32, fn func() error) error {
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+		return fmt.Errorf("setgroups: %w", e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
+		return fmt.Errorf("setresgid %d: %w", gid, e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+		return fmt.Errorf("setresuid %d: %w", uid, e)
+	}
+	return fn()
+}
+
+// throwaway runs fn on an OS thread that ends with it, whatever fn changed
+// on it (its uid, its session keyring), and never on the main thread.
+func throwaway(fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		// Raw system calls: syscall.Setresuid would change every thread
-		// of the agent.
-		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
-			done <- fmt.Errorf("setgroups: %w", e)
-			return
-		}
-		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
-			done <- fmt.Errorf("setresgid %d: %w", gid, e)
-			return
-		}
-		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
-			done <- fmt.Errorf("setresuid %d: %w", uid, e)
-			return
-		}
-		done <- fn()
+		runtime.LockOSThread() // never unlocked when fn ran here: the thread ends with the goroutine
+		done <- onLockedThread(fn)
 	}()
 	return <-done
+}
+
+// mainThreadGuard is false only in the test that shows what the guard
+// prevents.
+var mainThreadGuard = true
+
+// onLockedThread runs fn on the calling goroutine's locked thread, unless
+// that thread is the main one: then the main thread is held (locked to this
+// goroutine, so no other goroutine can run on it) while fn runs on a fresh
+// thread of its own, and handed back untouched.
+func onLockedThread(fn func() error) error {
+	if mainThreadGuard && unix.Gettid() == unix.Getpid() {
+		err := throwaway(fn)
+		runtime.UnlockOSThread()
+		return err
+	}
+	return fn()
 }
 
 // uidKeyrings finds, from a thread running as the uid (asUID), the

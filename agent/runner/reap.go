@@ -80,8 +80,11 @@ func killUID(uid uint32) (int, error) {
 // It counts tasks, not only processes: a thread group whose leader thread
 // ended (it called exit, not exit_group) reads State Z like a zombie, yet
 // its other threads still run, and SIGKILL to its pid ends them all. A
-// true zombie, all of whose threads are dead, is left to its parent.
+// true zombie, all of whose threads are dead, is left to its parent. The
+// calling process itself is never listed: whatever uid one of its threads
+// shows, it is not the job's, and killing it would kill the agent.
 func processesOf(uid uint32) ([]int, error) {
+	self := os.Getpid()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
@@ -89,7 +92,7 @@ func processesOf(uid uint32) ([]int, error) {
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid == self {
 			continue
 		}
 		status, err := os.ReadFile("/proc/" + e.Name() + "/status")

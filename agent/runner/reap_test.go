@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,11 +14,39 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 )
 
+// The main goroutine stays on the main thread (see onMainThread).
+func init() { runtime.LockOSThread() }
+
+// mainThreadWork is served by the main goroutine, on the process's main
+// thread, while the tests run on others.
+var mainThreadWork = make(chan func())
+
+// onMainThread runs f on the process's main thread.
+func onMainThread(f func()) {
+	done := make(chan struct{})
+	mainThreadWork <- func() { defer close(done); f() }
+	<-done
+}
+
 func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Remove()
-	removeMadeCgroups()
-	os.Exit(code)
+	if os.Getenv(mainThreadProbeEnv) != "" {
+		mainThreadProbe() // exits
+	}
+	exit := make(chan int)
+	go func() {
+		code := m.Run()
+		testbin.Remove()
+		removeMadeCgroups()
+		exit <- code
+	}()
+	for {
+		select {
+		case f := <-mainThreadWork:
+			f()
+		case code := <-exit:
+			os.Exit(code)
+		}
+	}
 }
 
 // hostileJob builds internal/testenv/hostilejob, the job tricks a shell
