@@ -53,6 +53,9 @@ type Deps struct {
 	// busy runner's deletion (tests shorten it, the benchmarks lengthen it
 	// to the peer design's); see WaitEvery and retryEvery for the defaults.
 	Poll time.Duration
+	// Groups, when set, caches runner group ids across invocations (the
+	// execution environment's); nil asks GitHub every time.
+	Groups *GroupIDs
 
 	watchOnce sync.Once
 	watch     *state.Watcher

@@ -60,14 +60,19 @@ func MintWhy(rec *state.Instance, run *state.Run, p *state.PoolConfig, now time.
 
 // GroupID is the runner group id a pool's runners join: the pool's named
 // group of an organization, else Default (1; a repository's only group).
+// Found by paging through the owner's groups, so kept in d.Groups.
 func (d *Deps) GroupID(ctx context.Context, p *state.PoolConfig) (int64, error) {
 	if p.RunnerGroup == "" || strings.Contains(p.Owner, "/") {
 		return 1, nil
+	}
+	if id, ok := d.Groups.get(p.Owner, p.RunnerGroup); ok {
+		return id, nil
 	}
 	id, err := d.GitHub.RunnerGroupID(ctx, p.Owner, p.RunnerGroup)
 	if err != nil {
 		return 0, fmt.Errorf("runner group %q of %s: %w", p.RunnerGroup, p.Owner, err)
 	}
+	d.Groups.put(p.Owner, p.RunnerGroup, id)
 	return id, nil
 }
 
@@ -106,7 +111,9 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 	}
 	reg := state.Registration{Purpose: state.PurposeJIT, JITConfig: cfg.Encoded, Seq: n, RunnerID: cfg.RunnerID, RunnerName: cfg.Name,
 		Labels: label}
-	out, err := d.Store.PutJIT(ctx, rec.Key, rec.Assignment, reg)
+	// rec.JITServed is what a look at GitHub just found (jitcap.go), or
+	// what the record held.
+	out, err := d.Store.PutJITServed(ctx, rec.Key, rec.Assignment, reg, rec.JITServed)
 	if err == nil {
 		d.Log.Info("just-in-time configuration written", "instanceId", rec.ID, "assignment", rec.Assignment, "seq", n, "runnerId", cfg.RunnerID)
 		return out, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Just-in-time registrations. In a pool with registration "jit" no GitHub
@@ -49,6 +50,103 @@ func (i *Instance) JITWanted() int {
 	return n
 }
 
+// The control plane bounds what a request costs (controlplane/jitcap.go):
+// these clauses name why it refused one.
+const (
+	// ClauseJITRate: the control plane took another request of the
+	// instance to GitHub too recently (jitAt, its own clock).
+	ClauseJITRate Clause = "jitRate"
+	// ClauseJITUnused: too many of the assignment's runners were not seen
+	// to take a job (jitServed).
+	ClauseJITUnused Clause = "jitUnused"
+)
+
+// JITRefusal is the last request the control plane refused, kept in the
+// record for the operator (ghrunner instances) and for the next decision:
+// a look at GitHub that found no runner of the assignment took a job is
+// repeated only after a backoff, counted by Looks for the number Seq.
+type JITRefusal struct {
+	Assignment string `dynamodbav:"assignment" json:"assignment"`
+	Seq        int    `dynamodbav:"seq" json:"seq"` // the number asked for
+	At         int64  `dynamodbav:"at" json:"at"`   // the control plane's clock
+	Clause     Clause `dynamodbav:"clause" json:"clause"`
+	Why        string `dynamodbav:"why" json:"why"`
+	// Count is how many requests of the assignment were refused.
+	Count int `dynamodbav:"count" json:"count"`
+	// Looks is how many looks in a row found that no runner of the
+	// assignment since the last one seen took a job, the last at LookedAt.
+	Looks    int   `dynamodbav:"looks,omitempty" json:"looks,omitempty"`
+	LookedAt int64 `dynamodbav:"lookedAt,omitempty" json:"lookedAt,omitempty"`
+}
+
+// JITRefusedNow is the last refusal of the current assignment, the zero
+// value when it had none.
+func (i *Instance) JITRefusedNow() JITRefusal {
+	if i.JITRefused == nil || i.Assignment == "" || i.JITRefused.Assignment != i.Assignment {
+		return JITRefusal{}
+	}
+	return *i.JITRefused
+}
+
+// jitAtBefore holds when the control plane last took a request of the
+// instance to GitHub at or before t, or never did.
+func jitAtBefore(t int64) check {
+	return check{ClauseJITRate,
+		func(b *builder) string {
+			return "(attribute_not_exists(" + b.name("jitAt") + ") OR " + b.name("jitAt") + " <= " + b.value(t) + ")"
+		},
+		func(i *Instance) (bool, string) {
+			return i.JITAt <= t, fmt.Sprintf("a request of the instance was taken to GitHub at %s, after %s", unixString(i.JITAt), unixString(t))
+		}}
+}
+
+// TakeJITRequest takes the request for configuration seq of assignment
+// before GitHub is asked anything for it: it stamps jitAt with at, the
+// control plane's clock, only when the last stamp is at least every older,
+// so no two invocations (a redelivery, a parallel batch) both pass the
+// instance's rate; and it removes the request, so that this write, like
+// every later one until the agent asks again, passes no stream filter.
+// Refused with ClauseJITRate when the rate does not allow it now, and with
+// the clauses of PutJIT when the request is no longer one to serve.
+func (s *Store) TakeJITRequest(ctx context.Context, key Key, assignment string, seq int, at int64, every time.Duration) (*Instance, error) {
+	if assignment == "" || seq < 1 {
+		return nil, fmt.Errorf("take jit request of %s: an assignment and a number (from 1) are required", key)
+	}
+	return s.apply(ctx, change{
+		transition: "take jit request " + strconv.Itoa(seq),
+		key:        key,
+		checks:     []check{exists(), stateIn(Created, Claimed, Running), hasRunID(), assignmentIs(assignment), jitSeqIs(seq - 1), jitAtBefore(at - secs(every))},
+		set:        map[string]any{"jitAt": at},
+		remove:     []string{"signals." + SignalJITNext},
+		// No applied: a take whose answer was lost and whose retry is
+		// refused counts as refused. Recognising it by jitAt = at would
+		// let a second invocation of the same second through.
+	})
+}
+
+// RefuseJIT records that the request of assignment was refused (r), and
+// what a look at GitHub found (served: the number of the assignment's last
+// runner seen to take a job; 0 leaves it). The request is removed: it is
+// answered, and a record that still held it would be delivered again with
+// every write, this one included.
+func (s *Store) RefuseJIT(ctx context.Context, key Key, assignment string, r JITRefusal, served int) (*Instance, error) {
+	if assignment == "" || r.Clause == "" {
+		return nil, fmt.Errorf("refuse jit request of %s: an assignment and the clause refused are required", key)
+	}
+	r.Assignment = assignment
+	c := change{
+		transition: "refuse jit request " + strconv.Itoa(r.Seq),
+		key:        key,
+		checks:     []check{exists(), assignmentIs(assignment)},
+		set:        map[string]any{"jitRefused": r},
+		remove:     []string{"signals." + SignalJITNext},
+	}
+	if served > 0 {
+		c.set["jitServed"] = served
+	}
+	return s.apply(ctx, c)
+}
+
 func jitSeqIs(n int) check {
 	return check{ClauseJIT,
 		func(b *builder) string {
@@ -75,6 +173,13 @@ func hasRunID() check {
 // release, a number already written) returns a *ConditionError; the caller
 // then deletes the runner it minted.
 func (s *Store) PutJIT(ctx context.Context, key Key, assignment string, reg Registration) (*Instance, error) {
+	return s.PutJITServed(ctx, key, assignment, reg, 0)
+}
+
+// PutJITServed is PutJIT that also records served, the number of the
+// assignment's last runner the control plane saw take a job (0: leaves
+// what the record holds).
+func (s *Store) PutJITServed(ctx context.Context, key Key, assignment string, reg Registration, served int) (*Instance, error) {
 	if reg.Purpose != PurposeJIT || reg.JITConfig == "" || reg.Seq < 1 || reg.RunnerID == 0 || reg.RunnerName == "" {
 		return nil, fmt.Errorf("put jit config of %s: a %q registration with its configuration, number (from 1), runner id and name is required", key, PurposeJIT)
 	}
@@ -82,11 +187,15 @@ func (s *Store) PutJIT(ctx context.Context, key Key, assignment string, reg Regi
 		return nil, fmt.Errorf("put jit config of %s: assignment is required", key)
 	}
 	reg.Assignment = assignment
+	set := map[string]any{"registration": reg, "jitSeq": reg.Seq}
+	if served > 0 {
+		set["jitServed"] = served
+	}
 	return s.apply(ctx, change{
 		transition: "jit config " + strconv.Itoa(reg.Seq),
 		key:        key,
 		checks:     []check{exists(), stateIn(Created, Claimed, Running), hasRunID(), assignmentIs(assignment), leaseLive(s.now()), jitSeqIs(reg.Seq - 1)},
-		set:        map[string]any{"registration": reg, "jitSeq": reg.Seq},
+		set:        set,
 		// The request is answered: without it, the record's later writes
 		// (heartbeats) no longer pass the consumer's stream filter.
 		remove: []string{"signals." + SignalJITNext},

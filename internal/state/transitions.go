@@ -460,7 +460,7 @@ func (s *Store) toIdle(ctx context.Context, name string, r Ref, checks []check, 
 		key:        r.Key,
 		checks:     checks,
 		set:        withState(map[string]any{"assignment": next}, r.Pool, Idle, s.now(), s.now()+secs(idleTTL)),
-		remove:     []string{AttrRunID, "pooledAt", "jitSeq"},
+		remove:     []string{AttrRunID, "pooledAt", "jitSeq", "jitServed"},
 		applied:    func(cur *Instance) bool { return cur.Assignment == next },
 	}
 	if removal != nil {
@@ -511,7 +511,7 @@ func (s *Store) Claim(ctx context.Context, key Key, req ClaimRequest) (*Instance
 		checks:     checks,
 		set:        withState(map[string]any{"assignment": next, AttrRunID: req.RunID}, req.Pool, Claimed, now, now+secs(req.ClaimTTL)),
 		increment:  []string{"uses"},
-		remove:     []string{"pooledAt", "jitSeq"},
+		remove:     []string{"pooledAt", "jitSeq", "jitServed"},
 		applied:    func(cur *Instance) bool { return cur.Assignment == next },
 	}
 	if req.Registration != nil {

@@ -15,11 +15,19 @@
 // served once GitHub answers. A request that may not be served (a released
 // run, an expired lease) is skipped: the agent never gets its runner, and
 // release or refresh end the instance as for any other.
+//
+// A request that may be served still costs GitHub calls against the
+// owner's installation budget, and the instance can write as many as it
+// likes: controlplane.DecideJIT bounds them per assignment and per
+// instance (controlplane/jitcap.go). A request over the bound is refused:
+// recorded in the record, removed from it, and returned in Output.Refused
+// for the function's metric.
 package jitstream
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,13 +41,33 @@ import (
 // Deps are what the consumer runs with.
 type Deps struct {
 	*controlplane.Deps
-	// Now is the clock leases are judged by; nil: time.Now.
+	// Now is the clock leases and the instance's rate are judged by; nil:
+	// time.Now.
 	Now func() time.Time
+	// Limits bound what one instance's requests cost; zero:
+	// controlplane.DefaultJITLimits.
+	Limits controlplane.JITLimits
+}
+
+// Output is the partial batch response Lambda reads, and the requests
+// refused, which only the function's metrics read.
+type Output struct {
+	events.DynamoDBEventResponse
+	Refused []Refusal `json:"-"`
+}
+
+// Refusal is a request refused by what it would cost.
+type Refusal struct {
+	Pool       string
+	InstanceID string
+	Seq        int
+	Clause     state.Clause
+	Why        string
 }
 
 // Handle serves one batch of stream records. It answers with the records
 // to retry (partial batch response); an error means the whole batch.
-func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*events.DynamoDBEventResponse, error) {
+func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, error) {
 	var ev events.DynamoDBEvent
 	if err := json.Unmarshal(payload, &ev); err != nil {
 		return nil, fmt.Errorf("not a DynamoDB stream event: %w", err)
@@ -47,14 +75,21 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*events.Dy
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	out := &events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
+	if deps.Limits == (controlplane.JITLimits{}) {
+		deps.Limits = controlplane.DefaultJITLimits
+	}
+	out := &Output{DynamoDBEventResponse: events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}}
 	for _, r := range ev.Records {
 		key, ok := asksForJIT(r)
 		if !ok {
 			deps.Log.Debug("stream record without a request", "event", r.EventName, "keys", len(r.Change.Keys))
 			continue
 		}
-		if err := serve(ctx, deps, key); err != nil {
+		refused, err := serve(ctx, deps, key)
+		if refused != nil {
+			out.Refused = append(out.Refused, *refused)
+		}
+		if err != nil {
 			if awserr.Code(err) == "" {
 				// GitHub's trouble (an outage, a rate limit, an App without
 				// a permission) is one owner's: a batch failure would hold
@@ -106,47 +141,100 @@ func asksForJIT(r events.DynamoDBEventRecord) (state.Key, bool) {
 }
 
 // serve re-reads the record and its run and mints what is asked for, if
-// it may. A nil error means done, or nothing to do.
-func serve(ctx context.Context, d Deps, key state.Key) error {
+// it may and what it costs is within the bound; it returns the refusal
+// when it is not. A nil error means done, or nothing to do.
+func serve(ctx context.Context, d Deps, key state.Key) (*Refusal, error) {
 	rec, err := d.Store.Get(ctx, key)
 	if state.IsNotFound(err) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var run *state.Run
 	if rec.RunID != "" {
 		if run, err = d.Store.GetRun(ctx, rec.RunID); err != nil && !state.IsNotFound(err) {
-			return err
+			return nil, err
 		}
 	}
 	var p *state.PoolConfig
 	if run != nil && run.ID == rec.RunID {
 		if p, err = d.Pool(ctx, run.Pool); err != nil && !state.IsNotFound(err) {
-			return err
+			return nil, err
 		}
 	}
-	if why := controlplane.MintWhy(rec, run, p, d.Now()); why != "" {
+	now := d.Now()
+	if why := controlplane.MintWhy(rec, run, p, now); why != "" {
 		d.Log.Info("just-in-time request skipped", "instanceId", rec.ID, "assignment", rec.Assignment, "why", why)
-		return nil
+		return nil, nil
 	}
 	// Who the runner is for comes from the run's pool, never the record.
 	rec.Pool, rec.Owner = p.Name, p.Owner
+	n := rec.JITWanted()
+	v := controlplane.DecideJIT(rec, false, now, d.Limits)
+	if v.Refused() {
+		return refuse(ctx, d, rec, n, v, now, false)
+	}
+	// Taken before GitHub is asked anything: the rate holds against a
+	// parallel or repeated invocation too, and the request leaves the
+	// record (the agent asks again if this one comes to nothing).
+	if _, err := d.Store.TakeJITRequest(ctx, rec.Key, rec.Assignment, n, now.Unix(), d.Limits.Every); err != nil {
+		var ce *state.ConditionError
+		switch {
+		case errors.As(err, &ce) && ce.Clause == state.ClauseJITRate:
+			return refuse(ctx, d, rec, n, controlplane.JITVerdict{Clause: ce.Clause, Why: ce.Detail}, now, false)
+		case ce != nil:
+			d.Log.Info("just-in-time request overtaken", "instanceId", rec.ID, "err", err)
+			return nil, nil
+		}
+		return nil, err
+	}
+	if v.Look {
+		served, err := d.LookJIT(ctx, rec)
+		if err != nil {
+			return nil, fmt.Errorf("look whether the runners of %s took a job: %w", rec.ID, err)
+		}
+		rec.JITServed = served
+		if v = controlplane.DecideJIT(rec, true, now, d.Limits); v.Refused() {
+			return refuse(ctx, d, rec, n, v, now, true)
+		}
+	}
 	group, err := d.GroupID(ctx, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	label := run.Label
 	if label == "" {
 		label = run.ID // a run item older than minted labels
 	}
-	_, err = d.MintJIT(ctx, rec, rec.JITWanted(), label, group)
+	_, err = d.MintJIT(ctx, rec, n, label, group)
 	if state.ClauseOf(err) != "" {
 		// The record moved on meanwhile (released, answered by a
 		// redelivery): nothing left to do, and the runner is deleted.
 		d.Log.Info("just-in-time request overtaken", "instanceId", rec.ID, "err", err)
-		return nil
+		return nil, nil
 	}
-	return err
+	if err != nil {
+		d.Groups.Forget(p.Owner, p.RunnerGroup) // found again next time: it may be what failed
+	}
+	return nil, err
+}
+
+// refuse records that request n of rec was refused (v) and removes it;
+// looked says a look at GitHub found no runner took a job, and counts it.
+func refuse(ctx context.Context, d Deps, rec *state.Instance, n int, v controlplane.JITVerdict, now time.Time, looked bool) (*Refusal, error) {
+	prior := rec.JITRefusedNow()
+	r := state.JITRefusal{Seq: n, At: now.Unix(), Clause: v.Clause, Why: v.Why, Count: prior.Count + 1}
+	if prior.Seq == n {
+		r.Looks, r.LookedAt = prior.Looks, prior.LookedAt
+	}
+	served := 0
+	if looked {
+		r.Looks, r.LookedAt, served = r.Looks+1, now.Unix(), rec.JITServed
+	}
+	d.Log.Warn("just-in-time request refused", "instanceId", rec.ID, "assignment", rec.Assignment, "seq", n, "clause", v.Clause, "why", v.Why, "refusedInAssignment", r.Count)
+	if _, err := d.Store.RefuseJIT(ctx, rec.Key, rec.Assignment, r, served); err != nil && state.ClauseOf(err) == "" {
+		return nil, err
+	}
+	return &Refusal{Pool: rec.Pool, InstanceID: rec.ID, Seq: n, Clause: v.Clause, Why: v.Why}, nil
 }

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
@@ -43,7 +41,13 @@ type rig struct {
 	deps  jitstream.Deps
 	poll  *streampoll.Poller
 	inst  *state.Instance
+	// ahead moves the consumer's clock (leases, the instance's rate).
+	ahead time.Duration
 }
+
+// later moves the consumer's clock past the instance's rate, as the
+// agent's next ask comes seconds after the last.
+func (r *rig) later() { r.ahead += controlplane.DefaultJITLimits.Every + time.Second }
 
 func newRig(t *testing.T) *rig {
 	r := &rig{t: t, fake: fakegithub.New("acme", "globex")}
@@ -51,7 +55,8 @@ func newRig(t *testing.T) *rig {
 	r.store = statetest.NewStore(t, env, state.TableOptions{Stream: true})
 	gh, err := github.New(github.Config{BaseURL: r.fake.URL(), AppID: r.fake.AppID, PrivateKeyPEM: r.fake.PrivateKeyPEM})
 	must(t, err)
-	r.deps = jitstream.Deps{Deps: &controlplane.Deps{Store: r.store, GitHub: gh, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	r.deps = jitstream.Deps{Deps: &controlplane.Deps{Store: r.store, GitHub: gh, Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		Now: func() time.Time { return time.Now().Add(r.ahead) }}
 	must(t, r.store.PutPoolConfig(ctx, state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
 		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux", InstanceRoleID: testRole}))
 	_, _, err = r.store.StartRun(ctx, state.Run{ID: "run-1", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-1-secret"})
@@ -70,11 +75,11 @@ func newRig(t *testing.T) *rig {
 
 // deliver hands every new stream batch to the consumer, as Lambda would,
 // and returns the batches and the answers.
-func (r *rig) deliver() ([]streampoll.Batch, []*events.DynamoDBEventResponse) {
+func (r *rig) deliver() ([]streampoll.Batch, []*jitstream.Output) {
 	r.t.Helper()
 	batches, err := r.poll.Poll(ctx)
 	must(r.t, err)
-	var answers []*events.DynamoDBEventResponse
+	var answers []*jitstream.Output
 	for _, b := range batches {
 		out, err := jitstream.Handle(ctx, r.deps, b.Event)
 		must(r.t, err)
@@ -159,6 +164,8 @@ func TestARequestGitHubFailsForIsLeftForTheAgentsNextAskAndHoldsUpNoOtherOwner(t
 		t.Fatalf("globex's request behind acme's failure: seq %d, want 2", rec.JITSeq)
 	}
 	r.fake.ClearFaults()
+	// The failed call counted against the instance's rate.
+	r.later()
 	must(t, r.store.PutSignal(ctx, r.inst.Key, r.inst.Assignment, state.SignalJITNext, "2")) // the agent asks again
 	r.deliver()
 	if rec, _ := r.store.Get(ctx, r.inst.Key); rec.JITSeq != 2 {
