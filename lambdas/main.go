@@ -99,10 +99,19 @@ type execEnv struct {
 	// idTokens verifies the invoking job's OIDC token; it caches the
 	// issuer's keys for the life of the execution environment.
 	idTokens *idtoken.Verifier
+	// groups caches runner group ids (provision and the jit consumer
+	// would page through the owner's groups for every runner).
+	groups *controlplane.GroupIDs
 }
 
+// groupIDsFor is how long a runner group's id is used without asking
+// GitHub again: a group renamed or replaced is found again after it, or
+// after the first mint that fails with it.
+const groupIDsFor = 10 * time.Minute
+
 func setup(ctx context.Context) (*execEnv, error) {
-	b := &execEnv{handler: os.Getenv("GHRUNNER_HANDLER"), ghParam: os.Getenv("GHRUNNER_GITHUB_PARAMETER"), metricsOut: os.Stdout}
+	b := &execEnv{handler: os.Getenv("GHRUNNER_HANDLER"), ghParam: os.Getenv("GHRUNNER_GITHUB_PARAMETER"), metricsOut: os.Stdout,
+		groups: &controlplane.GroupIDs{TTL: groupIDsFor}}
 	valid := false
 	for _, h := range bundle.Handlers {
 		valid = valid || h == b.handler
@@ -179,7 +188,7 @@ func (b *execEnv) handle(ctx context.Context, payload json.RawMessage) (any, err
 		log.Error("github", "err", err)
 		return nil, err
 	}
-	d := &controlplane.Deps{Store: b.store, SQS: b.aws.SQS(), GitHub: gh, Log: log, IDTokens: b.idTokens}
+	d := &controlplane.Deps{Store: b.store, SQS: b.aws.SQS(), GitHub: gh, Log: log, IDTokens: b.idTokens, Groups: b.groups}
 	start := time.Now()
 	var out any
 	switch b.handler {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/metrics"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/jitstream"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
@@ -41,6 +42,7 @@ const (
 	mStuckRuns         = "StuckRuns"
 	mByRunnerVersion   = "InstancesByRunnerVersion"
 	mVersionLeft       = "RunnerVersionSecondsLeft"
+	mJITRefused        = "JITRequestsRefused"
 )
 
 // invocationMetrics turns one invocation's result into metric records:
@@ -75,6 +77,10 @@ func invocationMetrics(handler string, payload json.RawMessage, out any, failed 
 	case *scaledown.Output:
 		if o != nil {
 			recs = append(recs, scaleDownMetrics(handler, o)...)
+		}
+	case *jitstream.Output:
+		if o != nil {
+			recs = append(recs, jitMetrics(handler, o)...)
 		}
 	}
 	if handler == bundle.HandlerProvision && failed {
@@ -191,6 +197,18 @@ func scaleDownMetrics(handler string, o *scaledown.Output) []metrics.Record {
 		}
 	}
 	return append(counted(handler, mTerminations, terms), perPool(handler, mKeptIdle, kept)...)
+}
+
+// jitMetrics counts the just-in-time requests refused by what they would
+// cost, by pool and by the clause refused ("jitRate": the instance's
+// rate; "jitUnused": runners of the assignment that took no job). A
+// steady count names an instance asking beyond what an honest agent does.
+func jitMetrics(handler string, o *jitstream.Output) []metrics.Record {
+	refused := map[[2]string]int{}
+	for _, r := range o.Refused {
+		refused[[2]string{r.Pool, string(r.Clause)}]++
+	}
+	return counted(handler, mJITRefused, refused)
 }
 
 // counted makes one record per (pool, reason) with its count.

@@ -39,6 +39,15 @@ func renderStatus(w *tabwriter.Writer, v ops.StatusView, now time.Time) {
 	if len(pools) == 0 {
 		fmt.Fprintln(w, "(no pools in this table)")
 	}
+	for _, p := range pools {
+		var refused []string
+		for _, id := range slices.Sorted(maps.Keys(p.JITRefused)) {
+			refused = append(refused, fmt.Sprintf("%s %d", id, p.JITRefused[id]))
+		}
+		if len(refused) > 0 {
+			fmt.Fprintf(w, "pool %s: just-in-time requests refused (ghrunner instances says why): %s\n", p.Pool, strings.Join(refused, ", "))
+		}
+	}
 	fmt.Fprintln(w)
 	// The runner release each pool is to run, and what its instances run.
 	fmt.Fprintln(w, "POOL	RUNNER VERSION	TARGET NOW	INSTANCES BY VERSION")
@@ -79,6 +88,13 @@ func renderInstances(w *tabwriter.Writer, insts []ops.InstanceView, now time.Tim
 	}
 	if len(insts) == 0 {
 		fmt.Fprintln(w, "(none)")
+	}
+	// Requests an instance made beyond what the control plane lets one
+	// cost: an honest agent seldom has any (issue 36 item 1).
+	for _, in := range insts {
+		if r := in.JITRefused; r != nil && r.Assignment == in.Assignment {
+			fmt.Fprintf(w, "%s: %d just-in-time requests refused, the last (number %d) %s (%s): %s\n", in.ID, r.Count, r.Seq, ago(r.At, now), r.Clause, r.Why)
+		}
 	}
 }
 

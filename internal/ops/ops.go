@@ -80,6 +80,10 @@ type PoolStatus struct {
 	RunnerSpec     string         `json:"runnerSpec,omitempty"`
 	RunnerTarget   string         `json:"runnerTarget,omitempty"`
 	RunnerVersions map[string]int `json:"runnerVersions"`
+	// JITRefused counts, by live instance, the just-in-time requests of
+	// its current assignment the control plane refused by what they
+	// would cost (absent: none).
+	JITRefused map[string]int `json:"jitRefused,omitempty"`
 }
 
 // live lists the records of pool in st: the index finds them, a
@@ -139,6 +143,12 @@ func Status(ctx context.Context, r Reader, now time.Time) ([]PoolStatus, error) 
 					runs[in.RunID] = true
 				}
 				ps.RunnerVersions[cmp.Or(in.RunnerVersion, "unknown")]++
+				if r := in.JITRefusedNow(); r.Count > 0 {
+					if ps.JITRefused == nil {
+						ps.JITRefused = map[string]int{}
+					}
+					ps.JITRefused[in.ID] = r.Count
+				}
 				if st == state.Idle && in.PooledAt > 0 {
 					ps.OldestIdleSeconds = max(ps.OldestIdleSeconds, now.Unix()-in.PooledAt)
 				}
@@ -168,23 +178,26 @@ func IsBadInput(err error) bool {
 // material (a registration token, a just-in-time configuration), of which
 // it names the purpose only.
 type InstanceView struct {
-	ID           string                  `json:"instanceId"`
-	Pool         string                  `json:"pool"`
-	Owner        string                  `json:"owner"`
-	State        state.State             `json:"state"`
-	RunID        string                  `json:"runId,omitempty"`
-	Assignment   string                  `json:"assignment"`
-	InstanceType string                  `json:"instanceType"`
-	UsageClass   string                  `json:"usageClass"`
-	Uses         int                     `json:"uses"`
-	LaunchedAt   int64                   `json:"launchedAt"`
-	PooledAt     int64                   `json:"pooledAt,omitempty"`
-	LeaseUntil   int64                   `json:"leaseUntil,omitempty"`
-	HeartbeatAt  int64                   `json:"heartbeatAt,omitempty"`
-	Heartbeats   int64                   `json:"heartbeats"`
-	RunnerName   string                  `json:"runnerName,omitempty"`
-	RunnerID     int64                   `json:"githubRunnerId,omitempty"`
-	JITSeq       int                     `json:"jitSeq,omitempty"`
+	ID           string      `json:"instanceId"`
+	Pool         string      `json:"pool"`
+	Owner        string      `json:"owner"`
+	State        state.State `json:"state"`
+	RunID        string      `json:"runId,omitempty"`
+	Assignment   string      `json:"assignment"`
+	InstanceType string      `json:"instanceType"`
+	UsageClass   string      `json:"usageClass"`
+	Uses         int         `json:"uses"`
+	LaunchedAt   int64       `json:"launchedAt"`
+	PooledAt     int64       `json:"pooledAt,omitempty"`
+	LeaseUntil   int64       `json:"leaseUntil,omitempty"`
+	HeartbeatAt  int64       `json:"heartbeatAt,omitempty"`
+	Heartbeats   int64       `json:"heartbeats"`
+	RunnerName   string      `json:"runnerName,omitempty"`
+	RunnerID     int64       `json:"githubRunnerId,omitempty"`
+	JITSeq       int         `json:"jitSeq,omitempty"`
+	// JITRefused is the last just-in-time request the control plane
+	// refused by what it would cost (any assignment: its own is in it).
+	JITRefused   *state.JITRefusal       `json:"jitRefused,omitempty"`
 	Registration string                  `json:"registration,omitempty"` // its purpose only
 	Signals      map[string]state.Signal `json:"signals"`
 	Terminated   string                  `json:"terminatedReason,omitempty"`
@@ -198,6 +211,10 @@ func View(i state.Instance) InstanceView {
 		RunnerID: i.GithubRunnerID, JITSeq: i.JITSeq, Signals: map[string]state.Signal{}, Terminated: i.TerminatedReason}
 	if i.Registration != nil {
 		v.Registration = i.Registration.Purpose
+	}
+	if i.JITRefused != nil {
+		r := *i.JITRefused
+		v.JITRefused = &r
 	}
 	for name, s := range i.Signals {
 		v.Signals[name] = s

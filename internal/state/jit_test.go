@@ -1,6 +1,7 @@
 package state
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -104,4 +105,47 @@ func TestReleaseSeesTheLastJITConfig(t *testing.T) {
 	}
 	_, err = s.PutJIT(ctx, k1, again.Assignment, jitReg(3, 13))
 	wantClause(t, err, ClauseState)
+}
+
+// TestAJITRequestIsTakenToGitHubOncePerRate: the control plane stamps a
+// request (jitAt, its clock) before asking GitHub anything, only when the
+// last stamp is old enough, so two invocations never both pass the
+// instance's rate; the request leaves the record with it. A refusal is
+// recorded with what a look found, and removes the request too. None of
+// this is the agent's to write.
+func TestAJITRequestIsTakenToGitHubOncePerRate(t *testing.T) {
+	s, _ := newStore(t)
+	inst := created(t, s, "i-1", "run-1")
+	_, err := s.PutJIT(ctx, k1, inst.Assignment, jitReg(1, 11))
+	must(t, err)
+	must(t, s.PutSignal(ctx, k1, inst.Assignment, SignalJITNext, "2"))
+	const at, every = 1_800_000_000, 2 * time.Second
+	got, err := s.TakeJITRequest(ctx, k1, inst.Assignment, 2, at, every)
+	must(t, err)
+	if got.JITAt != at || got.JITWanted() != 0 {
+		t.Fatalf("after the take: jitAt %d, asking for %d; want %d and the request gone", got.JITAt, got.JITWanted(), at)
+	}
+	_, err = s.TakeJITRequest(ctx, k1, inst.Assignment, 2, at, every) // a parallel invocation
+	wantClause(t, err, ClauseJITRate)
+	_, err = s.TakeJITRequest(ctx, k1, inst.Assignment, 2, at+1, every)
+	wantClause(t, err, ClauseJITRate)
+	_, err = s.TakeJITRequest(ctx, k1, inst.Assignment, 3, at+2, every)
+	wantClause(t, err, ClauseJIT) // not the successor of the last written
+	if _, err := s.TakeJITRequest(ctx, k1, inst.Assignment, 2, at+2, every); err != nil {
+		t.Fatalf("a take once the rate allows it: %v", err)
+	}
+	_, err = s.TakeJITRequest(ctx, k1, "another-assignment", 2, at+9, every)
+	wantClause(t, err, ClauseAssignment)
+
+	must(t, s.PutSignal(ctx, k1, inst.Assignment, SignalJITNext, "2"))
+	got, err = s.RefuseJIT(ctx, k1, inst.Assignment, JITRefusal{Seq: 2, At: at + 3, Clause: ClauseJITUnused, Why: "none took a job", Count: 1, Looks: 1, LookedAt: at + 3}, 1)
+	must(t, err)
+	if r := got.JITRefusedNow(); r.Clause != ClauseJITUnused || r.Count != 1 || r.Looks != 1 || got.JITServed != 1 || got.JITWanted() != 0 {
+		t.Fatalf("after the refusal: %+v, served %d, asking for %d", r, got.JITServed, got.JITWanted())
+	}
+	for _, a := range []string{"jitAt", "jitServed", "jitRefused"} {
+		if slices.Contains(AgentAttributes, a) {
+			t.Errorf("%s is among the agent's attributes: the instance could reset its own bound", a)
+		}
+	}
 }
