@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/ops"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
@@ -158,5 +159,36 @@ func TestHelpEverywhere(t *testing.T) {
 		if code != 0 || !strings.Contains(errOut, "usage: ghrunner") {
 			t.Errorf("%v: exit %d\n%s", args, code, errOut)
 		}
+	}
+}
+
+// TestRefusedJITRequestsAreShown: a just-in-time request the control
+// plane refused by what it would cost (issue 36 item 1) shows in status
+// (per pool, the instances and their counts) and in instances (the last
+// refusal: its number, clause and why), and in instances --json.
+func TestRefusedJITRequestsAreShown(t *testing.T) {
+	table := seeded(t)
+	s := state.New(env.Config(t).DynamoDB(), table)
+	key := state.InstanceKey(opsRole, "i-idle-1")
+	rec, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RefuseJIT(context.Background(), key, rec.Assignment, state.JITRefusal{Seq: 4, At: time.Now().Unix(), Clause: state.ClauseJITUnused,
+		Why: "none of the assignment's configurations 1 to 3 was seen to take a job", Count: 17}, 0); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, "--table", table, "status")
+	if code != 0 || !strings.Contains(out, "pool linux: just-in-time requests refused (ghrunner instances says why): i-idle-1 17") {
+		t.Fatalf("status: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, "--table", table, "instances")
+	if code != 0 || !strings.Contains(out, "i-idle-1: 17 just-in-time requests refused, the last (number 4)") || !strings.Contains(out, "(jitUnused): none of the assignment's") {
+		t.Fatalf("instances: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, "--table", table, "instances", "--json")
+	var insts []ops.InstanceView
+	if code != 0 || json.Unmarshal([]byte(out), &insts) != nil || len(insts) != 1 || insts[0].JITRefused == nil || insts[0].JITRefused.Count != 17 {
+		t.Fatalf("instances --json: exit %d\n%s%s", code, out, errOut)
 	}
 }

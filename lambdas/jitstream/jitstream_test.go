@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -235,5 +236,40 @@ func TestAWrittenRunnerIsNeverDeletedByARepeatedMint(t *testing.T) {
 	}
 	if rs := r.jitRunners(); len(rs) != 2 {
 		t.Fatalf("runners %+v, want the first and the written second", rs)
+	}
+}
+
+// TestAnHonestAgentsRequestsAreServedPastTheCap: the bound on what a
+// request costs (controlplane/jitcap.go) never holds back a run whose
+// jobs keep coming: each runner the agent asks after took a job (busy as
+// its job ends, or gone: GitHub removes a just-in-time runner after its
+// job), so a look at GitHub finds it and the count starts again. Eight
+// jobs on one instance, each request seconds after the last: every one is
+// served, with one look per runner at most.
+func TestAnHonestAgentsRequestsAreServedPastTheCap(t *testing.T) {
+	r := newRig(t)
+	before := r.fake.Counts()
+	for n := 2; n <= 8; n++ {
+		rec, err := r.store.Get(ctx, r.inst.Key)
+		must(t, err)
+		if n%2 == 0 {
+			must(t, r.deps.GitHub.DeleteRunner(ctx, "acme", rec.Registration.RunnerID)) // its job is over: GitHub removed it
+		} else {
+			r.fake.SetBusy(rec.Registration.RunnerID, true) // its job ends as the agent asks
+		}
+		r.later()
+		must(t, r.store.PutSignal(ctx, r.inst.Key, rec.Assignment, state.SignalJITNext, strconv.Itoa(n)))
+		_, answers := r.deliver()
+		for _, a := range answers {
+			if len(a.Refused) > 0 {
+				t.Fatalf("request %d refused: %+v", n, a.Refused)
+			}
+		}
+		if rec, _ = r.store.Get(ctx, r.inst.Key); rec.JITSeq != n {
+			t.Fatalf("request %d not served: the record holds %d", n, rec.JITSeq)
+		}
+	}
+	if looks := r.fake.Counts()["GET /orgs/{org}/actions/runners"] - before["GET /orgs/{org}/actions/runners"]; looks > 7 {
+		t.Errorf("%d looks at runners for 7 requests", looks)
 	}
 }
