@@ -256,6 +256,7 @@ func TestTheAgentReachesOnlyItsOwnInstance(t *testing.T) {
 		{"move its own record to another pool or owner", "dynamodb:UpdateItem", catTable, writes("i-self", "pool", "owner"), false},
 		{"rename the instance its record is of", "dynamodb:UpdateItem", catTable, writes("i-self", "instanceId"), false},
 		{"rewind its use count or just-in-time number", "dynamodb:UpdateItem", catTable, writes("i-self", "uses", "jitSeq"), false},
+		{"reset what bounds its just-in-time requests (issue 36 item 1)", "dynamodb:UpdateItem", catTable, writes("i-self", "signals", "jitAt", "jitServed", "jitRefused"), false},
 		{"put itself into the idle index", "dynamodb:UpdateItem", catTable, writes("i-self", "poolState"), false},
 		{"read another instance's record (item 7)", "dynamodb:GetItem", catTable, own("i-other"), false},
 		{"write another instance's record (item 7)", "dynamodb:UpdateItem", catTable, writes("i-other", "signals"), false},
