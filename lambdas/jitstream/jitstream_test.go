@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
@@ -271,5 +273,17 @@ func TestAnHonestAgentsRequestsAreServedPastTheCap(t *testing.T) {
 	}
 	if looks := r.fake.Counts()["GET /orgs/{org}/actions/runners"] - before["GET /orgs/{org}/actions/runners"]; looks > 7 {
 		t.Errorf("%d looks at runners for 7 requests", looks)
+	}
+}
+
+// TestLambdaReadsOnlyThePartialBatchResponse: the refusals are for the
+// function's metrics; what Lambda reads is the partial batch response.
+func TestLambdaReadsOnlyThePartialBatchResponse(t *testing.T) {
+	out := &jitstream.Output{Refused: []jitstream.Refusal{{Pool: "linux", InstanceID: "i-1", Seq: 4, Clause: state.ClauseJITUnused, Why: "why"}}}
+	out.BatchItemFailures = []events.DynamoDBBatchItemFailure{{ItemIdentifier: "42"}}
+	raw, err := json.Marshal(out)
+	must(t, err)
+	if string(raw) != `{"batchItemFailures":[{"itemIdentifier":"42"}]}` {
+		t.Fatalf("the function answers %s", raw)
 	}
 }
