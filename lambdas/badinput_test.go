@@ -340,7 +340,10 @@ func (d *deployment) tableKeys() []string {
 	must(d.t, err)
 	var keys []string
 	for _, item := range out.Items {
-		if pk, ok := item["pk"].(*ddbtypes.AttributeValueMemberS); ok {
+		// A verified token's use is recorded before the call goes on
+		// (controlplane.Caller): that token serves nothing else, whether
+		// the call was then refused or not. The rest must not change.
+		if pk, ok := item["pk"].(*ddbtypes.AttributeValueMemberS); ok && !strings.HasPrefix(pk.Value, "jti#") {
 			keys = append(keys, pk.Value)
 		}
 	}

@@ -3,10 +3,12 @@ package main
 import (
 	"cmp"
 	"encoding/json"
+	"slices"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/metrics"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/jitstream"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
@@ -171,7 +173,11 @@ func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 	// oldest (the monitoring's alarm fires when that falls below its
 	// threshold, before any runner of the pool is refused).
 	for p, v := range o.RunnerVersions {
+		byDimension := map[string]int{}
 		for version, n := range v.Instances {
+			byDimension[versionDimension(version, v.Target)] += n
+		}
+		for version, n := range byDimension {
 			r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": p, "version": version}}
 			r.Add(mByRunnerVersion, metrics.Count, float64(n))
 			recs = append(recs, r)
@@ -231,6 +237,26 @@ func perPool(handler, name string, n map[string]int) []metrics.Record {
 		recs = append(recs, r)
 	}
 	return recs
+}
+
+// versionDimension is the "version" dimension of a runner version an
+// agent reported. The agent writes runnerVersion into its own record, so
+// root on an instance (or its role's credentials) chooses it, and every
+// distinct dimension value is a new metric series, billed by the month: a
+// value is kept only when it is one the control plane itself names (the
+// pool's target, a release this provider pins, or "unknown": none
+// reported yet). Another version of the runner's form (x.y.z, such as the
+// pool's previous target while its instances move on) is "other", and
+// anything else "invalid": a pool has a bounded number of series whatever
+// its instances write. Refresh's output keeps what each agent reported.
+func versionDimension(version, target string) string {
+	switch {
+	case version == "unknown" || version == target && target != "" || slices.Contains(runnerrelease.Versions(), version):
+		return version
+	case runnerrelease.ValidVersion(version):
+		return "other"
+	}
+	return "invalid"
 }
 
 func orUnknown(pool string) string {

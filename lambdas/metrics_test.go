@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -115,5 +117,41 @@ func TestTerminationsAndRepairsAreCountedByReason(t *testing.T) {
 		sum(p, "Terminations", map[string]string{"reason": "orphan", "pool": "unknown"}) != 1 ||
 		sum(p, "IdleInstancesKept", map[string]string{"pool": "linux"}) != 1 {
 		t.Errorf("scale-down metrics: %+v", p)
+	}
+}
+
+// The runner version an agent reports is its own to write: a compromised
+// instance that reports a new one at every refresh must not mint a metric
+// series each time, nor put its text into a dimension. Only the pool's
+// target, a pinned release and "unknown" pass; other versions are "other",
+// anything else "invalid".
+//
+// With versionDimension returning the version unchanged, the test
+// reported (tried once):
+//
+//	version dimensions ["2.336.0" "2.337.0" "2.337.0\x1b]52;c;Y3VybCB8IHNo\a" "9.9.1" "9.9.2" "unknown" "~~\ni-0forged"],
+//	  want ["2.336.0" "2.337.0" "invalid" "other" "unknown"]
+//	InstancesByRunnerVersion other = 0 (0 values), want 2 in one
+//	InstancesByRunnerVersion invalid = 0 (0 values), want 2 in one
+func TestARunnerVersionAnInstanceMadeUpMintsNoMetricSeries(t *testing.T) {
+	rf := &refresh.Output{RunnerVersions: map[string]refresh.PoolVersions{"linux": {Target: "2.337.0", Instances: map[string]int{
+		"2.337.0": 2, "2.336.0": 1, "unknown": 1, // the target, a pinned release, none reported
+		"9.9.1": 1, "9.9.2": 1, // of the form, made up
+		"2.337.0\x1b]52;c;Y3VybCB8IHNo\a": 1, "~~\ni-0forged": 1,
+	}}}}
+	p := read(t, invocationMetrics(bundle.HandlerRefresh, nil, rf, false, 1, -1))
+	seen := map[string]bool{}
+	for _, pt := range p {
+		if pt.Name == "InstancesByRunnerVersion" {
+			seen[pt.Dimensions["version"]] = true
+		}
+	}
+	if got, want := slices.Sorted(maps.Keys(seen)), []string{"2.336.0", "2.337.0", "invalid", "other", "unknown"}; !slices.Equal(got, want) {
+		t.Errorf("version dimensions %q, want %q", got, want)
+	}
+	for version, want := range map[string]float64{"2.337.0": 2, "2.336.0": 1, "unknown": 1, "other": 2, "invalid": 2} {
+		if got, n := metrics.Sum(p, "InstancesByRunnerVersion", map[string]string{"pool": "linux", "version": version}); got != want || n > 1 {
+			t.Errorf("InstancesByRunnerVersion %s = %v (%d values), want %v in one", version, got, n, want)
+		}
 	}
 }

@@ -117,7 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		global.Usage()
 		return 0
 	default:
-		fmt.Fprintf(stderr, "ghrunner: unknown command %q: one of status, instances, runs, run, tail, retire, drain (ghrunner --help)\n", cmd)
+		printf(stderr, "ghrunner: unknown command %q: one of status, instances, runs, run, tail, retire, drain (ghrunner --help)\n", cmd)
 		return 2
 	}
 	// Flags may come before or after the arguments (run 42 --json).
@@ -142,12 +142,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts := env
 	opts.Region, opts.Profile, opts.Endpoint = *region, *profile, *endpoint
 	if err := opts.Validate(); err != nil {
-		fmt.Fprintln(stderr, "ghrunner:", err)
+		printf(stderr, "ghrunner: %s\n", err)
 		return 2
 	}
 	cfg, err := awsconf.Load(ctx, opts)
 	if err != nil {
-		fmt.Fprintln(stderr, "ghrunner:", err)
+		printf(stderr, "ghrunner: %s\n", err)
 		return 2
 	}
 	store := state.New(cfg.DynamoDB(), *table)
@@ -162,7 +162,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				enc.Encode(e)
 				return
 			}
-			fmt.Fprintf(stdout, "%s  %-20s %s\n", e.At.Format("15:04:05"), e.Instance, e.What)
+			printf(stdout, "%s  %-20s %s\n", e.At.Format("15:04:05"), e.Instance, e.What)
 		})
 		if err != nil {
 			return fail(stderr, err)
@@ -208,7 +208,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, err)
 		}
 		out, render = v, func(w *tabwriter.Writer) {
-			fmt.Fprintf(w, "%s retired (%s): its lease has ended, no provision claims it, refresh terminates it\n", v.ID, v.Terminated)
+			printf(w, "%s retired (%s): its lease has ended, no provision claims it, refresh terminates it\n", v.ID, v.Terminated)
 		}
 	case "drain":
 		v, err := ops.Drain(ctx, store, positional[0], !*off)
@@ -239,7 +239,8 @@ func exitUsage(err error) int {
 }
 
 func fail(stderr io.Writer, err error) int {
-	fmt.Fprintln(stderr, "ghrunner:", err)
+	// An error may quote a record (a retire refused names its run).
+	printf(stderr, "ghrunner: %s\n", err)
 	if ops.IsBadInput(err) {
 		return 2
 	}

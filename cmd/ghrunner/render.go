@@ -16,7 +16,7 @@ import (
 
 func renderStatus(w *tabwriter.Writer, v ops.StatusView, now time.Time) {
 	pools := v.Pools
-	fmt.Fprintln(w, "POOL\tOWNER\tREGISTRATION\tCREATED\tCLAIMED\tRUNNING\tIDLE\tMAX\tIDLE WINDOW NOW\tOLDEST IDLE\tRUNS IN FLIGHT")
+	printf(w, "POOL\tOWNER\tREGISTRATION\tCREATED\tCLAIMED\tRUNNING\tIDLE\tMAX\tIDLE WINDOW NOW\tOLDEST IDLE\tRUNS IN FLIGHT\n")
 	for _, p := range pools {
 		window := "none (keeps 0 idle)"
 		switch {
@@ -33,11 +33,11 @@ func renderStatus(w *tabwriter.Writer, v ops.StatusView, now time.Time) {
 		if len(p.RunsInFlight) > 0 {
 			runs = fmt.Sprintf("%d: %s", len(p.RunsInFlight), strings.Join(p.RunsInFlight, ", "))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Pool, p.Owner, p.Registration,
+		printf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Pool, p.Owner, p.Registration,
 			p.Counts[state.Created], p.Counts[state.Claimed], p.Counts[state.Running], p.Counts[state.Idle], p.MaxInstances, window, oldest, runs)
 	}
 	if len(pools) == 0 {
-		fmt.Fprintln(w, "(no pools in this table)")
+		printf(w, "(no pools in this table)\n")
 	}
 	for _, p := range pools {
 		var refused []string
@@ -45,22 +45,22 @@ func renderStatus(w *tabwriter.Writer, v ops.StatusView, now time.Time) {
 			refused = append(refused, fmt.Sprintf("%s %d", id, p.JITRefused[id]))
 		}
 		if len(refused) > 0 {
-			fmt.Fprintf(w, "pool %s: just-in-time requests refused (ghrunner instances says why): %s\n", p.Pool, strings.Join(refused, ", "))
+			printf(w, "pool %s: just-in-time requests refused (ghrunner instances says why): %s\n", p.Pool, strings.Join(refused, ", "))
 		}
 	}
-	fmt.Fprintln(w)
+	printf(w, "\n")
 	// The runner release each pool is to run, and what its instances run.
-	fmt.Fprintln(w, "POOL	RUNNER VERSION	TARGET NOW	INSTANCES BY VERSION")
+	printf(w, "POOL	RUNNER VERSION	TARGET NOW	INSTANCES BY VERSION\n")
 	for _, p := range pools {
 		var versions []string
 		for v, n := range p.RunnerVersions {
 			versions = append(versions, fmt.Sprintf("%s: %d", v, n))
 		}
 		sort.Strings(versions)
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Pool, cmp.Or(p.RunnerSpec, "-"), cmp.Or(p.RunnerTarget, "-"), cmp.Or(strings.Join(versions, ", "), "-"))
+		printf(w, "%s\t%s\t%s\t%s\n", p.Pool, cmp.Or(p.RunnerSpec, "-"), cmp.Or(p.RunnerTarget, "-"), cmp.Or(strings.Join(versions, ", "), "-"))
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "SCHEDULED\tLAST RUN\tTOOK\tRESULT\tWHAT IT DID")
+	printf(w, "\n")
+	printf(w, "SCHEDULED\tLAST RUN\tTOOK\tRESULT\tWHAT IT DID\n")
 	for _, r := range v.Scheduled {
 		result := "ok"
 		if r.Error != "" {
@@ -73,43 +73,43 @@ func renderStatus(w *tabwriter.Writer, v ops.StatusView, now time.Time) {
 			}
 		}
 		ago := now.Sub(time.Unix(r.At, 0)).Truncate(time.Second)
-		fmt.Fprintf(w, "%s\t%s ago\t%.1fs\t%s\t%s\n", r.Handler, ago, r.Seconds, result, dash(strings.Join(did, ", ")))
+		printf(w, "%s\t%s ago\t%.1fs\t%s\t%s\n", r.Handler, ago, r.Seconds, result, dash(strings.Join(did, ", ")))
 	}
 	if len(v.Scheduled) == 0 {
-		fmt.Fprintln(w, "(refresh and scale-down have not run yet)")
+		printf(w, "(refresh and scale-down have not run yet)\n")
 	}
 }
 
 func renderInstances(w *tabwriter.Writer, insts []ops.InstanceView, now time.Time) {
-	fmt.Fprintln(w, "INSTANCE\tPOOL\tSTATE\tRUN\tUSES\tTYPE\tLEASE LEFT\tLAST BEAT\tRUNNER")
+	printf(w, "INSTANCE\tPOOL\tSTATE\tRUN\tUSES\tTYPE\tLEASE LEFT\tLAST BEAT\tRUNNER\n")
 	for _, in := range insts {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", in.ID, in.Pool, in.State, dash(in.RunID), in.Uses, in.InstanceType,
+		printf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", in.ID, in.Pool, in.State, dash(in.RunID), in.Uses, in.InstanceType,
 			until(in.LeaseUntil, now), ago(in.HeartbeatAt, now), dash(in.RunnerName))
 	}
 	if len(insts) == 0 {
-		fmt.Fprintln(w, "(none)")
+		printf(w, "(none)\n")
 	}
 	// Requests an instance made beyond what the control plane lets one
 	// cost: an honest agent seldom has any (issue 36 item 1).
 	for _, in := range insts {
 		if r := in.JITRefused; r != nil && r.Assignment == in.Assignment {
-			fmt.Fprintf(w, "%s: %d just-in-time requests refused, the last (number %d) %s (%s): %s\n", in.ID, r.Count, r.Seq, ago(r.At, now), r.Clause, r.Why)
+			printf(w, "%s: %d just-in-time requests refused, the last (number %d) %s (%s): %s\n", in.ID, r.Count, r.Seq, ago(r.At, now), r.Clause, r.Why)
 		}
 	}
 }
 
 func renderRun(w *tabwriter.Writer, v *ops.RunView, now time.Time) {
-	fmt.Fprintf(w, "run\t%s\n", v.ID)
-	fmt.Fprintf(w, "pool\t%s\n", v.Pool)
-	fmt.Fprintf(w, "label\t%s\n", dash(v.Label))
+	printf(w, "run\t%s\n", v.ID)
+	printf(w, "pool\t%s\n", v.Pool)
+	printf(w, "label\t%s\n", dash(v.Label))
 	if v.RepositoryID != "" {
-		fmt.Fprintf(w, "provisioned by\t%s (repository id %s), workflow run %s attempt %s\n", v.Repository, v.RepositoryID, v.WorkflowRun, v.RunAttempt)
+		printf(w, "provisioned by\t%s (repository id %s), workflow run %s attempt %s\n", v.Repository, v.RepositoryID, v.WorkflowRun, v.RunAttempt)
 	}
-	fmt.Fprintf(w, "status\t%s%s\n", v.Status, map[bool]string{true: " (" + v.Detail + ")", false: ""}[v.Detail != ""])
-	fmt.Fprintf(w, "instances asked\t%d\n", v.InstanceCount)
-	fmt.Fprintf(w, "started\t%s\n", time.Unix(v.CreatedAt, 0).UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "updated\t%s\n\n", time.Unix(v.UpdatedAt, 0).UTC().Format(time.RFC3339))
-	fmt.Fprintln(w, "INSTANCE\tSTATE\tNOW SERVES\tRUNNER\tSIGNALS (this assignment)")
+	printf(w, "status\t%s%s\n", v.Status, map[bool]string{true: " (" + v.Detail + ")", false: ""}[v.Detail != ""])
+	printf(w, "instances asked\t%d\n", v.InstanceCount)
+	printf(w, "started\t%s\n", time.Unix(v.CreatedAt, 0).UTC().Format(time.RFC3339))
+	printf(w, "updated\t%s\n\n", time.Unix(v.UpdatedAt, 0).UTC().Format(time.RFC3339))
+	printf(w, "INSTANCE\tSTATE\tNOW SERVES\tRUNNER\tSIGNALS (this assignment)\n")
 	for _, in := range v.Instances {
 		serves := dash(in.RunID)
 		if in.RunID != v.ID {
@@ -122,7 +122,7 @@ func renderRun(w *tabwriter.Writer, v *ops.RunView, now time.Time) {
 			}
 		}
 		sort.Strings(sigs)
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", in.ID, in.State, serves, dash(in.RunnerName), dash(strings.Join(sigs, "; ")))
+		printf(w, "%s\t%s\t%s\t%s\t%s\n", in.ID, in.State, serves, dash(in.RunnerName), dash(strings.Join(sigs, "; ")))
 	}
 }
 
@@ -149,32 +149,32 @@ func ago(unix int64, now time.Time) string {
 
 func renderDrain(w *tabwriter.Writer, v *ops.DrainView) {
 	if !v.Draining {
-		fmt.Fprintf(w, "pool %s no longer drains: it takes runs and pools instances again\n", v.Pool)
+		printf(w, "pool %s no longer drains: it takes runs and pools instances again\n", v.Pool)
 		return
 	}
-	fmt.Fprintf(w, "pool %s is draining: it takes no new run, pools nothing and keeps nothing idle\n", v.Pool)
-	fmt.Fprintf(w, "retired now (refresh terminates them):\t%d\t%s\n", len(v.Retired), strings.Join(v.Retired, ", "))
+	printf(w, "pool %s is draining: it takes no new run, pools nothing and keeps nothing idle\n", v.Pool)
+	printf(w, "retired now (refresh terminates them):\t%d\t%s\n", len(v.Retired), strings.Join(v.Retired, ", "))
 	for id, why := range v.Left {
-		fmt.Fprintf(w, "left:\t%s\t%s\n", id, why)
+		printf(w, "left:\t%s\t%s\n", id, why)
 	}
 	runs := "none"
 	if len(v.RunsInFlight) > 0 {
 		runs = strings.Join(v.RunsInFlight, ", ")
 	}
-	fmt.Fprintf(w, "runs in flight (they finish; release retires their instances):\t%d\t%s\n", len(v.RunsInFlight), runs)
+	printf(w, "runs in flight (they finish; release retires their instances):\t%d\t%s\n", len(v.RunsInFlight), runs)
 }
 
 func renderRuns(w *tabwriter.Writer, runs []ops.RunSummary, now time.Time) {
-	fmt.Fprintln(w, "RUN\tPOOL\tSTATUS\tLABEL\tAGE\tCREATED\tCLAIMED\tRUNNING")
+	printf(w, "RUN\tPOOL\tSTATUS\tLABEL\tAGE\tCREATED\tCLAIMED\tRUNNING\n")
 	for _, r := range runs {
 		age := "-"
 		if r.CreatedAt > 0 {
 			age = now.Sub(time.Unix(r.CreatedAt, 0)).Truncate(time.Second).String()
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.ID, r.Pool, dash(string(r.Status)), dash(r.Label), age,
+		printf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.ID, r.Pool, dash(string(r.Status)), dash(r.Label), age,
 			r.Instances[state.Created], r.Instances[state.Claimed], r.Instances[state.Running])
 	}
 	if len(runs) == 0 {
-		fmt.Fprintln(w, "(no run holds an instance now)")
+		printf(w, "(no run holds an instance now)\n")
 	}
 }

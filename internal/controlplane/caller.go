@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/idtoken"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
@@ -23,7 +24,21 @@ type TokenVerifier interface {
 // instance, so no other workflow run's runId can take either form, and a
 // re-run (same run_id, next run_attempt) still names its run's runs.
 // Every refusal is an *InputError naming idToken or runId.
-func (d *Deps) Caller(ctx context.Context, raw, runID string) (idtoken.Identity, error) {
+//
+// A token serves one purpose: op (provision, release) of runID. Its use is
+// recorded in the state table until it expires (state.UseToken), and the
+// same token for any other operation or run is refused: a token that
+// leaks from the invoking job (a log, a step that prints its payload)
+// cannot release the run it provisioned, nor provision or release another
+// run of its workflow run, for the hours it is valid. The same purpose
+// again passes: the invoking job asks for one token per call (invoke.sh),
+// and sends that call again with it after Lambda's 429 (the function did
+// not run: nothing recorded) or when the CLI retries after a lost answer
+// (the function ran: the same op of the same run). Provision and release
+// are idempotent per run, so such a second use does what the first did,
+// and nothing more: provision joins the run it started (or is refused a
+// released one), release finds the run released.
+func (d *Deps) Caller(ctx context.Context, op, raw, runID string) (idtoken.Identity, error) {
 	if d.IDTokens == nil {
 		// Fail closed: a function without an issuer trusts no one.
 		return idtoken.Identity{}, errors.New("idToken: this function has no OIDC issuer configured (GHRUNNER_OIDC_ISSUER); it refuses every run")
@@ -38,6 +53,15 @@ func (d *Deps) Caller(ctx context.Context, raw, runID string) (idtoken.Identity,
 	}
 	if runID != id.RunID && !strings.HasPrefix(runID, id.RunID+"-") {
 		return id, Invalid("runId", "%s is not a run of the invoking workflow run: with its token (run_id %s) runId must be %s or %s-<suffix>, such as %s-%s", Quote(runID), id.RunID, id.RunID, id.RunID, id.RunID, id.RunAttempt)
+	}
+	err = d.Store.UseToken(ctx, id.JTI, op+" of run "+runID, id.Expiry)
+	var used *state.TokenUsedError
+	switch {
+	case errors.As(err, &used):
+		return id, Invalid("idToken", "was already used (jti %s), for %s at %s: a token serves one call (and its retries), never another operation or run; request a fresh token for each call (invoke.sh does)",
+			used.JTI, used.Purpose, time.Unix(used.UsedAt, 0).UTC().Format(time.RFC3339))
+	case err != nil:
+		return id, fmt.Errorf("idToken: cannot be checked now: %w", err)
 	}
 	return id, nil
 }

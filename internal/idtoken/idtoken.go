@@ -9,7 +9,8 @@
 // the keys are cached, fetched again when a token names a key the cache
 // lacks, and read afresh every KeysFor); iss is the configured issuer; aud holds the configured audience;
 // exp, nbf and iat hold with a minute of clock skew; and the claims that
-// bind a run (repository_id, repository, run_id, run_attempt) are present.
+// bind a run (repository_id, repository, run_id, run_attempt) and the
+// token's own id (jti) are present.
 // Keys are never fetched from a URL the token names: only the configured
 // issuer's discovery document says where they are.
 package idtoken
@@ -46,6 +47,9 @@ const Leeway = time.Minute
 // not one, and is refused before any parsing.
 const MaxLen = 16 << 10
 
+// MaxJTI bounds the jti claim (GitHub's is a UUID, 36 characters).
+const MaxJTI = 128
+
 // Identity is who invoked: the job's repository and workflow run, from
 // the token's claims.
 type Identity struct {
@@ -57,6 +61,12 @@ type Identity struct {
 	Repository string
 	RunID      string // the workflow run (github.run_id)
 	RunAttempt string // its attempt (github.run_attempt): re-runs keep RunID
+	// JTI is the token's own id (GitHub mints each token with a fresh
+	// one), and Expiry when the token stops being accepted (exp with the
+	// Leeway): the control plane refuses a token used for a second
+	// purpose until then (controlplane.Caller).
+	JTI    string
+	Expiry time.Time
 }
 
 // Error is a token refused: Rule says why, for the caller. It never
@@ -212,6 +222,7 @@ type claims struct {
 	Repository   string          `json:"repository"`
 	RunID        string          `json:"run_id"`
 	RunAttempt   string          `json:"run_attempt"`
+	JTI          string          `json:"jti"`
 }
 
 // Verify checks a token and returns the identity it carries. A refused
@@ -283,11 +294,16 @@ func (v *Verifier) check(c claims) (Identity, error) {
 	case now.Add(Leeway).Before(unix(*c.IssuedAt)):
 		return Identity{}, refuse("issued in the future, at %s (iat)", unix(*c.IssuedAt).UTC().Format(time.RFC3339))
 	}
-	id := Identity{RepositoryID: c.RepositoryID, Repository: c.Repository, RunID: c.RunID, RunAttempt: c.RunAttempt}
-	for _, f := range []struct{ name, value string }{{"repository_id", id.RepositoryID}, {"repository", id.Repository}, {"run_id", id.RunID}, {"run_attempt", id.RunAttempt}} {
+	id := Identity{RepositoryID: c.RepositoryID, Repository: c.Repository, RunID: c.RunID, RunAttempt: c.RunAttempt,
+		JTI: c.JTI, Expiry: unix(*c.Expiry).Add(Leeway)}
+	for _, f := range []struct{ name, value string }{{"repository_id", id.RepositoryID}, {"repository", id.Repository}, {"run_id", id.RunID}, {"run_attempt", id.RunAttempt}, {"jti", id.JTI}} {
 		if f.value == "" {
 			return Identity{}, refuse("claim %s: required (a token of a workflow job carries it)", f.name)
 		}
+	}
+	// The jti becomes part of a table key: GitHub's are UUIDs.
+	if len(id.JTI) > MaxJTI || strings.ContainsFunc(id.JTI, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return Identity{}, refuse("claim jti: want 1-%d printable ASCII characters without spaces", MaxJTI)
 	}
 	return id, nil
 }

@@ -35,9 +35,14 @@ func TestAJobsTokenNamesItsRepositoryAndWorkflowRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := idtoken.Identity{RepositoryID: "700000", Repository: "acme/app", RunID: "4242", RunAttempt: "2"}
+	want := idtoken.Identity{RepositoryID: "700000", Repository: "acme/app", RunID: "4242", RunAttempt: "2", JTI: id.JTI, Expiry: id.Expiry}
 	if id != want {
 		t.Fatalf("identity %+v, want %+v", id, want)
+	}
+	// The token's own id and when it stops being accepted: what the
+	// control plane keeps its use by (controlplane.Caller).
+	if len(id.JTI) != 32 || time.Until(id.Expiry) < 6*time.Hour || time.Until(id.Expiry) > 6*time.Hour+idtoken.Leeway+time.Minute {
+		t.Fatalf("jti %q, expiry %s: want the token's jti, and its exp (6 h) with the leeway", id.JTI, id.Expiry)
 	}
 }
 

@@ -55,7 +55,8 @@ type Input struct {
 	// IDToken is the invoking job's GitHub Actions OIDC token: the run is
 	// bound to its repository and workflow run (controlplane.Caller). It is
 	// never stored, logged or part of the canonical request: a retried
-	// provision comes with a fresh token.
+	// provision may come with a fresh token (only its jti is kept, to
+	// refuse it for any other call: controlplane.Caller).
 	IDToken string `json:"idToken,omitempty"`
 }
 
@@ -182,7 +183,7 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 		return nil, err
 	}
 	// Who asks, checked before anything is read or written for the run.
-	caller, err := d.Caller(ctx, in.IDToken, in.RunID)
+	caller, err := d.Caller(ctx, "provision", in.IDToken, in.RunID)
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	if err != nil {
 		return nil, err
 	}
-	caller, err := d.Caller(ctx, in.IDToken, in.RunID)
+	caller, err := d.Caller(ctx, "release", in.IDToken, in.RunID)
 	if err != nil {
 		return nil, err
 	}
