@@ -65,6 +65,7 @@ func Start(t testing.TB) *Daemon {
 			cmd.Process.Kill()
 			<-done
 		}
+		unmountBelow(dir)
 		os.RemoveAll(dir)
 	})
 	sock := filepath.Join(dir, "docker.sock")
@@ -179,5 +180,20 @@ func (d *Daemon) WaitRunning(t testing.TB, prefix string) {
 			t.Fatalf("no container %s* runs within 30 s", prefix)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// unmountBelow detaches what is still mounted below dir: a daemon that was
+// in a swarm leaves its network namespace mounted under its exec root, and
+// the folder could not go.
+func unmountBelow(dir string) {
+	raw, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			syscall.Unmount(f[4], syscall.MNT_DETACH)
+		}
 	}
 }
