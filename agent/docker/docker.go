@@ -7,10 +7,16 @@
 // next run pulls ("node:20" now being the job's own). The agent notes the
 // daemon's objects once, after the operator's pre-runner script (what the
 // image and that script made are trusted), and after every assignment
-// removes every container, volume, network and image not in that note, and
+// leaves a swarm the note had not, removes every service, secret, config,
+// node, plugin, container, volume, network and image not in that note, and
 // gives the noted images back their noted tags. Keeping images (a warm
 // cache) is the operator's choice and a trust: a run can then leave an
 // image under a name a later run uses.
+//
+// What the docker command line keeps on the client side, contexts and
+// buildx builders, lives in the runner user's ~/.docker, which the home
+// reset removes (agent/runner); a builder's docker-container driver leaves
+// a container and a volume, which the sweep here removes.
 //
 // The daemon runs as root and acts for anyone who can reach its socket: a
 // job in the docker group is root on the instance, and every other control
@@ -52,11 +58,25 @@ type Image struct {
 type State struct {
 	// Present is false when the instance has no docker command: there is
 	// nothing to note or to clean.
-	Present    bool     `json:"present"`
+	Present bool `json:"present"`
+	// Containers are noted by id; Networks as id@name.
 	Containers []string `json:"containers,omitempty"`
 	Images     []Image  `json:"images,omitempty"`
 	Volumes    []string `json:"volumes,omitempty"`
 	Networks   []string `json:"networks,omitempty"`
+	// Swarm and what a manager holds (swarm.go); the objects are noted as
+	// id@version.
+	Swarm    Swarm    `json:"swarm"`
+	Services []string `json:"services,omitempty"`
+	Secrets  []string `json:"secrets,omitempty"`
+	Configs  []string `json:"configs,omitempty"`
+	Nodes    []string `json:"nodes,omitempty"`
+	// Plugins are noted as id@digest (swarm.go).
+	Plugins []string `json:"plugins,omitempty"`
+	// Tasks are the containers the swarm runs for its services, as
+	// container-id@service-id, from the swarm's own records (a job can
+	// label a container of its own as a service's).
+	Tasks []string `json:"tasks,omitempty"`
 }
 
 // ErrUnreachable says the docker command is installed but its daemon did
@@ -76,7 +96,7 @@ func (d Daemon) Read(ctx context.Context) (State, error) {
 	}{
 		{&s.Containers, []string{"ps", "--all", "--quiet", "--no-trunc"}},
 		{&s.Volumes, []string{"volume", "ls", "--quiet"}},
-		{&s.Networks, []string{"network", "ls", "--quiet", "--no-trunc"}},
+		{&s.Networks, []string{"network", "ls", "--no-trunc", "--format", "{{.ID}}@{{.Name}}"}},
 	}
 	for _, l := range lists {
 		out, err := d.run(ctx, l.args...)
@@ -90,6 +110,12 @@ func (d Daemon) Read(ctx context.Context) (State, error) {
 		return State{}, err
 	}
 	s.Images = images
+	if err := d.readSwarm(ctx, &s); err != nil {
+		return State{}, err
+	}
+	if err := d.readPlugins(ctx, &s); err != nil {
+		return State{}, err
+	}
 	return s, nil
 }
 
@@ -138,16 +164,27 @@ func (d Daemon) Restore(ctx context.Context, base State, keepImages bool) error 
 			errs = append(errs, err)
 		}
 	}
-	// Containers first: they hold volumes, networks and images.
-	if extra := missing(now.Containers, base.Containers); len(extra) > 0 {
+	// The swarm first: it starts its tasks' containers again when they
+	// are removed, and leaving it removes them (and leaves its networks
+	// to the sweep below, on a fresh list).
+	if now.Swarm.In() {
+		d.restoreSwarm(ctx, now, base, try)
+		if now, err = d.Read(ctx); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+	}
+	// Containers next: they hold volumes, networks and images.
+	if extra := ids(swept(now, base, now.Containers, base.Containers)); len(extra) > 0 {
 		try(append([]string{"rm", "--force", "--volumes"}, extra...)...)
 	}
 	if extra := missing(now.Volumes, base.Volumes); len(extra) > 0 {
 		try(append([]string{"volume", "rm", "--force"}, extra...)...)
 	}
-	for _, n := range missing(now.Networks, base.Networks) {
+	for _, n := range ids(swept(now, base, now.Networks, base.Networks)) {
 		try("network", "rm", n)
 	}
+	// Plugins once nothing uses them (a volume or network driver).
+	d.restorePlugins(ctx, now, base, try)
 	if keepImages {
 		return errors.Join(errs...)
 	}
@@ -198,19 +235,21 @@ func (d Daemon) Restore(ctx context.Context, base State, keepImages bool) error 
 	return errors.Join(errs...)
 }
 
-// Extras lists what now holds beyond base: containers, volumes, networks,
-// and, unless images are kept, images and names that base did not have or
-// that point elsewhere. Empty means the daemon is as noted.
+// Extras lists what now holds beyond base: a swarm other than noted, its
+// services, secrets, configs and nodes, plugins, containers, volumes,
+// networks, and, unless images are kept, images and names that base did
+// not have or that point elsewhere. Empty means the daemon is as noted.
 func Extras(now, base State, keepImages bool) []string {
-	var found []string
-	for _, c := range missing(now.Containers, base.Containers) {
-		found = append(found, "container "+short(c))
+	found := swarmExtras(now, base)
+	for _, c := range swept(now, base, now.Containers, base.Containers) {
+		found = append(found, "container "+short(idOf(c)))
 	}
 	for _, v := range missing(now.Volumes, base.Volumes) {
 		found = append(found, "volume "+v)
 	}
-	for _, n := range missing(now.Networks, base.Networks) {
-		found = append(found, "network "+short(n))
+	for _, n := range swept(now, base, now.Networks, base.Networks) {
+		id, name, _ := strings.Cut(n, "@")
+		found = append(found, strings.TrimSpace("network "+short(id)+" "+name))
 	}
 	if keepImages {
 		return found
@@ -261,11 +300,37 @@ func (d Daemon) run(ctx context.Context, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// missing lists the entries of now that base lacks.
+// missing lists the entries of now whose id base lacks (an entry is an id,
+// or id@what).
 func missing(now, base []string) []string {
+	noted := ids(base)
+	var out []string
+	for _, x := range now {
+		if !slices.Contains(noted, idOf(x)) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// changed lists the entries of now that base lacks as they are: a new
+// object, or a noted one in another version.
+func changed(now, base []string) []string {
 	var out []string
 	for _, x := range now {
 		if !slices.Contains(base, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// swept lists the containers or networks of now that base lacks and that
+// are not the noted swarm's own (swarmOwns).
+func swept(nowState, baseState State, now, base []string) []string {
+	var out []string
+	for _, x := range missing(now, base) {
+		if !swarmOwns(nowState, baseState, x) {
 			out = append(out, x)
 		}
 	}

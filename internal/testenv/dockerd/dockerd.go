@@ -65,6 +65,7 @@ func Start(t testing.TB) *Daemon {
 			cmd.Process.Kill()
 			<-done
 		}
+		unmountBelow(dir)
 		os.RemoveAll(dir)
 	})
 	sock := filepath.Join(dir, "docker.sock")
@@ -140,4 +141,59 @@ func (d *Daemon) run(args ...string) (string, error) {
 		return "", fmt.Errorf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// SwarmInit makes the daemon the manager of a swarm of its own. It listens
+// on a port the kernel picks: another test's daemon may be in a swarm too.
+func (d *Daemon) SwarmInit(t testing.TB) {
+	t.Helper()
+	d.Docker(t, "swarm", "init", "--advertise-addr", "127.0.0.1", "--listen-addr", "127.0.0.1:0")
+}
+
+// Plugin creates a (disabled) plugin named name from a folder, as a job
+// can without a registry: docker plugin create reads a config.json and a
+// root file system.
+func (d *Daemon) Plugin(t testing.TB, name string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "rootfs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	config := `{"description":"a test plugin","documentation":"-","entrypoint":["/sleeper"],` +
+		`"interface":{"types":["docker.volumedriver/1.0"],"socket":"p.sock"},"network":{"type":"host"}}`
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.Docker(t, "plugin", "create", name, dir)
+}
+
+// WaitRunning waits until a container whose name starts with prefix runs
+// (a swarm task starts a moment after its service is created).
+func (d *Daemon) WaitRunning(t testing.TB, prefix string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if out, _ := d.run("ps", "--quiet", "--filter", "name=^"+prefix); out != "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no container %s* runs within 30 s", prefix)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// unmountBelow detaches what is still mounted below dir: a daemon that was
+// in a swarm leaves its network namespace mounted under its exec root, and
+// the folder could not go.
+func unmountBelow(dir string) {
+	raw, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			syscall.Unmount(f[4], syscall.MNT_DETACH)
+		}
+	}
 }
