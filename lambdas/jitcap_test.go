@@ -125,8 +125,8 @@ func TestAnInstanceFloodingJITRequestsCostsTheOwnerAtMostTheBound(t *testing.T) 
 	if mints > limit || runners > limit+1 {
 		t.Fatalf("%d generate-jitconfig calls and %d runners for one instance's %d requests, want at most %d and %d", mints, runners, asks, limit, limit+1)
 	}
-	if mintsInBurst != 1 {
-		t.Errorf("%d generate-jitconfig calls within the burst, want 1: the rest within the instance's rate", mintsInBurst)
+	if mintsInBurst != limit {
+		t.Errorf("%d generate-jitconfig calls within the burst, want %d: the cap's, then one look within the instance's rate", mintsInBurst, limit)
 	}
 	// Looks: at most one per runner not seen, at the cap and then after
 	// 10 s, 20 s, … (the spread-out burst lasts 50 s): 3 looks here.

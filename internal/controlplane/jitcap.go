@@ -33,8 +33,10 @@ import (
 //     job (a "look", one call per runner not yet seen, at most Unused+1),
 //     and a look that found none is repeated only after LookEvery,
 //     doubling up to LookMax;
-//   - the control plane takes one request of an instance to GitHub (a
-//     look, a mint, or both) at most once per Every, judged by its own
+//   - within that cap the count alone bounds the cost (a mint per request,
+//     and the take's jitSeq condition lets each number through once);
+//     past it the control plane takes one request of an instance to
+//     GitHub (a look, then perhaps a mint) at most once per Every, judged by its own
 //     clock (jitAt, which only it writes), stamped by a conditional write
 //     before the first GitHub call (state.TakeJITRequest), so no two
 //     invocations pass at once;
@@ -87,11 +89,13 @@ func (v JITVerdict) Refused() bool { return v.Clause != "" }
 func DecideJIT(rec *state.Instance, looked bool, now time.Time, l JITLimits) JITVerdict {
 	n := rec.JITWanted()
 	unused := rec.JITSeq - rec.JITServed // written since the last seen to take a job
-	if !looked && rec.JITAt != 0 && now.Unix() < rec.JITAt+secs(l.Every) {
-		return JITVerdict{Clause: state.ClauseJITRate, Why: fmt.Sprintf("a request of this instance was taken to GitHub %ds ago; one per %s", now.Unix()-rec.JITAt, l.Every)}
-	}
 	if unused <= l.Unused {
+		// Within the cap the count bounds the cost, not the clock: an
+		// honest agent's runners whose jobs take under Every must not wait.
 		return JITVerdict{}
+	}
+	if !looked && rec.JITAt != 0 && now.Unix() < rec.JITAt+secs(l.Every) {
+		return JITVerdict{Clause: state.ClauseJITRate, Why: fmt.Sprintf("a request of this instance was taken to GitHub %ds ago; one per %s past the cap", now.Unix()-rec.JITAt, l.Every)}
 	}
 	why := fmt.Sprintf("none of the assignment's configurations %d to %d was seen to take a job; at most %d beyond the last that did (or the first)", rec.JITServed+1, rec.JITSeq, l.Unused)
 	if looked {

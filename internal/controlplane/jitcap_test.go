@@ -40,10 +40,14 @@ func TestDecideJIT(t *testing.T) {
 	}{
 		{"the second of an assignment, never asked before", asking(1, 0, nil), false, mint},
 		{"the third", asking(2, 0, func(i *state.Instance) { i.JITAt = now.Unix() - 2 }), false, mint},
-		// The attack of issue 36: requests as fast as the instance writes.
-		{"a request 1 s after the last was taken", asking(2, 0, func(i *state.Instance) { i.JITAt = now.Unix() - 1 }), false, JITVerdict{Clause: rate}},
-		{"a request in the same second", asking(1, 0, func(i *state.Instance) { i.JITAt = now.Unix() }), false, JITVerdict{Clause: rate}},
-		{"a clock the instance moved cannot help: jitAt is the control plane's", asking(1, 0, func(i *state.Instance) { i.JITAt = now.Unix(); i.HeartbeatAt = now.Unix() - 3600 }), false, JITVerdict{Clause: rate}},
+		// Within the cap the count bounds the cost: an honest agent whose
+		// jobs take under a second is not slowed.
+		{"within the cap, 1 s after the last was taken", asking(2, 0, func(i *state.Instance) { i.JITAt = now.Unix() - 1 }), false, mint},
+		{"within the cap, in the same second", asking(1, 0, func(i *state.Instance) { i.JITAt = now.Unix() }), false, mint},
+		// The attack of issue 36, past the cap: requests as fast as the
+		// instance writes get one look per rate.
+		{"past the cap, in the same second", asking(3, 0, func(i *state.Instance) { i.JITAt = now.Unix() }), false, JITVerdict{Clause: rate}},
+		{"a clock the instance moved cannot help: jitAt is the control plane's", asking(3, 0, func(i *state.Instance) { i.JITAt = now.Unix(); i.HeartbeatAt = now.Unix() - 3600 }), false, JITVerdict{Clause: rate}},
 		// Three written, none seen to take a job: GitHub is asked whether one did.
 		{"the fourth with none seen to take a job: look", asking(3, 0, nil), false, look},
 		{"the fourth, looked, none took a job", asking(3, 0, nil), true, JITVerdict{Clause: unused}},
@@ -60,7 +64,7 @@ func TestDecideJIT(t *testing.T) {
 			refusedAt(4, 5, now.Unix()-5)(i)
 			i.JITRefused.Assignment = "a0"
 		}), false, look},
-		// The rate is judged first: no look within it either.
+		// Past the cap the rate is judged before a look.
 		{"over the cap within the rate", asking(3, 0, func(i *state.Instance) { i.JITAt = now.Unix() - 1 }), false, JITVerdict{Clause: rate}},
 		// After the look the rate was taken already (TakeJITRequest).
 		{"looked: the rate is not judged again", asking(3, 3, func(i *state.Instance) { i.JITAt = now.Unix() }), true, mint},

@@ -178,7 +178,11 @@ func serve(ctx context.Context, d Deps, key state.Key) (*Refusal, error) {
 	// Taken before GitHub is asked anything: the rate holds against a
 	// parallel or repeated invocation too, and the request leaves the
 	// record (the agent asks again if this one comes to nothing).
-	if _, err := d.Store.TakeJITRequest(ctx, rec.Key, rec.Assignment, n, now.Unix(), d.Limits.Every); err != nil {
+	every := time.Duration(0) // within the cap: jitSeq lets each number through once
+	if v.Look {
+		every = d.Limits.Every
+	}
+	if _, err := d.Store.TakeJITRequest(ctx, rec.Key, rec.Assignment, n, now.Unix(), every); err != nil {
 		var ce *state.ConditionError
 		switch {
 		case errors.As(err, &ce) && ce.Clause == state.ClauseJITRate:
