@@ -55,8 +55,10 @@ func (d *deployment) waitQueued(n int) {
 // its next one is refused at once, naming the limit and writing nothing,
 // and the provision of another repository is still admitted (it waits its
 // turn for the pool). (With the control disabled — provision not taking its
-// lease — run 7004 waits like the others: "the flood's third provision in
-// flight was not refused".)
+// lease — run 7004 waits like the others and, 18 s later, fails with "pool
+// linux: 2 earlier provisions wait for its capacity": the test reports the
+// refusal not naming max_provisions_per_repository, taking 18 s and
+// writing its run.)
 func TestAnotherRepositoryFloodingProvisionIsRefusedAtItsLimitWhileOthersAreAdmitted(t *testing.T) {
 	t.Parallel()
 	d := deploy(t, func(p *state.PoolConfig) { p.MaxInstances, p.MaxProvisionsPerRepository = 1, 2 })
@@ -103,8 +105,9 @@ func TestAnotherRepositoryFloodingProvisionIsRefusedAtItsLimitWhileOthersAreAdmi
 // capacity queue: the flood's second waiter fails at once naming the limit,
 // so our repository's run is second in line, not third, and is served
 // right after the flood's one waiter. (With the control disabled — Queue
-// ignoring the limit — run 7103 waits in the queue: "the flood's second
-// waiter was not refused".)
+// given no limit — run 7103 waits in the queue behind 7102 and ahead of
+// ours: "the flood's second waiter was not refused (after 58s): pool linux:
+// 1 earlier provisions wait for its capacity".)
 func TestAnotherRepositoryHoldsNoMoreOfThePoolsQueueThanItsShare(t *testing.T) {
 	t.Parallel()
 	d := deploy(t, func(p *state.PoolConfig) { p.MaxInstances, p.MaxQueuedPerRepository = 1, 1 })
