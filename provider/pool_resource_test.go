@@ -368,7 +368,7 @@ func TestAccPool_validation(t *testing.T) {
 		{`max_instances = 0`, `between 1 and 10000`},
 		{`max_provisions_per_repository = 0`, `max_provisions_per_repository value must be between 1 and 10000`},
 		{`max_queued_per_repository = 20000`, `max_queued_per_repository value must be between 1 and 10000`},
-		{`max_provisions_per_repository = 2` + "\n" + `max_queued_per_repository = 3`, `max_queued_per_repository (3) must be at most max_provisions_per_repository (2)`},
+		{`max_provisions_per_repository = 2` + "\n" + `max_queued_per_repository = 3`, `More queue places than provisions in flight`},
 		{`min_running_time_seconds = 0`, `value must be at least 1`},
 		{`max_runtime_seconds = 30000`, `runtime_cap_seconds (21600) must be at least max_runtime_seconds (30000)`},
 		{`max_runtime_seconds = 600` + "\n" + `runtime_cap_seconds = 300`, `runtime_cap_seconds (300) must be at least`},
