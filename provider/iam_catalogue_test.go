@@ -258,6 +258,11 @@ func TestTheAgentReachesOnlyItsOwnInstance(t *testing.T) {
 		{"rewind its use count or just-in-time number", "dynamodb:UpdateItem", catTable, writes("i-self", "uses", "jitSeq"), false},
 		{"reset what bounds its just-in-time requests (issue 36 item 1)", "dynamodb:UpdateItem", catTable, writes("i-self", "signals", "jitAt", "jitServed", "jitRefused"), false},
 		{"put itself into the idle index", "dynamodb:UpdateItem", catTable, writes("i-self", "poolState"), false},
+		// IAM cannot tell these from what its conditions read: refresh
+		// judges them against leaseLimit and poolState (issue 36).
+		{"forge its own state, lease and cap", "dynamodb:UpdateItem", catTable, writes("i-self", "state", "threshold", "leaseCap", "leaseAt"), true},
+		{"move the lease the control plane gave it", "dynamodb:UpdateItem", catTable, writes("i-self", "leaseLimit"), false},
+		{"move its launch time", "dynamodb:UpdateItem", catTable, writes("i-self", "launchedAt"), false},
 		{"read another instance's record (item 7)", "dynamodb:GetItem", catTable, own("i-other"), false},
 		{"write another instance's record (item 7)", "dynamodb:UpdateItem", catTable, writes("i-other", "signals"), false},
 		{"read its record by the bare instance id", "dynamodb:GetItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"i-self"}}, false},

@@ -85,7 +85,8 @@ func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diag
 		InstanceTypes: types_, SubnetIDs: subnets, UsageClass: m.UsageClass.ValueString(), OnDemandFallback: m.OnDemandFallback.ValueBool(),
 		MaxInstances: int(m.MaxInstances.ValueInt64()), OS: "linux", UpdatedAt: time.Now().Unix(),
 		RunnerLabel: m.RunnerLabel.ValueString(), RunnerGroup: m.RunnerGroup.ValueString(), Registration: m.Registration.ValueString(),
-		InstanceRoleID: m.InstanceRoleID.ValueString(),
+		InstanceRoleID:             m.InstanceRoleID.ValueString(),
+		MaxProvisionsPerRepository: int(m.MaxProvisionsPR.ValueInt64()), MaxQueuedPerRepository: int(m.MaxQueuedPR.ValueInt64()),
 		Timings: state.Timings{
 			CreatedTTL: m.CreatedTTL.ValueInt64(), ClaimTTL: m.ClaimTTL.ValueInt64(), MaxRuntime: m.MaxRuntime.ValueInt64(), IdleTTL: m.IdleTTL.ValueInt64(),
 			BootTime: m.BootTime.ValueInt64(), MinRunningTime: m.MinRunningTime.ValueInt64(), HeartbeatInterval: m.HeartbeatInterval.ValueInt64(),
@@ -122,6 +123,7 @@ func (m *poolModel) setFromConfigItem(ctx context.Context, table string, cfg *st
 	m.SubnetIDs, _ = types.ListValueFrom(ctx, types.StringType, cfg.SubnetIDs)
 	m.UsageClass, m.OnDemandFallback = types.StringValue(cfg.UsageClass), types.BoolValue(cfg.OnDemandFallback)
 	m.MaxInstances = types.Int64Value(int64(cfg.MaxInstances))
+	m.MaxProvisionsPR, m.MaxQueuedPR = optionalInt(cfg.MaxProvisionsPerRepository), optionalInt(cfg.MaxQueuedPerRepository)
 	m.RunnerLabel = types.StringValue(cmp.Or(cfg.RunnerLabel, state.LabelMinted))
 	m.RunnerGroup = optional(cfg.RunnerGroup)
 	m.Registration = types.StringValue(cmp.Or(cfg.Registration, state.RegistrationToken))
@@ -160,4 +162,12 @@ func runnerSpecOf(m poolModel) state.RunnerSpec {
 		return state.RunnerSpec{}
 	}
 	return state.RunnerSpec{Version: v, TarballURL: url, TarballSHA256: m.RunnerTarballSHA.ValueString(), Arch: m.Architecture.ValueString()}
+}
+
+// optionalInt is an optional number attribute whose 0 means unset.
+func optionalInt(v int) types.Int64 {
+	if v == 0 {
+		return types.Int64Null()
+	}
+	return types.Int64Value(int64(v))
 }

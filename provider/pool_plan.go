@@ -69,6 +69,10 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 					"Create a runner group that lists only this pool's repositories and set runner_group to its name.", owner))
 		}
 	}
+	if prov, queued := m.MaxProvisionsPR, m.MaxQueuedPR; !prov.IsNull() && !prov.IsUnknown() && !queued.IsNull() && !queued.IsUnknown() && queued.ValueInt64() > prov.ValueInt64() {
+		resp.Diagnostics.AddAttributeError(path.Root("max_queued_per_repository"), "More queue places than provisions in flight",
+			fmt.Sprintf("max_queued_per_repository (%d) must be at most max_provisions_per_repository (%d): a waiting provision is in flight", queued.ValueInt64(), prov.ValueInt64()))
+	}
 	if m.RunnerTarballURL.IsNull() != m.RunnerTarballSHA.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("runner_tarball_sha256"), "Runner tarball needs its checksum",
 			"set runner_tarball_url and runner_tarball_sha256 together")

@@ -58,6 +58,8 @@ type poolModel struct {
 	UsageClass       types.String `tfsdk:"usage_class"`
 	OnDemandFallback types.Bool   `tfsdk:"on_demand_fallback"`
 	MaxInstances     types.Int64  `tfsdk:"max_instances"`
+	MaxProvisionsPR  types.Int64  `tfsdk:"max_provisions_per_repository"`
+	MaxQueuedPR      types.Int64  `tfsdk:"max_queued_per_repository"`
 	RootVolumeSize   types.Int64  `tfsdk:"root_volume_size"`
 	RootVolumeType   types.String `tfsdk:"root_volume_type"`
 	RootVolumeKMSKey types.String `tfsdk:"root_volume_kms_key_arn"`
@@ -186,6 +188,16 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Description: "Launch on-demand for what spot capacity cannot give. Default true."},
 			"max_instances": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(20),
 				Description: "Most instances the pool may have at once. Default 20.", Validators: []validator.Int64{int64validator.Between(1, 10000)}},
+			"max_provisions_per_repository": schema.Int64Attribute{Optional: true,
+				Description: "Fair share between repositories: most provisions of this pool one repository (the `repository_id` of the invoking job's OIDC token) may have in flight at once. " +
+					"A provision waits inside the function, so without it one repository allowed to invoke can hold every execution of the provision function (its reserved concurrency, or the account's) and others' workflows get throttled. " +
+					"Beyond it a provision is refused at once, naming this setting. Unset: no limit, as for a single repository before. Set it below the provision function's reserved concurrency (the module checks).",
+				Validators: []validator.Int64{int64validator.Between(1, state.MaxSharePerRepository)}},
+			"max_queued_per_repository": schema.Int64Attribute{Optional: true,
+				Description: "Fair share between repositories: most places one repository may hold in this pool's capacity queue (provisions waiting because the pool is at `max_instances`). " +
+					"A provision that would take one more fails at once naming this setting (or goes on with `minInstanceCount` runners if it has them), so other repositories' runs do not queue behind it. " +
+					"Unset: no limit. At most `max_provisions_per_repository` (a waiting provision is in flight).",
+				Validators: []validator.Int64{int64validator.Between(1, state.MaxSharePerRepository)}},
 			"root_volume_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(30),
 				Description: "Root volume size in GiB (encrypted). Default 30.", Validators: []validator.Int64{int64validator.Between(8, 16384)}},
 			"root_volume_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("gp3"),

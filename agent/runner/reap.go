@@ -162,7 +162,7 @@ var lingerDir = "/var/lib/systemd/linger"
 
 // RemoveUserLeftovers removes what the runner user left in TempDirs (to
 // the bottom of their world-writable folders: tmptree.go), its crontab, at
-// jobs and lingering, its SysV IPC objects and POSIX message queues
+// jobs and lingering, what its runtime folder holds (runtimedir.go), its SysV IPC objects and POSIX message queues
 // (ipc.go) and the keys of its user keyrings (keyrings.go), and resets its
 // home to /etc/skel. With no User there is nothing that is the job's alone.
 func (r *Runner) RemoveUserLeftovers() error {
@@ -185,6 +185,7 @@ func (r *Runner) RemoveUserLeftovers() error {
 	for _, dir := range atSpools {
 		errs = append(errs, removeOwnedBy(dir, uid))
 	}
+	errs = append(errs, clearRuntimeDir(RuntimeDirRoot, uid))
 	errs = append(errs, removeIPC(uid))
 	if _, gid, _, _, err := lookup(r.User); err != nil {
 		errs = append(errs, err)

@@ -13,7 +13,7 @@ import (
 // instance may be offered to another run, that nothing of the assignment is
 // left: no task in the runner's cgroup, no process of the runner user; no file of it in the temporary
 // folders (however deep in their world-writable folders) or the at spools,
-// no crontab, no SysV IPC object, POSIX message queue or key in its user
+// no crontab, nothing in its runtime folder (/run/user/<uid>), no SysV IPC object, POSIX message queue or key in its user
 // keyrings; nothing in its home but what
 // /etc/skel holds; an empty work folder; no runner copy; the install still
 // the agent's alone. It reports every finding; any means the instance must
@@ -40,6 +40,9 @@ func (r *Runner) Verify() error {
 			if _, err := os.Lstat(filepath.Join(dir, r.User)); err == nil {
 				found = append(found, fmt.Errorf("%s still has a crontab in %s", r.User, dir))
 			}
+		}
+		if names, err := runtimeLeftovers(RuntimeDirRoot, uid); err != nil || len(names) > 0 {
+			found = append(found, fmt.Errorf("the runtime folder of %s under %s still holds %v (%v)", r.User, RuntimeDirRoot, names, err))
 		}
 		if _, err := os.Lstat(filepath.Join(lingerDir, r.User)); err == nil {
 			found = append(found, fmt.Errorf("%s still lingers (%s)", r.User, lingerDir))

@@ -178,10 +178,16 @@ func (s *Store) LiveIDs(ctx context.Context, pool string) (map[string]string, er
 }
 
 // putCapacity writes next over the capacity item read at version (absent:
-// found false), conditionally on it being unchanged. done false with no
+// found false), conditionally on it being unchanged (putVersioned).
+func (s *Store) putCapacity(ctx context.Context, next capacityItem, found bool, version int64, attempt int) (done bool, err error) {
+	return s.putVersioned(ctx, next, found, version, attempt)
+}
+
+// putVersioned writes next (an item with a version attribute) over the item
+// read at version (absent: found false), conditionally on it being unchanged. done false with no
 // error means another writer changed it: read again and retry (after the
 // caller's pause); after 20 attempts that is an error.
-func (s *Store) putCapacity(ctx context.Context, next capacityItem, found bool, version int64, attempt int) (done bool, err error) {
+func (s *Store) putVersioned(ctx context.Context, next any, found bool, version int64, attempt int) (done bool, err error) {
 	av, err := attributevalue.MarshalMap(next)
 	if err != nil {
 		return false, err
@@ -202,7 +208,7 @@ func (s *Store) putCapacity(ctx context.Context, next capacityItem, found bool, 
 	case !errors.As(err, &ccf):
 		return false, err
 	case attempt >= 20:
-		return false, errors.New("the capacity item kept changing")
+		return false, errors.New("the item kept changing")
 	}
 	return false, nil
 }

@@ -20,6 +20,9 @@ import (
 type Waiter struct {
 	Since int64 `dynamodbav:"since"` // unix milliseconds: when its provision began
 	Until int64 `dynamodbav:"until"` // unix seconds: its provision's deadline
+	// Repo is the repository id of the invoking job's verified token: a
+	// pool bounds the places one repository holds (fairshare.go).
+	Repo string `dynamodbav:"repo,omitempty"`
 }
 
 // before says whether waiter a (run id ra) comes before b (run id rb).
@@ -58,21 +61,30 @@ func (s *Store) Ahead(ctx context.Context, pool, runID string, since time.Time) 
 	return n, nil
 }
 
-// Queue puts run runID (its provision began at since) in pool's queue until
-// until, or keeps it there, and prunes the waiters no longer in force.
-func (s *Store) Queue(ctx context.Context, pool, runID string, since, until time.Time) error {
-	return s.updateQueue(ctx, pool, func(w map[string]Waiter) { w[runID] = Waiter{Since: since.UnixMilli(), Until: until.Unix()} })
+// Queue puts run runID of repository repo (its provision began at since) in
+// pool's queue until until, or keeps it there, and prunes the waiters no
+// longer in force. When repo holds maxPlaces places already (0: no limit)
+// it returns a *ConditionError with ClauseMaxQueued and changes nothing.
+func (s *Store) Queue(ctx context.Context, pool, runID, repo string, since, until time.Time, maxPlaces int) error {
+	return s.updateQueue(ctx, pool, func(w map[string]Waiter) error {
+		if n := queuePlaces(w, repo, runID); maxPlaces > 0 && n >= maxPlaces {
+			return &ConditionError{Key: CapacityKey(pool), Transition: "wait for capacity", Clause: ClauseMaxQueued,
+				Detail: fmt.Sprintf("repository id %s holds %d places in pool %s's capacity queue, the pool's max_queued_per_repository (%d): this run does not wait behind them, so that other repositories' runs are not queued behind one repository's", repo, n, pool, maxPlaces)}
+		}
+		w[runID] = Waiter{Since: since.UnixMilli(), Until: until.Unix(), Repo: repo}
+		return nil
+	})
 }
 
 // Unqueue takes run runID out of pool's queue (it got its capacity, or
 // stopped waiting).
 func (s *Store) Unqueue(ctx context.Context, pool, runID string) error {
-	return s.updateQueue(ctx, pool, func(w map[string]Waiter) { delete(w, runID) })
+	return s.updateQueue(ctx, pool, func(w map[string]Waiter) error { delete(w, runID); return nil })
 }
 
 // updateQueue changes the queue with an optimistic write on the item's
 // version, as Reserve does, keeping its reservations.
-func (s *Store) updateQueue(ctx context.Context, pool string, change func(map[string]Waiter)) error {
+func (s *Store) updateQueue(ctx context.Context, pool string, change func(map[string]Waiter) error) error {
 	for attempt := 0; ; attempt++ {
 		var item capacityItem
 		found, err := s.getItem(ctx, CapacityKey(pool), &item)
@@ -83,7 +95,9 @@ func (s *Store) updateQueue(ctx context.Context, pool string, change func(map[st
 		if waiting == nil {
 			waiting = map[string]Waiter{}
 		}
-		change(waiting)
+		if err := change(waiting); err != nil {
+			return err
+		}
 		if len(waiting) == 0 {
 			waiting = nil
 		}

@@ -14,8 +14,8 @@ func TestProvisionsWaitForCapacityFirstComeFirstServed(t *testing.T) {
 	s, clk := newStore(t)
 	t0 := clk.Now()
 	early, late, later := t0, t0.Add(time.Second), t0.Add(2*time.Second)
-	must(t, s.Queue(ctx, testPool, "r-late", late, t0.Add(10*time.Minute)))
-	must(t, s.Queue(ctx, testPool, "r-early", early, t0.Add(10*time.Minute)))
+	must(t, s.Queue(ctx, testPool, "r-late", "", late, t0.Add(10*time.Minute), 0))
+	must(t, s.Queue(ctx, testPool, "r-early", "", early, t0.Add(10*time.Minute), 0))
 	ahead := func(run string, since time.Time) int {
 		n, err := s.Ahead(ctx, testPool, run, since)
 		must(t, err)
@@ -34,7 +34,7 @@ func TestProvisionsWaitForCapacityFirstComeFirstServed(t *testing.T) {
 		t.Fatalf("after the head was served: %d ahead of r-late, want 0", a)
 	}
 	// A provision that died: its entry goes with its deadline.
-	must(t, s.Queue(ctx, testPool, "r-dead", t0.Add(-time.Minute), t0.Add(time.Minute)))
+	must(t, s.Queue(ctx, testPool, "r-dead", "", t0.Add(-time.Minute), t0.Add(time.Minute), 0))
 	if a := ahead("r-late", late); a != 1 {
 		t.Fatalf("%d ahead of r-late, want the dead provision's entry", a)
 	}

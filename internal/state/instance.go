@@ -111,7 +111,14 @@ type Instance struct {
 	LeaseCap int64 `dynamodbav:"leaseCap,omitempty"`
 	// LeaseStep is the pool's maxRuntime in seconds: how far ahead the
 	// agent keeps its running lease.
-	LeaseStep        int64             `dynamodbav:"leaseStep,omitempty"`
+	LeaseStep int64 `dynamodbav:"leaseStep,omitempty"`
+	// LeaseLimit is the latest threshold the control plane gave the
+	// current state (control plane clock): the lease it set, or for a
+	// running instance the cap the agent may extend to. Unlike threshold
+	// and leaseCap it is outside AgentAttributes, so an instance cannot
+	// move it; refresh retires a record whose threshold passes it
+	// (liveness.go). 0 on records written before it existed.
+	LeaseLimit       int64             `dynamodbav:"leaseLimit,omitempty"`
 	Signals          map[string]Signal `dynamodbav:"signals"`
 	InstanceType     string            `dynamodbav:"instanceType"`
 	UsageClass       string            `dynamodbav:"usageClass"`

@@ -130,6 +130,11 @@ type PoolConfig struct {
 	// new run and pools nothing; its idle instances are retired and the
 	// runs it serves finish. The provider keeps it across applies.
 	Draining bool `dynamodbav:"draining,omitempty" json:"draining,omitempty"`
+	// MaxProvisionsPerRepository and MaxQueuedPerRepository bound what one
+	// repository may hold of the provision function and of the pool's
+	// capacity queue (fairshare.go); 0: no limit, as before pools had them.
+	MaxProvisionsPerRepository int `dynamodbav:"maxProvisionsPerRepository,omitempty" json:"maxProvisionsPerRepository,omitempty"`
+	MaxQueuedPerRepository     int `dynamodbav:"maxQueuedPerRepository,omitempty" json:"maxQueuedPerRepository,omitempty"`
 	// InstanceRoleID is the id (RoleId, AROA…) of the pool's instance role:
 	// the first half of its instances' record keys (InstanceKey). Empty
 	// for a pool written before keys carried the role.
@@ -211,6 +216,9 @@ func (p PoolConfig) Validate() error {
 		return fmt.Errorf("registration: %q must be %s or %s", p.Registration, RegistrationJIT, RegistrationToken)
 	}
 	if err := p.Runner.validate(); err != nil {
+		return err
+	}
+	if err := p.validateShare(); err != nil {
 		return err
 	}
 	for i, t := range p.InstanceTypes {

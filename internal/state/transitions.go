@@ -333,6 +333,7 @@ func (s *Store) Create(ctx context.Context, n NewInstance) (*Instance, error) {
 		RunID:                 n.RunID,
 		Assignment:            n.Assignment,
 		Threshold:             now + int64(n.TTL/time.Second),
+		LeaseLimit:            now + int64(n.TTL/time.Second),
 		LeaseAt:               now,
 		LaunchedAt:            n.LaunchedAt.Unix(),
 		LaunchTemplateVersion: n.LaunchTemplateVersion,
@@ -427,6 +428,7 @@ func (s *Store) toRunning(ctx context.Context, name string, r Ref, maxRuntime, r
 	threshold := now + secs(maxRuntime)
 	set := withState(nil, r.Pool, Running, now, threshold)
 	set["leaseCap"] = max(threshold, now+secs(runtimeCap))
+	set[AttrLeaseLimit] = set["leaseCap"] // the agent extends up to the cap
 	set["leaseStep"] = secs(maxRuntime)
 	return s.apply(ctx, change{
 		transition: name,
@@ -608,7 +610,7 @@ func (s *Store) Terminate(ctx context.Context, key Key, t Termination) (*Instanc
 		key:        key,
 		checks:     checks,
 		set:        set,
-		remove:     []string{AttrRunID, AttrPoolState, AttrThreshold, "leaseAt", "leaseCap", "leaseStep", "registration"},
+		remove:     []string{AttrRunID, AttrPoolState, AttrThreshold, "leaseAt", "leaseCap", "leaseStep", AttrLeaseLimit, "registration"},
 	})
 }
 
@@ -628,6 +630,7 @@ func withState(set map[string]any, pool string, st State, now, threshold int64) 
 // its wall clock with threshold.
 func withLease(set map[string]any, now, threshold int64) map[string]any {
 	set[AttrThreshold] = threshold
+	set[AttrLeaseLimit] = threshold
 	set["leaseAt"] = now
 	return set
 }

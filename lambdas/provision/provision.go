@@ -196,6 +196,24 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 			return nil, err
 		}
 	}
+	// Fair share: one repository may hold only so many of the function's
+	// executions (state/fairshare.go). The lease is taken before anything
+	// slow, by the repository of the verified token, and refused at once.
+	if limit := req.pool.MaxProvisionsPerRepository; limit > 0 {
+		lease := state.NewAssignment()
+		until, ok := ctx.Deadline()
+		if !ok {
+			until = start.Add(req.timeout + rollbackReserve)
+		}
+		if err := d.Store.TakeProvisionLease(ctx, req.Pool, caller.RepositoryID, caller.Repository, lease, until, limit); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := d.Store.ReturnProvisionLease(context.WithoutCancel(ctx), req.Pool, caller.RepositoryID, lease); err != nil {
+				d.Log.Warn("give back the provision lease; it ends at the invocation's deadline", "err", err)
+			}
+		}()
+	}
 	request := req.Input
 	request.IDToken = ""
 	canonical, _ := json.Marshal(request)
@@ -230,7 +248,7 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	}
 	ctx, cancel := context.WithDeadline(ctx, start.Add(req.timeout))
 	defer cancel()
-	p := &provisioner{d: d, fleet: fleet, req: req, label: runLabel(run), start: start, cleanup: cleanup, log: d.Log.With("runId", req.RunID, "pool", req.Pool)}
+	p := &provisioner{d: d, fleet: fleet, req: req, label: runLabel(run), start: start, cleanup: cleanup, repo: caller.RepositoryID, log: d.Log.With("runId", req.RunID, "pool", req.Pool)}
 	if !created {
 		return p.join(ctx, run)
 	}
@@ -383,6 +401,7 @@ type provisioner struct {
 	req   *request
 	label string // the run's runner label
 	start time.Time
+	repo  string // the invoking repository's id, from its verified token
 	log   interface {
 		Info(string, ...any)
 		Warn(string, ...any)

@@ -73,7 +73,19 @@ func (p *provisioner) acquire(ctx context.Context, reg *state.Registration) erro
 			return short
 		}
 		if !queued {
-			if err := p.d.Store.Queue(ctx, p.req.Pool, p.req.RunID, p.start, dl); err != nil {
+			err := p.d.Store.Queue(ctx, p.req.Pool, p.req.RunID, p.repo, p.start, dl, p.req.pool.MaxQueuedPerRepository)
+			if state.ClauseOf(err) == state.ClauseMaxQueued {
+				// Its repository holds its places already: no waiting
+				// behind itself; with enough runners it goes on, as at
+				// the deadline.
+				if have := len(p.members()); have >= p.req.min {
+					p.log.Info("going on with fewer runners than asked: the repository holds its places in the capacity queue", "have", have, "asked", p.req.count)
+					p.req.count = have
+					return nil
+				}
+				return err
+			}
+			if err != nil {
 				return err
 			}
 			queued, since = true, time.Now()

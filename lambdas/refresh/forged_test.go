@@ -1,14 +1,18 @@
 package refresh_test
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
 )
 
 // forge rewrites attributes of a record as root on its instance could where
@@ -87,5 +91,79 @@ func TestRefreshEndsARunningInstanceWhoseAgentSignalledFailed(t *testing.T) {
 	healthy, _ := w.running("run-fine", 0)
 	if out, _ = w.refresh(); len(out.Expired) != 0 {
 		t.Fatalf("refresh expired %+v; %s signalled nothing", out.Expired, healthy.ID)
+	}
+}
+
+// forgeAsInstance rewrites attributes of a record as root on its instance
+// can with the instance role's own permissions: only attributes the role's
+// policy lets it name (state.AgentAttributes; provider/iam_catalogue_test.go
+// holds the policy to the same list).
+func (w *world) forgeAsInstance(key state.Key, attrs map[string]types.AttributeValue) {
+	w.t.Helper()
+	for a := range attrs {
+		if !slices.Contains(state.AgentAttributes, a) {
+			w.t.Fatalf("the instance role may not write %s: not a forgery it can make", a)
+		}
+	}
+	w.forge(key, attrs)
+}
+
+func unixAttr(t time.Time) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.Unix(), 10)}
+}
+
+// Issue 36, item 4: root on an instance rewrote what its role may write of
+// its own record — a running lease and its cap a year ahead; an idle
+// record's state to running with a running lease — so that no lease ever
+// ended it and scale-down took it for busy. Refresh judges the record
+// against what the control plane itself wrote (poolState, leaseLimit,
+// launchedAt) on its own clock and terminates both forgers at once; an
+// honest instance, extending its lease within its cap, is left alone.
+// (With LifeNotGiven answering "" the test reports "the forger i-… lives
+// on: its record claims a year of lease".)
+func TestRefreshRetiresAnInstanceWhoseRecordClaimsALifeTheControlPlaneDidNotGive(t *testing.T) {
+	w := newWorld(t)
+	forever, _ := w.running("run-forever", 0)
+	w.forgeAsInstance(forever.Key, map[string]types.AttributeValue{
+		state.AttrThreshold: unixAttr(w.now.Add(365 * 24 * time.Hour)),
+		"leaseCap":          unixAttr(w.now.Add(365 * 24 * time.Hour)),
+		"leaseAt":           unixAttr(w.now),
+	})
+	busy := w.idle()
+	w.forgeAsInstance(busy.Key, map[string]types.AttributeValue{
+		"state":             &types.AttributeValueMemberS{Value: string(state.Running)},
+		state.AttrThreshold: unixAttr(w.now.Add(10 * time.Minute)),
+	})
+	honest, agent := w.running("run-honest", 0)
+	extended, err := agent.ExtendLease(ctx, honest.Key, honest.Assignment, honest.Threshold, honest.LeaseCap)
+	must(t, err)
+
+	out, err := w.refresh()
+	must(t, err)
+	for _, forger := range []*state.Instance{forever, busy} {
+		if w.alive(forger.ID) {
+			t.Fatalf("the forger %s lives on: its record claims a year of lease or a state not given (terminated: %+v)", forger.ID, out.Terminated)
+		}
+		rec, err := w.cp.Get(ctx, forger.Key)
+		must(t, err)
+		if rec.State != state.Terminated || !strings.Contains(rec.TerminatedReason, "claims a life the control plane did not give") {
+			t.Errorf("the forger's record: %s (%s)", rec.State, rec.TerminatedReason)
+		}
+	}
+	kinds := map[string]refresh.Kind{}
+	for _, d := range out.Terminated {
+		kinds[d.InstanceID] = d.Kind
+	}
+	if kinds[forever.ID] != refresh.KindForged || kinds[busy.ID] != refresh.KindForged {
+		t.Errorf("decisions %+v, want both forgers as %s", out.Terminated, refresh.KindForged)
+	}
+	if !w.alive(honest.ID) || kinds[honest.ID] != "" {
+		t.Fatalf("refresh ended %s, whose agent extended its lease to its cap %d honestly", honest.ID, extended.Threshold)
+	}
+	// What the control plane judges by is out of the role's reach.
+	for _, a := range []string{state.AttrLeaseLimit, state.AttrPoolState, "launchedAt"} {
+		if slices.Contains(state.AgentAttributes, a) {
+			t.Errorf("the instance role may write %s", a)
+		}
 	}
 }

@@ -87,6 +87,7 @@ const (
 	KindStuck       Kind = "stuck"             // a running instance whose lease ran out (also in Terminated)
 	KindPrewarmed   Kind = "prewarmed"         // launched with no run for an idle window
 	KindJoined      Kind = "joined"            // a pre-warmed instance that became idle
+	KindForged      Kind = "forged"            // a record claiming a life the control plane did not give: terminated
 )
 
 // Output summarises a refresh.
@@ -208,7 +209,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 	if err != nil {
 		return err
 	}
-	var expired, lives []*state.Instance
+	var expired, forged, lives []*state.Instance
 	warm, live := 0, 0 // idle or pre-warming (what an idle window counts); every live record
 	counts := map[state.State]int{}
 	for _, st := range liveStates {
@@ -225,6 +226,13 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 		}
 		known[inst.ID] = inst
 		counts[inst.State]++
+		if why := state.LifeNotGiven(inst, p.Timings, r.now); why != "" {
+			// Its instance rewrote what it may write of its own record to
+			// live on (liveness.go): ended now, whatever its lease says.
+			inst.TerminatedReason = "its record claims a life the control plane did not give: " + why
+			forged = append(forged, inst)
+			continue
+		}
 		if inst.Expired(r.now) {
 			expired = append(expired, inst) // its record is marked terminated below
 			continue
@@ -263,6 +271,16 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 		// keep a clean idle instance out of the queue.
 		if inst.State == state.Idle && inst.Clean() && inst.PooledAt == 0 {
 			r.repool(ctx, p, inst)
+		}
+	}
+	if len(forged) > 0 {
+		from := len(r.out.Terminated)
+		// Not on the lease (the record lies about it): on the assignment read.
+		if err := r.terminate(ctx, forged, "forged record", false); err != nil {
+			return err
+		}
+		for i := from; i < len(r.out.Terminated); i++ {
+			r.out.Terminated[i].Kind = KindForged
 		}
 	}
 	before := len(r.out.Terminated)

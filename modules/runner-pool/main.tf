@@ -76,6 +76,9 @@ resource "ghrunner_pool" "pool" {
   max_uses                   = each.value.timings.max_uses
   release_wait_seconds       = each.value.timings.release_wait_seconds
   runtime_cap_seconds        = each.value.timings.runtime_cap_seconds
+
+  max_provisions_per_repository = each.value.max_provisions_per_repository
+  max_queued_per_repository     = each.value.max_queued_per_repository
 }
 
 resource "ghrunner_function" "fn" {
@@ -107,9 +110,22 @@ resource "ghrunner_function" "fn" {
   # monitoring alarms on the condition instead (refresh or scale-down
   # failing three 10-minute periods in a row).
 
+  reserved_concurrency = each.key == "provision" ? var.provision_reserved_concurrency : null
+
   # Functions read the pool configs at run time: deploy them after the pools
   # so the first scheduled run already sees every pool.
   depends_on = [ghrunner_pool.pool]
+
+  lifecycle {
+    # A provision waits inside the function: with reserved concurrency, one
+    # repository must not be able to hold all of it (fair share).
+    precondition {
+      condition = each.key != "provision" || var.provision_reserved_concurrency == null || (
+        sum(concat([0], [for p in var.pools : coalesce(p.max_provisions_per_repository, var.provision_reserved_concurrency)])) < coalesce(var.provision_reserved_concurrency, 0)
+      )
+      error_message = "provision_reserved_concurrency (${coalesce(var.provision_reserved_concurrency, 0)}) must be more than the sum of the pools' max_provisions_per_repository (a pool without it counts as all of it): otherwise one repository can hold every execution of provision and other repositories' workflows are throttled."
+    }
+  }
 }
 
 resource "ghrunner_schedule" "scheduled" {

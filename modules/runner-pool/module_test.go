@@ -338,3 +338,34 @@ func TestModulePlanRefusesAQueueNameOverSQSsLimit(t *testing.T) {
 		t.Fatalf("plan with a 92-character queue name: %v\n%s", err, lastLines(string(out), 20))
 	}
 }
+
+// Issue 36, fair share: with a reserved concurrency for provision, a pool
+// without max_provisions_per_repository (or limits summing to it) would let
+// one repository hold every execution; plan refuses, naming both settings.
+// (With the precondition removed the plan goes on and this test reports
+// "plan with a reserved concurrency one repository could exhaust: <nil>".)
+func TestModulePlanRefusesAProvisionConcurrencyOneRepositoryCouldExhaust(t *testing.T) {
+	cliConfig := install(t)
+	moduleDir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := env.Network(t)
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(root, env.URL, moduleDir, n.AMI, n.Subnet)
+	cfg = strings.Replace(cfg, `prefix           = "ci"`, `prefix           = "ci"`+"\n  provision_reserved_concurrency = 5", 1)
+	cfg = strings.Replace(cfg, `      idle_windows   = [`, "      max_provisions_per_repository = 2\n      idle_windows   = [", 1)
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf(t, dir, cliConfig, "init", "-input=false", "-no-color")
+	cmd := exec.Command("terraform", "plan", "-input=false", "-no-color")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
+		"AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "TF_PLUGIN_CACHE_DIR=")
+	out, err := cmd.CombinedOutput()
+	text := strings.Join(strings.Fields(string(out)), " ")
+	if err == nil || !strings.Contains(text, "provision_reserved_concurrency (5) must be more than the sum of the pools' max_provisions_per_repository") {
+		t.Fatalf("plan with a reserved concurrency one repository could exhaust: %v\n%s", err, lastLines(string(out), 20))
+	}
+}

@@ -34,7 +34,13 @@ variable "pools" {
     usage_class        = optional(string, "spot")
     on_demand_fallback = optional(bool, true)
     max_instances      = optional(number, 20)
-    root_volume_size   = optional(number, 30)
+    # Fair share between the repositories allowed to invoke: most
+    # provisions in flight, and most places in the pool's capacity queue,
+    # per repository (null: no limit).
+    max_provisions_per_repository = optional(number)
+    max_queued_per_repository     = optional(number)
+
+    root_volume_size = optional(number, 30)
     # A customer managed KMS key for the root volumes (set it when the
     # account's default EBS key is one): provision and refresh get its grants.
     root_volume_kms_key_arn = optional(string)
@@ -87,6 +93,11 @@ variable "pools" {
   validation {
     condition     = alltrue([for _, p in var.pools : contains(["spot", "on-demand"], p.usage_class)])
     error_message = "pools[*].usage_class must be spot or on-demand."
+  }
+  validation {
+    condition = alltrue([for _, p in var.pools : p.max_queued_per_repository == null || p.max_provisions_per_repository == null ||
+    try(p.max_queued_per_repository <= p.max_provisions_per_repository, false)])
+    error_message = "pools[*].max_queued_per_repository must be at most max_provisions_per_repository: a waiting provision is in flight."
   }
   validation {
     condition     = alltrue([for _, p in var.pools : contains(["minted", "run_id"], p.runner_label)])
@@ -187,5 +198,16 @@ variable "monitoring" {
   validation {
     condition     = var.monitoring == null || try(var.monitoring.alarm_topic_arn, null) == null || length(try(var.monitoring.alarm_emails, [])) == 0
     error_message = "monitoring: set alarm_topic_arn (your topic) or alarm_emails (a topic the module makes), not both."
+  }
+}
+
+variable "provision_reserved_concurrency" {
+  description = "Reserved concurrency of the provision function; null: none (it shares the account's unreserved concurrency). When set, every pool must set max_provisions_per_repository and their sum must stay below it, so that no one repository can hold every execution of provision (plan fails otherwise)."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.provision_reserved_concurrency == null || try(var.provision_reserved_concurrency >= 1, false)
+    error_message = "provision_reserved_concurrency must be at least 1 (or null for none)."
   }
 }
