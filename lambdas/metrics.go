@@ -7,8 +7,8 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/metrics"
-	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/jitstream"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/jitstream"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
