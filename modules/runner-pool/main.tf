@@ -120,8 +120,10 @@ resource "ghrunner_function" "fn" {
     # A provision waits inside the function: with reserved concurrency, one
     # repository must not be able to hold all of it (fair share).
     precondition {
+      # No coalesce that can see only nulls: terraform evaluates every
+      # operand of ||, and coalesce of nothing but nulls is an error.
       condition = each.key != "provision" || var.provision_reserved_concurrency == null || (
-        sum(concat([0], [for p in var.pools : coalesce(p.max_provisions_per_repository, var.provision_reserved_concurrency)])) < coalesce(var.provision_reserved_concurrency, 0)
+        sum(concat([0], [for p in var.pools : p.max_provisions_per_repository != null ? p.max_provisions_per_repository : coalesce(var.provision_reserved_concurrency, 0)])) < coalesce(var.provision_reserved_concurrency, 0)
       )
       error_message = "provision_reserved_concurrency (${coalesce(var.provision_reserved_concurrency, 0)}) must be more than the sum of the pools' max_provisions_per_repository (a pool without it counts as all of it): otherwise one repository can hold every execution of provision and other repositories' workflows are throttled."
     }
