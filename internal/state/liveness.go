@@ -21,15 +21,24 @@ const AttrLeaseLimit = "leaseLimit"
 // leaseLimit, the launch time EC2 gave (launchedAt) — and against its own
 // clock, and retires an instance whose record claims more.
 
+// PrewarmGrace lengthens a pre-warmed instance's created lease: it joins
+// the pool only once a refresh sees its agent's UD_OK, so its lease must
+// outlast its boot plus a refresh period or two. A created record without
+// a run may hold a lease this much longer.
+const PrewarmGrace = 5 * time.Minute
+
 // clockGrace absorbs the difference between the clocks of two control-plane
 // writers (a provision's and a refresh's Lambda hosts).
 const clockGrace = 2 * time.Minute
 
 // longestLease is the longest lease the control plane gives a record in
 // state st, from the moment it writes it.
-func longestLease(st State, t Timings) int64 {
+func longestLease(st State, prewarmed bool, t Timings) int64 {
 	switch st {
 	case Created:
+		if prewarmed {
+			return t.CreatedTTL + int64(PrewarmGrace/time.Second)
+		}
 		return t.CreatedTTL
 	case Claimed:
 		return t.ClaimTTL
@@ -72,7 +81,7 @@ func LifeNotGiven(i *Instance, t Timings, now time.Time) string {
 	if i.LeaseLimit != 0 && i.Threshold > i.LeaseLimit {
 		why = append(why, fmt.Sprintf("its lease ends %s, after the %s the control plane gave", unixString(i.Threshold), unixString(i.LeaseLimit)))
 	}
-	if longest := longestLease(st, t); longest > 0 && i.Threshold > n+longest+grace {
+	if longest := longestLease(st, i.RunID == "", t); longest > 0 && i.Threshold > n+longest+grace {
 		why = append(why, fmt.Sprintf("its lease ends %s, more than the longest %s lease (%s) ahead", unixString(i.Threshold), st, D(longest)))
 	}
 	if st == Running && i.LeaseCap > n+max(t.MaxRuntime, t.RuntimeCap)+grace {

@@ -17,11 +17,11 @@ func TestARecordClaimsNoLifeTheControlPlaneDidNotGiveIt(t *testing.T) {
 	// honest is a record as the control plane leaves it in st, its lease
 	// set a minute ago.
 	honest := func(st State) *Instance {
-		lease := longestLease(st, tm)
+		lease := longestLease(st, false, tm)
 		if st == Running {
 			lease = tm.MaxRuntime
 		}
-		i := &Instance{Pool: "linux", State: st, PoolState: PoolState("linux", st), LaunchedAt: n - 3600,
+		i := &Instance{Pool: "linux", RunID: "run-1", State: st, PoolState: PoolState("linux", st), LaunchedAt: n - 3600,
 			LeaseAt: n - 60, Threshold: n - 60 + lease, LeaseLimit: n - 60 + lease}
 		if st == Running {
 			i.LeaseCap = n - 60 + tm.RuntimeCap
@@ -36,6 +36,19 @@ func TestARecordClaimsNoLifeTheControlPlaneDidNotGiveIt(t *testing.T) {
 	}{
 		{"a created record", func() *Instance { return honest(Created) }, ""},
 		{"a claimed record", func() *Instance { return honest(Claimed) }, ""},
+		// Provision gives a pre-warmed instance (no run) PrewarmGrace more:
+		// refresh retired every one of them before this row.
+		{"a pre-warmed created record with its grace", func() *Instance {
+			i := honest(Created)
+			i.RunID, i.Threshold = "", n+tm.CreatedTTL+int64(PrewarmGrace/time.Second)
+			i.LeaseLimit = i.Threshold
+			return i
+		}, ""},
+		{"a created record of a run with a pre-warmed one's grace", func() *Instance {
+			i := honest(Created)
+			i.LeaseLimit, i.Threshold = 0, n+tm.CreatedTTL+int64(PrewarmGrace/time.Second)
+			return i
+		}, "more than the longest created lease"},
 		{"an idle record", func() *Instance { return honest(Idle) }, ""},
 		{"a running record", func() *Instance { return honest(Running) }, ""},
 		{"a running lease the agent extended to its cap", func() *Instance {

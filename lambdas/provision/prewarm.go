@@ -8,10 +8,9 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
-// PrewarmGrace lengthens a pre-warmed instance's created lease: it joins
-// the pool only once a refresh sees its agent's UD_OK, so its lease must
-// outlast its boot plus a refresh period or two.
-const PrewarmGrace = 5 * time.Minute
+// PrewarmGrace lengthens a pre-warmed instance's created lease
+// (state.PrewarmGrace, where refresh's judgement of a record's life reads it too).
+const PrewarmGrace = state.PrewarmGrace
 
 // Prewarm launches n instances of pool p that belong to no run, through the
 // path a provision's creation takes (the reservation against the pool's

@@ -230,6 +230,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 			// Its instance rewrote what it may write of its own record to
 			// live on (liveness.go): ended now, whatever its lease says.
 			inst.TerminatedReason = "its record claims a life the control plane did not give: " + why
+			r.d.Log.Warn("retiring an instance whose record claims a life the control plane did not give", "pool", p.Name, "instanceId", inst.ID, "state", inst.State, "why", why)
 			forged = append(forged, inst)
 			continue
 		}
