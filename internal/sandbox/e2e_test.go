@@ -507,10 +507,12 @@ func profileJustMade(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, po
 // A small chaos run on every `make test` (make chaos plays 60 workflows):
 // faults injected, no invariant violated.
 func TestE2E_Chaos(t *testing.T) {
-	// Beside the give-up test, which mostly waits out a lease, and the
-	// story, which mostly waits for a schedule: each has a sandbox of its
-	// own (moto, endpoint, fake GitHub, instances).
-	t.Parallel()
+	// Alone in its package, before the others start: it kills a random
+	// agent every second or two of wall time, so on two cores shared with
+	// three other sandboxes every step took several times longer and each
+	// agent died several times more often per step than the run is
+	// calibrated for (seen in make test: jobs left queued after background
+	// kills, which the same seed does not leave on an unloaded machine).
 	sb, d, _ := deployedWith(t, sandbox.ChaosDeploy)
 	var out bytes.Buffer
 	rep, err := sb.Chaos(context.Background(), d, sandbox.ChaosOptions{Workflows: 12, Seed: 7, Out: &out})
