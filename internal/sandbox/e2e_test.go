@@ -507,12 +507,11 @@ func profileJustMade(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, po
 // A small chaos run on every `make test` (make chaos plays 60 workflows):
 // faults injected, no invariant violated.
 func TestE2E_Chaos(t *testing.T) {
-	// Alone in its package, before the others start: it kills a random
-	// agent every second or two of wall time, so on two cores shared with
-	// three other sandboxes every step took several times longer and each
-	// agent died several times more often per step than the run is
-	// calibrated for (seen in make test: jobs left queued after background
-	// kills, which the same seed does not leave on an unloaded machine).
+	// Never beside the other sandboxes, and make test runs it on its own
+	// once every other test is done (test-chaos): it kills a random agent
+	// every second or two of wall time, so on two cores shared with other
+	// sandboxes every step took several times longer and each agent died
+	// several times more often per step than the run is calibrated for.
 	sb, d, _ := deployedWith(t, sandbox.ChaosDeploy)
 	var out bytes.Buffer
 	rep, err := sb.Chaos(context.Background(), d, sandbox.ChaosOptions{Workflows: 12, Seed: 7, Out: &out})
