@@ -31,12 +31,11 @@ import (
 )
 
 // The main goroutine keeps the main thread to itself, so no other
-// goroutine ever runs there: work that changes its thread's uid or session
-// keyring (agent/runner/keyrings.go) throws that thread away afterwards,
-// and Go cannot end the main thread — it would keep the change, and the
-// whole process would read as the runner's uid (issue 36 item 0). The
-// runner package guards against it too; this keeps it true for every
-// locked goroutine the agent may ever run.
+// goroutine ever runs there: a goroutine that locks a thread and changes
+// it (a runner's own session keyring, agent/runner/keyrings.go) ends that
+// thread afterwards, and Go cannot end the main thread — it would keep the
+// change for the whole process. No thread of the agent changes its uid:
+// that work runs in a helper process (agent/runner/keyhelper.go).
 func init() { runtime.LockOSThread() }
 
 // version is set at build time with -ldflags "-X main.version=…".

@@ -5,42 +5,47 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
 // Issue 36 item 0: work done as the runner uid (clearing and listing its
-// keyrings) ran on a thread thrown away afterwards; when that thread was
-// the process's main thread, Go wedged it instead of ending it, and the
-// whole agent read as the runner uid in /proc/<pid>/status: its own kill
-// loop then SIGKILLed it, and Verify counted it as the job's process.
+// keyrings) ran on an agent thread switched with a raw setresuid and
+// thrown away afterwards. On the main thread Go wedged that thread instead
+// of ending it, and elsewhere a thread the runtime cloned from it could
+// inherit the uid: the agent then read as the runner uid in
+// /proc/<pid>/status, its own kill loop SIGKILLed it and Verify counted it
+// as the job's process. Now that work runs in a helper process
+// (keyhelper.go), and processesOf never lists the calling process.
 
 const mainThreadProbeEnv = "GHR_MAIN_THREAD_PROBE"
 
 // probeResult is what mainThreadProbe reports of the process it ran in.
 type probeResult struct {
-	UidLine  string // the Uid line of /proc/self/status: the main thread's
-	Listed   bool   // processesOf(the uid) listed the process itself
-	FnOnMain bool   // the uid-switched work ran on the main thread
+	UidLine string // the Uid line of /proc/self/status: the main thread's
+	Listed  bool   // processesOf(the uid) listed the process itself
 }
 
 const probeUID = 54327
 
 // mainThreadProbe runs in a child test process (TestMain): on the main
-// thread, as a goroutine that locked it would, it does what asUID does,
-// with the guard as the environment says, then reports and exits.
+// thread it does the keyring work the way the environment says — "helper"
+// as the agent does it, "in-process" as it once did, on its own thread
+// (the control disabled) — then reports and exits.
 func mainThreadProbe() {
-	mainThreadGuard = os.Getenv(mainThreadProbeEnv) == "guard-on"
+	var err error
+	switch os.Getenv(mainThreadProbeEnv) {
+	case "helper":
+		err = clearKeyrings(probeUID, probeUID)
+	case "in-process":
+		err = switchThisThreadTo(probeUID, probeUID, clearOwnKeyrings)
+	}
 	var res probeResult
-	err := onLockedThread(func() error {
-		return switchThreadTo(probeUID, probeUID, func() error {
-			res.FnOnMain = unix.Gettid() == unix.Getpid()
-			return nil
-		})
-	})
 	status, _ := os.ReadFile("/proc/self/status")
 	for _, line := range strings.Split(string(status), "\n") {
 		if strings.HasPrefix(line, "Uid:") {
@@ -57,86 +62,121 @@ func mainThreadProbe() {
 	os.Exit(0)
 }
 
-func runMainThreadProbe(t *testing.T, guard string) probeResult {
+// switchThisThreadTo is the old way, kept here to show what it did: the
+// calling thread alone takes on uid and gid (raw system calls), then runs
+// fn.
+func switchThisThreadTo(uid, gid uint32, fn func(uint32) error) error {
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+		return fmt.Errorf("setgroups: %w", e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
+		return fmt.Errorf("setresgid %d: %w", gid, e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+		return fmt.Errorf("setresuid %d: %w", uid, e)
+	}
+	return fn(uid)
+}
+
+func runMainThreadProbe(t *testing.T, how string) probeResult {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), mainThreadProbeEnv+"="+guard)
+	cmd.Env = append(os.Environ(), mainThreadProbeEnv+"="+how)
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("the probe (%s): %v", guard, err)
+		t.Fatalf("the probe (%s): %v", how, err)
 	}
 	var res probeResult
 	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("the probe (%s) said %q: %v", guard, out, err)
+		t.Fatalf("the probe (%s) said %q: %v", how, out, err)
 	}
 	return res
 }
 
-// The control (onLockedThread's guard) shown both ways: with it, the work
-// runs elsewhere and the process stays root; without it, the process
-// itself takes the runner's uid — and still processesOf never lists it.
-func TestWorkAsTheRunnerUIDOnTheMainThreadLeavesTheAgentRoot(t *testing.T) {
+// The control shown both ways: through the helper process the agent stays
+// root; done on the agent's own thread (the old way) the process itself
+// takes the runner's uid — and still processesOf never lists it.
+func TestKeyringWorkAsTheRunnerUIDLeavesTheAgentRoot(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Fatal("this test switches a thread to another uid: run it as root (CI does)")
+		t.Fatal("this test switches to another uid: run it as root (CI does)")
 	}
-	on := runMainThreadProbe(t, "guard-on")
-	if on.FnOnMain || on.UidLine != "Uid: 0 0 0 0" {
-		t.Errorf("with the guard: the work ran on the main thread %v, the process reads %q; want elsewhere and root", on.FnOnMain, on.UidLine)
+	helper := runMainThreadProbe(t, "helper")
+	if helper.UidLine != "Uid: 0 0 0 0" {
+		t.Errorf("through the helper the process reads %q; want root", helper.UidLine)
 	}
-	if on.Listed {
-		t.Error("with the guard: processesOf listed the process itself as the runner uid's")
+	if helper.Listed {
+		t.Error("through the helper: processesOf listed the process itself as the runner uid's")
 	}
-	off := runMainThreadProbe(t, "guard-off")
+	old := runMainThreadProbe(t, "in-process")
 	want := fmt.Sprintf("Uid: %d %d %d %d", probeUID, probeUID, probeUID, probeUID)
-	if !off.FnOnMain || off.UidLine != want {
-		t.Errorf("without the guard the probe should show the defect: the work ran on the main thread %v, the process reads %q, want %q", off.FnOnMain, off.UidLine, want)
+	if old.UidLine != want {
+		t.Errorf("done on the main thread itself the probe should show the defect: the process reads %q, want %q", old.UidLine, want)
 	}
-	if off.Listed {
+	if old.Listed {
 		t.Error("the process read as the runner uid and processesOf listed it: the agent's kill loop would kill the agent")
 	}
 }
 
-// Every thread asUID and startInOwnSession use ends with their work: run
-// from the main thread many times, the process never takes the uid.
-func TestAsUIDFromTheMainThreadNeverWedgesIt(t *testing.T) {
+// Many clears and listings at once, from the main thread and from others,
+// leave every thread of the process root.
+func TestKeyringWorkNeverChangesAThreadOfTheAgent(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Fatal("this test switches a thread to another uid: run it as root (CI does)")
+		t.Fatal("this test switches to another uid: run it as root (CI does)")
 	}
-	for i := 0; i < 20; i++ {
-		var err error
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 3; j++ {
+				if err := clearKeyrings(probeUID, probeUID); err != nil {
+					errs <- err
+				}
+				if _, err := keysOf(probeUID, probeUID); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := 0; i < 3; i++ {
 		onMainThread(func() {
-			// The main goroutine holds the main thread: the same call a
-			// goroutine that landed there would make.
-			err = onLockedThread(func() error {
-				return switchThreadTo(probeUID, probeUID, func() error { return nil })
-			})
+			if err := clearKeyrings(probeUID, probeUID); err != nil {
+				errs <- err
+			}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if uid := mainThreadUID(t); uid != "0" {
-			t.Fatalf("after %d calls the main thread is uid %s", i+1, uid)
-		}
 	}
-	if err := asUID(probeUID, probeUID, func() error { return nil }); err != nil {
+	wg.Wait()
+	close(errs)
+	for err := range errs {
 		t.Fatal(err)
 	}
-	if uid := mainThreadUID(t); uid != "0" {
-		t.Fatalf("the main thread is uid %s", uid)
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", os.Getpid()))
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("the process's threads: %v %v", tasks, err)
+	}
+	for _, task := range tasks {
+		status, err := os.ReadFile(task)
+		if err != nil {
+			continue // a thread that ended
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(line); len(f) == 5 && (f[0] == "Uid:" || f[0] == "Gid:") && strings.Join(f[1:], " ") != "0 0 0 0" {
+				t.Errorf("%s reads %q", task, line)
+			}
+		}
+	}
+	if pids, _ := processesOf(probeUID); slices.Contains(pids, os.Getpid()) {
+		t.Error("processesOf listed the process itself")
 	}
 }
 
-func mainThreadUID(t *testing.T) string {
-	t.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", os.Getpid(), os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
-			return f[1]
+// Bad requests to the helper are refused, naming what is wrong, before it
+// changes anything (this test process keeps its ids).
+func TestTheKeyringHelperRefusesABadRequest(t *testing.T) {
+	for _, req := range []string{"clear", "clear:0:0", "clear:x:1", "drop:54327:54327"} {
+		if _, err := keyHelperWork(req); err == nil || !strings.Contains(err.Error(), keyHelperEnv) {
+			t.Errorf("%q: %v, want an error naming %s", req, err, keyHelperEnv)
 		}
 	}
-	t.Fatal("no Uid line")
-	return ""
 }
