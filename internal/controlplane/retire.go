@@ -24,10 +24,30 @@ type Terminator interface {
 // It returns the instances it ended and everything that went wrong (a
 // marked record whose runner could not be deleted is still ended).
 func (d *Deps) Retire(ctx context.Context, ec2 Terminator, insts []*state.Instance, reason string, ifExpired bool) ([]*state.Instance, error) {
+	return d.retire(ctx, ec2, insts, reason, func(inst *state.Instance) state.Termination {
+		return state.Termination{Assignment: inst.Assignment, IfExpired: ifExpired}
+	})
+}
+
+// RetireForged ends instances whose records were judged forged
+// (state.LifeNotGiven) as Retire does, but conditionally on what the
+// control plane gave each record as read (state.Termination.Given), not on
+// its assignment: the instance may write that, and root on it would
+// otherwise rewrite it between refresh's read and its write, every time,
+// and live on. A claim, a release or a lease the control plane gave since
+// the read still leaves the instance alone.
+func (d *Deps) RetireForged(ctx context.Context, ec2 Terminator, insts []*state.Instance, reason string) ([]*state.Instance, error) {
+	return d.retire(ctx, ec2, insts, reason, func(inst *state.Instance) state.Termination {
+		return state.Termination{Given: inst}
+	})
+}
+
+func (d *Deps) retire(ctx context.Context, ec2 Terminator, insts []*state.Instance, reason string, on func(*state.Instance) state.Termination) ([]*state.Instance, error) {
 	var errs []error
 	var marked []*state.Instance
 	for _, inst := range insts {
-		t := state.Termination{Assignment: inst.Assignment, IfExpired: ifExpired, Reason: reason}
+		t := on(inst)
+		t.Reason = reason
 		if inst.TerminatedReason != "" {
 			t.Reason = inst.TerminatedReason
 		}

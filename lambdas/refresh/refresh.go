@@ -276,8 +276,10 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 	}
 	if len(forged) > 0 {
 		from := len(r.out.Terminated)
-		// Not on the lease (the record lies about it): on the assignment read.
-		if err := r.terminate(ctx, forged, "forged record", false); err != nil {
+		// Not on the lease (the record lies about it), nor on the
+		// assignment (the instance may rewrite it): on what the control
+		// plane gave the record as read.
+		if err := r.terminate(ctx, forged, "forged record", retireForged); err != nil {
 			return err
 		}
 		for i := from; i < len(r.out.Terminated); i++ {
@@ -285,7 +287,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 		}
 	}
 	before := len(r.out.Terminated)
-	if err := r.terminate(ctx, expired, "lease expired", true); err != nil {
+	if err := r.terminate(ctx, expired, "lease expired", retireExpired); err != nil {
 		return err
 	}
 	// A running instance whose lease ran out was held by a run past its
@@ -392,10 +394,24 @@ func (r *refresher) deleteLeftoverRunners(ctx context.Context, inst *state.Insta
 	return "", nil
 }
 
+// retireHow says what a retirement is conditional on.
+type retireHow int
+
+const (
+	retireExpired retireHow = iota // the assignment read and a lease still over
+	retireForged                   // what the control plane gave the record as read
+)
+
 // terminate ends instances through controlplane.Retire (records marked
 // first, conditionally; then EC2; then their runners) and notes them.
-func (r *refresher) terminate(ctx context.Context, insts []*state.Instance, reason string, ifExpired bool) error {
-	retired, err := r.d.Retire(ctx, r.ec2, insts, reason, ifExpired)
+func (r *refresher) terminate(ctx context.Context, insts []*state.Instance, reason string, how retireHow) error {
+	retire := r.d.RetireForged
+	if how == retireExpired {
+		retire = func(ctx context.Context, ec2 controlplane.Terminator, insts []*state.Instance, reason string) ([]*state.Instance, error) {
+			return r.d.Retire(ctx, ec2, insts, reason, true)
+		}
+	}
+	retired, err := retire(ctx, r.ec2, insts, reason)
 	sort.Slice(retired, func(i, j int) bool { return retired[i].ID < retired[j].ID })
 	for _, inst := range retired {
 		why := reason
