@@ -14,40 +14,25 @@ type Terminator interface {
 
 // Retire ends instances whose lease is over (or that must go for reason),
 // in the one order that never ends a job: each record is first marked
-// terminated, conditionally on the assignment it had when it was read (and,
-// with ifExpired, on its lease still being over), so an instance renewed,
-// extended or claimed meanwhile is left alone; only the instances whose
-// records were marked are then terminated in EC2, and their GitHub runners
-// deleted. If EC2 fails after the records were marked, refresh's
-// reconciliation terminates the instances on its next run.
+// terminated, conditionally on what the control plane gave it when it was
+// read — poolState, leaseLimit, uses (state.Termination.Given) — and, with
+// ifExpired, on its lease still being over, so an instance renewed,
+// extended, released or claimed meanwhile is left alone; only the
+// instances whose records were marked are then terminated in EC2, and
+// their GitHub runners deleted. If EC2 fails after the records were
+// marked, refresh's reconciliation terminates the instances on its next
+// run. Not on the assignment read: the instance role may write it (the
+// agent's conditions name it), and root on the instance would rewrite it
+// between every read and write and live on, forged (state.LifeNotGiven)
+// or past its lease. The records must be read whole, not from an index.
 //
 // It returns the instances it ended and everything that went wrong (a
 // marked record whose runner could not be deleted is still ended).
 func (d *Deps) Retire(ctx context.Context, ec2 Terminator, insts []*state.Instance, reason string, ifExpired bool) ([]*state.Instance, error) {
-	return d.retire(ctx, ec2, insts, reason, func(inst *state.Instance) state.Termination {
-		return state.Termination{Assignment: inst.Assignment, IfExpired: ifExpired}
-	})
-}
-
-// RetireForged ends instances whose records were judged forged
-// (state.LifeNotGiven) as Retire does, but conditionally on what the
-// control plane gave each record as read (state.Termination.Given), not on
-// its assignment: the instance may write that, and root on it would
-// otherwise rewrite it between refresh's read and its write, every time,
-// and live on. A claim, a release or a lease the control plane gave since
-// the read still leaves the instance alone.
-func (d *Deps) RetireForged(ctx context.Context, ec2 Terminator, insts []*state.Instance, reason string) ([]*state.Instance, error) {
-	return d.retire(ctx, ec2, insts, reason, func(inst *state.Instance) state.Termination {
-		return state.Termination{Given: inst}
-	})
-}
-
-func (d *Deps) retire(ctx context.Context, ec2 Terminator, insts []*state.Instance, reason string, on func(*state.Instance) state.Termination) ([]*state.Instance, error) {
 	var errs []error
 	var marked []*state.Instance
 	for _, inst := range insts {
-		t := on(inst)
-		t.Reason = reason
+		t := state.Termination{Given: inst, IfExpired: ifExpired, Reason: reason}
 		if inst.TerminatedReason != "" {
 			t.Reason = inst.TerminatedReason
 		}

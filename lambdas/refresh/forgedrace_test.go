@@ -20,54 +20,67 @@ func (h *hookedDB) UpdateItem(c context.Context, in *dynamodb.UpdateItemInput, o
 }
 
 // Issue 36: root on an instance whose record refresh judges forged (a year
-// of lease) rewrites its record's assignment — an attribute its role may
-// write, since the agent's own conditions name it — between refresh's read
-// and refresh's conditional termination, as it can before every write
-// refresh makes. Terminating on the assignment read lost that race every
-// time and the forger lived on. The termination of a forged record is
+// of lease), or whose lease has passed, rewrites its record's assignment —
+// an attribute its role may write, since the agent's own conditions name
+// it — between refresh's read and refresh's conditional termination, as it
+// can before every write refresh makes. Terminating on the assignment read
+// lost that race every time and the instance lived on. The termination is
 // conditional on what only the control plane writes (poolState,
-// leaseLimit, uses as read), so the rewrite changes nothing: the forger
-// ends. (With refresh retiring forged records on the assignment read, as
-// before — tried once — it reports "the forger i-… lives on: it rewrote its
-// assignment while refresh retired it".) A record the control plane itself
-// changed since the read (a release) is still left alone.
-func TestAForgerRewritingItsAssignmentDuringRefreshIsRetiredAnyway(t *testing.T) {
-	w := newWorld(t)
-	forger, _ := w.running("run-forger", 0)
-	year := unixAttr(w.now.Add(365 * 24 * time.Hour))
-	w.forgeAsInstance(forger.Key, map[string]types.AttributeValue{state.AttrThreshold: year, "leaseCap": year})
-	rewrites := 0
-	w.db.set(func(op string, in any) error {
-		up, ok := in.(*dynamodb.UpdateItemInput)
-		if op != "UpdateItem" || !ok {
-			return nil
-		}
-		if k, _ := up.Key[state.AttrPK].(*types.AttributeValueMemberS); k == nil || k.Value != string(forger.Key) {
-			return nil
-		}
-		// Refresh read the record and is about to write it: the
-		// instance gets in first, with its own role's write.
-		w.db.set(nil)
-		w.forgeAsInstance(forger.Key, map[string]types.AttributeValue{"assignment": &types.AttributeValueMemberS{Value: state.NewAssignment()}})
-		rewrites++
-		return nil
-	})
-	out, err := w.refresh()
-	w.db.set(nil)
-	must(t, err)
-	if rewrites != 1 {
-		t.Fatalf("the forger rewrote its assignment %d times, want once, before refresh's write", rewrites)
-	}
-	if w.alive(forger.ID) {
-		t.Fatalf("the forger %s lives on: it rewrote its assignment while refresh retired it (terminated: %+v)", forger.ID, out.Terminated)
-	}
-	rec, err := w.cp.Get(ctx, forger.Key)
-	must(t, err)
-	if rec.State != state.Terminated {
-		t.Fatalf("the forger's record is %s, want terminated", rec.State)
-	}
-	if len(out.Terminated) != 1 || out.Terminated[0].Kind != refresh.KindForged {
-		t.Errorf("decisions %+v, want the forger as %s", out.Terminated, refresh.KindForged)
+// leaseLimit, uses as read), so the rewrite changes nothing: the instance
+// ends. (With refresh retiring on the assignment read, as before — tried
+// once — it reports "the instance i-… lives on: it rewrote its assignment
+// while refresh retired it".) A record the control plane itself changed
+// since the read (a release) is still left alone (next test).
+func TestAnInstanceRewritingItsAssignmentDuringRefreshIsRetiredAnyway(t *testing.T) {
+	year := unixAttr(time.Now().Add(3 * 365 * 24 * time.Hour))
+	for _, c := range []struct {
+		name string
+		make func(w *world, inst *state.Instance)
+		kind refresh.Kind
+	}{
+		{"its record forged", func(w *world, inst *state.Instance) {
+			w.forgeAsInstance(inst.Key, map[string]types.AttributeValue{state.AttrThreshold: year, "leaseCap": year})
+		}, refresh.KindForged},
+		{"its lease passed", func(w *world, inst *state.Instance) { w.now = w.now.Add(11 * time.Minute) }, refresh.KindExpired},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t)
+			inst, _ := w.running("run-1", 0)
+			c.make(w, inst)
+			rewrites := 0
+			w.db.set(func(op string, in any) error {
+				up, ok := in.(*dynamodb.UpdateItemInput)
+				if op != "UpdateItem" || !ok {
+					return nil
+				}
+				if k, _ := up.Key[state.AttrPK].(*types.AttributeValueMemberS); k == nil || k.Value != string(inst.Key) {
+					return nil
+				}
+				// Refresh read the record and is about to write it: the
+				// instance gets in first, with its own role's write.
+				w.db.set(nil)
+				w.forgeAsInstance(inst.Key, map[string]types.AttributeValue{"assignment": &types.AttributeValueMemberS{Value: state.NewAssignment()}})
+				rewrites++
+				return nil
+			})
+			out, err := w.refresh()
+			w.db.set(nil)
+			must(t, err)
+			if rewrites != 1 {
+				t.Fatalf("the instance rewrote its assignment %d times, want once, before refresh's write", rewrites)
+			}
+			if w.alive(inst.ID) {
+				t.Fatalf("the instance %s lives on: it rewrote its assignment while refresh retired it (terminated: %+v)", inst.ID, out.Terminated)
+			}
+			rec, err := w.cp.Get(ctx, inst.Key)
+			must(t, err)
+			if rec.State != state.Terminated {
+				t.Fatalf("its record is %s, want terminated", rec.State)
+			}
+			if len(out.Terminated) != 1 || out.Terminated[0].Kind != c.kind {
+				t.Errorf("decisions %+v, want the instance as %s", out.Terminated, c.kind)
+			}
+		})
 	}
 }
 

@@ -279,7 +279,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 		// Not on the lease (the record lies about it), nor on the
 		// assignment (the instance may rewrite it): on what the control
 		// plane gave the record as read.
-		if err := r.terminate(ctx, forged, "forged record", retireForged); err != nil {
+		if err := r.terminate(ctx, forged, "forged record", false); err != nil {
 			return err
 		}
 		for i := from; i < len(r.out.Terminated); i++ {
@@ -287,7 +287,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 		}
 	}
 	before := len(r.out.Terminated)
-	if err := r.terminate(ctx, expired, "lease expired", retireExpired); err != nil {
+	if err := r.terminate(ctx, expired, "lease expired", true); err != nil {
 		return err
 	}
 	// A running instance whose lease ran out was held by a run past its
@@ -394,24 +394,13 @@ func (r *refresher) deleteLeftoverRunners(ctx context.Context, inst *state.Insta
 	return "", nil
 }
 
-// retireHow says what a retirement is conditional on.
-type retireHow int
-
-const (
-	retireExpired retireHow = iota // the assignment read and a lease still over
-	retireForged                   // what the control plane gave the record as read
-)
-
 // terminate ends instances through controlplane.Retire (records marked
 // first, conditionally; then EC2; then their runners) and notes them.
-func (r *refresher) terminate(ctx context.Context, insts []*state.Instance, reason string, how retireHow) error {
-	retire := r.d.RetireForged
-	if how == retireExpired {
-		retire = func(ctx context.Context, ec2 controlplane.Terminator, insts []*state.Instance, reason string) ([]*state.Instance, error) {
-			return r.d.Retire(ctx, ec2, insts, reason, true)
-		}
-	}
-	retired, err := retire(ctx, r.ec2, insts, reason)
+func (r *refresher) terminate(ctx context.Context, insts []*state.Instance, reason string, ifExpired bool) error {
+	// The records were read whole (GetMany): conditional on what the
+	// control plane gave them, never on the assignment the instance may
+	// rewrite.
+	retired, err := r.d.Retire(ctx, r.ec2, insts, reason, ifExpired)
 	sort.Slice(retired, func(i, j int) bool { return retired[i].ID < retired[j].ID })
 	for _, inst := range retired {
 		why := reason
