@@ -73,8 +73,10 @@ func (r *Runner) OutputTail() string {
 //     prints "<time>: Running job: <name>" to its standard output
 //     (actions/runner src/Runner.Listener/JobDispatcher.cs), which is
 //     run.sh's output, OutputFile in the agent's StateDir: root's, 0600,
-//     opened by the agent, so the runner user can neither open it (not
-//     even again through /proc/<pid>/fd) nor change it;
+//     opened by the agent and handed to run.sh, so the runner user cannot
+//     open it (not even again through /proc/<pid>/fd) and can delete
+//     nothing in it; at most a process holding run.sh's own descriptor
+//     adds lines, and a line it adds there says a job ran while one did;
 //   - the Worker's trace: every Worker writes _diag/Worker_<yyyyMMdd-
 //     HHmmss>-utc.log in the runner's root (src/Runner.Worker/Program.cs,
 //     HostContext("Worker"); src/Runner.Common/HostTraceListener.cs names
