@@ -86,3 +86,38 @@ func TestAJobThatRanResetsTheCountOfRunnersEndingWithoutOne(t *testing.T) {
 		t.Fatalf("%d runners minted, want at least 6 (two refused, one job, two refused, one job)", n)
 	}
 }
+
+// Issue 36: a job deleted its runner's Worker trace (_diag/Worker_*.log,
+// the runner user's to delete), which the agent read to tell whether the
+// runner ran a job: three such jobs in a row and the agent took them for
+// runners ending without a job, backed off before each next runner and
+// then gave the assignment up. The listener's own "Running job" line, in
+// run.sh's output that only root can open, now tells: the fourth job runs
+// and no UD_FAILED comes. (With RanAJob reading the trace alone — tried
+// once — the fourth job waits behind "UD_FAILED after jobs that deleted
+// their traces: the just-in-time runner exited 3 times without taking a
+// job".)
+func TestJobsThatDeleteTheirWorkerTraceAreStillCountedAsJobs(t *testing.T) {
+	w, _, inst := jitWorld(t)
+	w.start()
+	w.markRunning(inst)
+	const deleteTrace = `d="$(readlink /proc/$PPID/cwd)/_diag"; ls "$d"/Worker_*.log >/dev/null && rm -f "$d"/Worker_*.log && ! ls "$d"/Worker_*.log 2>/dev/null && echo deleted`
+	for i := range 3 {
+		job := w.job("ghr-run-a-jit", deleteTrace)
+		if job.ExitCode != 0 || !strings.Contains(job.Output, "deleted") {
+			t.Fatalf("job %d did not delete its Worker trace: %+v", i+1, job)
+		}
+	}
+	job, err := w.fake.WaitJob(w.fake.EnqueueJob("ghr-run-a-jit", "echo four"), 30*time.Second)
+	rec, gerr := w.store.Get(ctx, w.key)
+	must(t, gerr)
+	if sig, failed := rec.SignalFor(state.SignalFailed); failed {
+		t.Fatalf("UD_FAILED after jobs that deleted their traces: %s", sig.Detail)
+	}
+	if err != nil || job.ExitCode != 0 {
+		t.Fatalf("the fourth job: %+v %v\n%s", job, err, w.logs.String())
+	}
+	if strings.Contains(w.logs.String(), "ended without taking a job") {
+		t.Fatalf("the agent took a runner whose job deleted its trace for one without a job:\n%s", w.logs.String())
+	}
+}

@@ -1,23 +1,14 @@
 package main
 
 import (
-	"io"
-	"log/slog"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/metrics"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/ops"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/streampoll"
-	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/jitstream"
 )
 
 // The GitHub calls a request can cost, as the fake counts them.
@@ -52,74 +43,16 @@ const (
 // "the owner's runner groups were listed 3 times, want once", one per
 // mint.
 func TestAnInstanceFloodingJITRequestsCostsTheOwnerAtMostTheBound(t *testing.T) {
-	const role = "AROAJITCAPTESTROLE001"
-	fake := fakegithub.New("acme")
-	t.Cleanup(fake.Close)
-	fake.AddRunnerGroup("acme", "large")
-	store := statetest.NewStore(t, env, state.TableOptions{Stream: true})
-	gh, err := github.New(github.Config{BaseURL: fake.URL(), AppID: fake.AppID, PrivateKeyPEM: fake.PrivateKeyPEM})
-	must(t, err)
-	// As the bundle runs it: one group cache for the execution environment.
-	groups := &controlplane.GroupIDs{TTL: groupIDsFor}
-	clock := time.Now()
-	deps := func() jitstream.Deps {
-		return jitstream.Deps{Deps: &controlplane.Deps{Store: store, GitHub: gh, Groups: groups, Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
-			Now: func() time.Time { return clock }}
-	}
-	must(t, store.PutPoolConfig(ctx, state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
-		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5,
-		OS: "linux", InstanceRoleID: role, RunnerGroup: "large"}))
-	_, _, err = store.StartRun(ctx, state.Run{ID: "run-1", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-1-secret"})
-	must(t, err)
-	inst, err := store.Create(ctx, state.NewInstance{ID: "i-0flood", RoleID: role, Pool: "linux", Owner: "acme", RunID: "run-1", Assignment: state.NewAssignment(),
-		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: time.Hour})
-	must(t, err)
-	_, err = store.AddRunInstances(ctx, "run-1", inst.ID)
-	must(t, err)
-	// Provision's first configuration, in the pool's group.
-	d := deps()
-	p, err := d.Pool(ctx, "linux")
-	must(t, err)
-	group, err := d.GroupID(ctx, p)
-	must(t, err)
-	_, err = d.MintJIT(ctx, inst, 1, "ghr-run-1-secret", group)
-	must(t, err)
-	poll, err := streampoll.New(ctx, env.Config(t).DynamoDB(), env.URL, awstest.Region, store.Table())
-	must(t, err)
+	f := newJITFlood(t, "AROAJITCAPTESTROLE001", "i-0flood", "large")
+	fake, store, inst := f.fake, f.store, f.inst
 	before := fake.Counts()
-
-	var outs []*jitstream.Output
-	asks := 0
-	flood := func(n int, step time.Duration) {
-		for range n {
-			clock = clock.Add(step)
-			rec, err := store.Get(ctx, inst.Key)
-			must(t, err)
-			// What the role allows: a signal of its own record, for its
-			// assignment, asking for the next number.
-			must(t, store.PutSignal(ctx, inst.Key, rec.Assignment, state.SignalJITNext, strconv.Itoa(rec.JITSeq+1)))
-			asks++
-			batches, err := poll.Poll(ctx)
-			must(t, err)
-			for _, b := range batches {
-				out, err := jitstream.Handle(ctx, deps(), b.Event)
-				must(t, err)
-				outs = append(outs, out)
-			}
-		}
-	}
-	flood(20, 0)                                                        // as it happened
-	mintsInBurst := fake.Counts()[callMint] - before[callMint]          // the rate alone
-	flood(20, controlplane.DefaultJITLimits.Every+500*time.Millisecond) // spread out
+	f.flood(20, 0)                                                        // as it happened
+	mintsInBurst := fake.Counts()[callMint] - before[callMint]            // the rate alone
+	f.flood(20, controlplane.DefaultJITLimits.Every+500*time.Millisecond) // spread out
 
 	after := fake.Counts()
 	mints, looks, listed := after[callMint]-before[callMint], after[callLook]-before[callLook], after[callGroups]
-	var runners int
-	for _, r := range fake.Runners() {
-		if r.JIT {
-			runners++
-		}
-	}
+	runners, asks, outs := len(f.jitRunners()), f.asks, f.outs
 	limit := controlplane.DefaultJITLimits.Unused
 	t.Logf("%d requests: %d generate-jitconfig calls (%d in the burst), %d looks at a runner, %d runner group listings, %d runners", asks, mints, mintsInBurst, looks, listed, runners)
 	if mints > limit || runners > limit+1 {
@@ -167,5 +100,70 @@ func TestAnInstanceFloodingJITRequestsCostsTheOwnerAtMostTheBound(t *testing.T) 
 	}
 	if total, _ := metrics.Sum(points, "JITRequestsRefused", nil); total != float64(refused) || byClause[state.ClauseJITRate] == 0 || byClause[state.ClauseJITUnused] == 0 {
 		t.Errorf("JITRequestsRefused = %v (%v), want %d, both the rate and the cap", total, byClause, refused)
+	}
+}
+
+// Issue 36: GitHub shows a just-in-time runner that took its job as gone
+// (it removes one after its job), and the cap counts a runner seen gone as
+// one that took a job: an honest agent's runners look exactly so, never
+// seen busy (they are asked for only once the last one exited). So a
+// runner that someone else deletes — an owner's admin, a script that
+// removes offline runners, GitHub itself a day after an unused one was
+// made — counts as served too, and earns the instance the cap's worth of
+// configurations again: at most DefaultJITLimits.Unused+1 per deletion,
+// and none without one. The bound is accepted and documented
+// (docs/security.md, C20): the instance cannot delete a runner itself, and
+// telling a deleted runner from one that took a job needs the run's jobs
+// (the App's Actions permission), which the runner permission does not
+// give. What the instance can do alone earns nothing: keeping its
+// runners online with their credentials, without a job. (With a runner
+// that is merely online counted as seen — LookJIT taking Online() for
+// Busy, tried once — it reports "the instance kept its runners online and
+// got 20 configurations for 20 requests, want at most 2".)
+func TestARunnerSomeoneElseDeletesEarnsTheInstanceAtMostTheCapAgain(t *testing.T) {
+	f := newJITFlood(t, "AROAJITDELETETESTRL1", "i-0deleted", "")
+	limit := controlplane.DefaultJITLimits.Unused
+	spread := controlplane.DefaultJITLimits.Every + 500*time.Millisecond
+	mints := func() int { return f.fake.Counts()[callMint] }
+
+	// The instance alone: its runners online, none taking a job.
+	before := mints()
+	for range 20 {
+		for _, r := range f.jitRunners() {
+			f.fake.HoldSession(r.ID)
+		}
+		f.flood(1, spread)
+	}
+	if got := mints() - before; got > limit {
+		t.Fatalf("the instance kept its runners online and got %d configurations for 20 requests, want at most %d", got, limit)
+	}
+
+	// Someone else deletes the assignment's runners, three times, each
+	// after the looks' back-off has passed; the instance floods between.
+	const deletions = 3
+	for i := range deletions {
+		for _, r := range f.jitRunners() {
+			must(t, f.gh.DeleteRunner(ctx, "acme", r.ID))
+		}
+		f.clock = f.clock.Add(controlplane.DefaultJITLimits.LookMax)
+		before := mints()
+		f.flood(10, spread)
+		got := mints() - before
+		t.Logf("deletion %d: %d configurations for 10 requests", i+1, got)
+		if got > limit+1 {
+			t.Fatalf("deletion %d earned the instance %d configurations, want at most %d (the cap again)", i+1, got, limit+1)
+		}
+	}
+	// And nothing more without another.
+	f.clock = f.clock.Add(controlplane.DefaultJITLimits.LookMax)
+	before = mints()
+	f.flood(10, spread)
+	if got := mints() - before; got != 0 {
+		t.Fatalf("%d configurations with no runner deleted since the last, want none", got)
+	}
+	rec, err := f.store.Get(ctx, f.inst.Key)
+	must(t, err)
+	if max := 1 + limit + deletions*(limit+1); rec.JITSeq > max {
+		t.Fatalf("the assignment holds %d configurations, want at most %d: the first, the cap, and the cap again per deletion", rec.JITSeq, max)
 	}
 }

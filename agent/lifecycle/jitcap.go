@@ -21,8 +21,10 @@ import (
 // asks for none: it signals UD_FAILED with the count and the last runner's
 // output, and the runner is not restarted, so its lease is no longer kept
 // ahead and the instance ends with it. A runner that ran a job resets the
-// count. Whether it ran one is read from the Worker trace the runner leaves
-// in its copy (runner.RanAJob), before the copy is discarded.
+// count. Whether it ran one is read from the listener's own "Running job"
+// line in run.sh's output (root's: a job cannot delete it, as it can the
+// Worker trace in its copy) or that trace (runner.RanAJob), before the
+// copy is discarded.
 
 // jitIdleCap is how many runners in a row may end without a job.
 const jitIdleCap = 3

@@ -4,6 +4,8 @@ package runner
 // (why it ended, in its own words) and whether it ran a job.
 
 import (
+	"bufio"
+	"bytes"
 	"io"
 	"os"
 	"path/filepath"
@@ -64,18 +66,56 @@ func (r *Runner) OutputTail() string {
 	return tail(raw)
 }
 
-// RanAJob reports whether the runner of the current copy ran a job. The
-// listener (Runner.Listener) starts a Worker process for each job it
-// takes, and nothing else does; every Worker writes its trace to
-// _diag/Worker_<yyyyMMdd-HHmmss>-utc.log in the runner's root
-// (actions/runner src/Runner.Worker/Program.cs, HostContext("Worker");
-// src/Runner.Common/HostTraceListener.cs names the file), the listener
-// its own to Runner_*.log. Neither the exit code (run.sh ends 0 whatever
-// the listener returned) nor how long the runner lived (a short job, a
-// listener retrying for minutes) tells the two apart. A job can delete
-// the file (the copy is the runner user's): it then counts as an exit
-// without a job, which can only fail its own assignment sooner.
+// RanAJob reports whether the runner of the current copy ran a job. Two
+// witnesses, of which only one is out of a job's reach:
+//
+//   - the listener's own words: before it starts the Worker of a job it
+//     prints "<time>: Running job: <name>" to its standard output
+//     (actions/runner src/Runner.Listener/JobDispatcher.cs), which is
+//     run.sh's output, OutputFile in the agent's StateDir: root's, 0600,
+//     opened by the agent and handed to run.sh, so the runner user cannot
+//     open it (not even again through /proc/<pid>/fd) and can delete
+//     nothing in it; at most a process holding run.sh's own descriptor
+//     adds lines, and a line it adds there says a job ran while one did;
+//   - the Worker's trace: every Worker writes _diag/Worker_<yyyyMMdd-
+//     HHmmss>-utc.log in the runner's root (src/Runner.Worker/Program.cs,
+//     HostContext("Worker"); src/Runner.Common/HostTraceListener.cs names
+//     the file), the listener its own to Runner_*.log. The copy is the
+//     runner user's: a job can delete the file, or all of _diag.
+//
+// A missing trace therefore decides nothing on its own: the listener's
+// line is read first, and a job that deleted its Worker's trace still
+// counts as a job (the agent is not led to back off, nor to give its
+// assignment up as a run of runners ending without one). Neither the exit
+// code (run.sh ends 0 whatever the listener returned) nor how long the
+// runner lived (a short job, a listener retrying for minutes) tells the
+// two apart.
 func (r *Runner) RanAJob() bool {
+	if r.listenerSaysAJobRan() {
+		return true
+	}
 	logs, _ := filepath.Glob(filepath.Join(r.Dir, "_diag", "Worker_*.log"))
 	return len(logs) > 0
+}
+
+// runningJob is what the listener prints as it starts a job.
+var runningJob = []byte(": Running job: ")
+
+// listenerSaysAJobRan looks for the listener's "Running job" line in the
+// last run.sh's output (its first 8 MiB: a listener's output is a few
+// lines per job and per retry).
+func (r *Runner) listenerSaysAJobRan() bool {
+	f, err := os.Open(r.outputPath())
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 8<<20))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if bytes.Contains(sc.Bytes(), runningJob) {
+			return true
+		}
+	}
+	return false
 }

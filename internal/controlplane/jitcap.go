@@ -28,7 +28,16 @@ import (
 //     over; one never used only after a day). A listener that is merely
 //     online counts for nothing: an honest agent asks only once its runner
 //     exited, and a runner's credentials, which the instance holds, can
-//     keep one online without a job;
+//     keep one online without a job. Gone cannot be told from deleted: a
+//     runner someone else deletes (an admin, a script removing offline
+//     runners, GitHub's own removal of an unused one after a day) counts
+//     as served, and earns the assignment at most Unused+1 more, once per
+//     deletion; the instance cannot delete one itself. Accepted, not
+//     prevented (docs/security.md, C20): an honest agent's runners are
+//     never seen busy (it asks only after one exited), so "busy before"
+//     would refuse it, and the run's jobs, which name their runners, are
+//     read only with the App's Actions permission, which ghrunner does
+//     not ask for;
 //   - over that, GitHub is asked only whether one of those runners took a
 //     job (a "look", one call per runner not yet seen, at most Unused+1),
 //     and a look that found none is repeated only after LookEvery,

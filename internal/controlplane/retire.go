@@ -14,12 +14,17 @@ type Terminator interface {
 
 // Retire ends instances whose lease is over (or that must go for reason),
 // in the one order that never ends a job: each record is first marked
-// terminated, conditionally on the assignment it had when it was read (and,
-// with ifExpired, on its lease still being over), so an instance renewed,
-// extended or claimed meanwhile is left alone; only the instances whose
-// records were marked are then terminated in EC2, and their GitHub runners
-// deleted. If EC2 fails after the records were marked, refresh's
-// reconciliation terminates the instances on its next run.
+// terminated, conditionally on what the control plane gave it when it was
+// read — poolState, leaseLimit, uses (state.Termination.Given) — and, with
+// ifExpired, on its lease still being over, so an instance renewed,
+// extended, released or claimed meanwhile is left alone; only the
+// instances whose records were marked are then terminated in EC2, and
+// their GitHub runners deleted. If EC2 fails after the records were
+// marked, refresh's reconciliation terminates the instances on its next
+// run. Not on the assignment read: the instance role may write it (the
+// agent's conditions name it), and root on the instance would rewrite it
+// between every read and write and live on, forged (state.LifeNotGiven)
+// or past its lease. The records must be read whole, not from an index.
 //
 // It returns the instances it ended and everything that went wrong (a
 // marked record whose runner could not be deleted is still ended).
@@ -27,7 +32,7 @@ func (d *Deps) Retire(ctx context.Context, ec2 Terminator, insts []*state.Instan
 	var errs []error
 	var marked []*state.Instance
 	for _, inst := range insts {
-		t := state.Termination{Assignment: inst.Assignment, IfExpired: ifExpired, Reason: reason}
+		t := state.Termination{Given: inst, IfExpired: ifExpired, Reason: reason}
 		if inst.TerminatedReason != "" {
 			t.Reason = inst.TerminatedReason
 		}

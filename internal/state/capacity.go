@@ -92,15 +92,15 @@ func IsCapacity(err error) bool {
 // force plus n stay within max. It retries when another provision changed
 // the item meanwhile.
 func (s *Store) Reserve(ctx context.Context, pool, id string, n, max int, hold time.Duration, count func(context.Context) (map[string]string, error)) error {
-	for attempt := 0; ; attempt++ {
+	return s.retryVersioned(ctx, fmt.Sprintf("reserve %d instances of %s", n, pool), func() (versioned, error) {
 		var item capacityItem
 		found, err := s.getItem(ctx, CapacityKey(pool), &item)
 		if err != nil {
-			return err
+			return versioned{}, err
 		}
 		indexed, err := count(ctx)
 		if err != nil {
-			return fmt.Errorf("count live instances of %s: %w", pool, err)
+			return versioned{}, fmt.Errorf("count live instances of %s: %w", pool, err)
 		}
 		live := len(indexed)
 		now := s.now()
@@ -113,23 +113,12 @@ func (s *Store) Reserve(ctx context.Context, pool, id string, n, max int, hold t
 			}
 		}
 		if live+reserved+n > max {
-			return &CapacityError{Pool: pool, Live: live, Reserved: reserved, Asked: n, Max: max}
+			return versioned{}, &CapacityError{Pool: pool, Live: live, Reserved: reserved, Asked: n, Max: max}
 		}
 		kept[id] = Reservation{N: n, Until: now + secs(hold)}
 		next := capacityItem{Key: CapacityKey(pool), Kind: kindCapacity, Version: item.Version + 1, Reservations: kept, Waiting: item.inForce(now)}
-		done, err := s.putCapacity(ctx, next, found, item.Version, attempt)
-		if err != nil {
-			return fmt.Errorf("reserve %d instances of %s: %w", n, pool, err)
-		}
-		if done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(10+rand.IntN(40*(attempt+1))) * time.Millisecond):
-		}
-	}
+		return versioned{next: next, found: found, version: item.Version}, nil
+	})
 }
 
 // SettleReservation shortens reservation id of pool to the instances
@@ -177,16 +166,48 @@ func (s *Store) LiveIDs(ctx context.Context, pool string) (map[string]string, er
 	return ids, nil
 }
 
-// putCapacity writes next over the capacity item read at version (absent:
-// found false), conditionally on it being unchanged (putVersioned).
-func (s *Store) putCapacity(ctx context.Context, next capacityItem, found bool, version int64, attempt int) (done bool, err error) {
-	return s.putVersioned(ctx, next, found, version, attempt)
+// versioned is one write of retryVersioned: next (an item with a version
+// attribute) over the item read at version (absent: found false).
+type versioned struct {
+	next    any
+	found   bool
+	version int64
+}
+
+// retryVersioned owns the read–change–conditional-put loop of the items
+// written with an optimistic write on their version (the capacity item,
+// its queue, the share items): step reads the item and makes its change
+// (an error ends the loop as it is); the write is put with putVersioned,
+// and when another writer changed the item meanwhile, step runs again
+// after a pause that grows with the attempt (10 ms plus up to 40 ms per
+// attempt, random, so that writers racing each other spread out). A
+// failed write is wrapped with what; after 20 attempts the item "kept
+// changing".
+func (s *Store) retryVersioned(ctx context.Context, what string, step func() (versioned, error)) error {
+	for attempt := 0; ; attempt++ {
+		w, err := step()
+		if err != nil {
+			return err
+		}
+		done, err := s.putVersioned(ctx, w.next, w.found, w.version, attempt)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(10+rand.IntN(40*(attempt+1))) * time.Millisecond):
+		}
+	}
 }
 
 // putVersioned writes next (an item with a version attribute) over the item
 // read at version (absent: found false), conditionally on it being unchanged. done false with no
-// error means another writer changed it: read again and retry (after the
-// caller's pause); after 20 attempts that is an error.
+// error means another writer changed it: read again and retry
+// (retryVersioned, which pauses first); after 20 attempts that is an error.
 func (s *Store) putVersioned(ctx context.Context, next any, found bool, version int64, attempt int) (done bool, err error) {
 	av, err := attributevalue.MarshalMap(next)
 	if err != nil {

@@ -3,7 +3,6 @@ package state
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 )
 
@@ -85,18 +84,18 @@ func (s *Store) Unqueue(ctx context.Context, pool, runID string) error {
 // updateQueue changes the queue with an optimistic write on the item's
 // version, as Reserve does, keeping its reservations.
 func (s *Store) updateQueue(ctx context.Context, pool string, change func(map[string]Waiter) error) error {
-	for attempt := 0; ; attempt++ {
+	return s.retryVersioned(ctx, "capacity queue of "+pool, func() (versioned, error) {
 		var item capacityItem
 		found, err := s.getItem(ctx, CapacityKey(pool), &item)
 		if err != nil {
-			return err
+			return versioned{}, err
 		}
 		waiting := item.inForce(s.now())
 		if waiting == nil {
 			waiting = map[string]Waiter{}
 		}
 		if err := change(waiting); err != nil {
-			return err
+			return versioned{}, err
 		}
 		if len(waiting) == 0 {
 			waiting = nil
@@ -105,17 +104,6 @@ func (s *Store) updateQueue(ctx context.Context, pool string, change func(map[st
 			item.Reservations = map[string]Reservation{}
 		}
 		next := capacityItem{Key: CapacityKey(pool), Kind: kindCapacity, Version: item.Version + 1, Reservations: item.Reservations, Waiting: waiting}
-		done, err := s.putCapacity(ctx, next, found, item.Version, attempt)
-		if err != nil {
-			return fmt.Errorf("capacity queue of %s: %w", pool, err)
-		}
-		if done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(10+rand.IntN(40*(attempt+1))) * time.Millisecond):
-		}
-	}
+		return versioned{next: next, found: found, version: item.Version}, nil
+	})
 }

@@ -3,7 +3,6 @@ package state
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 )
 
@@ -100,30 +99,19 @@ func (s *Store) ReturnProvisionLease(ctx context.Context, pool, repoID, id strin
 // version, as Reserve does with the capacity item: two provisions of a
 // repository can never both take the last lease.
 func (s *Store) updateShare(ctx context.Context, key string, change func(map[string]int64) (map[string]int64, error)) error {
-	for attempt := 0; ; attempt++ {
+	return s.retryVersioned(ctx, key, func() (versioned, error) {
 		var item shareItem
 		found, err := s.getItem(ctx, key, &item)
 		if err != nil {
-			return err
+			return versioned{}, err
 		}
 		leases, err := change(item.Leases)
 		if err != nil {
-			return err
+			return versioned{}, err
 		}
 		next := shareItem{Key: key, Kind: kindShare, Version: item.Version + 1, Leases: leases}
-		done, err := s.putVersioned(ctx, next, found, item.Version, attempt)
-		if err != nil {
-			return fmt.Errorf("%s: %w", key, err)
-		}
-		if done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(10+rand.IntN(40*(attempt+1))) * time.Millisecond):
-		}
-	}
+		return versioned{next: next, found: found, version: item.Version}, nil
+	})
 }
 
 // queuePlaces counts the waiters in waiting (in force) of repository repo,

@@ -92,3 +92,28 @@ func LifeNotGiven(i *Instance, t Timings, now time.Time) string {
 	}
 	return strings.Join(why, "; ")
 }
+
+// givenAs holds while what the control plane gave the record (its
+// poolState, leaseLimit and uses, none of them the instance role's to
+// write) is what it was in read.
+func givenAs(read *Instance) check {
+	return check{ClauseChanged,
+		func(b *builder) string {
+			eq := func(attr string, v any, zero bool) string {
+				if zero {
+					return "attribute_not_exists(" + b.name(attr) + ")"
+				}
+				return b.name(attr) + " = " + b.value(v)
+			}
+			uses := b.name("uses") + " = " + b.value(read.Uses)
+			if read.Uses == 0 {
+				uses = "(attribute_not_exists(" + b.name("uses") + ") OR " + uses + ")"
+			}
+			return eq(AttrPoolState, read.PoolState, read.PoolState == "") + " AND " + eq(AttrLeaseLimit, read.LeaseLimit, read.LeaseLimit == 0) + " AND " + uses
+		},
+		func(i *Instance) (bool, string) {
+			return i.PoolState == read.PoolState && i.LeaseLimit == read.LeaseLimit && i.Uses == read.Uses,
+				fmt.Sprintf("the control plane gave it %s, lease limit %s, use %d since it was read (%s, %s, %d)",
+					i.PoolState, unixString(i.LeaseLimit), i.Uses, read.PoolState, unixString(read.LeaseLimit), read.Uses)
+		}}
+}

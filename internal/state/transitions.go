@@ -575,6 +575,15 @@ func (s *Store) Expire(ctx context.Context, r Ref, reason string) (*Instance, er
 type Termination struct {
 	// Assignment, when set, must still be the record's assignment.
 	Assignment string
+	// Given, when set, is the record as read: what the control plane gave
+	// it (poolState, leaseLimit, uses) must still be there, whatever its
+	// instance wrote since. For a record judged forged, instead of
+	// Assignment: the instance role may write assignment (the agent's
+	// conditions name it), so root on the instance could rewrite it after
+	// every read and refuse every conditional termination; what only the
+	// control plane writes changes only with a claim, a release or a lease
+	// the control plane gives, which must not be ended by an old verdict.
+	Given *Instance
 	// IfExpired requires the lease to have passed.
 	IfExpired bool
 	Reason    string
@@ -586,13 +595,16 @@ type Termination struct {
 // registration are removed and expiresAt starts the record's TTL. Call it
 // after (or right before) EC2 TerminateInstances.
 func (s *Store) Terminate(ctx context.Context, key Key, t Termination) (*Instance, error) {
-	if t.Assignment == "" && !t.IfExpired {
-		return nil, fmt.Errorf("terminate %s: give the expected assignment or require an expired lease", key)
+	if t.Assignment == "" && !t.IfExpired && t.Given == nil {
+		return nil, fmt.Errorf("terminate %s: give the expected assignment, the record as given or require an expired lease", key)
 	}
 	now := s.now()
 	checks := []check{exists(), notTerminated()}
 	if t.Assignment != "" {
 		checks = append(checks, assignmentIs(t.Assignment))
+	}
+	if t.Given != nil {
+		checks = append(checks, givenAs(t.Given))
 	}
 	if t.IfExpired {
 		checks = append(checks, leaseExpired(now))

@@ -276,7 +276,9 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 	}
 	if len(forged) > 0 {
 		from := len(r.out.Terminated)
-		// Not on the lease (the record lies about it): on the assignment read.
+		// Not on the lease (the record lies about it), nor on the
+		// assignment (the instance may rewrite it): on what the control
+		// plane gave the record as read.
 		if err := r.terminate(ctx, forged, "forged record", false); err != nil {
 			return err
 		}
@@ -395,6 +397,9 @@ func (r *refresher) deleteLeftoverRunners(ctx context.Context, inst *state.Insta
 // terminate ends instances through controlplane.Retire (records marked
 // first, conditionally; then EC2; then their runners) and notes them.
 func (r *refresher) terminate(ctx context.Context, insts []*state.Instance, reason string, ifExpired bool) error {
+	// The records were read whole (GetMany): conditional on what the
+	// control plane gave them, never on the assignment the instance may
+	// rewrite.
 	retired, err := r.d.Retire(ctx, r.ec2, insts, reason, ifExpired)
 	sort.Slice(retired, func(i, j int) bool { return retired[i].ID < retired[j].ID })
 	for _, inst := range retired {

@@ -605,6 +605,20 @@ func (s *Server) SetOnline(id int64, online bool) {
 	}
 }
 
+// HoldSession plays a listener that holds a session of runner id and was
+// heard from just now, taking no job: what whoever holds a runner's
+// credentials can do without running its listener.
+func (s *Server) HoldSession(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.runners[id]; ok {
+		if r.session == "" {
+			r.session = randomToken("held")
+		}
+		r.lastSeen = s.now()
+	}
+}
+
 // EnqueueJob queues a job for runners with label (compared without regard
 // to case, as GitHub does); script runs under bash -c in the runner's
 // <work>/repo/repo folder.
