@@ -29,6 +29,18 @@ import (
 //     online counts for nothing: an honest agent asks only once its runner
 //     exited, and a runner's credentials, which the instance holds, can
 //     keep one online without a job;
+//   - gone is also what GitHub makes of a runner whose listener took no
+//     job within a few minutes (actions/runner issue #4726: 2 to 6 after
+//     "Listening for Jobs"; fakegithub's JITIdleAfter), and its REST API
+//     does not tell that from a runner removed after its job. Such a
+//     runner is credited too, so a run's job behind an approval, for which
+//     the agent replaces runner after runner (agent/lifecycle/jitcap.go),
+//     never uses the cap up. What that lets root on the instance have:
+//     at most Unused+1 runners per idle-removal period, each needing a
+//     listener connected for those minutes, while the lease lives (the
+//     agent extends it only up to leaseCap, the control plane's). One per
+//     period would need the two told apart (the run's jobs name the runner
+//     of each: the App's actions read permission), which is not done;
 //   - over that, GitHub is asked only whether one of those runners took a
 //     job (a "look", one call per runner not yet seen, at most Unused+1),
 //     and a look that found none is repeated only after LookEvery,
