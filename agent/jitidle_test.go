@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -27,13 +28,18 @@ func idleRemoved(w *world) int {
 // agent lets end without a job; each removed runner is replaced and not
 // counted, so the job still runs on the pool once approved, and the
 // stream consumer's cap (controlplane/jitcap.go) lets the replacements
-// through too. Shown to fail with the agent counting such exits as ended
+// through too, one per removal. Shown to fail with the agent counting such exits as ended
 // without a job (runner.RemovedByGitHub ignored in judgeJITExit): "UD_FAILED
 // after 3 runners were removed while idle: the just-in-time runner exited
 // 3 times without taking a job: ... The runner no longer exists on the
 // server."
 func TestALaterJobBehindAnApprovalStillRunsAfterGitHubRemovesIdleRunners(t *testing.T) {
-	w, _, inst := jitWorld(t)
+	// The consumer's IdleMin under the fake's idle limit, as the default
+	// (90 s) is under GitHub's reported 2 minutes: each removed runner is
+	// then one that may have been removed idle, and lets one more through.
+	limits := controlplane.DefaultJITLimits
+	limits.IdleMin = time.Second
+	w, _, inst := jitWorldWith(t, limits)
 	w.fake.SetJITIdleAfter(2 * time.Second)
 	upstream := w.fake.EnqueueJob("ghr-run-a-jit", "echo upstream")
 	w.start()
@@ -71,7 +77,7 @@ func TestALaterJobBehindAnApprovalStillRunsAfterGitHubRemovesIdleRunners(t *test
 		t.Fatalf("the approved job ran on %q, the record at configuration %d: want a runner after the upstream one and the %d removed", approved.Runner, rec.JITSeq, removals)
 	}
 	// The consumer looked past its cap and found the removed runners gone:
-	// credited, they did not use the cap up.
+	// each let the next through, so they did not use the cap up.
 	if rec.JITServed < 3 {
 		t.Fatalf("the control plane credited runners up to %d of %d: did the replacements pass its cap?", rec.JITServed, rec.JITSeq)
 	}
