@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -41,6 +43,7 @@ func TestALaterJobBehindAnApprovalStillRunsAfterGitHubRemovesIdleRunners(t *test
 	limits.IdleMin = time.Second
 	w, _, inst := jitWorldWith(t, limits)
 	w.fake.SetJITIdleAfter(2 * time.Second)
+	w.configure(func(c *config.Config) { c.JITRemovedMin = config.Duration{Duration: time.Second} })
 	upstream := w.fake.EnqueueJob("ghr-run-a-jit", "echo upstream")
 	w.start()
 	w.markRunning(inst)
@@ -88,5 +91,34 @@ func TestALaterJobBehindAnApprovalStillRunsAfterGitHubRemovesIdleRunners(t *test
 	// the one that took the approved job, perhaps the next one asked for).
 	if n := jitRunners(w); n > idleRemoved(w)+3 {
 		t.Fatalf("%d runners minted for %d removals and two jobs", n, idleRemoved(w))
+	}
+}
+
+// A runner removed sooner than GitHub removes an idle one (JITRemovedMin,
+// 1 minute by default; the fake here removes them after 2 s, as a script
+// deleting every runner would) is not GitHub's idle removal: it counts as
+// ended without a job, so such a setup ends the assignment after three
+// (UD_FAILED) instead of having a runner minted every few seconds until
+// the lease's runtime cap. Shown to fail with every removal taken for
+// GitHub's idle one: "UD_FAILED never came (...): 14 runners minted, 13
+// removed" within the minute.
+func TestRunnersRemovedSoonerThanGitHubsIdleLimitStillEndTheAssignment(t *testing.T) {
+	w, _, inst := jitWorld(t)
+	w.fake.SetJITIdleAfter(2 * time.Second)
+	w.start()
+	w.markRunning(inst)
+	c, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	got, err := w.store.WaitSignal(c, inst.Key, inst.Assignment, state.SignalFailed, "", 200*time.Millisecond)
+	if err != nil {
+		t.Fatalf("UD_FAILED never came (%v): %d runners minted, %d removed\n%s", err, jitRunners(w), idleRemoved(w), w.logs.String())
+	}
+	sig, _ := got.SignalFor(state.SignalFailed)
+	if !strings.Contains(sig.Detail, "the just-in-time runner exited 3 times without taking a job") || !strings.Contains(sig.Detail, "The runner no longer exists on the server.") {
+		t.Fatalf("UD_FAILED %q, want the count and the runner's own words", sig.Detail)
+	}
+	time.Sleep(5 * time.Second)
+	if n := jitRunners(w); n != 3 {
+		t.Fatalf("%d runners minted, want 3", n)
 	}
 }

@@ -31,11 +31,15 @@ import (
 // an assignment's later job behind a long upstream job or an environment
 // approval would otherwise cost it three runners and then its instance.
 // The listener says so ("The runner no longer exists on the server.",
-// runner.RemovedByGitHub) and ends 0: such an exit is counted apart
-// (jitIdle.removed, for the log) and neither counts towards jitIdleCap nor
-// resets it; the next configuration is asked for after jitRemovedHold, so
-// a GitHub that removes every runner at once costs a mint per hold, not a
-// loop. What bounds the replacements: the lease, which the agent keeps
+// runner.RemovedByGitHub) and ends 0: such an exit, at least
+// Config.JITRemovedMin (1 minute, under the least reported) after the
+// runner started, is counted apart (jitIdle.removed, for the log) and
+// neither counts towards jitIdleCap nor resets it; the next configuration
+// is asked for after jitRemovedHold. One removed sooner is not GitHub's
+// idle removal (a runner deleted by hand or by a script, over and over):
+// it counts as ended without a job, so that a setup that removes every
+// runner at once ends in UD_FAILED, not in a mint every few seconds.
+// What bounds the replacements: the lease, which the agent keeps
 // ahead only up to the runtime cap the control plane set (leaseCap), and
 // the control plane, which mints only while it is live and bounds an
 // instance's requests itself (controlplane/jitcap.go): an agent that lies
@@ -79,14 +83,15 @@ func (a *Agent) judgeJITExit() {
 		j.count = 0
 		return
 	}
-	if out := a.Runner.OutputTail(); runner.RemovedByGitHub(out) {
+	lived := time.Since(a.jitStartedAt) // long when an earlier agent process started it
+	if out := a.Runner.OutputTail(); runner.RemovedByGitHub(out) && lived >= a.Config.JITRemovedMin.Duration {
 		// Not counted: GitHub ended a runner that waited for a job longer
 		// than it keeps one. A job that forged the line (run.sh's output
 		// is the runner user's to write to) and removed its Worker trace
 		// ran a job all the same: its runner is spent, as after any job.
 		j.removed++
 		j.hold = time.Now().Add(jitRemovedHold)
-		a.Log.Info("just-in-time runner removed by GitHub while it waited for a job: replaced, not counted", "seq", a.local.Seq, "removedInAssignment", j.removed, "inARow", j.count)
+		a.Log.Info("just-in-time runner removed by GitHub while it waited for a job: replaced, not counted", "seq", a.local.Seq, "lived", lived.Round(time.Second), "removedInAssignment", j.removed, "inARow", j.count)
 		return
 	}
 	j.count++
