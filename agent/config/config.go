@@ -118,11 +118,7 @@ type Config struct {
 	ClockSkew Duration `json:"clockSkew,omitempty"`
 	// StopTimeout bounds the graceful stop of the runner.
 	StopTimeout Duration `json:"stopTimeout,omitempty"`
-	// JITRemovedMin is less than GitHub leaves a just-in-time runner
-	// whose listener takes no job before it removes it (2 to 6 minutes
-	// reported): a runner removed sooner after it started counts as one
-	// that ended without a job (lifecycle/jitcap.go). Tests that play
-	// GitHub's removal in seconds set less.
+	// JITRemovedMin: a runner removed sooner is not idle (lifecycle/jitcap.go).
 	JITRemovedMin Duration `json:"jitRemovedMin,omitempty"`
 	// ClockOffset shifts the agent's clock: the fault-injection suites use
 	// it to play an instance whose clock is off. Zero on real instances.
