@@ -24,6 +24,12 @@ import (
 // them; the instance's record gets its first just-in-time configuration
 // from the control plane's MintJIT, as provision gives it.
 func jitWorld(t testing.TB) (*world, *controlplane.Deps, *state.Instance) {
+	return jitWorldWith(t, controlplane.JITLimits{})
+}
+
+// jitWorldWith is jitWorld whose stream consumer bounds requests with
+// limits (zero: the defaults).
+func jitWorldWith(t testing.TB, limits controlplane.JITLimits) (*world, *controlplane.Deps, *state.Instance) {
 	w := newWorld(t, "")
 	w.store = statetest.NewStore(t, env, state.TableOptions{Stream: true})
 	w.configure(func(c *config.Config) { c.Table = w.store.Table() })
@@ -50,7 +56,7 @@ func jitWorld(t testing.TB) (*world, *controlplane.Deps, *state.Instance) {
 		for c.Err() == nil {
 			batches, err := poll.Poll(c)
 			for _, b := range batches {
-				if out, herr := jitstream.Handle(c, jitstream.Deps{Deps: d}, b.Event); herr == nil && len(out.BatchItemFailures) > 0 {
+				if out, herr := jitstream.Handle(c, jitstream.Deps{Deps: d, Limits: limits}, b.Event); herr == nil && len(out.BatchItemFailures) > 0 {
 					poll.Retry(c, b.Shard, out.BatchItemFailures[0].ItemIdentifier)
 				}
 			}

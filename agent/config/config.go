@@ -118,6 +118,8 @@ type Config struct {
 	ClockSkew Duration `json:"clockSkew,omitempty"`
 	// StopTimeout bounds the graceful stop of the runner.
 	StopTimeout Duration `json:"stopTimeout,omitempty"`
+	// JITRemovedMin: a runner removed sooner is not idle (lifecycle/jitcap.go).
+	JITRemovedMin Duration `json:"jitRemovedMin,omitempty"`
 	// ClockOffset shifts the agent's clock: the fault-injection suites use
 	// it to play an instance whose clock is off. Zero on real instances.
 	ClockOffset Duration `json:"clockOffset,omitempty"`
@@ -148,6 +150,7 @@ func Defaults() Config {
 		RecordWait:          Duration{10 * time.Minute},
 		ClockSkew:           Duration{time.Minute},
 		StopTimeout:         Duration{2 * time.Minute},
+		JITRemovedMin:       Duration{time.Minute},
 		LogLevel:            "info",
 		UserDataLog:         "/var/log/cloud-init-output.log",
 		LogFlush:            Duration{5 * time.Second},
@@ -228,6 +231,7 @@ func (c Config) Validate() error {
 	}{
 		{"preRunnerTimeout", c.PreRunnerTimeout}, {"cleanupTimeout", c.CleanupTimeout}, {"heartbeatInterval", c.HeartbeatInterval},
 		{"idlePoll", c.IdlePoll}, {"assignedPoll", c.AssignedPoll}, {"recordWait", c.RecordWait}, {"stopTimeout", c.StopTimeout},
+		{"jitRemovedMin", c.JITRemovedMin},
 	} {
 		if d.v.Duration <= 0 {
 			return fmt.Errorf("%s: must be a positive duration, got %s", d.name, d.v)

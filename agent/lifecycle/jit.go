@@ -147,5 +147,6 @@ func (a *Agent) startJIT(config string) error {
 	if a.halted {
 		return errHalted
 	}
+	a.jitStartedAt = time.Now()
 	return a.Runner.StartJIT(config)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -25,9 +26,33 @@ import (
 // line in run.sh's output (root's: a job cannot delete it, as it can the
 // Worker trace in its copy) or that trace (runner.RanAJob), before the
 // copy is discarded.
+//
+// A runner GitHub removed while it waited for a job is no such exit (issue
+// 37 item 7). GitHub removes a just-in-time runner whose listener took no
+// job within a few minutes (actions/runner issue #4726 reports 2 to 6), so
+// an assignment's later job behind a long upstream job or an environment
+// approval would otherwise cost it three runners and then its instance.
+// The listener says so ("The runner no longer exists on the server.",
+// runner.RemovedByGitHub) and ends 0: such an exit, at least
+// Config.JITRemovedMin (1 minute, under the least reported) after the
+// runner started, is counted apart (jitIdle.removed, for the log) and
+// neither counts towards jitIdleCap nor resets it; the next configuration
+// is asked for after jitRemovedHold. One removed sooner is not GitHub's
+// idle removal (a runner deleted by hand or by a script, over and over):
+// it counts as ended without a job, so that a setup that removes every
+// runner at once ends in UD_FAILED, not in a mint every few seconds.
+// What bounds the replacements: the lease, which the agent keeps
+// ahead only up to the runtime cap the control plane set (leaseCap), and
+// the control plane, which mints only while it is live and bounds an
+// instance's requests itself (controlplane/jitcap.go): an agent that lies
+// here gains nothing it could not get by asking.
 
 // jitIdleCap is how many runners in a row may end without a job.
 const jitIdleCap = 3
+
+// jitRemovedHold is the wait before asking for the runner that replaces one
+// GitHub removed while it waited for a job.
+const jitRemovedHold = 2 * time.Second
 
 // jitBackoff is the wait before asking for the next configuration after
 // the n-th runner in a row that ended without a job.
@@ -40,6 +65,7 @@ type jitIdle struct {
 	assignment string // the assignment counted; another starts again at 0
 	judged     int    // the last runner (its seq) judged
 	count      int
+	removed    int    // runners GitHub removed while they waited for a job
 	output     string // the last such runner's output, its tail
 	hold       time.Time
 }
@@ -57,6 +83,17 @@ func (a *Agent) judgeJITExit() {
 	j.judged = a.local.Seq
 	if a.Runner.RanAJob() {
 		j.count = 0
+		return
+	}
+	lived := time.Since(a.jitStartedAt) // long when an earlier agent process started it
+	if out := a.Runner.OutputTail(); runner.RemovedByGitHub(out) && lived >= a.Config.JITRemovedMin.Duration {
+		// Not counted: GitHub ended a runner that waited for a job longer
+		// than it keeps one. A job that forged the line (run.sh's output
+		// is the runner user's to write to) and removed its Worker trace
+		// ran a job all the same: its runner is spent, as after any job.
+		j.removed++
+		j.hold = time.Now().Add(jitRemovedHold)
+		a.Log.Info("just-in-time runner removed by GitHub while it waited for a job: replaced, not counted", "seq", a.local.Seq, "lived", lived.Round(time.Second), "removedInAssignment", j.removed, "inARow", j.count)
 		return
 	}
 	j.count++

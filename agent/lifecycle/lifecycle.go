@@ -121,6 +121,9 @@ type Agent struct {
 	jitCleaned int
 	// jitIdle counts the runners that ended without a job (jitcap.go).
 	jitIdle jitIdle
+	// jitStartedAt is when this process last started a just-in-time
+	// runner (zero: an earlier agent process did).
+	jitStartedAt time.Time
 	// up keeps the install at the record's runner target (upgrade.go).
 	up upgrader
 }

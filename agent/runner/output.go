@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -118,4 +119,18 @@ func (r *Runner) listenerSaysAJobRan() bool {
 		}
 	}
 	return false
+}
+
+// removedLine is what actions/runner's listener says when its runner
+// disappears from GitHub while it waits for a message: GitHub removed it
+// (a just-in-time runner that took no job within a few minutes,
+// actions/runner issue #4726) or someone deleted it. The listener then
+// deletes its local configuration and returns 0 (src/Runner.Listener/
+// Runner.cs, RunAsync, since actions/runner #4551).
+const removedLine = "The runner no longer exists on the server."
+
+// RemovedByGitHub reports whether a run.sh's output (OutputTail) says its
+// runner was removed from GitHub while it waited for a job.
+func RemovedByGitHub(output string) bool {
+	return strings.Contains(output, removedLine)
 }

@@ -28,16 +28,29 @@ import (
 //     over; one never used only after a day). A listener that is merely
 //     online counts for nothing: an honest agent asks only once its runner
 //     exited, and a runner's credentials, which the instance holds, can
-//     keep one online without a job. Gone cannot be told from deleted: a
-//     runner someone else deletes (an admin, a script removing offline
-//     runners, GitHub's own removal of an unused one after a day) counts
-//     as served, and earns the assignment at most Unused+1 more, once per
-//     deletion; the instance cannot delete one itself. Accepted, not
-//     prevented (docs/security.md, C20): an honest agent's runners are
-//     never seen busy (it asks only after one exited), so "busy before"
-//     would refuse it, and the run's jobs, which name their runners, are
-//     read only with the App's Actions permission, which ghrunner does
-//     not ask for;
+//     keep one online without a job;
+//   - gone is also what GitHub makes of a runner whose listener took no
+//     job within a few minutes (actions/runner issue #4726: 2 to 6 after
+//     "Listening for Jobs"; fakegithub's JITIdleAfter), and its REST API
+//     does not tell that from a runner removed after its job. So only a
+//     runner seen busy, or the last one written seen gone within IdleMin
+//     of its writing (jitMintedAt: GitHub removes none idle that soon),
+//     starts the count again; any other seen gone may have been removed
+//     idle and lets through only the one runner after the last written
+//     (creditGone). A run's job behind an approval, for which the agent
+//     replaces runner after runner (agent/lifecycle/jitcap.go), is served
+//     one runner per idle removal, and so is root on the instance that
+//     lets its runners' listeners wait them out: one runner per
+//     idle-removal period, while the lease lives (the agent extends it
+//     only up to leaseCap, the control plane's). Gone cannot be told from
+//     deleted either: a runner someone else deletes (an admin, a script
+//     removing offline runners) soon after its writing counts as served
+//     and earns the assignment at most Unused+1 more, once per deletion;
+//     the instance cannot delete one itself. Accepted, not prevented
+//     (docs/security.md, C20): an honest agent's runners are never seen
+//     busy (it asks only after one exited), so "busy before" would refuse
+//     it, and the run's jobs, which name their runners, are read only with
+//     the App's Actions permission, which ghrunner does not ask for;
 //   - over that, GitHub is asked only whether one of those runners took a
 //     job (a "look", one call per runner not yet seen, at most Unused+1),
 //     and a look that found none is repeated only after LookEvery,
@@ -69,6 +82,10 @@ type JITLimits struct {
 	// LookEvery is the wait after a look that found no runner took a
 	// job, doubling with each such look up to LookMax.
 	LookEvery, LookMax time.Duration
+	// IdleMin is less than GitHub leaves a just-in-time runner whose
+	// listener takes no job: the last runner written and gone sooner
+	// after its writing took a job.
+	IdleMin time.Duration
 }
 
 // DefaultJITLimits: Unused is the agent's own cap less the first (3 runners
@@ -76,7 +93,8 @@ type JITLimits struct {
 // it gives up itself; one request per 2 s is far above one per job; a look
 // that found nothing is repeated after 10 s (a runner that finished its
 // job a moment ago may still be listed), then less and less often.
-var DefaultJITLimits = JITLimits{Unused: 2, Every: 2 * time.Second, LookEvery: 10 * time.Second, LookMax: 15 * time.Minute}
+// IdleMin is under the least idle removal reported (2 minutes).
+var DefaultJITLimits = JITLimits{Unused: 2, Every: 2 * time.Second, LookEvery: 10 * time.Second, LookMax: 15 * time.Minute, IdleMin: 90 * time.Second}
 
 // JITVerdict is DecideJIT's answer.
 type JITVerdict struct {
@@ -135,13 +153,14 @@ func secs(d time.Duration) int64 { return int64(d / time.Second) }
 // job, looking from the last written back to the last already seen: one
 // call per runner at most. A runner is found by its name, which the
 // control plane's attributes make (uses, the number, the key's instance
-// id), never by an id the record holds: the instance can write those.
-func (d *Deps) LookJIT(ctx context.Context, rec *state.Instance) (int, error) {
+// id), never by an id the record holds: the instance can write those. A
+// runner found gone counts as creditGone says.
+func (d *Deps) LookJIT(ctx context.Context, rec *state.Instance, now time.Time, l JITLimits) (int, error) {
 	for n := rec.JITSeq; n > rec.JITServed; n-- {
 		rn, err := d.GitHub.RunnerNamed(ctx, rec.Owner, state.JITRunnerName(rec.Uses, n, rec.ID))
 		switch {
 		case github.IsNotFound(err):
-			return n, nil // removed after its job
+			return creditGone(rec, n, now, l), nil
 		case err != nil:
 			return rec.JITServed, err
 		case rn.Busy:
@@ -149,6 +168,19 @@ func (d *Deps) LookJIT(ctx context.Context, rec *state.Instance) (int, error) {
 		}
 	}
 	return rec.JITServed, nil
+}
+
+// creditGone is what runner n, found gone, counts for: removed after its
+// job, or removed idle, which GitHub's API does not tell apart. The last
+// runner written, gone within IdleMin of its writing, took a job: n. Any
+// other may have been removed idle: it lets through only the runner after
+// the last written (n - Unused: DecideJIT then allows one more if n is
+// the last written, none otherwise), never less than already seen.
+func creditGone(rec *state.Instance, n int, now time.Time, l JITLimits) int {
+	if n == rec.JITSeq && rec.JITMintedAt != 0 && now.Unix()-rec.JITMintedAt < secs(l.IdleMin) {
+		return n
+	}
+	return max(rec.JITServed, n-l.Unused)
 }
 
 // GroupIDs caches the ids of runner groups by owner and name for the life

@@ -177,9 +177,10 @@ func (c *chaos) checkHistory(ctx context.Context) (explained, v []string) {
 			}
 			for _, reg := range regs {
 				// GitHub removes a just-in-time runner after its one job
-				// (ephemeral), or one no listener ever used: the run goes
+				// (ephemeral), one no listener ever used, or one whose
+				// listener took no job for minutes (jit-idle): the run goes
 				// on with the next, which is not a deletion under it.
-				if inst, _ := github.InstanceOf(reg.Name); inst != id || reg.EndedBy == "replaced" || reg.EndedBy == "ephemeral" || reg.EndedBy == "jit-unused" ||
+				if inst, _ := github.InstanceOf(reg.Name); inst != id || reg.EndedBy == "replaced" || reg.EndedBy == "ephemeral" || reg.EndedBy == "jit-unused" || reg.EndedBy == "jit-idle" ||
 					reg.To.IsZero() || !reg.To.After(run.from) || !reg.To.Before(run.to) {
 					continue
 				}

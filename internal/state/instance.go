@@ -137,10 +137,12 @@ type Instance struct {
 	// all the control plane's (the instance role cannot name them):
 	// JITAt is when it last took a request of the instance to GitHub (its
 	// clock, unix seconds); JITServed the number of the assignment's last
-	// runner it saw take a job; JITRefused the last request it refused.
-	JITAt      int64       `dynamodbav:"jitAt,omitempty"`
-	JITServed  int         `dynamodbav:"jitServed,omitempty"`
-	JITRefused *JITRefusal `dynamodbav:"jitRefused,omitempty"`
+	// runner it saw take a job; JITRefused the last request it refused;
+	// JITMintedAt when it wrote configuration JITSeq (its clock).
+	JITAt       int64       `dynamodbav:"jitAt,omitempty"`
+	JITServed   int         `dynamodbav:"jitServed,omitempty"`
+	JITRefused  *JITRefusal `dynamodbav:"jitRefused,omitempty"`
+	JITMintedAt int64       `dynamodbav:"jitMintedAt,omitempty"`
 	// RunnerTarget is the actions/runner release the instance is to run
 	// (the control plane's, runnerversion.go); RunnerVersion what its agent
 	// says it has installed (the agent's: shown and judged for this

@@ -187,7 +187,9 @@ func (s *Store) PutJITServed(ctx context.Context, key Key, assignment string, re
 		return nil, fmt.Errorf("put jit config of %s: assignment is required", key)
 	}
 	reg.Assignment = assignment
-	set := map[string]any{"registration": reg, "jitSeq": reg.Seq}
+	// jitMintedAt: how long after it GitHub shows the runner gone tells
+	// whether it may have been removed idle (controlplane/jitcap.go).
+	set := map[string]any{"registration": reg, "jitSeq": reg.Seq, "jitMintedAt": s.now()}
 	if served > 0 {
 		set["jitServed"] = served
 	}

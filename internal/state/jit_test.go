@@ -19,12 +19,17 @@ func jitReg(n int, runnerID int64) Registration {
 // assignment, then each only as the successor of the last, never twice for
 // one number, never for an assignment the instance left.
 func TestJITConfigsAreWrittenOneAfterTheOther(t *testing.T) {
-	s, _ := newStore(t)
+	s, clk := newStore(t)
 	inst := created(t, s, "i-1", "run-1")
 	got, err := s.PutJIT(ctx, k1, inst.Assignment, jitReg(1, 11))
 	must(t, err)
 	if got.JITSeq != 1 || got.Registration == nil || got.Registration.JITConfig != "encoded-1" || got.Registration.Assignment != inst.Assignment {
 		t.Fatalf("after the first: seq %d, registration %+v", got.JITSeq, got.Registration)
+	}
+	// When it was written, on the control plane's clock: how soon GitHub
+	// shows the runner gone tells a job from an idle removal (issue 37).
+	if got.JITMintedAt != clk.Now().Unix() {
+		t.Fatalf("jitMintedAt %d, want the store's clock %d", got.JITMintedAt, clk.Now().Unix())
 	}
 	_, err = s.PutJIT(ctx, k1, inst.Assignment, jitReg(1, 12))
 	wantClause(t, err, ClauseJIT) // a second first: a redelivered request
@@ -143,7 +148,7 @@ func TestAJITRequestIsTakenToGitHubOncePerRate(t *testing.T) {
 	if r := got.JITRefusedNow(); r.Clause != ClauseJITUnused || r.Count != 1 || r.Looks != 1 || got.JITServed != 1 || got.JITWanted() != 0 {
 		t.Fatalf("after the refusal: %+v, served %d, asking for %d", r, got.JITServed, got.JITWanted())
 	}
-	for _, a := range []string{"jitAt", "jitServed", "jitRefused"} {
+	for _, a := range []string{"jitAt", "jitServed", "jitRefused", "jitMintedAt"} {
 		if slices.Contains(AgentAttributes, a) {
 			t.Errorf("%s is among the agent's attributes: the instance could reset its own bound", a)
 		}

@@ -462,7 +462,7 @@ func (s *Store) toIdle(ctx context.Context, name string, r Ref, checks []check, 
 		key:        r.Key,
 		checks:     checks,
 		set:        withState(map[string]any{"assignment": next}, r.Pool, Idle, s.now(), s.now()+secs(idleTTL)),
-		remove:     []string{AttrRunID, "pooledAt", "jitSeq", "jitServed"},
+		remove:     []string{AttrRunID, "pooledAt", "jitSeq", "jitServed", "jitMintedAt"},
 		applied:    func(cur *Instance) bool { return cur.Assignment == next },
 	}
 	if removal != nil {
@@ -513,7 +513,7 @@ func (s *Store) Claim(ctx context.Context, key Key, req ClaimRequest) (*Instance
 		checks:     checks,
 		set:        withState(map[string]any{"assignment": next, AttrRunID: req.RunID}, req.Pool, Claimed, now, now+secs(req.ClaimTTL)),
 		increment:  []string{"uses"},
-		remove:     []string{"pooledAt", "jitSeq", "jitServed"},
+		remove:     []string{"pooledAt", "jitSeq", "jitServed", "jitMintedAt"},
 		applied:    func(cur *Instance) bool { return cur.Assignment == next },
 	}
 	if req.Registration != nil {

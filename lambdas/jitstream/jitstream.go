@@ -194,7 +194,7 @@ func serve(ctx context.Context, d Deps, key state.Key) (*Refusal, error) {
 		return nil, err
 	}
 	if v.Look {
-		served, err := d.LookJIT(ctx, rec)
+		served, err := d.LookJIT(ctx, rec, now, d.Limits)
 		if err != nil {
 			return nil, fmt.Errorf("look whether the runners of %s took a job: %w", rec.ID, err)
 		}

@@ -392,7 +392,7 @@ func TestRunShEndsWhenTheRegistrationIsDeleted(t *testing.T) {
 	if err := p.wait(t, 5*time.Second); err != nil {
 		t.Fatalf("run.sh: %v", err)
 	}
-	if !strings.Contains(p.out.String(), "registration has been deleted from the server") {
+	if !strings.Contains(p.out.String(), "The runner no longer exists on the server. Cleaning up local configuration.") {
 		t.Fatalf("run.sh output:\n%s", p.out.String())
 	}
 	// The history keeps the registration with its labels and its end.
@@ -400,9 +400,10 @@ func TestRunShEndsWhenTheRegistrationIsDeleted(t *testing.T) {
 	if len(h) != 1 || h[0].Name != "r1" || !slices.Equal(h[0].Labels, []string{"run-1"}) || h[0].From.IsZero() || h[0].To.Before(h[0].From) || h[0].To.IsZero() {
 		t.Fatalf("history: %+v", h)
 	}
-	// Started again, it cannot create a session either.
+	// The listener deleted its local configuration (Runner.cs since
+	// actions/runner #4551): started again, it is not configured.
 	out, code := r.sh(nil, "run.sh")
-	if code != 0 || !strings.Contains(out, "Failed to create a session. The runner registration has been deleted") {
+	if code != 0 || !strings.Contains(out, "Not configured. Run config.(sh/cmd) to configure the runner.") {
 		t.Fatalf("run.sh of a deleted runner: exit %d\n%s", code, out)
 	}
 }

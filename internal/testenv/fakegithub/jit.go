@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Just-in-time runners, as GitHub serves them:
@@ -23,8 +24,9 @@ import (
 // (actions/runner src/Runner.Listener/Runner.cs, "GetJitConfig"). The
 // runner is ephemeral (RunnerSettings.Ephemeral): it takes one job, the
 // listener then exits and deletes its local configuration, and GitHub
-// removes the runner; one that never had a listener is removed after a
-// few minutes. The configuration starts one listener: a second start is
+// removes the runner; one whose listener takes no job is removed after a
+// few minutes (idle removal, below), one that never had a listener after
+// a day. The configuration starts one listener: a second start is
 // answered as for a deleted registration.
 
 type jitRequest struct {
@@ -118,13 +120,42 @@ func (s *Server) groupID(rn *runner) int {
 	return 1
 }
 
+// Idle removal. GitHub also removes a just-in-time runner whose listener
+// connected but took no job: actions/runner issue #4726 (open, runner
+// 2.337.0, 2026-09) reports runners removed 2 to 6 minutes after
+// "Listening for Jobs", and others report a configuration valid about 5
+// minutes. The limit is not documented; the fake removes such a runner
+// jitIdleAfter after its first listener connected (DefaultJITIdleAfter,
+// within the reported range; Options.JITIdleAfter and SetJITIdleAfter
+// shorten it for tests). Its listener learns at its next poll (404), and
+// the fake runner then ends as the real one does (fakerunner, listen).
+const DefaultJITIdleAfter = 4 * time.Minute
+
+// SetJITIdleAfter sets how long a just-in-time runner's listener may wait
+// for a job before the runner is removed.
+func (s *Server) SetJITIdleAfter(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.jitIdleAfter = d
+}
+
 // expireJIT removes just-in-time runners that never had a listener within
-// jitUnusedAfter. Called with s.mu held, wherever runners are looked at.
+// jitUnusedAfter, and those whose listener took no job within
+// jitIdleAfter of connecting. Called with s.mu held, wherever runners are
+// looked at and at every poll of a listener.
 func (s *Server) expireJIT() {
 	for id, rn := range s.runners {
-		if rn.jit && !rn.listened && s.now().Sub(rn.created) > s.jitUnusedAfter {
+		switch {
+		case !rn.jit:
+		case !rn.listened && s.now().Sub(rn.created) > s.jitUnusedAfter:
 			delete(s.runners, id)
 			s.unregistered(id, "jit-unused")
+		case rn.listened && !rn.busy && s.now().Sub(rn.listenedAt) > s.jitIdleAfter:
+			// Not busy: a just-in-time runner that finished its one job
+			// is gone already (jobDone), so this one took none.
+			s.abandon(rn, "")
+			delete(s.runners, id)
+			s.unregistered(id, "jit-idle")
 		}
 	}
 }

@@ -147,3 +147,54 @@ func TestAServerWithoutJITSaysToUseTokens(t *testing.T) {
 		t.Fatalf("the token path on the same server: %v", err)
 	}
 }
+
+// TestAJITRunnerWhoseListenerTakesNoJobIsRemovedAndItsListenerEnds plays
+// actions/runner issue #4726: GitHub removes a just-in-time runner whose
+// listener waited for a job for a few minutes (here the fake's clock is
+// moved past JITIdleAfter), and the listener says what the real one says,
+// deletes its local configuration and run.sh ends 0. A runner busy with a
+// job is never removed so, however long its job takes.
+func TestAJITRunnerWhoseListenerTakesNoJobIsRemovedAndItsListenerEnds(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	idle, err := r.gh.GenerateJITConfig(ctx, "acme", "ghr-1-1-i-0abc", 1, []string{"idle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.start("--jitconfig", idle.Encoded)
+	eventually(t, 5*time.Second, "online", func() bool { return r.only().Online })
+	r.advance(fakegithub.DefaultJITIdleAfter - 30*time.Second)
+	time.Sleep(1500 * time.Millisecond) // a few polls
+	if rs := r.fake.Runners(); len(rs) != 1 {
+		t.Fatalf("removed before JITIdleAfter: %+v", rs)
+	}
+	r.advance(time.Minute)
+	if err := p.wait(t, 5*time.Second); err != nil {
+		t.Fatalf("run.sh did not end once its runner was removed: %v\n%s", err, p.out.String())
+	}
+	out := p.out.String()
+	for _, want := range []string{"Listening for Jobs", "The runner no longer exists on the server. Cleaning up local configuration.",
+		"Removed .credentials", "Removed .runner", "Runner listener exit with 0 return code"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("run.sh output lacks %q:\n%s", want, out)
+		}
+	}
+	if h := r.fake.History(); len(h) != 1 || h[0].EndedBy != "jit-idle" {
+		t.Fatalf("history: %+v, want the runner ended by jit-idle", h)
+	}
+
+	busy, err := r.gh.GenerateJITConfig(ctx, "acme", "ghr-1-2-i-0abc", 1, []string{"busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := r.fake.EnqueueJob("busy", "sleep 2; echo done")
+	p = r.start("--jitconfig", busy.Encoded)
+	eventually(t, 5*time.Second, "busy", func() bool { rs := r.fake.Runners(); return len(rs) == 1 && rs[0].Busy })
+	r.advance(time.Hour)
+	if got, err := r.fake.WaitJob(job, 10*time.Second); err != nil || got.ExitCode != 0 || !strings.Contains(got.Output, "done") {
+		t.Fatalf("a long job's runner was removed under it: %+v %v\n%s", got, err, p.out.String())
+	}
+	if err := p.wait(t, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -219,6 +219,7 @@ func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (int, any
 	}
 	if !rn.listened {
 		s.cameOnline(rn.id)
+		rn.listenedAt = s.now()
 	}
 	rn.listened = true
 	session := randomToken("session_")
@@ -273,6 +274,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
 	s.mu.Unlock()
 	for {
 		s.mu.Lock()
+		s.expireJIT() // an idle just-in-time runner's listener learns here
 		rn, status, body := s.listener(r)
 		if rn == nil {
 			s.mu.Unlock()

@@ -67,6 +67,10 @@ type Options struct {
 	// connected for more than a day is removed automatically, any other
 	// after 14 days).
 	JITUnusedAfter time.Duration
+	// JITIdleAfter is how long a just-in-time runner's listener may wait
+	// for a job before GitHub removes the runner (default 4 minutes;
+	// jit.go, expireJIT). Tests set seconds (or SetJITIdleAfter).
+	JITIdleAfter time.Duration
 	// SessionRetry is how long a listener waits before it asks again for
 	// a session another listener holds, and SessionConflictLimit how long
 	// it keeps asking before it exits 5 (defaults: the real listener's 30
@@ -134,6 +138,7 @@ type Server struct {
 	rateReset       time.Time
 	offlineAfter    time.Duration
 	jitUnusedAfter  time.Duration
+	jitIdleAfter    time.Duration // Options.JITIdleAfter
 	sessionRetry    time.Duration // Options.SessionRetry
 	conflictLimit   time.Duration // Options.SessionConflictLimit
 	// RefuseListeners: how many more listeners to turn away, and why.
@@ -182,11 +187,13 @@ type runner struct {
 	permanent bool // added by AddRunner: no listener, status as tests set it
 	// A just-in-time runner (generate-jitconfig) is ephemeral: it takes
 	// one job and is then removed; one that never had a listener is
-	// removed jitUnusedAfter after it was made; its configuration starts
-	// one listener only.
-	jit      bool
-	created  time.Time
-	listened bool
+	// removed jitUnusedAfter after it was made, one whose listener took
+	// no job jitIdleAfter after it first listened (listenedAt); its
+	// configuration starts one listener only.
+	jit        bool
+	created    time.Time
+	listened   bool
+	listenedAt time.Time
 }
 
 // Job states.
@@ -278,6 +285,9 @@ func NewServer(o Options) *Server {
 	if o.JITUnusedAfter <= 0 {
 		o.JITUnusedAfter = 24 * time.Hour
 	}
+	if o.JITIdleAfter <= 0 {
+		o.JITIdleAfter = DefaultJITIdleAfter
+	}
 	s := &Server{
 		AppID:           o.AppID,
 		PrivateKeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
@@ -298,6 +308,7 @@ func NewServer(o Options) *Server {
 		rateLimit:       o.RateLimit,
 		offlineAfter:    o.OfflineAfter,
 		jitUnusedAfter:  o.JITUnusedAfter,
+		jitIdleAfter:    o.JITIdleAfter,
 		noDisableUpdate: o.NoDisableUpdate,
 		sessionRetry:    o.SessionRetry,
 		conflictLimit:   o.SessionConflictLimit,

@@ -598,6 +598,11 @@ type sessionInfo struct {
 
 const deletedMessage = "Failed to create a session. The runner registration has been deleted from the server, please re-configure. Runner registrations are automatically deleted for runners that have not connected to the service recently."
 
+// goneMessage is what the listener says when its runner disappears while it
+// waits for messages (Runner.cs, "Runner registration no longer exists
+// while retrieving messages").
+const goneMessage = "The runner no longer exists on the server. Cleaning up local configuration."
+
 func stamp() string { return time.Now().UTC().Format("2006-01-02 15:04:05Z") }
 
 // listen is Runner.Listener run; it returns the listener's code.
@@ -711,7 +716,19 @@ func listen() int {
 			return update(job.TargetVersion, l.settings.Ephemeral)
 		case err != nil || status >= 500:
 			sleep(ctx, 500*time.Millisecond)
-		case status == http.StatusNotFound || status == http.StatusUnauthorized:
+		case status == http.StatusNotFound:
+			// The runner is gone (deleted, or removed by GitHub while
+			// idle: fakegithub jit.go). actions/runner since #4551
+			// (src/Runner.Listener/Runner.cs, RunAsync: the catch of
+			// TaskAgentNotFoundException or RunnerNotFoundException in the
+			// message loop) says so on stderr, deletes its local
+			// configuration and returns Success; run-helper.sh then says
+			// "Runner listener exit with 0 return code". Issue #4726 shows
+			// exactly these lines for an idle just-in-time runner.
+			fmt.Fprintln(os.Stderr, goneMessage)
+			deleteLocal()
+			return codeSuccess
+		case status == http.StatusUnauthorized:
 			fmt.Fprintln(os.Stderr, "Runner registration has been deleted from the server, please re-configure.")
 			return codeTerminatedError
 		case status == http.StatusConflict:
