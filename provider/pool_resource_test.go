@@ -83,6 +83,10 @@ func (f poolFixture) checkPool(maxInstances int, preRunner string, version strin
 			cfg.Tags["team"] != "ci" || cfg.Tags["ghr:environment"] != "" {
 			return fmt.Errorf("pool config item %+v (want maxInstances %d, template version %s)", cfg, maxInstances, version)
 		}
+		// A launch names one subnet per AZ: the item carries their AZs.
+		if len(cfg.SubnetZones) != 1 || !strings.HasPrefix(cfg.SubnetZones[f.subnet], "us-east-1") {
+			return fmt.Errorf("pool config item's subnet zones %v, want the AZ of %s", cfg.SubnetZones, f.subnet)
+		}
 		// The control plane reads the pool's runner release from the item.
 		if want := (state.RunnerSpec{Version: attrs["runner_version"], Arch: "amd64"}); cfg.Runner != want {
 			return fmt.Errorf("pool config item's runner %+v, want %+v", cfg.Runner, want)
