@@ -3,11 +3,15 @@ package provider
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
@@ -49,6 +53,12 @@ func (r *poolResource) putConfigItem(ctx context.Context, m poolModel) diag.Diag
 	if diags.HasError() {
 		return diags
 	}
+	zones, err := r.subnetZones(ctx, cfg.SubnetIDs)
+	if err != nil {
+		diags.AddAttributeError(path.Root("subnet_ids"), "Subnets not usable", err.Error())
+		return diags
+	}
+	cfg.SubnetZones = zones
 	for k, v := range tags {
 		if !strings.HasPrefix(k, "ghr:") { // a launch adds its own
 			if cfg.Tags == nil {
@@ -71,6 +81,26 @@ func (r *poolResource) putConfigItem(ctx context.Context, m poolModel) diag.Diag
 		diags.AddError("Writing the pool config failed", err.Error())
 	}
 	return diags
+}
+
+// subnetZones is the Availability Zone of each subnet: a launch names one
+// subnet per AZ in each CreateFleet request (internal/fleet/subnets.go),
+// since EC2 refuses a request with two subnets of one AZ.
+func (r *poolResource) subnetZones(ctx context.Context, subnets []string) (map[string]string, error) {
+	out, err := r.c.aws.EC2().DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: subnets})
+	if err != nil {
+		return nil, fmt.Errorf("subnet_ids %v: not found in this region, or not readable (%w)", subnets, err)
+	}
+	zones := make(map[string]string, len(subnets))
+	for _, sn := range out.Subnets {
+		zones[aws.ToString(sn.SubnetId)] = aws.ToString(sn.AvailabilityZone)
+	}
+	for _, s := range subnets {
+		if zones[s] == "" {
+			return nil, fmt.Errorf("subnet_ids: %s not found in this region", s)
+		}
+	}
+	return zones, nil
 }
 
 // poolConfigOf is the pool config item of m.

@@ -28,7 +28,7 @@ import (
 
 // launchTemplateInputs lists what goes into a launch template version.
 func launchTemplateInputs(m poolModel) string {
-	return strings.Join([]string{m.ImageID.String(), m.SecurityGroupIDs.String(), m.RootVolumeSize.String(), m.RootVolumeType.String(), m.RootVolumeKMSKey.String(),
+	return strings.Join([]string{m.ImageID.String(), m.SecurityGroupIDs.String(), m.RootVolumeSize.String(), m.RootVolumeType.String(), m.RootVolumeKMSKey.String(), m.RootVolumeIOPS.String(), m.RootVolumeMiBps.String(),
 		m.AgentPath.String(), m.AgentEndpoint.String(), m.AgentEndpoints.String(), m.PreRunnerScript.String(), m.CleanupScript.String(), m.RunnerUser.String(),
 		m.RunnerVersion.String(), m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String(), m.RoleName.String(), m.InstanceRoleID.String(), m.LogGroup.String(), m.KeepDockerImages.String()}, "\x00")
 }
@@ -110,7 +110,12 @@ func (r *poolResource) userData(m poolModel, arch, table, region, sum, agentURL 
 	return templates.Render(u)
 }
 
-type imageInfo struct{ arch, rootDevice string }
+type imageInfo struct {
+	arch, rootDevice string
+	// The root device's snapshot and its size in GiB (0: unknown).
+	rootSnapshot     string
+	rootSnapshotSize int64
+}
 
 // image checks that id is a Linux AMI of an architecture the agent is built
 // for, and finds its root device.
@@ -131,12 +136,18 @@ func (r *poolResource) image(ctx context.Context, id string) (imageInfo, error) 
 	if root == "" {
 		root = "/dev/xvda"
 	}
-	return imageInfo{arch: arch, rootDevice: root}, nil
+	info := imageInfo{arch: arch, rootDevice: root}
+	info.rootSnapshot, info.rootSnapshotSize = rootSnapshot(img, root)
+	return info, nil
 }
 
 func (r *poolResource) templateData(ctx context.Context, m poolModel, img imageInfo, profileARN string, userData []byte, tags map[string]string) *ec2types.RequestLaunchTemplateData {
 	var sgs []string
 	m.SecurityGroupIDs.ElementsAs(ctx, &sgs, false)
+	root := &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(int32(m.RootVolumeSize.ValueInt64())),
+		VolumeType: ec2types.VolumeType(m.RootVolumeType.ValueString()), Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true),
+		KmsKeyId: m.RootVolumeKMSKey.ValueStringPointer()}
+	ebsPerformance(root, m)
 	return &ec2types.RequestLaunchTemplateData{
 		ImageId:            aws.String(m.ImageID.ValueString()),
 		UserData:           aws.String(base64.StdEncoding.EncodeToString(userData)),
@@ -155,12 +166,7 @@ func (r *poolResource) templateData(ctx context.Context, m poolModel, img imageI
 			// in a default tag broke every launch).
 			InstanceMetadataTags: ec2types.LaunchTemplateInstanceMetadataTagsStateDisabled,
 		},
-		BlockDeviceMappings: []ec2types.LaunchTemplateBlockDeviceMappingRequest{{
-			DeviceName: aws.String(img.rootDevice),
-			Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(int32(m.RootVolumeSize.ValueInt64())),
-				VolumeType: ec2types.VolumeType(m.RootVolumeType.ValueString()), Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true),
-				KmsKeyId: m.RootVolumeKMSKey.ValueStringPointer()},
-		}},
+		BlockDeviceMappings: []ec2types.LaunchTemplateBlockDeviceMappingRequest{{DeviceName: aws.String(img.rootDevice), Ebs: root}},
 		// What a launch creates besides the instance carries the pool's
 		// tags from the start (the provision role may only create what is
 		// tagged with its environment). Never spot-instances-request: EC2
@@ -224,6 +230,7 @@ func (r *poolResource) setFromTemplate(ctx context.Context, m *poolModel, data *
 		m.RootVolumeSize = types.Int64Value(int64(aws.ToInt32(ebs.VolumeSize)))
 		m.RootVolumeType = types.StringValue(string(ebs.VolumeType))
 		m.RootVolumeKMSKey = optional(aws.ToString(ebs.KmsKeyId))
+		m.RootVolumeIOPS, m.RootVolumeMiBps = optionalInt32(ebs.Iops), optionalInt32(ebs.Throughput)
 	}
 	if err := r.readUserData(ctx, m, data); err != nil {
 		return err

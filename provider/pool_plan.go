@@ -73,6 +73,7 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 		resp.Diagnostics.AddAttributeError(path.Root("max_queued_per_repository"), "More queue places than provisions in flight",
 			fmt.Sprintf("max_queued_per_repository (%d) must be at most max_provisions_per_repository (%d): a waiting provision is in flight", queued.ValueInt64(), prov.ValueInt64()))
 	}
+	resp.Diagnostics.Append(validateRootVolume(m)...)
 	if m.RunnerTarballURL.IsNull() != m.RunnerTarballSHA.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("runner_tarball_sha256"), "Runner tarball needs its checksum",
 			"set runner_tarball_url and runner_tarball_sha256 together")
@@ -155,6 +156,9 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 			// config must carry the new id, so the template gets a version.
 			plan.InstanceRoleID = types.StringUnknown()
 		}
+	}
+	if resp.Diagnostics.Append(r.checkRootVolumeAtPlan(ctx, plan)...); resp.Diagnostics.HasError() {
+		return
 	}
 	if prior != nil && launchTemplateInputs(plan) == launchTemplateInputs(*prior) && plan.AgentSHA256.Equal(prior.AgentSHA256) {
 		plan.LaunchTemplateVersion, plan.UserDataSize = prior.LaunchTemplateVersion, prior.UserDataSize

@@ -63,6 +63,8 @@ type poolModel struct {
 	RootVolumeSize   types.Int64  `tfsdk:"root_volume_size"`
 	RootVolumeType   types.String `tfsdk:"root_volume_type"`
 	RootVolumeKMSKey types.String `tfsdk:"root_volume_kms_key_arn"`
+	RootVolumeIOPS   types.Int64  `tfsdk:"root_volume_iops"`
+	RootVolumeMiBps  types.Int64  `tfsdk:"root_volume_throughput"`
 	AgentPath        types.String `tfsdk:"agent_path"`
 	AgentEndpoint    types.String `tfsdk:"agent_endpoint"`
 	AgentEndpoints   types.Map    `tfsdk:"agent_endpoints"`
@@ -199,9 +201,11 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 					"Unset: no limit. At most `max_provisions_per_repository` (a waiting provision is in flight).",
 				Validators: []validator.Int64{int64validator.Between(1, state.MaxSharePerRepository)}},
 			"root_volume_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(30),
-				Description: "Root volume size in GiB (encrypted). Default 30.", Validators: []validator.Int64{int64validator.Between(8, 16384)}},
+				Description: "Root volume size in GiB (encrypted). Default 30. At least the image's root snapshot (refused at plan otherwise: EC2 would refuse every launch); never grown to it on its own.", Validators: []validator.Int64{int64validator.Between(8, 16384)}},
 			"root_volume_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("gp3"),
 				Description: "Root volume type. Default gp3.", Validators: []validator.String{stringvalidator.OneOf("gp3", "gp2", "io1", "io2")}},
+			"root_volume_iops":       rootVolumeIOPSAttribute,
+			"root_volume_throughput": rootVolumeThroughputAttribute,
 			"root_volume_kms_key_arn": schema.StringAttribute{Optional: true,
 				Description: "Customer managed KMS key the root volume is encrypted with. Unset: the account's default EBS key for the region; when that default is a customer managed key, set it here too, so that the launching roles get the grants they need (give its ARN to the provision and refresh functions' `volume_kms_key_arns`; the module does) — without them EC2 ends every instance at launch (`Client.InternalError`). The key's policy must let the account's IAM policies use it (the default key policy does).",
 				Validators:  []validator.String{stringvalidator.RegexMatches(kmsKeyARNRE, "must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)")}},
@@ -372,6 +376,9 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	}
 	if diags.Append(r.sameArchitecture(ctx, *plan, image.arch)...); diags.HasError() {
 		return diags
+	}
+	if diags.Append(rootVolumeFits(*plan, image)...); diags.HasError() {
+		return diags // an image found at apply (image_family): the plan could not check it
 	}
 	plan.Architecture = types.StringValue(image.arch)
 	tags, d := r.tags(ctx, *plan)

@@ -83,6 +83,10 @@ func (f poolFixture) checkPool(maxInstances int, preRunner string, version strin
 			cfg.Tags["team"] != "ci" || cfg.Tags["ghr:environment"] != "" {
 			return fmt.Errorf("pool config item %+v (want maxInstances %d, template version %s)", cfg, maxInstances, version)
 		}
+		// A launch names one subnet per AZ: the item carries their AZs.
+		if len(cfg.SubnetZones) != 1 || !strings.HasPrefix(cfg.SubnetZones[f.subnet], "us-east-1") {
+			return fmt.Errorf("pool config item's subnet zones %v, want the AZ of %s", cfg.SubnetZones, f.subnet)
+		}
 		// The control plane reads the pool's runner release from the item.
 		if want := (state.RunnerSpec{Version: attrs["runner_version"], Arch: "amd64"}); cfg.Runner != want {
 			return fmt.Errorf("pool config item's runner %+v, want %+v", cfg.Runner, want)
@@ -233,12 +237,15 @@ func TestAccPool_basic_update_import(t *testing.T) {
 					}),
 			},
 			// The script, the docker choice and the runner release are in
-			// the user data: a new template version.
+			// the user data, the root volume's IOPS in its mapping: a new
+			// template version (and the import reads the IOPS back).
 			{
-				Config: f.config(strings.Replace(fmt.Sprintf(poolExtra, 8), "echo warm", "echo hot", 1) + runnerGroupExtra + "  keep_docker_images = true\n  runner_version = \"2.335.1\"\n"),
+				Config: f.config(strings.Replace(fmt.Sprintf(poolExtra, 8), "echo warm", "echo hot", 1) + runnerGroupExtra + "  keep_docker_images = true\n  runner_version = \"2.335.1\"\n" +
+					"  root_volume_type = \"io2\"\n  root_volume_iops = 3000\n"),
 				Check: resource.ComposeAggregateTestCheckFunc(f.checkPool(8, "#!/bin/bash\necho hot\n", "2"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "keep_docker_images", "true"),
-					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_version", "2.335.1")),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_version", "2.335.1"),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "root_volume_iops", "3000"), f.checkRootVolume("io2", 3000)),
 			},
 			{ResourceName: "ghrunner_pool.linux", ImportState: true, ImportStateIdFunc: func(*terraform.State) (string, error) { return f.table + ":linux", nil },
 				ImportStateVerify: true},

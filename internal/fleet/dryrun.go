@@ -23,7 +23,7 @@ func (f *Fleet) CanLaunch(ctx context.Context, req LaunchRequest) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	in := fleetInput(req, req.UsageClass, 1, req.instanceTags(f.environment))
+	in := fleetInput(req, subnetRounds(req.SubnetIDs, req.SubnetZones, 0)[0], req.UsageClass, 1, req.instanceTags(f.environment))
 	in.DryRun = aws.Bool(true)
 	_, err := f.ec2.CreateFleet(ctx, in)
 	return dryRunResult("CreateFleet", err)

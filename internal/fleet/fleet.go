@@ -1,6 +1,7 @@
 // Package fleet is the EC2 layer of ghrunner: one CreateFleet `instant`
-// request per launch (instance types × subnets as overrides, spot with an
-// on-demand fallback for the missing count), tag-filtered listing, batched
+// request per launch (instance types × one subnet per AZ as overrides, the
+// AZs' other subnets for what capacity left missing, spot with an on-demand
+// fallback for the missing count), tag-filtered listing, batched
 // termination and the scale-down tags.
 //
 // EC2 is reached through EC2API, which holds only the calls made here, so
@@ -9,6 +10,7 @@ package fleet
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -76,6 +78,8 @@ type Fleet struct {
 	ProfileWait time.Duration
 	// Sleep waits between those attempts; tests replace it to run without delay.
 	Sleep func(context.Context, time.Duration) error
+
+	rotation atomic.Uint64 // which subnet of each AZ a launch starts at (subnets.go)
 }
 
 // New returns the fleet of a deployment; environment is the value of its

@@ -21,11 +21,15 @@ type LaunchRequest struct {
 	LaunchTemplateID      string
 	LaunchTemplateName    string
 	LaunchTemplateVersion string
-	// Every type is offered in every subnet; EC2 picks among the pairs.
+	// Every type is offered in one subnet of each Availability Zone
+	// (subnets.go); EC2 picks among the pairs.
 	InstanceTypes []string
 	SubnetIDs     []string
-	Count         int
-	UsageClass    string // Spot or OnDemand
+	// SubnetZones is the AZ of each subnet; a subnet it leaves out counts
+	// as an AZ of its own.
+	SubnetZones map[string]string
+	Count       int
+	UsageClass  string // Spot or OnDemand
 	// OnDemandFallback launches the missing count on demand when a spot
 	// launch came back short because EC2 lacked spot capacity.
 	OnDemandFallback bool
@@ -133,11 +137,12 @@ func (f *Fleet) Launch(ctx context.Context, req LaunchRequest) (LaunchResult, er
 		return LaunchResult{}, err
 	}
 	tags := req.instanceTags(f.environment)
-	res, err := f.createFleet(ctx, req, req.UsageClass, req.Count, tags)
+	rounds := subnetRounds(req.SubnetIDs, req.SubnetZones, int(f.rotation.Add(1)-1))
+	res, err := f.launchClass(ctx, req, rounds, req.UsageClass, req.Count, tags)
 	if err == nil && req.UsageClass == Spot && req.OnDemandFallback && res.Missing(req.Count) > 0 && res.capacityShort() {
 		missing := res.Missing(req.Count)
 		var more LaunchResult
-		more, err = f.createFleet(ctx, req, OnDemand, missing, tags)
+		more, err = f.launchClass(ctx, req, rounds, OnDemand, missing, tags)
 		res.Instances = append(res.Instances, more.Instances...)
 		res.Errors = append(res.Errors, more.Errors...)
 		if err != nil {
@@ -164,16 +169,33 @@ func (r LaunchRequest) instanceTags(environment string) map[string]string {
 	return tags
 }
 
-// createFleet makes one CreateFleet request, again while EC2 refuses the
+// launchClass launches count instances of one usage class in the first
+// round of subnets, and what is still missing in the next round while a
+// round comes back short for capacity or addresses (subnets.go). The
+// instances of earlier rounds come back with an error of a later one.
+func (f *Fleet) launchClass(ctx context.Context, req LaunchRequest, rounds [][]string, class string, count int, tags map[string]string) (LaunchResult, error) {
+	var res LaunchResult
+	for _, subnets := range rounds {
+		more, err := f.createFleet(ctx, req, subnets, class, res.Missing(count), tags)
+		res.Instances = append(res.Instances, more.Instances...)
+		res.Errors = append(res.Errors, more.Errors...)
+		if err != nil || res.Missing(count) == 0 || !more.shortOfPlace() {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// createFleet makes one CreateFleet request in subnets, again while EC2 refuses the
 // template's instance profile as one it does not know yet (a pool applied a
 // moment ago), for up to ProfileWait. A refused request launched nothing, so
 // repeating it cannot launch twice.
-func (f *Fleet) createFleet(ctx context.Context, req LaunchRequest, class string, count int, tags map[string]string) (LaunchResult, error) {
+func (f *Fleet) createFleet(ctx context.Context, req LaunchRequest, subnets []string, class string, count int, tags map[string]string) (LaunchResult, error) {
 	var waited time.Duration
 	// Every 2 s at most: the delay is about ten seconds, and a later try
 	// only makes the first runner later.
 	for wait := time.Second; ; wait = min(wait*2, 2*time.Second) {
-		res, err := f.createFleetOnce(ctx, req, class, count, tags)
+		res, err := f.createFleetOnce(ctx, req, subnets, class, count, tags)
 		if !res.profileRefused(err) || waited+wait > f.ProfileWait {
 			return res, err
 		}
@@ -202,8 +224,8 @@ func (r LaunchResult) profileRefused(err error) bool {
 	return true
 }
 
-func (f *Fleet) createFleetOnce(ctx context.Context, req LaunchRequest, class string, count int, tags map[string]string) (LaunchResult, error) {
-	out, err := f.ec2.CreateFleet(ctx, fleetInput(req, class, count, tags))
+func (f *Fleet) createFleetOnce(ctx context.Context, req LaunchRequest, subnets []string, class string, count int, tags map[string]string) (LaunchResult, error) {
+	out, err := f.ec2.CreateFleet(ctx, fleetInput(req, subnets, class, count, tags))
 	if err != nil {
 		return LaunchResult{}, fmt.Errorf("CreateFleet (%d %s): %w", count, class, err)
 	}
@@ -228,14 +250,14 @@ func (f *Fleet) createFleetOnce(ctx context.Context, req LaunchRequest, class st
 	return res, nil
 }
 
-// fleetInput is the CreateFleet request: every instance type in every
-// subnet, the whole count in one usage class. ClientToken stays empty: the
+// fleetInput is the CreateFleet request: every instance type in each of
+// subnets (one per AZ: subnetRounds), the whole count in one usage class. ClientToken stays empty: the
 // SDK fills it once per call, so its own retries of a timed-out CreateFleet
 // cannot launch twice.
-func fleetInput(req LaunchRequest, class string, count int, tags map[string]string) *ec2.CreateFleetInput {
+func fleetInput(req LaunchRequest, subnets []string, class string, count int, tags map[string]string) *ec2.CreateFleetInput {
 	var overrides []types.FleetLaunchTemplateOverridesRequest
 	for _, it := range req.InstanceTypes {
-		for _, subnet := range req.SubnetIDs {
+		for _, subnet := range subnets {
 			overrides = append(overrides, types.FleetLaunchTemplateOverridesRequest{InstanceType: types.InstanceType(it), SubnetId: aws.String(subnet)})
 		}
 	}

@@ -60,7 +60,8 @@ func (s *Sandbox) launchRefusal(ctx context.Context, form url.Values) (code, msg
 	if mismatch := s.archMismatch(ctx, form, data); mismatch != "" {
 		return "InvalidParameterValue", mismatch
 	}
-	return "", ""
+	// The root volume's size and IOPS (ec2volumes.go).
+	return s.volumeRefusal(ctx, data)
 }
 
 // archMismatch says how every override's instance type differs from the

@@ -162,6 +162,10 @@ func (s *Sandbox) withIAMLag(next http.Handler) http.Handler {
 			// A DryRun is answered as moto answers it: whether EC2 checks
 			// the profile in a dry run is not documented, and not guessed.
 			if form.Get("DryRun") != "true" {
+				if code, msg := s.fleetConfigRefusal(r.Context(), form); code != "" {
+					ec2Error(w, code, msg)
+					return
+				}
 				if ref, ok := s.unknownProfile(r.Context(), form); ok {
 					refuseFleet(w, form, ref)
 					return

@@ -111,6 +111,10 @@ type PoolConfig struct {
 	OS                    string       `dynamodbav:"os" json:"os"`
 	Timings               Timings      `dynamodbav:"timings" json:"timings"`
 	IdleWindows           []IdleWindow `dynamodbav:"idleWindows" json:"idleWindows"`
+	// SubnetZones is the Availability Zone of each subnet (the provider
+	// reads them): a launch names one subnet per AZ in a request. Empty
+	// for a pool written before it was kept.
+	SubnetZones map[string]string `dynamodbav:"subnetZones,omitempty" json:"subnetZones,omitempty"`
 	// Tags go on everything a launch creates besides ghrunner's own ghr:
 	// tags: the deployment's default tags and the pool's (cost allocation,
 	// tag-enforcing SCPs).

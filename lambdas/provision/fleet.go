@@ -14,7 +14,7 @@ type FleetLauncher struct{ Fleet *fleet.Fleet }
 func launchRequest(spec LaunchSpec) fleet.LaunchRequest {
 	return fleet.LaunchRequest{
 		LaunchTemplateID: spec.Pool.LaunchTemplateID, LaunchTemplateVersion: spec.Pool.LaunchTemplateVersion,
-		InstanceTypes: spec.Types, SubnetIDs: spec.Pool.SubnetIDs, Count: spec.Count, UsageClass: spec.UsageClass,
+		InstanceTypes: spec.Types, SubnetIDs: spec.Pool.SubnetIDs, SubnetZones: spec.Pool.SubnetZones, Count: spec.Count, UsageClass: spec.UsageClass,
 		OnDemandFallback: spec.Pool.OnDemandFallback, Pool: spec.Pool.Name, Owner: spec.Owner, Assignment: spec.Assignment,
 		Tags: spec.Pool.Tags,
 	}

@@ -47,6 +47,9 @@ resource "ghrunner_pool" "pool" {
   on_demand_fallback      = each.value.on_demand_fallback
   max_instances           = each.value.max_instances
   root_volume_size        = each.value.root_volume_size
+  root_volume_type        = each.value.root_volume_type
+  root_volume_iops        = each.value.root_volume_iops
+  root_volume_throughput  = each.value.root_volume_throughput
   root_volume_kms_key_arn = each.value.root_volume_kms_key_arn
   agent_path              = each.value.agent_path
   agent_endpoint          = each.value.agent_endpoint

@@ -41,6 +41,11 @@ variable "pools" {
     max_queued_per_repository     = optional(number)
 
     root_volume_size = optional(number, 30)
+    # gp3 (default), gp2, io1 or io2; IOPS (required for io1 and io2) and a
+    # gp3 volume's throughput in MiB/s: ghrunner_pool checks them at plan.
+    root_volume_type       = optional(string, "gp3")
+    root_volume_iops       = optional(number)
+    root_volume_throughput = optional(number)
     # A customer managed KMS key for the root volumes (set it when the
     # account's default EBS key is one): provision and refresh get its grants.
     root_volume_kms_key_arn = optional(string)
