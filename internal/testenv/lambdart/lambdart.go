@@ -93,6 +93,15 @@ func (h *Host) Invoke(ctx context.Context, payload []byte) (Result, error) {
 	case e.next <- inv:
 	case <-e.exited:
 		h.drop(e)
+		if e.neverInvoked() {
+			// Its init failed: the bootstrap ended before it asked for
+			// an invocation. Lambda reports that as this invocation's
+			// error (Runtime.ExitError, "Runtime exited …") and tries
+			// init again on the next one; starting another here would
+			// spin, one process after another, for a function that
+			// cannot start (a missing setting, a deleted key).
+			return unhandled(id, "Runtime.ExitError", fmt.Sprintf("RequestId: %s Error: Runtime exited: %s", id, e.exitErr())), nil
+		}
 		return h.Invoke(ctx, payload) // died while idle: start another
 	}
 	timer := time.NewTimer(h.fn.Timeout)
@@ -186,6 +195,8 @@ type invocation struct {
 
 // env is one execution environment: a bootstrap process and its runtime API.
 type env struct {
+	// fresh is set while the environment never took an invocation.
+	fresh   bool
 	next    chan *invocation
 	cmd     *exec.Cmd
 	srv     *http.Server
@@ -200,7 +211,7 @@ func (h *Host) start() (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{next: make(chan *invocation), exited: make(chan struct{})}
+	e := &env{fresh: true, next: make(chan *invocation), exited: make(chan struct{})}
 	e.srv = &http.Server{Handler: e.routes(h.fn.Name)}
 	go e.srv.Serve(ln)
 
@@ -254,6 +265,12 @@ func (e *env) kill() {
 	<-e.exited
 }
 
+func (e *env) neverInvoked() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.fresh
+}
+
 func (e *env) exitErr() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -267,6 +284,7 @@ func (e *env) routes(fnName string) http.Handler {
 		case inv := <-e.next:
 			e.mu.Lock()
 			e.current = inv
+			e.fresh = false
 			e.mu.Unlock()
 			w.Header().Set("Lambda-Runtime-Aws-Request-Id", inv.id)
 			w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(inv.deadline.UnixMilli(), 10))

@@ -89,6 +89,28 @@ func TestTimeoutAndCrashKillTheEnvironment(t *testing.T) {
 	}
 }
 
+// A bootstrap that ends before it asks for an invocation failed its init:
+// Lambda answers that invocation with Runtime.ExitError and tries init
+// again on the next one. Starting environment after environment instead
+// spun: about 2,000 processes a second for a function whose settings were
+// wrong, and an invocation that never returned.
+func TestAFunctionWhoseInitFailsAnswersEachInvocationWithAnExitError(t *testing.T) {
+	h, err := New(Function{Name: "echo", Bootstrap: build(t), Env: map[string]string{"FAIL_INIT": "1"}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for i := 1; i <= 2; i++ {
+		res, err := h.Invoke(context.Background(), []byte(`{"say":"one"}`))
+		if err != nil || res.FunctionError != "Unhandled" || !strings.Contains(string(res.Payload), "Runtime.ExitError") {
+			t.Fatalf("invocation %d: %+v %s, %v: want Runtime.ExitError", i, res, res.Payload, err)
+		}
+		if n := h.Inits.Load(); n != int64(i) {
+			t.Fatalf("after invocation %d: %d environments started, want one per invocation", i, n)
+		}
+	}
+}
+
 func TestConcurrentInvocationsGetTheirOwnEnvironments(t *testing.T) {
 	h, err := New(Function{Name: "echo", Bootstrap: build(t), Timeout: 5 * time.Second})
 	if err != nil {

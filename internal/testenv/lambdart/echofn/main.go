@@ -28,6 +28,9 @@ type out struct {
 }
 
 func main() {
+	if os.Getenv("FAIL_INIT") != "" {
+		os.Exit(2) // before the runtime API is asked for anything
+	}
 	lambda.Start(func(ctx context.Context, e in) (out, error) {
 		if e.Crash {
 			os.Exit(3)
