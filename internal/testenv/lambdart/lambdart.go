@@ -93,6 +93,11 @@ func (h *Host) Invoke(ctx context.Context, payload []byte) (Result, error) {
 	case e.next <- inv:
 	case <-e.exited:
 		h.drop(e)
+		if !e.served.Load() {
+			// It never asked for an invocation: its init failed, which
+			// Lambda reports to the invocation that started it.
+			return unhandled(id, "Runtime.ExitError", fmt.Sprintf("RequestId: %s Error: Runtime exited during init: %s", id, e.exitErr())), nil
+		}
 		return h.Invoke(ctx, payload) // died while idle: start another
 	}
 	timer := time.NewTimer(h.fn.Timeout)
@@ -193,6 +198,9 @@ type env struct {
 	mu      sync.Mutex
 	current *invocation
 	waitErr error
+	// served is set once the bootstrap asked for an invocation: its
+	// init is done.
+	served atomic.Bool
 }
 
 func (h *Host) start() (*env, error) {
@@ -263,6 +271,7 @@ func (e *env) exitErr() error {
 func (e *env) routes(fnName string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", func(w http.ResponseWriter, r *http.Request) {
+		e.served.Store(true)
 		select {
 		case inv := <-e.next:
 			e.mu.Lock()
