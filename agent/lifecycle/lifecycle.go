@@ -4,7 +4,10 @@
 //
 // Invariants:
 //   - the runner is registered only for the (runId, assignment) the record
-//     holds, with the runId as its sole label;
+//     holds, with the run's label as its only label: the one provision
+//     minted for the run (or the runId where the pool asks for it), from
+//     the record's registration material or, for a just-in-time runner,
+//     in the configuration GitHub made with it;
 //   - before the agent answers a new assignment, the runner of the previous one
 //     is stopped, deregistered and its work folder wiped;
 //   - signals always name the assignment they answer;
