@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
@@ -20,6 +21,9 @@ func lastRunOf(handler string, out any, err error, seconds float64) *state.LastR
 	r := &state.LastRun{Handler: handler, Seconds: seconds, Counts: map[string]int{}}
 	if err != nil {
 		r.Error = err.Error()
+	}
+	if out == nil && err != nil && (handler == bundle.HandlerRefresh || handler == bundle.HandlerScaleDown) {
+		return r // failed before it ran: the configuration, GitHub's credentials
 	}
 	switch o := out.(type) {
 	case *refresh.Output:

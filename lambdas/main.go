@@ -1,11 +1,13 @@
 // Command bootstrap is ghrunner's Lambda bundle for the provided.al2023
 // runtime: one binary, the handler chosen by GHRUNNER_HANDLER (provision,
-// release, refresh or scale-down). Configuration comes from the environment and from
-// the pool items in the state table, so pool changes need no redeploy.
+// release, refresh, scale-down or jit, the consumer of the agents'
+// just-in-time requests). Configuration comes from the environment and
+// from the pool items in the state table, so pool changes need no
+// redeploy.
 //
 // Environment:
 //
-//	GHRUNNER_HANDLER           provision | release | refresh | scale-down
+//	GHRUNNER_HANDLER           provision | release | refresh | scale-down | jit
 //	GHRUNNER_TABLE             the state table
 //	GHRUNNER_ENVIRONMENT       the deployment's name (the ghr:environment tag)
 //	GHRUNNER_GITHUB_PARAMETER  SSM SecureString holding the GitHub credentials as JSON:
@@ -31,6 +33,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -61,11 +64,13 @@ func main() {
 		fmt.Println("bootstrap: ghrunner's Lambda bundle; run by the Lambda runtime with GHRUNNER_HANDLER set to one of", strings.Join(bundle.Handlers, ", "))
 		return
 	}
-	b, err := setup(context.Background())
-	if err != nil {
-		// Lambda reports an init error; the message says what to fix.
-		slog.New(slog.NewJSONHandler(os.Stdout, nil)).Error("configuration error", "err", err)
-		os.Exit(1)
+	b := setup(context.Background())
+	if b.setupErr != nil {
+		// Not an exit at init: an environment that never starts writes no
+		// metric, and the alarms, which read the functions' metrics, would
+		// stay quiet. Each invocation fails with what to fix instead, and
+		// counts as an error.
+		b.log.Error("configuration error", "err", b.setupErr)
 	}
 	lambda.Start(b)
 }
@@ -102,6 +107,11 @@ type execEnv struct {
 	// groups caches runner group ids (provision and the jit consumer
 	// would page through the owner's groups for every runner).
 	groups *controlplane.GroupIDs
+	// releasesEvery is refresh's GHRUNNER_RUNNER_RELEASES_EVERY.
+	releasesEvery time.Duration
+	// setupErr is the configuration's fault: every invocation fails with
+	// it (and writes its outcome).
+	setupErr error
 }
 
 // groupIDsFor is how long a runner group's id is used without asking
@@ -109,43 +119,54 @@ type execEnv struct {
 // after the first mint that fails with it.
 const groupIDsFor = 10 * time.Minute
 
-func setup(ctx context.Context) (*execEnv, error) {
-	b := &execEnv{handler: os.Getenv("GHRUNNER_HANDLER"), ghParam: os.Getenv("GHRUNNER_GITHUB_PARAMETER"), metricsOut: os.Stdout,
-		groups: &controlplane.GroupIDs{TTL: groupIDsFor}}
-	valid := false
-	for _, h := range bundle.Handlers {
-		valid = valid || h == b.handler
+// setup reads the configuration. The environment it returns always has a
+// logger, its handler and environment: when the configuration is at fault
+// (setupErr), each invocation still writes its outcome.
+func setup(ctx context.Context) *execEnv {
+	b := &execEnv{handler: os.Getenv("GHRUNNER_HANDLER"), environment: os.Getenv("GHRUNNER_ENVIRONMENT"), ghParam: os.Getenv("GHRUNNER_GITHUB_PARAMETER"),
+		metricsOut: os.Stdout, groups: &controlplane.GroupIDs{TTL: groupIDsFor}}
+	b.log = slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("handler", b.handler, "environment", b.environment)
+	b.setupErr = b.configure(ctx)
+	return b
+}
+
+func (b *execEnv) configure(ctx context.Context) error {
+	if !slices.Contains(bundle.Handlers, b.handler) {
+		return fmt.Errorf("GHRUNNER_HANDLER: %q must be one of %s", b.handler, strings.Join(bundle.Handlers, ", "))
 	}
-	if !valid {
-		return nil, fmt.Errorf("GHRUNNER_HANDLER: %q must be one of %s", b.handler, strings.Join(bundle.Handlers, ", "))
-	}
-	table, env := os.Getenv("GHRUNNER_TABLE"), os.Getenv("GHRUNNER_ENVIRONMENT")
-	if table == "" || env == "" {
-		return nil, errors.New("GHRUNNER_TABLE and GHRUNNER_ENVIRONMENT: both are required")
+	table := os.Getenv("GHRUNNER_TABLE")
+	if table == "" || b.environment == "" {
+		return errors.New("GHRUNNER_TABLE and GHRUNNER_ENVIRONMENT: both are required")
 	}
 	if b.ghParam == "" {
-		return nil, errors.New("GHRUNNER_GITHUB_PARAMETER: required (the SSM SecureString parameter holding the GitHub credentials)")
+		return errors.New("GHRUNNER_GITHUB_PARAMETER: required (the SSM SecureString parameter holding the GitHub credentials)")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(envOr("GHRUNNER_LOG_LEVEL", "info"))); err != nil {
-		return nil, fmt.Errorf("GHRUNNER_LOG_LEVEL: %w", err)
+		return fmt.Errorf("GHRUNNER_LOG_LEVEL: %w", err)
 	}
-	b.environment = env
+	b.log = slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level})).With("handler", b.handler, "environment", b.environment)
+	if b.handler == bundle.HandlerRefresh {
+		every, err := time.ParseDuration(envOr("GHRUNNER_RUNNER_RELEASES_EVERY", refresh.DefaultReleasesEvery.String()))
+		if err != nil || every <= 0 {
+			return fmt.Errorf("GHRUNNER_RUNNER_RELEASES_EVERY: %q must be a positive Go duration such as 1h", os.Getenv("GHRUNNER_RUNNER_RELEASES_EVERY"))
+		}
+		b.releasesEvery = every
+	}
 	// The issuer is configuration, never taken from a token: its discovery
 	// document alone says where the keys are.
 	var err error
 	if b.idTokens, err = idtoken.New(envOr("GHRUNNER_OIDC_ISSUER", idtoken.GitHubIssuer), envOr("GHRUNNER_OIDC_AUDIENCE", idtoken.DefaultAudience), idtoken.Options{}); err != nil {
-		return nil, fmt.Errorf("GHRUNNER_OIDC_ISSUER / GHRUNNER_OIDC_AUDIENCE: %w", err)
+		return fmt.Errorf("GHRUNNER_OIDC_ISSUER / GHRUNNER_OIDC_AUDIENCE: %w", err)
 	}
-	b.log = slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level})).With("handler", b.handler, "environment", env)
 	cfg, err := awsconf.Load(ctx, awsconf.FromEnv())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	b.aws = cfg
 	b.store = state.New(cfg.DynamoDB(), table)
-	b.fleet = fleet.New(cfg.EC2(), env)
-	return b, nil
+	b.fleet = fleet.New(cfg.EC2(), b.environment)
+	return nil
 }
 
 func envOr(k, def string) string {
@@ -178,18 +199,44 @@ func (b *execEnv) github(ctx context.Context) (*github.Client, error) {
 	return b.gh, nil
 }
 
+// handle runs one invocation and writes its outcome whatever happens: a
+// configuration at fault or GitHub credentials that cannot be read (a key
+// rotated or deleted, a wrong parameter) fail every invocation, and the
+// alarms see that only in the metrics written here.
 func (b *execEnv) handle(ctx context.Context, payload json.RawMessage) (any, error) {
 	log := b.log
 	if lc, ok := lambdacontext.FromContext(ctx); ok {
 		log = log.With("requestId", lc.AwsRequestID)
 	}
-	gh, err := b.github(ctx)
+	start := time.Now()
+	out, rate, err := b.run(ctx, log, payload)
+	seconds := time.Since(start).Seconds()
+	b.emit(log, invocationMetrics(b.handler, payload, out, err != nil, seconds, rate))
+	if last := lastRunOf(b.handler, out, err, seconds); last != nil && b.store != nil {
+		// For the operator's status; a failed write costs only that.
+		if perr := b.store.PutLastRun(context.WithoutCancel(ctx), *last); perr != nil {
+			log.Warn("last run not recorded", "err", perr)
+		}
+	}
 	if err != nil {
-		log.Error("github", "err", err)
+		log.Error("invocation failed", "err", err, "seconds", seconds, "githubRateRemaining", rate)
 		return nil, err
 	}
+	log.Info("invocation done", "seconds", seconds, "githubRateRemaining", rate)
+	return out, nil
+}
+
+// run is the invocation's work: its output, GitHub's rate limit left (-1
+// when no GitHub client could be made) and its error.
+func (b *execEnv) run(ctx context.Context, log *slog.Logger, payload json.RawMessage) (any, int64, error) {
+	if b.setupErr != nil {
+		return nil, -1, b.setupErr
+	}
+	gh, err := b.github(ctx)
+	if err != nil {
+		return nil, -1, err
+	}
 	d := &controlplane.Deps{Store: b.store, SQS: b.aws.SQS(), GitHub: gh, Log: log, IDTokens: b.idTokens, Groups: b.groups}
-	start := time.Now()
 	var out any
 	switch b.handler {
 	case bundle.HandlerProvision:
@@ -201,30 +248,13 @@ func (b *execEnv) handle(ctx context.Context, payload json.RawMessage) (any, err
 		prewarm := func(ctx context.Context, p *state.PoolConfig, n int) ([]string, error) {
 			return provision.Prewarm(ctx, launch, p, n)
 		}
-		every, perr := time.ParseDuration(envOr("GHRUNNER_RUNNER_RELEASES_EVERY", refresh.DefaultReleasesEvery.String()))
-		if perr != nil || every <= 0 {
-			return nil, fmt.Errorf("GHRUNNER_RUNNER_RELEASES_EVERY: %q must be a positive Go duration such as 1h", os.Getenv("GHRUNNER_RUNNER_RELEASES_EVERY"))
-		}
-		out, err = refresh.Handle(ctx, refresh.Deps{Deps: d, EC2: refresh.FleetEC2{Fleet: b.fleet}, Prewarm: prewarm, ReleasesEvery: every}, payload)
+		out, err = refresh.Handle(ctx, refresh.Deps{Deps: d, EC2: refresh.FleetEC2{Fleet: b.fleet}, Prewarm: prewarm, ReleasesEvery: b.releasesEvery}, payload)
 	case bundle.HandlerScaleDown:
 		out, err = scaledown.Handle(ctx, scaledown.Deps{Deps: d, EC2: b.fleet}, payload)
 	case bundle.HandlerJIT:
 		out, err = jitstream.Handle(ctx, jitstream.Deps{Deps: d}, payload)
 	}
-	seconds := time.Since(start).Seconds()
-	b.emit(log, invocationMetrics(b.handler, payload, out, err != nil, seconds, gh.RateRemaining()))
-	if last := lastRunOf(b.handler, out, err, seconds); last != nil {
-		// For the operator's status; a failed write costs only that.
-		if perr := b.store.PutLastRun(context.WithoutCancel(ctx), *last); perr != nil {
-			log.Warn("last run not recorded", "err", perr)
-		}
-	}
-	if err != nil {
-		log.Error("invocation failed", "err", err, "seconds", seconds, "githubRateRemaining", gh.RateRemaining())
-		return nil, err
-	}
-	log.Info("invocation done", "seconds", seconds, "githubRateRemaining", gh.RateRemaining())
-	return out, nil
+	return out, gh.RateRemaining(), err
 }
 
 // emit writes the invocation's metrics to stdout as EMF lines, where

@@ -83,7 +83,7 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
 	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	resp.Schema = schema.Schema{
-		Description: "One control-plane function (provision, release, refresh or scale-down): the Lambda bundle embedded in this provider, " +
+		Description: "One control-plane function (provision, release, refresh, scale-down, or jit, the stream consumer of just-in-time pools): the Lambda bundle embedded in this provider, " +
 			"with its own role and least-privilege policy and its log group. A provider release with a new bundle shows as an in-place update of `code_sha256`. " +
 			"Asynchronous invocations (schedules) are never retried and dropped after 10 minutes; refresh and scale-down run one at a time " +
 			"through a lease item in the state table, so no reserved concurrency is needed (new accounts often cannot grant any).",
@@ -91,7 +91,7 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 			"id": schema.StringAttribute{Computed: true, Description: "The function name.", PlanModifiers: keep},
 			"name": schema.StringAttribute{Required: true, Description: "Function name, e.g. `ci-provision`.", PlanModifiers: replace,
 				Validators: []validator.String{stringvalidator.RegexMatches(functionNameRE, "must be 1-64 letters, digits, '-' or '_'")}},
-			"handler": schema.StringAttribute{Required: true, Description: "`provision`, `release`, `refresh` or `scale-down`.", PlanModifiers: replace,
+			"handler": schema.StringAttribute{Required: true, Description: "`provision`, `release`, `refresh`, `scale-down` or `jit`.", PlanModifiers: replace,
 				Validators: []validator.String{stringvalidator.OneOf(handlers...)}},
 			"table": schema.StringAttribute{Required: true, Description: "Name of the state table (`ghrunner_table.name`).",
 				Validators: []validator.String{stringvalidator.RegexMatches(tableNameRE, "must be 3-255 characters of A-Z a-z 0-9 _ . - (ghrunner_table.name)")}},

@@ -4,7 +4,10 @@
 //
 // Invariants:
 //   - the runner is registered only for the (runId, assignment) the record
-//     holds, with the runId as its sole label;
+//     holds, with the run's label as its only label: the one provision
+//     minted for the run (or the runId where the pool asks for it), from
+//     the record's registration material or, for a just-in-time runner,
+//     in the configuration GitHub made with it;
 //   - before the agent answers a new assignment, the runner of the previous one
 //     is stopped, deregistered and its work folder wiped;
 //   - signals always name the assignment they answer;
@@ -25,13 +28,11 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -188,6 +189,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	err := a.mainLoop(ctx)
 	cancel()
 	wg.Wait()
+	// A staging of a runner release (upgrade.go) ends with ctx too: Run
+	// returns once it has, so that nothing writes the runner's folders
+	// after the agent stopped (a restarted agent would stage alongside).
+	a.waitStaging()
 	if a.isTerminated() {
 		return ErrTerminated
 	}
@@ -350,32 +355,6 @@ func (a *Agent) isTerminated() bool {
 	default:
 		return false
 	}
-}
-
-// loadFile reads a state file into v; it reports whether it could.
-func (a *Agent) loadFile(name string, v any) bool {
-	raw, err := os.ReadFile(filepath.Join(a.Config.StateDir, name))
-	if err != nil {
-		return false
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		a.Log.Warn("ignoring unreadable state file", "file", name, "err", err)
-		return false
-	}
-	return true
-}
-
-// saveFile writes atomically, so a crash never leaves half a file.
-func (a *Agent) saveFile(name string, v any) {
-	raw, _ := json.Marshal(v)
-	path := filepath.Join(a.Config.StateDir, name)
-	if err := os.WriteFile(path+".tmp", raw, 0o600); err == nil {
-		err = os.Rename(path+".tmp", path)
-		if err == nil {
-			return
-		}
-	}
-	a.Log.Error("cannot save state file", "file", name)
 }
 
 // answered reports whether either signal answers the record's assignment.

@@ -152,6 +152,16 @@ func (a *Agent) beforeAssignment(ctx context.Context, rec *state.Instance) {
 	a.up.mu.Unlock()
 }
 
+// waitStaging waits for the staging goroutine, if any, to return.
+func (a *Agent) waitStaging() {
+	a.up.mu.Lock()
+	done := a.up.done
+	a.up.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
 func (a *Agent) installedVersion() string {
 	a.up.mu.Lock()
 	defer a.up.mu.Unlock()

@@ -51,7 +51,8 @@ type Deps struct {
 	IDTokens TokenVerifier
 	// Poll, when set, is the interval of signal waits and of retries of a
 	// busy runner's deletion (tests shorten it, the benchmarks lengthen it
-	// to the peer design's); see WaitEvery and retryEvery for the defaults.
+	// to a 10 s polling interval for comparison); see WaitEvery and
+	// retryEvery for the defaults.
 	Poll time.Duration
 	// Groups, when set, caches runner group ids across invocations (the
 	// execution environment's); nil asks GitHub every time.

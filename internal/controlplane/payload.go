@@ -1,6 +1,7 @@
-// Package controlplane holds what the provision, release, refresh and
-// scale-down functions share: their dependencies, strict payload decoding,
-// and the steps that hand an instance back to the pool or retire it.
+// Package controlplane holds what the provision, release, refresh,
+// scale-down and jit functions share: their dependencies, strict payload
+// decoding, and the steps that hand an instance back to the pool or retire
+// it.
 package controlplane
 
 import (

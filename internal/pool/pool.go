@@ -25,9 +25,9 @@ type SQSAPI interface {
 	ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
-// Message is the body of a pool message. IdleUntil is the idle lease (the
-// peer design wrongly copied the running one), informative only: the claim
-// decides.
+// Message is the body of a pool message. IdleUntil is the instance's idle
+// lease (never its running lease, which says nothing of an idle
+// instance), informative only: the claim decides.
 type Message struct {
 	InstanceID   string `json:"instanceId"`
 	Pool         string `json:"pool"`

@@ -59,9 +59,8 @@ const Latest = "latest"
 var (
 	versionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
 	hexRE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	// The release notes carry one marker per platform
-	// (actions/runner releaseNote.md, filled in by
-	// .github/workflows/release.yml):
+	// The release notes carry one marker per platform, which
+	// actions/runner's release workflow fills in:
 	// <!-- BEGIN SHA linux-x64 -->…<!-- END SHA linux-x64 -->.
 	shaMarkerRE = regexp.MustCompile(`<!--\s*BEGIN SHA ([a-z0-9-]+)\s*-->\s*([0-9a-fA-F]{64})\s*<!--\s*END SHA ([a-z0-9-]+)\s*-->`)
 )

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// body is a release body as actions/runner publishes it: releaseNote.md
-// with its placeholders filled in by .github/workflows/release.yml.
+// body is a release body as actions/runner publishes it: its release
+// notes with the checksum placeholders filled in by its release workflow.
 func body(x64, arm64 string) string {
 	return "## What's Changed\n* things\n\n## SHA-256 Checksums\n\nThe SHA-256 checksums for the packages included in this build are shown below:\n\n" +
 		"- actions-runner-win-x64-2.337.0.zip <!-- BEGIN SHA win-x64 -->" + strings.Repeat("a", 64) + "<!-- END SHA win-x64 -->\n" +

@@ -129,9 +129,9 @@ func RunnerTarballOf(binary, version string) ([]byte, error) {
 //
 // GET /repos/actions/runner/releases/latest answers the newest release
 // (not a draft or a pre-release) as github.com does: tag_name v<version>,
-// published_at, and a body of actions/runner's releaseNote.md with each
-// tarball's SHA-256 between <!-- BEGIN SHA <platform> --> and
-// <!-- END SHA <platform> --> (filled in by its release workflow). A test
+// published_at, and a body as actions/runner's release workflow writes it:
+// release notes with each tarball's SHA-256 between
+// <!-- BEGIN SHA <platform> --> and <!-- END SHA <platform> -->. A test
 // publishes a release with PublishRunnerRelease, also mid-run.
 //
 // What GitHub refuses, by the version a runner sends in its User-Agent

@@ -93,14 +93,10 @@ func (h *Host) Invoke(ctx context.Context, payload []byte) (Result, error) {
 	case e.next <- inv:
 	case <-e.exited:
 		h.drop(e)
-		if e.neverInvoked() {
-			// Its init failed: the bootstrap ended before it asked for
-			// an invocation. Lambda reports that as this invocation's
-			// error (Runtime.ExitError, "Runtime exited …") and tries
-			// init again on the next one; starting another here would
-			// spin, one process after another, for a function that
-			// cannot start (a missing setting, a deleted key).
-			return unhandled(id, "Runtime.ExitError", fmt.Sprintf("RequestId: %s Error: Runtime exited: %s", id, e.exitErr())), nil
+		if !e.served.Load() {
+			// It never asked for an invocation: its init failed, which
+			// Lambda reports to the invocation that started it.
+			return unhandled(id, "Runtime.ExitError", fmt.Sprintf("RequestId: %s Error: Runtime exited during init: %s", id, e.exitErr())), nil
 		}
 		return h.Invoke(ctx, payload) // died while idle: start another
 	}
@@ -195,8 +191,6 @@ type invocation struct {
 
 // env is one execution environment: a bootstrap process and its runtime API.
 type env struct {
-	// fresh is set while the environment never took an invocation.
-	fresh   bool
 	next    chan *invocation
 	cmd     *exec.Cmd
 	srv     *http.Server
@@ -204,6 +198,9 @@ type env struct {
 	mu      sync.Mutex
 	current *invocation
 	waitErr error
+	// served is set once the bootstrap asked for an invocation: its
+	// init is done.
+	served atomic.Bool
 }
 
 func (h *Host) start() (*env, error) {
@@ -211,7 +208,7 @@ func (h *Host) start() (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{fresh: true, next: make(chan *invocation), exited: make(chan struct{})}
+	e := &env{next: make(chan *invocation), exited: make(chan struct{})}
 	e.srv = &http.Server{Handler: e.routes(h.fn.Name)}
 	go e.srv.Serve(ln)
 
@@ -265,12 +262,6 @@ func (e *env) kill() {
 	<-e.exited
 }
 
-func (e *env) neverInvoked() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.fresh
-}
-
 func (e *env) exitErr() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -280,11 +271,11 @@ func (e *env) exitErr() error {
 func (e *env) routes(fnName string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", func(w http.ResponseWriter, r *http.Request) {
+		e.served.Store(true)
 		select {
 		case inv := <-e.next:
 			e.mu.Lock()
 			e.current = inv
-			e.fresh = false
 			e.mu.Unlock()
 			w.Header().Set("Lambda-Runtime-Aws-Request-Id", inv.id)
 			w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(inv.deadline.UnixMilli(), 10))
