@@ -13,7 +13,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 )
 
-// State is an instance's lifecycle state (seed detailed-design.md).
+// State is an instance's lifecycle state (docs/design.md).
 type State string
 
 const (

@@ -158,7 +158,7 @@ func orphanDecision(in Input, inst fleet.Instance, tagged string) Decision {
 		d.Action, d.Reason, d.Kind = Terminate, "confirmed orphan: no live lease and its runner is gone from GitHub", KindOrphan
 	case r.Status == "offline" && r.Busy:
 		// A ghost runner cannot be deleted while GitHub thinks it busy; the
-		// instance goes anyway, as the seed says.
+		// instance goes anyway: the runner is gone with it.
 		d.Action, d.Reason, d.Kind = Terminate, "confirmed orphan: its runner is offline and busy", KindOrphan
 	default:
 		d.Action, d.Reason = Untag, "false positive: its runner exists and is healthy"
