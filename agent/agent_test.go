@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,7 +32,15 @@ import (
 
 var env *awstest.Moto
 
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m, &env)) }
+// TestMain runs the tests against moto. Each world is an instance of its
+// own (a runner user of its own when it has one, its fake GitHub, IMDS stub
+// and daemon) and its tests spend most of their time waiting on the agent's
+// polls and leases, so four run at once instead of GOMAXPROCS (two on CI):
+// the package was on make test's critical path. An explicit -parallel wins.
+func TestMain(m *testing.M) {
+	flag.Set("test.parallel", "4") // before m.Run parses the command line
+	os.Exit(awstest.Main(m, &env))
+}
 
 var ctx = context.Background()
 
@@ -257,6 +266,7 @@ func must(t testing.TB, err error) {
 // TestAgentThroughThreeAssignments drives the real agent binary through
 // three runs on one instance, playing the control plane's side.
 func TestAgentThroughThreeAssignments(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w := newWorld(t, "#!/bin/sh\necho warming caches\n")
 	inst := w.create("run-1", "on-demand")
 	var err error
@@ -401,6 +411,7 @@ func asSignalFailed(err error, target **state.SignalFailedError) bool {
 // TestSpotInterruption: on a spot notice the agent says UD_INTERRUPTED for
 // the current assignment and stops its runner.
 func TestSpotInterruption(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w := newWorld(t, "")
 	inst := w.create("run-spot", "spot")
 	w.start()

@@ -30,6 +30,7 @@ import (
 // plugin; agent/docker's TestRestoreLeavesTheDaemonAsNoted shows what is
 // left without the race.
 func TestAJobsDockerObjectsAreGoneBeforeTheNextRun(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	d := dockerd.Start(t)
 	baseID := d.Image(t, "base:1") // what the image brought: trusted
 	w := newWorld(t, "")

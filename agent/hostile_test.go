@@ -136,6 +136,7 @@ func clearAlive(t *testing.T, drop string) {
 // whatever of A could have survived never saw B's token, its workspace or
 // the remove token of A's own runner.
 func TestAHostileJobOfOneRunReachesNothingOfTheNext(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w := newWorld(t, "")
 	name := w.jobUser()
 	u, err := user.Lookup(name)

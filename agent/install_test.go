@@ -115,6 +115,7 @@ func failedOnce(t *testing.T, w *world, inst *state.Instance, reason string) {
 // the marker ignored ("a restarted agent ran apt-get again: 4 runs, 2
 // before"; the download test: "2 downloads over two starts, want 1").
 func TestAFailedDependencyInstallSignalsFailedOnceAndIsNotRetriedByARestart(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w, downloads, aptRuns := installWorld(t, nil, `case "$*" in *install*) echo "E: Unable to locate package libicu74" >&2; exit 100;; esac`,
 		func(sum string) string { return sum })
 	inst := w.create("run-a", "on-demand")
@@ -140,6 +141,7 @@ func TestAFailedDependencyInstallSignalsFailedOnceAndIsNotRetriedByARestart(t *t
 // configured) is said and kept the same way: one download, however often
 // the agent starts. The libraries, all installed already, run no apt-get.
 func TestAFailedRunnerDownloadSignalsFailedOnceAndIsNotRetriedByARestart(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w, downloads, aptRuns := installWorld(t, []string{"libicu74", "libssl3t64", "libkrb5-3", "zlib1g", "liblttng-ust1t64"}, "exit 1",
 		func(string) string { return strings.Repeat("0", 64) })
 	inst := w.create("run-a", "on-demand")

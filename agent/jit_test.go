@@ -75,6 +75,7 @@ func jitWorldWith(t testing.TB, limits controlplane.JITLimits) (*world, *control
 // takes that one job, the agent asking for the next through its record and
 // the stream consumer answering, until release.
 func TestAJITRunTakesEachJobOnAFreshSingleJobRunner(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w, _, inst := jitWorld(t)
 	w.jobUser()
 	w.start()
@@ -130,6 +131,7 @@ func TestAJITRunTakesEachJobOnAFreshSingleJobRunner(t *testing.T) {
 // B found run A's leftovers: LEFT process ...: ghr-daemon-..." and "run
 // A's spy saw the next job's workspace".
 func TestAJITJobOfARunReachesNothingOfTheNextJobOfTheSameRun(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w, _, inst := jitWorld(t)
 	u, err := user.Lookup(w.jobUser())
 	must(t, err)

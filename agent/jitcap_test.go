@@ -31,6 +31,7 @@ func jitRunners(w *world) int {
 // runners minted", the backoff alone slowing them) and with the backoff
 // disabled ("3 runners ended within 4.5s: no backoff between them").
 func TestAJITRunnerThatEndsAtOnceIsBackedOffAndCapped(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w, _, inst := jitWorld(t)
 	w.fake.RefuseListeners(100, refusal)
 	start := time.Now()
@@ -65,6 +66,7 @@ func TestAJITRunnerThatEndsAtOnceIsBackedOffAndCapped(t *testing.T) {
 // no UD_FAILED. Shown to fail with the reset disabled ("UD_FAILED after a
 // job ran between the exits: the just-in-time runner exited 3 times ...").
 func TestAJobThatRanResetsTheCountOfRunnersEndingWithoutOne(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w, _, inst := jitWorld(t)
 	w.fake.RefuseListeners(2, refusal)
 	w.start()
@@ -98,6 +100,7 @@ func TestAJobThatRanResetsTheCountOfRunnersEndingWithoutOne(t *testing.T) {
 // their traces: the just-in-time runner exited 3 times without taking a
 // job".)
 func TestJobsThatDeleteTheirWorkerTraceAreStillCountedAsJobs(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w, _, inst := jitWorld(t)
 	w.start()
 	w.markRunning(inst)

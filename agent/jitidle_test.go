@@ -36,6 +36,7 @@ func idleRemoved(w *world) int {
 // 3 times without taking a job: ... The runner no longer exists on the
 // server."
 func TestALaterJobBehindAnApprovalStillRunsAfterGitHubRemovesIdleRunners(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	// The consumer's IdleMin under the fake's idle limit, as the default
 	// (90 s) is under GitHub's reported 2 minutes: each removed runner is
 	// then one that may have been removed idle, and lets one more through.
@@ -103,6 +104,7 @@ func TestALaterJobBehindAnApprovalStillRunsAfterGitHubRemovesIdleRunners(t *test
 // GitHub's idle one: "UD_FAILED never came (...): 14 runners minted, 13
 // removed" within the minute.
 func TestRunnersRemovedSoonerThanGitHubsIdleLimitStillEndTheAssignment(t *testing.T) {
+	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w, _, inst := jitWorld(t)
 	w.fake.SetJITIdleAfter(2 * time.Second)
 	w.start()
