@@ -137,3 +137,19 @@ func TestProvisionBeyondTheVCPUQuotaFailsNamingWhatWasTriedAndTheQuota(t *testin
 		t.Fatalf("run is %s (%s), want failed naming the quota", run.Status, run.Detail)
 	}
 }
+
+func TestASpotProvisionBeyondTheSpotQuotaFallsBackToOnDemand(t *testing.T) {
+	t.Parallel()
+	d := deploy(t, func(p *state.PoolConfig) { p.UsageClass, p.OnDemandFallback = "spot", true })
+	model := d.withCapacity()
+	model.SetQuota(ec2capacity.Spot, "Standard", 2) // one spot c7i.large or m7i.large
+	var out provisionOut
+	d.call("provision", map[string]any{"runId": "fallback", "pool": "linux", "instanceCount": 2}, &out)
+	classes := map[string]int{}
+	for _, inst := range out.Instances {
+		classes[inst.UsageClass]++
+	}
+	if out.Status != "ready" || classes["spot"] != 1 || classes["on-demand"] != 1 {
+		t.Fatalf("provision = %+v (classes %v), want one spot and one on-demand fallback", out, classes)
+	}
+}
