@@ -15,6 +15,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/ec2capacity"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/lambdart"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 )
 
 // Issue 37 item 5: capacity and quota errors no longer end a run at once.
@@ -151,5 +152,40 @@ func TestASpotProvisionBeyondTheSpotQuotaFallsBackToOnDemand(t *testing.T) {
 	}
 	if out.Status != "ready" || classes["spot"] != 1 || classes["on-demand"] != 1 {
 		t.Fatalf("provision = %+v (classes %v), want one spot and one on-demand fallback", out, classes)
+	}
+}
+
+// Preflight reads the account's vCPU quota (Service Quotas, answered by the
+// capacity model) and warns about a pool whose maximum cannot fit, without
+// failing: 20 instances of 2 vCPUs need 40 of an 8-vCPU quota.
+func TestPreflightWarnsWhenAPoolsMaximumPassesTheVCPUQuota(t *testing.T) {
+	t.Parallel()
+	d := deploy(t, nil)
+	model := d.withCapacity()
+	check := func() provision.Check {
+		t.Helper()
+		var out provisionOut
+		d.call("provision", []byte(`{"preflight": true}`), &out)
+		for _, c := range out.Checks {
+			if c.Check == "quota" && c.Pool == "linux" {
+				return c
+			}
+		}
+		t.Fatalf("preflight answered no quota check: %+v", out)
+		return provision.Check{}
+	}
+	if c := check(); !c.OK || !c.Warning || !strings.Contains(c.Detail, "not checked") {
+		t.Fatalf("with no quota to read: %+v, want a warning that it was not checked", c)
+	}
+	model.SetQuota(ec2capacity.OnDemand, "Standard", 8)
+	c := check()
+	for _, want := range []string{"L-1216C47A", "of 8 vCPUs", "= 40 vCPUs passes", "VcpuLimitExceeded"} {
+		if !c.OK || !c.Warning || !strings.Contains(c.Detail, want) {
+			t.Errorf("quota check %+v: want an ok warning saying %q", c, want)
+		}
+	}
+	model.SetQuota(ec2capacity.OnDemand, "Standard", 64)
+	if c := check(); !c.OK || c.Warning || !strings.Contains(c.Detail, "within") {
+		t.Fatalf("quota check with room: %+v, want ok without a warning", c)
 	}
 }

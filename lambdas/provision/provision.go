@@ -165,6 +165,9 @@ type request struct {
 type Deps struct {
 	*controlplane.Deps
 	EC2 Launcher // FleetLauncher in the bundle
+	// Quotas, when set, lets preflight compare each pool's maximum with
+	// the account's vCPU quota (AWSQuotas in the bundle).
+	Quotas Quotas
 }
 
 // Handle runs one provision.

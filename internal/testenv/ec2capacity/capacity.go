@@ -134,9 +134,19 @@ type override struct {
 }
 
 // Front puts the model before next (moto, or what leads to it): an instant
-// CreateFleet that is not a DryRun is launched within the limits.
+// CreateFleet that is not a DryRun is launched within the limits, and a
+// GetServiceQuota of a Standard vCPU quota that is set is answered
+// (servicequotas.go).
 func (m *Model) Front(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Amz-Target") == "ServiceQuotasV20190624.GetServiceQuota" {
+			body, err := readBody(r)
+			if err == nil && m.serveQuota(w, body) {
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
 		if r.Method != http.MethodPost || r.Header.Get("X-Amz-Target") != "" || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") || !m.limited() {
 			next.ServeHTTP(w, r)
 			return

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
@@ -32,6 +33,7 @@ type front struct {
 	template string
 	subnetA  string // us-east-1a
 	subnetB  string // us-east-1b
+	url      string // the model's front
 }
 
 var third int
@@ -43,6 +45,7 @@ func startFront(t *testing.T) front {
 	target, _ := url.Parse(env.URL)
 	srv := httptest.NewServer(f.model.Front(httputil.NewSingleHostReverseProxy(target)))
 	t.Cleanup(srv.Close)
+	f.url = srv.URL
 	through, err := awsconf.Load(ctx, awsconf.Options{Region: awstest.Region, Endpoint: srv.URL, AccessKeyID: "testing", SecretAccessKey: "testing", MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -210,5 +213,35 @@ func TestInstanceTypesFallInTheirQuotaGroups(t *testing.T) {
 		if got := Group(it); got != want {
 			t.Errorf("Group(%s) = %s, want %s", it, got, want)
 		}
+	}
+}
+
+// Checked: without serveQuota in Front, moto answers NoSuchResourceException
+// and this test fails.
+func TestServiceQuotasAnswersTheStandardVCPUQuotasATestSet(t *testing.T) {
+	f := startFront(t)
+	through, err := awsconf.Load(ctx, awsconf.Options{Region: awstest.Region, Endpoint: f.url, AccessKeyID: "testing", SecretAccessKey: "testing", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq := through.ServiceQuotas()
+	get := func(code string) (float64, error) {
+		out, err := sq.GetServiceQuota(ctx, &servicequotas.GetServiceQuotaInput{ServiceCode: aws.String("ec2"), QuotaCode: aws.String(code)})
+		if err != nil {
+			return 0, err
+		}
+		return aws.ToFloat64(out.Quota.Value), nil
+	}
+	f.model.SetQuota(OnDemand, "Standard", 64)
+	f.model.SetQuota(Spot, "Standard", 32)
+	if v, err := get("L-1216C47A"); err != nil || v != 64 {
+		t.Fatalf("On-Demand Standard quota = %v, %v; want 64", v, err)
+	}
+	if v, err := get("L-34B43A08"); err != nil || v != 32 {
+		t.Fatalf("Spot Standard quota = %v, %v; want 32", v, err)
+	}
+	f.model.SetQuota(Spot, "Standard", -1)
+	if _, err := get("L-34B43A08"); err == nil {
+		t.Fatal("a quota no test set was answered (moto knows none of EC2's)")
 	}
 }
