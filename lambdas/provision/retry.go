@@ -155,7 +155,7 @@ func (l *launchLog) note(got int, why LaunchErrors, err error) {
 			l.messages[e.Code+": "+e.Message] = true
 		}
 	}
-	if err != nil {
+	if awserr.Code(err) != "" {
 		l.codes[awserr.Code(err)+" (the whole request)"]++
 		if m := awserr.Message(err); m != "" {
 			l.messages[awserr.Code(err)+": "+m] = true

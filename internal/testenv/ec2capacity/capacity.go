@@ -73,7 +73,8 @@ func (m *Model) SetAvailable(instanceType, az string, n int) {
 
 // SetQuota sets the account's vCPU quota of a usage class for an instance
 // family group (Group); vcpus < 0 removes it. The quota counts the pending
-// and running instances launched through the model (the sandbox's account).
+// and running instances launched through the model while it had a limit
+// (the "account": a model with no limit passes requests through unseen).
 func (m *Model) SetQuota(class, group string, vcpus int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
