@@ -240,7 +240,8 @@ func (b *execEnv) run(ctx context.Context, log *slog.Logger, payload json.RawMes
 	var out any
 	switch b.handler {
 	case bundle.HandlerProvision:
-		out, err = provision.Handle(ctx, provision.Deps{Deps: d, EC2: provision.FleetLauncher{Fleet: b.fleet}}, payload)
+		quotas := provision.AWSQuotas{ServiceQuotas: b.aws.ServiceQuotas(), EC2: b.aws.EC2()}
+		out, err = provision.Handle(ctx, provision.Deps{Deps: d, EC2: provision.FleetLauncher{Fleet: b.fleet}, Quotas: quotas}, payload)
 	case bundle.HandlerRelease:
 		out, err = release.Handle(ctx, release.Deps{Deps: d}, payload)
 	case bundle.HandlerRefresh:

@@ -221,11 +221,11 @@ func TestFunctionPolicy(t *testing.T) {
 		return all, bySid
 	}
 	for handler, want := range map[string]struct{ has, hasNot []string }{
-		"provision": {has: []string{"ec2:CreateFleet", "iam:PassRole", "sqs:ReceiveMessage", "ec2:TerminateInstances"}, hasNot: []string{"ec2:DeleteTags"}},
+		"provision": {has: []string{"ec2:CreateFleet", "iam:PassRole", "sqs:ReceiveMessage", "ec2:TerminateInstances", "servicequotas:GetServiceQuota"}, hasNot: []string{"ec2:DeleteTags"}},
 		"release":   {has: []string{"sqs:SendMessage", "dynamodb:Query"}, hasNot: []string{"ec2:CreateFleet", "iam:PassRole", "sqs:ReceiveMessage"}},
 		// Refresh launches to pre-warm pools, as provision does, and never
 		// receives pool messages or removes tags.
-		"refresh":    {has: []string{"ec2:TerminateInstances", "sqs:SendMessage", "ec2:CreateFleet", "iam:PassRole"}, hasNot: []string{"sqs:ReceiveMessage", "ec2:DeleteTags"}},
+		"refresh":    {has: []string{"ec2:TerminateInstances", "sqs:SendMessage", "ec2:CreateFleet", "iam:PassRole"}, hasNot: []string{"sqs:ReceiveMessage", "ec2:DeleteTags", "servicequotas:GetServiceQuota"}},
 		"scale-down": {has: []string{"ec2:CreateTags", "ec2:DeleteTags", "ec2:TerminateInstances"}, hasNot: []string{"ec2:CreateFleet", "sqs:SendMessage", "sqs:ReceiveMessage"}},
 	} {
 		doc, err := functionPolicy(handler, table, "", queues, "/ghrunner/github", "ci-"+handler, "prod", "/", false)

@@ -179,6 +179,8 @@ func TestTheProvisionRoleLaunchesTaggedAndNothingElse(t *testing.T) {
 		{"read its GitHub parameter", "ssm:GetParameter", catARN("ssm", "parameter/ghrunner/github"), nil, true},
 		{"read another parameter", "ssm:GetParameter", catARN("ssm", "parameter/other/secret"), nil, false},
 		{"change a role", "iam:PutRolePolicy", catIAM("role/ghr-prod-linux"), nil, false},
+		{"read the account's vCPU quota (preflight)", "servicequotas:GetServiceQuota", catARN("servicequotas", "ec2/L-1216C47A"), nil, true},
+		{"ask for a larger quota", "servicequotas:RequestServiceQuotaIncrease", catARN("servicequotas", "ec2/L-1216C47A"), nil, false},
 	})
 }
 

@@ -256,6 +256,14 @@ func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, para
 			policyStatement{Sid: "SpotServiceRole", Effect: "Allow", Action: []string{"iam:CreateServiceLinkedRole"}, Resource: []string{"*"},
 				Condition: map[string]map[string]any{"StringEquals": {"iam:AWSServiceName": "spot.amazonaws.com"}}},
 		)
+	}
+	if handler == bundle.HandlerProvision {
+		// Preflight compares each pool's maximum with the account's
+		// vCPU quotas (lambdas/provision/quota.go): reads only.
+		st = append(st, policyStatement{Sid: "ReadVCPUQuotas", Effect: "Allow", Action: []string{"servicequotas:GetServiceQuota", "ec2:DescribeInstanceTypes"},
+			Resource: []string{"*"}})
+	}
+	switch handler {
 	case bundle.HandlerScaleDown:
 		// Only its own marks: never ghr:environment or any other tag.
 		st = append(st, policyStatement{Sid: "OrphanTags", Effect: "Allow", Action: []string{"ec2:CreateTags", "ec2:DeleteTags"},

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
@@ -162,6 +163,11 @@ func (c Config) SQS() *sqs.Client {
 // EC2 returns an EC2 client honouring the overrides.
 func (c Config) EC2() *ec2.Client {
 	return ec2.NewFromConfig(c.AWS, func(o *ec2.Options) { o.BaseEndpoint = c.Endpoint("ec2") })
+}
+
+// ServiceQuotas returns a Service Quotas client honouring the overrides.
+func (c Config) ServiceQuotas() *servicequotas.Client {
+	return servicequotas.NewFromConfig(c.AWS, func(o *servicequotas.Options) { o.BaseEndpoint = c.Endpoint("servicequotas") })
 }
 
 // SSM returns an SSM client honouring the overrides.

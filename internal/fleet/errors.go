@@ -34,7 +34,8 @@ func IsCapacity(err error) bool { return IsCapacityCode(awserr.Code(err)) }
 // Left out on purpose: InsufficientFreeAddressesInSubnet (an on-demand retry
 // lands in the same subnets and fails the same way) and the account quotas
 // InstanceLimitExceeded / VcpuLimitExceeded (on-demand quotas: no fallback to
-// on-demand can help, and waiting does not either).
+// on-demand can help; waiting may, as the account's other instances end:
+// IsRetryableCode).
 var capacityCodes = map[string]bool{
 	"InsufficientInstanceCapacity":         true, // no capacity for the type in the AZ
 	"InsufficientCapacity":                 true,
@@ -56,4 +57,27 @@ func IsCapacityCode(code string) bool { return capacityCodes[code] }
 // invalid. Invalid IAM Instance Profile ARN" (or .name / name).
 func IsProfilePropagation(code, message string) bool {
 	return code == "InvalidParameterValue" && strings.Contains(strings.ToLower(message), "invalid iam instance profile")
+}
+
+// quotaCodes are the account's limits on running instances: On-Demand
+// vCPUs per instance family group (VcpuLimitExceeded) and the older
+// instance count (InstanceLimitExceeded). No usage class or subnet helps,
+// but the account's other instances end: the same launch a little later
+// may pass.
+var quotaCodes = map[string]bool{
+	"VcpuLimitExceeded":     true,
+	"InstanceLimitExceeded": true,
+}
+
+// IsQuotaCode reports an account quota error code (see quotaCodes).
+func IsQuotaCode(code string) bool { return quotaCodes[code] }
+
+// IsRetryableCode reports a launch error that the same launch may not meet
+// a little later: capacity (IsCapacityCode), the account's quotas
+// (IsQuotaCode) and a subnet out of free addresses. EC2's error reference
+// says of InsufficientInstanceCapacity to wait a few minutes and try
+// again, or to try other instance types or Availability Zones; a
+// provision does both within its deadline (lambdas/provision/retry.go).
+func IsRetryableCode(code string) bool {
+	return IsCapacityCode(code) || IsQuotaCode(code) || code == "InsufficientFreeAddressesInSubnet"
 }

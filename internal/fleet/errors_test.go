@@ -71,3 +71,15 @@ func TestAProfileRefusalIsKnownByItsCodeAndMessage(t *testing.T) {
 		}
 	}
 }
+
+func TestCapacityQuotaAndAddressCodesAreWorthALaterLaunchAndOthersAreNot(t *testing.T) {
+	for code, want := range map[string]bool{
+		"InsufficientInstanceCapacity": true, "UnfulfillableCapacity": true, "MaxSpotInstanceCountExceeded": true,
+		"VcpuLimitExceeded": true, "InstanceLimitExceeded": true, "InsufficientFreeAddressesInSubnet": true,
+		"InvalidParameterValue": false, "InvalidFleetConfig": false, "UnauthorizedOperation": false, "": false,
+	} {
+		if IsRetryableCode(code) != want {
+			t.Errorf("IsRetryableCode(%q) = %v, want %v", code, !want, want)
+		}
+	}
+}

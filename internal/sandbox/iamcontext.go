@@ -57,6 +57,13 @@ func (s *Sandbox) iamChecks(ctx context.Context, req awsRequest) ([]check, error
 		return s3Checks(req)
 	case "logs":
 		return logsChecks(req, strings.TrimPrefix(target, "Logs_20140328."))
+	case "servicequotas":
+		// Provision's preflight reads EC2's vCPU quotas; the quota's ARN
+		// is arn:aws:servicequotas:<region>:<account>:<service>/<code>.
+		var in struct{ ServiceCode, QuotaCode string }
+		if op := strings.TrimPrefix(target, "ServiceQuotasV20190624."); op == "GetServiceQuota" && json.Unmarshal(req.body, &in) == nil {
+			return []check{{"servicequotas:GetServiceQuota", req.arn("servicequotas", in.ServiceCode+"/"+in.QuotaCode), nil}}, nil
+		}
 	case "sts":
 		if strings.Contains(string(req.body), "Action=GetCallerIdentity") {
 			return nil, nil // needs no permission

@@ -41,6 +41,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/ec2capacity"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/iamsim"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/imdsstub"
@@ -75,6 +76,10 @@ type Sandbox struct {
 	Moto   *awstest.Moto
 	GitHub *fakegithub.Server
 	AWS    awsconf.Config // talks to moto directly
+	// Capacity is EC2's capacity per instance type and AZ and the
+	// account's vCPU quotas (internal/testenv/ec2capacity): unlimited
+	// until a test or the operator's sandbox sets a limit.
+	Capacity *ec2capacity.Model
 
 	opts      Options
 	front     *http.Server
@@ -162,6 +167,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if s.AWS, err = awsconf.Load(ctx, s.Moto.Options()); err != nil {
 		return nil, err
 	}
+	s.Capacity = ec2capacity.New(s.AWS.EC2())
 	// A listener restarted after its predecessor was killed retries its
 	// session every half second rather than every 30 s: the old session
 	// lapses once the runner is offline (5 s), and the story's timings
@@ -451,7 +457,11 @@ func (s *Sandbox) routes() http.Handler {
 	mux.HandleFunc("POST /_sandbox/jobs", s.serveEnqueue)
 	mux.HandleFunc("GET /_sandbox/jobs/{id}", s.serveJob)
 	mux.HandleFunc("POST /_sandbox/idtoken", s.serveIDToken)
-	mux.Handle("/", s.iam.handler(s.withIAMLag(s.withFaults(moto))))
+	// The capacity model comes after EC2's other rules (withIAMLag): a
+	// request EC2 refuses for its configuration never reaches capacity.
+	// It makes one CreateFleet to moto per override it fills, so with
+	// limits set Faults.AfterCreateFleet hears each of them.
+	mux.Handle("/", s.iam.handler(s.withIAMLag(s.Capacity.Front(s.withFaults(moto)))))
 	return mux
 }
 

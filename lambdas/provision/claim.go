@@ -73,7 +73,8 @@ func (p *provisioner) create(ctx context.Context, n int, reg *state.Registration
 	if err := p.reserve(ctx, assignment, n); err != nil {
 		return nil, err
 	}
-	launched, detail, err := p.fleet.Launch(ctx, LaunchSpec{Pool: p.req.pool, Types: p.req.types, UsageClass: p.req.UsageClass, Count: n, Owner: p.req.Owner, Assignment: assignment})
+	launched, why, err := p.fleet.Launch(ctx, LaunchSpec{Pool: p.req.pool, Types: p.req.types, UsageClass: p.req.UsageClass, Count: n, Owner: p.req.Owner, Assignment: assignment})
+	p.launches().note(len(launched), why, err)
 	recorded, rerr := p.record(ctx, launched, assignment, reg)
 	p.adopt(ctx, recorded, "created")
 	if unrecorded := missingFrom(launched, recorded); len(unrecorded) > 0 {
@@ -97,7 +98,7 @@ func (p *provisioner) create(ctx context.Context, n int, reg *state.Registration
 		return members, rerr
 	}
 	if len(launched) < n {
-		return members, fmt.Errorf("EC2 launched %d of %d instances: %s", len(launched), n, detail)
+		return members, &shortLaunch{got: len(launched), asked: n, why: why}
 	}
 	return members, nil
 }

@@ -20,14 +20,18 @@ func launchRequest(spec LaunchSpec) fleet.LaunchRequest {
 	}
 }
 
-func (l FleetLauncher) Launch(ctx context.Context, spec LaunchSpec) ([]Launched, string, error) {
+func (l FleetLauncher) Launch(ctx context.Context, spec LaunchSpec) ([]Launched, LaunchErrors, error) {
 	res, err := l.Fleet.Launch(ctx, launchRequest(spec))
 	now := time.Now()
 	out := make([]Launched, len(res.Instances))
 	for i, inst := range res.Instances {
 		out[i] = Launched{ID: inst.InstanceID, InstanceType: inst.InstanceType, UsageClass: inst.UsageClass, LaunchedAt: now}
 	}
-	return out, res.Detail(), err
+	why := LaunchErrors{Detail: res.Detail()}
+	for _, e := range res.Errors {
+		why.Errors = append(why.Errors, LaunchError{Code: e.Code, Message: e.Message, InstanceType: e.InstanceType, SubnetID: e.SubnetID, UsageClass: e.UsageClass})
+	}
+	return out, why, err
 }
 
 func (l FleetLauncher) Running(ctx context.Context, ids []string) (map[string]bool, error) {

@@ -14,17 +14,21 @@ import (
 // pool's tags (CreateFleet with DryRun) and terminate one of the pool's
 // instances (TerminateInstances with DryRun, when one is live); per owner,
 // that the GitHub credentials may list its runners; per pool with a runner
-// group, that the organization has the group. A denied request comes
+// group, that the organization has the group; per pool, whether its
+// maximum fits the account's vCPU quota (a warning: quota.go). A denied request comes
 // back as the check's detail, naming the action, instead of as a failed
 // workflow after the first deploy.
 
 // Check is one preflight finding.
 type Check struct {
-	Check  string `json:"check"` // "launch", "terminate", "github" or "runner-group"
-	Pool   string `json:"pool,omitempty"`
-	Owner  string `json:"owner,omitempty"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail,omitempty"`
+	Check string `json:"check"` // "launch", "terminate", "quota", "github" or "runner-group"
+	Pool  string `json:"pool,omitempty"`
+	Owner string `json:"owner,omitempty"`
+	OK    bool   `json:"ok"`
+	// Warning marks a finding that does not fail preflight (a pool's
+	// maximum past the account's vCPU quota: quota.go).
+	Warning bool   `json:"warning,omitempty"`
+	Detail  string `json:"detail,omitempty"`
 }
 
 // preflight runs the checks; its status is preflight-ok when every check
@@ -54,6 +58,9 @@ func preflight(ctx context.Context, deps Deps, start time.Time) (*Output, error)
 		}
 		add(Check{Check: "launch", Pool: p.Name}, deps.EC2.CanLaunch(ctx, LaunchSpec{Pool: p, Types: p.InstanceTypes, UsageClass: p.UsageClass,
 			Count: 1, Owner: p.Owner, Assignment: "preflight"}))
+		if deps.Quotas != nil {
+			out.Checks = append(out.Checks, quotaCheck(ctx, deps.Quotas, p))
+		}
 		live, err := deps.EC2.Live(ctx, p.Name)
 		if err != nil {
 			add(Check{Check: "terminate", Pool: p.Name}, fmt.Errorf("list the pool's instances: %w", err))

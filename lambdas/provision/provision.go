@@ -106,8 +106,8 @@ type Output struct {
 type Launcher interface {
 	// Launch starts count instances of the pool with one fleet request and
 	// tags them (pool, owner, assignment). It may return fewer than asked,
-	// with detail saying why.
-	Launch(ctx context.Context, spec LaunchSpec) (launched []Launched, detail string, err error)
+	// with EC2's errors saying why.
+	Launch(ctx context.Context, spec LaunchSpec) (launched []Launched, why LaunchErrors, err error)
 	// Running reports which of ids are in the EC2 state running.
 	Running(ctx context.Context, ids []string) (map[string]bool, error)
 	// Ended reports which of ids EC2 has stopped or terminated (or is
@@ -165,6 +165,9 @@ type request struct {
 type Deps struct {
 	*controlplane.Deps
 	EC2 Launcher // FleetLauncher in the bundle
+	// Quotas, when set, lets preflight compare each pool's maximum with
+	// the account's vCPU quota (AWSQuotas in the bundle).
+	Quotas Quotas
 }
 
 // Handle runs one provision.
@@ -423,6 +426,7 @@ type provisioner struct {
 	created int
 	reused  int
 	refused int // pool messages whose claim was refused
+	tried   *launchLog
 }
 
 // member is an instance of this run and how far it got.

@@ -45,11 +45,22 @@ func (p *provisioner) acquire(ctx context.Context, reg *state.Registration) erro
 		}
 		if ahead == 0 {
 			if need -= p.claim(ctx, need, reg); need > 0 {
-				_, err := p.create(ctx, need, reg)
+				_, err := p.launch(ctx, need, reg)
 				// Short of room for all: launch what fits now.
 				var ce *state.CapacityError
 				if errors.As(err, &ce) && ce.Max-ce.Live-ce.Reserved > 0 {
-					_, err = p.create(ctx, ce.Max-ce.Live-ce.Reserved, reg)
+					_, err = p.launch(ctx, ce.Max-ce.Live-ce.Reserved, reg)
+				}
+				var lf *launchFailure
+				if errors.As(err, &lf) {
+					// EC2 stayed short until the deadline: with enough
+					// runners the run goes on, as at the pool's cap.
+					if have := len(p.members()); have >= p.req.min {
+						p.log.Warn("going on with fewer runners than asked: EC2 stayed short of capacity", "have", have, "asked", p.req.count, "err", err)
+						p.req.count = have
+						return nil
+					}
+					return err
 				}
 				if err != nil && !state.IsCapacity(err) {
 					return err

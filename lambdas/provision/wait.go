@@ -59,7 +59,7 @@ func (p *provisioner) waitAll(ctx context.Context, reg *state.Registration) erro
 			cancel()
 			continue
 		}
-		fresh, cerr := p.create(ctx, 1, reg)
+		fresh, cerr := p.launch(ctx, 1, reg)
 		for _, m := range fresh {
 			wait(m)
 		}
