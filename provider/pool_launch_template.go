@@ -110,6 +110,14 @@ func (r *poolResource) userData(m poolModel, arch, table, region, sum, agentURL 
 	return templates.Render(u)
 }
 
+// imageNotFound says DescribeImages answered that the image does not exist
+// for this account: EC2's InvalidAMIID.NotFound, or .Malformed and
+// .Unavailable for an id that cannot name one (EC2 API Reference, "Error
+// codes").
+func imageNotFound(err error) bool {
+	return awserr.IsNotFound(err) || strings.HasPrefix(awserr.Code(err), "InvalidAMIID.")
+}
+
 type imageInfo struct {
 	arch, rootDevice string
 	// The root device's snapshot and its size in GiB (0: unknown).
@@ -121,6 +129,11 @@ type imageInfo struct {
 // for, and finds its root device.
 func (r *poolResource) image(ctx context.Context, id string) (imageInfo, error) {
 	out, err := r.c.aws.EC2().DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}})
+	if err != nil && !imageNotFound(err) {
+		// Access denied, throttling, a network error: the image may well
+		// exist, and "not found" would send the user the wrong way.
+		return imageInfo{}, fmt.Errorf("image_id %q: could not be read (DescribeImages): %w", id, err)
+	}
 	if err != nil || len(out.Images) == 0 {
 		return imageInfo{}, fmt.Errorf("image_id %q: not found in this region or not shared with this account (%v)", id, err)
 	}
