@@ -48,8 +48,9 @@
 #   ACTIONS_ID_TOKEN_REQUEST_URL, ACTIONS_ID_TOKEN_REQUEST_TOKEN   set by the
 #       Actions runtime in a job with `permissions: id-token: write`: a
 #       payload with a runId and no idToken gets the job's OIDC token as
-#       idToken, a fresh one for each call (a token lives minutes) (provision and release bind the run to the job's repository
-#       and workflow run with it). Tokens are masked and never printed.
+#       idToken, a fresh one for each call, as tokens are short-lived
+#       (provision and release bind the run to the job's repository and
+#       workflow run with it). Tokens are masked and never printed.
 #   GHRUNNER_AUDIENCE   the audience to request the payload's token with
 #       (default ghrunner, the module's oidc_audience)
 set -euo pipefail
@@ -164,7 +165,7 @@ case $needs_token in
   *) fail "could not read the payload (python3 exited $needs_token)" ;;
 esac
 # call_payload writes the payload of one call to call.json, with a fresh
-# job token when it needs one: a token lives minutes, a provision's calls
+# job token when it needs one: tokens are short-lived, a provision's calls
 # may go on for longer.
 call_payload() {
   cp "$work/payload.json" "$work/call.json"
