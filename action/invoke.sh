@@ -141,8 +141,10 @@ wait_seconds=${GHRUNNER_WAIT_SECONDS:-60}
 case $wait_seconds in
   '' | *[!0-9]*) fail "GHRUNNER_WAIT_SECONDS must be a number of seconds (1 to 300), got $wait_seconds" ;;
 esac
+# It prints the waitSeconds the payload goes with (one given in the
+# payload wins), which bounds each call's read timeout below.
 needs_token=0
-python3 - "$work/payload.json" "$wait_seconds" <<'PY' || needs_token=$?
+wait_sent=$(python3 - "$work/payload.json" "$wait_seconds" <<'PY'
 import json, sys
 path, wait = sys.argv[1], int(sys.argv[2])
 try:
@@ -156,9 +158,12 @@ if "pool" in payload and "waitSeconds" not in payload:
     payload["waitSeconds"] = wait
     with open(path, "w") as f:
         json.dump(payload, f, separators=(",", ":"))
+if isinstance(payload.get("waitSeconds"), int):
+    print(payload["waitSeconds"])
 if "runId" in payload and "idToken" not in payload:
     sys.exit(10)
 PY
+) || needs_token=$?
 case $needs_token in
   0) ;;
   10) [ -n "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ] || [ "${GITHUB_ACTIONS:-}" = "true" ] || needs_token=0 ;;
@@ -220,7 +225,10 @@ fi
 # fileb:// sends the payload's bytes as they are, in AWS CLI v1 and v2 alike
 # (v2 would otherwise expect base64 unless given --cli-binary-format
 # raw-in-base64-out, an option v1 rejects).
-read_timeout=$((wait_seconds + 30))
+case $wait_sent in
+  '' | *[!0-9]*) wait_sent=$wait_seconds ;;
+esac
+read_timeout=$((wait_sent + 30))
 wait_limit=${GHRUNNER_WAIT_LIMIT:-1200}
 throttle_limit=${GHRUNNER_THROTTLE_WAIT:-300}
 role_token() {

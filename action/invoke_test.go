@@ -333,3 +333,16 @@ func TestInvokeAsksAgainWhenTheConnectionIsLost(t *testing.T) {
 		t.Fatalf("past GHRUNNER_WAIT_LIMIT: exit %d\n%s", r.code, r.out)
 	}
 }
+
+// A payload's own waitSeconds is kept, and bounds the read timeout: a
+// call must never be given up on before the function answers it.
+func TestInvokeKeepsThePayloadsWaitSecondsAndWaitsLongerForEachCall(t *testing.T) {
+	payload := `{"runId":"42","pool":"linux","waitSeconds":120}`
+	r := invoke(t, "ok", "ci-provision", payload)
+	if r.code != 0 || r.payload != payload || !strings.Contains(r.args, "--cli-read-timeout\n150\n") {
+		t.Fatalf("exit %d, payload %s, arguments:\n%s\n%s", r.code, r.payload, r.args, r.out)
+	}
+	if r := invokeEnv(t, "ok", []string{"GHRUNNER_WAIT_SECONDS=soon"}, "ci-provision", payload); r.code != 1 || !strings.Contains(r.out, "GHRUNNER_WAIT_SECONDS must be a number of seconds (1 to 300), got soon") {
+		t.Fatalf("exit %d:\n%s", r.code, r.out)
+	}
+}
