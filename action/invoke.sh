@@ -309,6 +309,7 @@ while :; do
     if grep -qE 'Read timeout on endpoint|Connection was closed before|Connection reset|ReadTimeoutError|ConnectionClosedError' "$work/stderr.txt" &&
       [ "$SECONDS" -lt "$wait_limit" ]; then
       lost=$(tr -s '\n\t' '  ' < "$work/stderr.txt")
+      lost=${lost#"${lost%%[! ]*}"}
       echo "ghrunner: ${SECONDS}s: the call's connection was lost or gave no answer within ${read_timeout}s; asking again (${lost% })" >&2
       waited=0 delay=2
       continue

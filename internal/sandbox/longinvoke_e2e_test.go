@@ -66,6 +66,7 @@ func TestE2E_ASlowProvisionCompletesThroughConnectionsDroppedWhenIdle(t *testing
 	if !strings.Contains(out, "(label ghr-37004-") || !strings.Contains(out, "still provisioning after ") {
 		t.Errorf("no progress printed while waiting:\n%s", out)
 	}
+	t.Logf("invoke.sh provision, %s:\n%s", took.Round(time.Second), out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var prov provision.Output
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &prov); err != nil || prov.Status != "ready" || len(prov.Instances) != 1 {

@@ -92,7 +92,12 @@ func (p *provisioner) fromRecords(ctx context.Context, run *state.Run) (*Output,
 		}
 		p.mine[id] = &member{inst: inst, source: source, done: true}
 	}
-	return p.output(), nil
+	out := p.output()
+	// Since the run began, not this call: a call asked again answers in a
+	// moment what took the run minutes. (The instances' own timings are
+	// the first call's, and not kept.)
+	out.ElapsedSeconds = time.Since(time.Unix(run.CreatedAt, 0)).Seconds()
+	return out, nil
 }
 
 func (p *provisioner) output() *Output {
