@@ -198,3 +198,39 @@ func TestTheActionPassesInputsThroughTheEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// A provision still under way is asked again (issue 37, item 4), each call
+// with a fresh job token for its payload and for the role: GitHub's tokens
+// live minutes, the calls of one provision may go on for longer. The
+// function takes each token once, for the same operation of the same run.
+func TestTheActionAsksAgainWithFreshTokensWhileTheRunIsStillProvisioning(t *testing.T) {
+	t.Parallel()
+	j := newJob(t, true)
+	calls := 0
+	j.aws.Function = func(string, []byte) (string, string) {
+		if calls++; calls == 1 {
+			return `{"runId":"42-2","label":"ghr-42-2-abcdefghijklmnop","pool":"linux","status":"provisioning","instances":[],"elapsedSeconds":61.2,"progress":"0 of 2 runners: waiting for the pool's capacity or a launch"}`, ""
+		}
+		return provisioned, ""
+	}
+	r := actionrun.Run(t, ".", map[string]string{"function-name": "ci-provision", "role-to-assume": role, "region": "eu-west-1",
+		"payload": `{"runId":"42-2","pool":"linux","instanceCount":2}`}, j.env)
+	if r.Code != 0 || r.Outputs["runners"] != "2" || !strings.Contains(r.Log, "still provisioning after 61s: 0 of 2 runners: waiting for the pool's capacity or a launch; asking again") {
+		t.Fatalf("exit %d, outputs %v:\n%s", r.Code, r.Outputs, r.Log)
+	}
+	assumed, invokes := j.aws.Assumed(), j.aws.Invokes()
+	if len(assumed) != 2 || len(invokes) != 2 || assumed[0].WebIdentityToken == assumed[1].WebIdentityToken {
+		t.Fatalf("%d assumptions, %d invokes: want a fresh role token per call", len(assumed), len(invokes))
+	}
+	var jtis []any
+	for _, in := range invokes {
+		var sent struct{ IDToken string }
+		if err := json.Unmarshal(in.Payload, &sent); err != nil {
+			t.Fatal(err)
+		}
+		jtis = append(jtis, claims(t, sent.IDToken)["jti"])
+	}
+	if jtis[0] == nil || jtis[0] == jtis[1] {
+		t.Errorf("the calls' idTokens have jti %v: want a fresh token per call", jtis)
+	}
+}

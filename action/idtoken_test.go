@@ -58,8 +58,10 @@ func TestInvokeWithoutIDTokenPermissionFailsTheStepSaying(t *testing.T) {
 }
 
 func TestInvokeOutsideActionsSendsThePayloadAsGiven(t *testing.T) {
+	// Its token as given; a provision payload gets waitSeconds all the same.
 	payload := `{"runId":"42","pool":"linux","idToken":"given"}`
-	if r := invokeEnv(t, "ok", []string{"GITHUB_ACTIONS=", "ACTIONS_ID_TOKEN_REQUEST_URL="}, "ci-provision", payload); r.code != 0 || r.payload != payload {
+	if r := invokeEnv(t, "ok", []string{"GITHUB_ACTIONS=", "ACTIONS_ID_TOKEN_REQUEST_URL="}, "ci-provision", payload); r.code != 0 ||
+		r.payload != `{"runId":"42","pool":"linux","idToken":"given","waitSeconds":60}` {
 		t.Fatalf("exit %d, payload %q:\n%s", r.code, r.payload, r.out)
 	}
 	if r := invokeEnv(t, "ok", []string{"GITHUB_ACTIONS=", "ACTIONS_ID_TOKEN_REQUEST_URL="}, "ci-refresh", `{}`); r.code != 0 || r.payload != `{}` {

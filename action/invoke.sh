@@ -25,19 +25,32 @@
 #   AWS_ENDPOINT_URL_LAMBDA, AWS_ENDPOINT_URL   another Lambda endpoint (an
 #       emulator, the local sandbox, a VPC endpoint), passed as --endpoint-url
 #       so that CLI versions which ignore these variables use it as well
-#   AWS_MAX_ATTEMPTS   defaults to 1 here: provision waits for its runners for
-#       minutes, so the CLI must neither time out (--cli-read-timeout 0) nor
-#       send the call again behind the first one's back. Lambda's 429
+#   AWS_MAX_ATTEMPTS   defaults to 1 here: the CLI must not send a call
+#       again behind this script's back. Lambda's 429
 #       (TooManyRequestsException: the account's or the function's
 #       concurrency is used up, before the function runs) is waited out by
 #       this script instead, with backoff, for up to GHRUNNER_THROTTLE_WAIT
-#       seconds (default 300): provision and release are idempotent per run
+#       seconds in a row (default 300): provision and release are
+#       idempotent per run
+#   GHRUNNER_WAIT_SECONDS   (default 60, 1 to 300) no connection waits for
+#       minutes: NAT gateways and load balancers drop one idle for 350 s or
+#       less, and the job would hang. A provision payload (one with a pool)
+#       is sent with waitSeconds: a call for a run already being
+#       provisioned answers status "provisioning" within that bound, and
+#       this script asks again, printing how far the run got. Every call
+#       is given up after GHRUNNER_WAIT_SECONDS + 30 s without an answer
+#       (--cli-read-timeout), and one whose connection was lost or given up
+#       is asked again: the call that started the run provisions it on
+#       (Lambda runs an invocation on when its caller goes), and the next
+#       call joins it. The whole wait ends after GHRUNNER_WAIT_LIMIT seconds
+#       (default 1200: a provision's own deadline is at most 900 s)
 #   AWS_REGION   copied to AWS_DEFAULT_REGION when that is unset (CLI v1)
 #   ACTIONS_ID_TOKEN_REQUEST_URL, ACTIONS_ID_TOKEN_REQUEST_TOKEN   set by the
 #       Actions runtime in a job with `permissions: id-token: write`: a
 #       payload with a runId and no idToken gets the job's OIDC token as
-#       idToken (provision and release bind the run to the job's repository
-#       and workflow run with it). Tokens are masked and never printed.
+#       idToken, a fresh one for each call, as tokens are short-lived
+#       (provision and release bind the run to the job's repository and
+#       workflow run with it). Tokens are masked and never printed.
 #   GHRUNNER_AUDIENCE   the audience to request the payload's token with
 #       (default ghrunner, the module's oidc_audience)
 set -euo pipefail
@@ -120,26 +133,50 @@ PY
   fi
 }
 
-# The payload's idToken: a payload with a runId and none gets the job's
-# token for ghrunner's audience. Outside Actions (by hand, the sandbox) the
-# payload goes as given.
+# The payload as sent: a provision payload (one with a pool) gets
+# waitSeconds (below); one with a runId and no idToken needs the job's
+# token for ghrunner's audience, asked for before each call (call_payload).
+# Outside Actions (by hand, the sandbox) no token is added.
+wait_seconds=${GHRUNNER_WAIT_SECONDS:-60}
+case $wait_seconds in
+  '' | *[!0-9]*) fail "GHRUNNER_WAIT_SECONDS must be a number of seconds (1 to 300), got $wait_seconds" ;;
+esac
+# It prints the waitSeconds the payload goes with (one given in the
+# payload wins), which bounds each call's read timeout below.
 needs_token=0
-python3 - "$work/payload.json" <<'PY' || needs_token=$?
+wait_sent=$(python3 - "$work/payload.json" "$wait_seconds" <<'PY'
 import json, sys
+path, wait = sys.argv[1], int(sys.argv[2])
 try:
-    with open(sys.argv[1]) as f:
+    with open(path) as f:
         payload = json.load(f)
 except ValueError:
     sys.exit(0)  # not JSON: the function says what is wrong with it
-if isinstance(payload, dict) and "runId" in payload and "idToken" not in payload:
+if not isinstance(payload, dict):
+    sys.exit(0)
+if "pool" in payload and "waitSeconds" not in payload:
+    payload["waitSeconds"] = wait
+    with open(path, "w") as f:
+        json.dump(payload, f, separators=(",", ":"))
+if isinstance(payload.get("waitSeconds"), int):
+    print(payload["waitSeconds"])
+if "runId" in payload and "idToken" not in payload:
     sys.exit(10)
 PY
+) || needs_token=$?
 case $needs_token in
   0) ;;
-  10)
-    if [ -n "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ] || [ "${GITHUB_ACTIONS:-}" = "true" ]; then
-      job_token "${GHRUNNER_AUDIENCE:-ghrunner}" "$work/id-token"
-      python3 - "$work/payload.json" "$work/id-token" <<'PY' || fail "could not add the job's OIDC token to the payload"
+  10) [ -n "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ] || [ "${GITHUB_ACTIONS:-}" = "true" ] || needs_token=0 ;;
+  *) fail "could not read the payload (python3 exited $needs_token)" ;;
+esac
+# call_payload writes the payload of one call to call.json, with a fresh
+# job token when it needs one: tokens are short-lived, a provision's calls
+# may go on for longer.
+call_payload() {
+  cp "$work/payload.json" "$work/call.json"
+  [ "$needs_token" = 10 ] || return 0
+  job_token "${GHRUNNER_AUDIENCE:-ghrunner}" "$work/id-token"
+  python3 - "$work/call.json" "$work/id-token" <<'PY' || fail "could not add the job's OIDC token to the payload"
 import json, sys
 path, token = sys.argv[1:3]
 with open(path) as f:
@@ -149,10 +186,8 @@ with open(token) as f:
 with open(path, "w") as f:
     json.dump(payload, f, separators=(",", ":"))
 PY
-      rm -f "$work/id-token"
-    fi ;;
-  *) fail "could not read the payload (python3 exited $needs_token)" ;;
-esac
+  rm -f "$work/id-token"
+}
 
 # The invoker role, assumed by the AWS CLI from a web-identity token file:
 # no other action, no credentials in the environment or on disk beyond the
@@ -186,38 +221,33 @@ if [ -n "${AWS_REGION:-}" ] && [ -z "${AWS_DEFAULT_REGION:-}" ]; then
   export AWS_DEFAULT_REGION="$AWS_REGION"
 fi
 
+# One call: no read timeout of minutes (see GHRUNNER_WAIT_SECONDS above).
 # fileb:// sends the payload's bytes as they are, in AWS CLI v1 and v2 alike
 # (v2 would otherwise expect base64 unless given --cli-binary-format
 # raw-in-base64-out, an option v1 rejects).
+case $wait_sent in
+  '' | *[!0-9]*) wait_sent=$wait_seconds ;;
+esac
+read_timeout=$((wait_sent + 30))
+wait_limit=${GHRUNNER_WAIT_LIMIT:-1200}
 throttle_limit=${GHRUNNER_THROTTLE_WAIT:-300}
-waited=0
-delay=2
 role_token() {
   if [ -n "${GHRUNNER_ROLE_ARN:-}" ]; then
     rm -rf "$HOME" && mkdir -m 700 "$HOME" # each call assumes the role afresh
     job_token "${GHRUNNER_ROLE_AUDIENCE:-sts.amazonaws.com}" "$AWS_WEB_IDENTITY_TOKEN_FILE"
   fi
 }
-until role_token && aws lambda invoke ${endpoint[@]+"${endpoint[@]}"} --cli-read-timeout 0 \
-  --function-name "$function_name" --payload "fileb://$work/payload.json" \
-  "$work/response.json" > "$work/invoke.json" 2> "$work/stderr.txt"; do
-  if grep -q 'TooManyRequestsException' "$work/stderr.txt" && [ "$waited" -lt "$throttle_limit" ]; then
-    echo "ghrunner: Lambda throttled the call (429, TooManyRequestsException): sending it again in ${delay}s" >&2
-    sleep "$delay"
-    waited=$((waited + delay))
-    delay=$((delay < 30 ? delay * 2 : 30))
-    continue
-  fi
-  cat "$work/stderr.txt" >&2
-  cli_error=$(tr -s '\n\t' '  ' < "$work/stderr.txt")
-  cli_error=${cli_error#"${cli_error%%[! ]*}"}
-  fail "aws lambda invoke failed: ${cli_error% }"
-done
+call() {
+  role_token && call_payload && aws lambda invoke ${endpoint[@]+"${endpoint[@]}"} --cli-read-timeout "$read_timeout" \
+    --function-name "$function_name" --payload "fileb://$work/call.json" \
+    "$work/response.json" > "$work/invoke.json" 2> "$work/stderr.txt"
+}
 
-# Prints the message when the function failed (exit 3), the response
-# otherwise; writes the outputs.
-status=0
-result=$(python3 - "$work/invoke.json" "$work/response.json" <<'PY'
+# Reads a call's answer: prints the message when the function failed (exit
+# 3), a progress line when the run is still being provisioned (exit 4), the
+# response otherwise, and then writes the outputs.
+answer() {
+  python3 - "$work/invoke.json" "$work/response.json" <<'PY'
 import json, os, sys
 
 invoke_path, response_path = sys.argv[1:3]
@@ -243,6 +273,10 @@ if error or (isinstance(body, dict) and "errorMessage" in body):
 if body is None:
     print("the response is not JSON: " + raw.strip()[:500])
     sys.exit(3)
+if isinstance(body, dict) and body.get("status") == "provisioning":
+    print("run %s (label %s) still provisioning after %ds: %s" % (body.get("runId"), body.get("label"),
+          body.get("elapsedSeconds") or 0, body.get("progress") or "no progress reported"))
+    sys.exit(4)
 
 compact = json.dumps(body, separators=(",", ":"))
 print(raw.strip() or compact)
@@ -257,9 +291,43 @@ if output:
         if isinstance(body, dict) and isinstance(body.get("instances"), list):
             f.write("runners=%d\n" % len(body["instances"]))
 PY
-) || status=$?
-case $status in
-  0) printf '%s\n' "$result" ;;
-  3) fail "$result" ;;
-  *) fail "could not read the response of aws lambda invoke (python3 exited $status)" ;;
-esac
+}
+
+waited=0
+delay=2
+while :; do
+  if ! call; then
+    if grep -q 'TooManyRequestsException' "$work/stderr.txt" && [ "$waited" -lt "$throttle_limit" ]; then
+      echo "ghrunner: Lambda throttled the call (429, TooManyRequestsException): sending it again in ${delay}s" >&2
+      sleep "$delay"
+      waited=$((waited + delay))
+      delay=$((delay < 30 ? delay * 2 : 30))
+      continue
+    fi
+    # The connection was reset, or gave no answer within read_timeout:
+    # the function runs on, and the call asked again joins what it does.
+    if grep -qE 'Read timeout on endpoint|Connection was closed before|Connection reset|ReadTimeoutError|ConnectionClosedError' "$work/stderr.txt" &&
+      [ "$SECONDS" -lt "$wait_limit" ]; then
+      lost=$(tr -s '\n\t' '  ' < "$work/stderr.txt")
+      lost=${lost#"${lost%%[! ]*}"}
+      echo "ghrunner: ${SECONDS}s: the call's connection was lost or gave no answer within ${read_timeout}s; asking again (${lost% })" >&2
+      waited=0 delay=2
+      continue
+    fi
+    cat "$work/stderr.txt" >&2
+    cli_error=$(tr -s '\n\t' '  ' < "$work/stderr.txt")
+    cli_error=${cli_error#"${cli_error%%[! ]*}"}
+    fail "aws lambda invoke failed: ${cli_error% }"
+  fi
+  waited=0 delay=2
+  status=0
+  result=$(answer) || status=$?
+  case $status in
+    0) printf '%s\n' "$result"; exit 0 ;;
+    3) fail "$result" ;;
+    4)
+      [ "$SECONDS" -lt "$wait_limit" ] || fail "$result; gave up after ${SECONDS}s (GHRUNNER_WAIT_LIMIT)"
+      echo "ghrunner: ${SECONDS}s: $result; asking again" >&2 ;;
+    *) fail "could not read the response of aws lambda invoke (python3 exited $status)" ;;
+  esac
+done

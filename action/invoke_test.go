@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -41,6 +43,26 @@ case $FAKE_MODE in
   cli-error)
     echo "An error occurred (AccessDeniedException) when calling the Invoke operation: not allowed" >&2
     exit 254 ;;
+  waiting-*|lost-*)
+    # The first N calls answer that the run is still being provisioned, or
+    # lose their connection (the CLI's wording of a reset), then the run is
+    # ready. Each call's payload is kept.
+    n=$(( $(cat "$FAKE_DIR/calls" 2>/dev/null || echo 0) + 1 ))
+    echo "$n" > "$FAKE_DIR/calls"
+    cp "$FAKE_DIR/payload" "$FAKE_DIR/payload-$n"
+    if [ "$n" -le "${FAKE_MODE#*-}" ]; then
+      case $FAKE_MODE in
+        waiting-*)
+          printf '{"runId":"42","label":"ghr-42-abcdefghijklmnop","status":"provisioning","instances":[],"elapsedSeconds":%d.4,"progress":"%d of 2 runners ready, 2 instances given to the run"}' "$((n * 60))" "$((n - 1))" > "$out"
+          printf '{\n    "StatusCode": 200\n}\n'
+          exit 0 ;;
+        lost-*)
+          echo "Connection was closed before we received a valid response from endpoint URL: \"https://lambda.eu-west-1.amazonaws.com/2015-03-31/functions/ci-provision/invocations\"." >&2
+          exit 255 ;;
+      esac
+    fi
+    printf '{"runId":"42","label":"ghr-42-abcdefghijklmnop","status":"ready","instances":[{"instanceId":"i-1"},{"instanceId":"i-2"}]}' > "$out"
+    printf '{\n    "StatusCode": 200\n}\n' ;;
   throttled-*)
     # Lambda's 429 before the function runs, for the first N calls (the AWS
     # CLI v2's wording), then the function's answer.
@@ -61,6 +83,7 @@ echo "$1" >> "$FAKE_DIR/sleeps"
 `
 
 type run struct {
+	dir                                          string
 	out, output, payload, args, attempts, region string
 	code                                         int
 	sleeps                                       []string // what invoke.sh waited, in seconds
@@ -98,7 +121,7 @@ func invokeEnv(t *testing.T, mode string, env []string, args ...string) run {
 	cmd.Env = append(cmd.Env, "PATH="+bin+":"+os.Getenv("PATH"), "FAKE_DIR="+dir, "FAKE_MODE="+mode, "GITHUB_OUTPUT="+output)
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
-	r := run{out: string(out)}
+	r := run{out: string(out), dir: dir}
 	if exit, ok := err.(*exec.ExitError); ok {
 		r.code = exit.ExitCode()
 	} else if err != nil {
@@ -117,12 +140,13 @@ func TestInvokeSucceeds(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.out, `"status":"ready"`) {
 		t.Fatalf("exit %d:\n%s", r.code, r.out)
 	}
-	if r.payload != payload {
-		t.Errorf("the CLI got payload %q, want %q", r.payload, payload)
+	if want := `{"runId":"42","pool":"linux","instanceCount":2,"waitSeconds":60}`; r.payload != want {
+		t.Errorf("the CLI got payload %q, want %q", r.payload, want)
 	}
-	// Provision waits minutes for its runners: no read timeout, no second
-	// call sent behind the first one's back.
-	if !strings.Contains(r.args, "--function-name\nci-provision\n") || !strings.Contains(r.args, "--cli-read-timeout\n0\n") ||
+	// No connection waits for minutes (a provision payload says
+	// waitSeconds), and the CLI sends no second call behind the script's
+	// back.
+	if !strings.Contains(r.args, "--function-name\nci-provision\n") || !strings.Contains(r.args, "--cli-read-timeout\n90\n") ||
 		strings.Contains(r.args, "cli-binary-format") || strings.Contains(r.args, "--endpoint-url") {
 		t.Errorf("arguments:\n%s", r.args)
 	}
@@ -132,6 +156,12 @@ func TestInvokeSucceeds(t *testing.T) {
 	if r.output != `response={"runId":"42","label":"ghr-42-abcdefghijklmnop","status":"ready","instances":[{"instanceId":"i-1"}]}`+"\n"+
 		"label=ghr-42-abcdefghijklmnop\nrunners=1\n" {
 		t.Errorf("GITHUB_OUTPUT: %q", r.output)
+	}
+	// A payload without a pool (release, preflight) goes as given.
+	for _, payload := range []string{`{"runId":"42"}`, `{"preflight":true}`} {
+		if r = invoke(t, "ok", "ci-release", payload); r.payload != payload {
+			t.Errorf("the CLI got payload %q, want %q", r.payload, payload)
+		}
 	}
 }
 
@@ -251,5 +281,68 @@ func TestInvokeWaitsOutLambdaThrottling(t *testing.T) {
 	}
 	if r := invoke(t, "cli-error", "ci-release", `{"runId":"42"}`); r.code != 1 || len(r.sleeps) != 0 {
 		t.Fatalf("another CLI error: exit %d, waits %v: it must fail at once", r.code, r.sleeps)
+	}
+}
+
+// Issue 37, item 4: a provision waiting for capacity or a slow boot held
+// one connection idle for minutes; NAT gateways drop such a connection
+// and the job hung. A provision payload goes with waitSeconds, a call for
+// a run under way answers status provisioning within it, and invoke.sh
+// asks again with the same payload, printing how far the run got, until
+// the run is ready; the outputs are the final answer's.
+func TestInvokeAsksAgainWhileTheRunIsStillProvisioning(t *testing.T) {
+	r := invokeEnv(t, "waiting-2", []string{"GHRUNNER_WAIT_SECONDS=20"}, "ci-provision", `{"runId":"42","pool":"linux","instanceCount":2}`)
+	if r.code != 0 || !strings.Contains(r.output, "runners=2\n") || strings.Contains(r.output, "provisioning") {
+		t.Fatalf("exit %d, GITHUB_OUTPUT %q:\n%s", r.code, r.output, r.out)
+	}
+	for _, want := range []string{
+		"still provisioning after 60s: 0 of 2 runners ready, 2 instances given to the run; asking again",
+		"run 42 (label ghr-42-abcdefghijklmnop) still provisioning after 120s: 1 of 2 runners ready",
+	} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("no progress line %q in:\n%s", want, r.out)
+		}
+	}
+	if !strings.Contains(r.args, "--cli-read-timeout\n50\n") || len(r.sleeps) != 0 {
+		t.Errorf("read timeout: want 50 s (waitSeconds + 30), no sleep; waits %v, arguments:\n%s", r.sleeps, r.args)
+	}
+	for n := 1; n <= 3; n++ {
+		b, _ := os.ReadFile(filepath.Join(r.dir, "payload-"+strconv.Itoa(n)))
+		if string(b) != `{"runId":"42","pool":"linux","instanceCount":2,"waitSeconds":20}` {
+			t.Errorf("call %d sent %s, want the same payload each time", n, b)
+		}
+	}
+	r = invokeEnv(t, "waiting-99", []string{"GHRUNNER_WAIT_LIMIT=0"}, "ci-provision", `{"runId":"42","pool":"linux"}`)
+	if r.code != 1 || !regexp.MustCompile(`still provisioning after 60s: 0 of 2 runners ready, 2 instances given to the run; gave up after \d+s \(GHRUNNER_WAIT_LIMIT\)`).MatchString(r.out) {
+		t.Fatalf("past GHRUNNER_WAIT_LIMIT: exit %d\n%s", r.code, r.out)
+	}
+}
+
+// A call whose connection was reset, or that got no answer within its
+// read timeout (a NAT gateway drops an idle connection silently), is asked
+// again: the invocation runs on in Lambda, and the next call joins it.
+// Any other CLI error still fails at once (TestInvokeCLIErrorFailsTheStep).
+func TestInvokeAsksAgainWhenTheConnectionIsLost(t *testing.T) {
+	r := invoke(t, "lost-2", "ci-provision", `{"runId":"42","pool":"linux"}`)
+	if r.code != 0 || !strings.Contains(r.output, "runners=2\n") ||
+		strings.Count(r.out, "the call's connection was lost or gave no answer within 90s; asking again (Connection was closed before") != 2 {
+		t.Fatalf("exit %d, GITHUB_OUTPUT %q:\n%s", r.code, r.output, r.out)
+	}
+	if r = invokeEnv(t, "lost-99", []string{"GHRUNNER_WAIT_LIMIT=0"}, "ci-provision", `{"runId":"42","pool":"linux"}`); r.code != 1 ||
+		!strings.Contains(r.out, "::error title=ghrunner ci-provision::aws lambda invoke failed: Connection was closed before") {
+		t.Fatalf("past GHRUNNER_WAIT_LIMIT: exit %d\n%s", r.code, r.out)
+	}
+}
+
+// A payload's own waitSeconds is kept, and bounds the read timeout: a
+// call must never be given up on before the function answers it.
+func TestInvokeKeepsThePayloadsWaitSecondsAndWaitsLongerForEachCall(t *testing.T) {
+	payload := `{"runId":"42","pool":"linux","waitSeconds":120}`
+	r := invoke(t, "ok", "ci-provision", payload)
+	if r.code != 0 || r.payload != payload || !strings.Contains(r.args, "--cli-read-timeout\n150\n") {
+		t.Fatalf("exit %d, payload %s, arguments:\n%s\n%s", r.code, r.payload, r.args, r.out)
+	}
+	if r := invokeEnv(t, "ok", []string{"GHRUNNER_WAIT_SECONDS=soon"}, "ci-provision", payload); r.code != 1 || !strings.Contains(r.out, "GHRUNNER_WAIT_SECONDS must be a number of seconds (1 to 300), got soon") {
+		t.Fatalf("exit %d:\n%s", r.code, r.out)
 	}
 }

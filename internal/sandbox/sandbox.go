@@ -46,6 +46,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/iamsim"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/imdsstub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/instancehost"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/lambdart"
 	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
 
@@ -96,6 +97,8 @@ type Sandbox struct {
 	table  string // the state table, known once deployed
 	faults Faults
 	dynamo dynamoState // what the DynamoDB faults remember
+	// invokeResets counts Invoke connections reset (invokeidle.go).
+	invokeResets int
 
 	profiles lag // instance profiles EC2 does not know yet (iamlag.go)
 	roles    lag // roles Lambda and Scheduler cannot assume yet (iamlag.go)
@@ -129,6 +132,10 @@ type Faults struct {
 	// Note hears of faults the endpoint injected on its own account (an
 	// index answer that differs from the current one), by name.
 	Note func(fault string)
+	// InvokeIdleReset, when set, resets the connection of a synchronous
+	// Invoke that carried no byte for that long, as a NAT gateway drops an
+	// idle connection; the invocation runs on (invokeidle.go).
+	InvokeIdleReset time.Duration
 }
 
 // SetFaults replaces the injected faults; the zero Faults injects none.
@@ -549,7 +556,19 @@ func (s *Sandbox) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	s.mu.Lock()
+	idle := s.faults.InvokeIdleReset
+	s.mu.Unlock()
+	if idle > 0 {
+		s.serveInvokeIdle(w, r, name, payload, idle)
+		return
+	}
 	res, err := s.functions.invoke(r.Context(), name, payload, false)
+	s.answerInvoke(w, res, err)
+}
+
+// answerInvoke writes a synchronous invocation's answer.
+func (s *Sandbox) answerInvoke(w http.ResponseWriter, res lambdart.Result, err error) {
 	if err != nil {
 		s.invokeFailed(w, err)
 		return

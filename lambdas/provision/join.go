@@ -9,9 +9,29 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
-// join answers a retried invoke for a run another invocation provisions:
-// wait for that one to finish and report the same instances.
+// StatusProvisioning is the status of an answer given before the run was
+// ready: the caller asks again with the same payload (waitSeconds).
+const StatusProvisioning = string(state.RunProvisioning)
+
+// joinSlack is how long past its own deadline and rollback a run may still
+// say provisioning before a call joining it gives up: the invocation that
+// provisions it was stopped before it could mark it failed.
+const joinSlack = 30 * time.Second
+
+// join answers a call for a run another invocation provisions (a call
+// asked again, its connection to the first lost or given up): it waits
+// for that one to finish and reports the same instances. With waitSeconds
+// it answers status provisioning once that much has passed, so that no
+// connection waits for minutes; the caller asks again, until the run is
+// ready, failed, or past its own deadline.
 func (p *provisioner) join(ctx context.Context, run *state.Run) (*Output, error) {
+	var answer <-chan time.Time
+	if w := p.req.WaitSeconds; w != nil {
+		t := time.NewTimer(time.Duration(*w) * time.Second)
+		defer t.Stop()
+		answer = t.C
+	}
+	deadline := time.Unix(run.CreatedAt, 0).Add(p.req.timeout + rollbackReserve + joinSlack)
 	for {
 		switch run.Status {
 		case state.RunReady:
@@ -21,9 +41,15 @@ func (p *provisioner) join(ctx context.Context, run *state.Run) (*Output, error)
 		case state.RunReleased:
 			return nil, controlplane.Invalid("runId", "run %s was released already; a re-run needs a new runId (for example run_id-run_attempt)", run.ID)
 		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("run %s is still marked provisioning %s after its deadline: the invocation that provisioned it was stopped; release it, and use a new runId",
+				run.ID, time.Since(deadline).Round(time.Second))
+		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("run %s is still being provisioned by another invocation: %w", run.ID, ctx.Err())
+		case <-answer:
+			return p.progress(ctx, run), nil
 		case <-time.After(time.Second):
 		}
 		var err error
@@ -31,6 +57,26 @@ func (p *provisioner) join(ctx context.Context, run *state.Run) (*Output, error)
 			return nil, err
 		}
 	}
+}
+
+// progress is the answer of a call that stopped waiting for a run still
+// being provisioned: status provisioning, its label, and how far it got.
+func (p *provisioner) progress(ctx context.Context, run *state.Run) *Output {
+	out := &Output{RunID: run.ID, Label: p.label, Pool: p.req.Pool, Status: StatusProvisioning, Instances: []Instance{}, UsageClass: p.req.UsageClass,
+		ElapsedSeconds: time.Since(time.Unix(run.CreatedAt, 0)).Seconds()}
+	ready := 0
+	for _, id := range run.InstanceIDs {
+		if inst, err := p.d.Store.Get(ctx, p.req.pool.RecordKey(id)); err == nil && inst.RunID == run.ID && inst.State == state.Running {
+			ready++
+		}
+	}
+	switch {
+	case len(run.InstanceIDs) == 0:
+		out.Progress = fmt.Sprintf("0 of %d runners: waiting for the pool's capacity or a launch", run.InstanceCount)
+	default:
+		out.Progress = fmt.Sprintf("%d of %d runners ready, %d instances given to the run", ready, run.InstanceCount, len(run.InstanceIDs))
+	}
+	return out
 }
 
 func (p *provisioner) fromRecords(ctx context.Context, run *state.Run) (*Output, error) {
@@ -46,7 +92,12 @@ func (p *provisioner) fromRecords(ctx context.Context, run *state.Run) (*Output,
 		}
 		p.mine[id] = &member{inst: inst, source: source, done: true}
 	}
-	return p.output(), nil
+	out := p.output()
+	// Since the run began, not this call: a call asked again answers in a
+	// moment what took the run minutes. (The instances' own timings are
+	// the first call's, and not kept.)
+	out.ElapsedSeconds = time.Since(time.Unix(run.CreatedAt, 0)).Seconds()
+	return out, nil
 }
 
 func (p *provisioner) output() *Output {

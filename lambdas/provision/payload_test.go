@@ -20,6 +20,7 @@ func TestParsePayloadAccepts(t *testing.T) {
 		`{"runId":"1234567890-2","pool":"linux-large","instanceCount":3,"usageClass":"spot","allowedInstanceTypes":["c*","m7i.*"],"owner":"acme/api","timeoutSeconds":900}`,
 		`{"runId":"a","pool":"p","instanceCount":null,"owner":"acme","timeoutSeconds":30}`,
 		`{"preflight":true}`,
+		`{"runId":"a","pool":"p","waitSeconds":60}`,
 	} {
 		if _, err := ParsePayload([]byte(p)); err != nil {
 			t.Errorf("ParsePayload(%s) = %v", p, err)
@@ -100,5 +101,16 @@ func TestParsePayloadRefusesAPreflightWithARequest(t *testing.T) {
 	var ie *controlplane.InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "preflight") {
 		t.Fatalf("got %v, want an input error naming preflight", err)
+	}
+}
+
+// waitSeconds, the bound of a call asked again for a run under way, stays
+// well below the idle time after which NAT gateways drop a connection.
+func TestWaitSecondsMustBeOneToThreeHundred(t *testing.T) {
+	for _, w := range []string{"0", "-1", "301", "86400"} {
+		_, err := ParsePayload([]byte(`{"runId":"a","pool":"p","waitSeconds":` + w + `}`))
+		if err == nil || !strings.Contains(err.Error(), "waitSeconds: must be 1 to 300, got "+w) {
+			t.Errorf("waitSeconds %s: %v", w, err)
+		}
 	}
 }

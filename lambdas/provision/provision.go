@@ -24,14 +24,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"reflect"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -52,6 +49,15 @@ type Input struct {
 	// Preflight, alone in a payload, checks instead of provisioning
 	// (preflight.go).
 	Preflight bool `json:"preflight,omitempty"`
+	// WaitSeconds (1 to 300) bounds how long a call for a run another
+	// call provisions already waits before it answers status
+	// "provisioning": not ready yet, ask again (join.go). invoke.sh sends
+	// it, so that no connection waits for minutes. The call that starts
+	// the run provisions it whatever this says; its caller may stop
+	// waiting for it (the invocation runs on) and ask again. Without it a
+	// second call waits for the run to end. Not part of the request: each
+	// call may send another.
+	WaitSeconds *int `json:"waitSeconds,omitempty"`
 	// IDToken is the invoking job's GitHub Actions OIDC token: the run is
 	// bound to its repository and workflow run (controlplane.Caller). It is
 	// never stored, logged or part of the canonical request: a retried
@@ -80,8 +86,12 @@ type Instance struct {
 type Output struct {
 	RunID string `json:"runId"`
 	// Label is what the run's jobs name in runs-on.
-	Label     string     `json:"label"`
-	Pool      string     `json:"pool"`
+	Label string `json:"label"`
+	Pool  string `json:"pool"`
+	// Status is "ready"; "provisioning" (StatusProvisioning) when the
+	// call answered within waitSeconds while the run is still being
+	// provisioned: ask again with the same payload; preflight-ok or
+	// preflight-failed for a preflight.
 	Status    string     `json:"status"`
 	Instances []Instance `json:"instances"`
 	Reused    int        `json:"reused"`
@@ -97,6 +107,9 @@ type Output struct {
 	// queue (queue.go) because the pool was at max_instances: 0 when it
 	// did not wait.
 	QueuedSeconds float64 `json:"queuedSeconds,omitempty"`
+	// Progress says, with status provisioning, how far the run got
+	// (runners ready of those asked, or no instance yet).
+	Progress string `json:"progress,omitempty"`
 	// Checks are a preflight's findings (Status preflight-ok or
 	// preflight-failed).
 	Checks []Check `json:"checks,omitempty"`
@@ -148,6 +161,9 @@ const (
 	defaultTimeout = 10 * time.Minute
 	maxTimeout     = 15 * time.Minute
 	minTimeout     = 30 * time.Second
+	// maxWait bounds waitSeconds: well below the idle time after which
+	// NAT gateways (350 s) and load balancers drop a connection.
+	maxWait = 300 * time.Second
 )
 
 // request is a validated Input with its defaults filled in.
@@ -199,26 +215,15 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 			return nil, err
 		}
 	}
-	// Fair share: one repository may hold only so many of the function's
-	// executions (state/fairshare.go). The lease is taken before anything
-	// slow, by the repository of the verified token, and refused at once.
-	if limit := req.pool.MaxProvisionsPerRepository; limit > 0 {
-		lease := state.NewAssignment()
-		until, ok := ctx.Deadline()
-		if !ok {
-			until = start.Add(req.timeout + rollbackReserve)
-		}
-		if err := d.Store.TakeProvisionLease(ctx, req.Pool, caller.RepositoryID, caller.Repository, lease, until, limit); err != nil {
-			return nil, err
-		}
-		defer func() {
-			if err := d.Store.ReturnProvisionLease(context.WithoutCancel(ctx), req.Pool, caller.RepositoryID, lease); err != nil {
-				d.Log.Warn("give back the provision lease; it ends at the invocation's deadline", "err", err)
-			}
-		}()
+	// Fair share (lease.go): a call for a run already under way (asked
+	// again, waitSeconds) joins it and takes no lease of its own.
+	if done, err := takeLease(ctx, d, req, caller, start); err != nil {
+		return nil, err
+	} else if done != nil {
+		defer done()
 	}
 	request := req.Input
-	request.IDToken = ""
+	request.IDToken, request.WaitSeconds = "", nil
 	canonical, _ := json.Marshal(request)
 	run, created, err := d.Store.StartRun(ctx, state.Run{ID: req.RunID, Pool: req.Pool, Owner: req.Owner, InstanceCount: req.count, Request: string(canonical),
 		Label:        newLabel(req.RunID, req.pool.RunnerLabel),
@@ -274,116 +279,6 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 // run failed and giving back what it holds (a claimed instance's agent has
 // some seconds to confirm it is clean).
 const rollbackReserve = 20 * time.Second
-
-// Limits of a payload's values that need no pool to check.
-const (
-	// MaxAllowedInstanceTypes bounds the globs of one request: a pool has
-	// a handful of types, and the request is stored in the run item.
-	MaxAllowedInstanceTypes = 64
-)
-
-var poolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// ParsePayload decodes a provision payload and applies every rule that needs
-// no pool configuration (the rest — instanceCount against maxInstances, the
-// globs against the pool's types, owner against the pool's — is checked once
-// the pool is read). It calls nothing: what it accepts is safe to log, store
-// and use as a DynamoDB key, a GitHub label and a GitHub API path.
-func ParsePayload(payload []byte) (Input, error) {
-	var in Input
-	if err := controlplane.Decode(payload, &in); err != nil {
-		return in, err
-	}
-	if in.Preflight {
-		if alone := (Input{Preflight: true}); !reflect.DeepEqual(in, alone) {
-			return in, controlplane.Invalid("preflight", "comes alone: a payload is either {\"preflight\": true} or a provision request")
-		}
-		return in, nil
-	}
-	if err := controlplane.CheckRunID(in.RunID); err != nil {
-		return in, err
-	}
-	if in.Pool == "" {
-		return in, controlplane.Invalid("pool", "required: the name of a pool of this deployment")
-	}
-	if !poolNameRE.MatchString(in.Pool) {
-		return in, controlplane.Invalid("pool", "%s must be 1-64 letters, digits, '-' or '_' (a ghrunner_pool name)", controlplane.Quote(in.Pool))
-	}
-	if in.UsageClass != "" && in.UsageClass != "spot" && in.UsageClass != "on-demand" {
-		return in, controlplane.Invalid("usageClass", "%s must be spot or on-demand", controlplane.Quote(in.UsageClass))
-	}
-	if n := len(in.AllowedInstanceTypes); n > MaxAllowedInstanceTypes {
-		return in, controlplane.Invalid("allowedInstanceTypes", "at most %d globs, got %d", MaxAllowedInstanceTypes, n)
-	}
-	if _, err := pool.NewMatcher(in.UsageClass, in.AllowedInstanceTypes); err != nil {
-		field, rule, _ := strings.Cut(err.Error(), ": ")
-		return in, controlplane.Invalid(field, "%s", rule)
-	}
-	if in.Owner != "" {
-		if _, err := github.ParseOwner(in.Owner); err != nil {
-			return in, controlplane.Invalid("owner", "%s must be an organization (acme) or a repository (acme/api)", controlplane.Quote(in.Owner))
-		}
-	}
-	// Compared in seconds: multiplied first, a huge value would wrap
-	// around into the allowed range.
-	if t := in.TimeoutSeconds; t != nil && (*t < int(minTimeout.Seconds()) || *t > int(maxTimeout.Seconds())) {
-		return in, controlplane.Invalid("timeoutSeconds", "must be %d to %d, got %d", int(minTimeout.Seconds()), int(maxTimeout.Seconds()), *t)
-	}
-	return in, nil
-}
-
-// parse checks a decoded payload (ParsePayload) against its pool and fills
-// in the defaults.
-func parse(ctx context.Context, d *controlplane.Deps, in Input) (*request, error) {
-	p, err := d.Pool(ctx, in.Pool)
-	if state.IsNotFound(err) {
-		return nil, controlplane.Invalid("pool", "unknown pool %q%s", in.Pool, knownPools(ctx, d))
-	}
-	if err != nil {
-		return nil, err
-	}
-	req := &request{Input: in, pool: p, count: 1, timeout: defaultTimeout}
-	if in.InstanceCount != nil {
-		req.count = *in.InstanceCount
-	}
-	if req.count < 1 || req.count > p.MaxInstances {
-		return nil, controlplane.Invalid("instanceCount", "must be 1 to %d (the pool's maxInstances), got %d", p.MaxInstances, req.count)
-	}
-	req.min = req.count
-	if in.MinInstanceCount != nil {
-		req.min = *in.MinInstanceCount
-	}
-	if req.min < 1 || req.min > req.count {
-		return nil, controlplane.Invalid("minInstanceCount", "must be 1 to instanceCount (%d), got %d", req.count, req.min)
-	}
-	if in.UsageClass == "" {
-		req.UsageClass = p.UsageClass
-	}
-	if req.UsageClass != "spot" && req.UsageClass != "on-demand" {
-		return nil, controlplane.Invalid("usageClass", "%q must be spot or on-demand", in.UsageClass)
-	}
-	req.matcher, err = pool.NewMatcher(req.UsageClass, in.AllowedInstanceTypes)
-	if err != nil {
-		field, rule, _ := strings.Cut(err.Error(), ": ")
-		return nil, controlplane.Invalid(field, "%s", rule)
-	}
-	if req.types = req.matcher.Allowed(p.InstanceTypes); len(req.types) == 0 {
-		return nil, controlplane.Invalid("allowedInstanceTypes", "%v match none of the pool's instance types %v", in.AllowedInstanceTypes, p.InstanceTypes)
-	}
-	if in.Owner == "" {
-		req.Owner = p.Owner
-	}
-	if req.Owner != p.Owner && !(strings.Count(p.Owner, "/") == 0 && strings.HasPrefix(req.Owner, p.Owner+"/") && strings.Count(req.Owner, "/") == 1) {
-		return nil, controlplane.Invalid("owner", "%q must be the pool's owner %q or one of its repositories (%s/<repo>)", in.Owner, p.Owner, p.Owner)
-	}
-	if in.TimeoutSeconds != nil {
-		req.timeout = time.Duration(*in.TimeoutSeconds) * time.Second // 30-900: checked by ParsePayload
-	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-rollbackReserve < req.timeout {
-		req.timeout = max(time.Until(dl)-rollbackReserve, time.Until(dl)/2)
-	}
-	return req, nil
-}
 
 func knownPools(ctx context.Context, d *controlplane.Deps) string {
 	pools, err := d.Store.ListPoolConfigs(ctx)

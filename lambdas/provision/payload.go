@@ -1,0 +1,127 @@
+package provision
+
+import (
+	"context"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// Limits of a payload's values that need no pool to check.
+const (
+	// MaxAllowedInstanceTypes bounds the globs of one request: a pool has
+	// a handful of types, and the request is stored in the run item.
+	MaxAllowedInstanceTypes = 64
+)
+
+var poolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ParsePayload decodes a provision payload and applies every rule that needs
+// no pool configuration (the rest — instanceCount against maxInstances, the
+// globs against the pool's types, owner against the pool's — is checked once
+// the pool is read). It calls nothing: what it accepts is safe to log, store
+// and use as a DynamoDB key, a GitHub label and a GitHub API path.
+func ParsePayload(payload []byte) (Input, error) {
+	var in Input
+	if err := controlplane.Decode(payload, &in); err != nil {
+		return in, err
+	}
+	if in.Preflight {
+		if alone := (Input{Preflight: true}); !reflect.DeepEqual(in, alone) {
+			return in, controlplane.Invalid("preflight", "comes alone: a payload is either {\"preflight\": true} or a provision request")
+		}
+		return in, nil
+	}
+	if err := controlplane.CheckRunID(in.RunID); err != nil {
+		return in, err
+	}
+	if in.Pool == "" {
+		return in, controlplane.Invalid("pool", "required: the name of a pool of this deployment")
+	}
+	if !poolNameRE.MatchString(in.Pool) {
+		return in, controlplane.Invalid("pool", "%s must be 1-64 letters, digits, '-' or '_' (a ghrunner_pool name)", controlplane.Quote(in.Pool))
+	}
+	if in.UsageClass != "" && in.UsageClass != "spot" && in.UsageClass != "on-demand" {
+		return in, controlplane.Invalid("usageClass", "%s must be spot or on-demand", controlplane.Quote(in.UsageClass))
+	}
+	if n := len(in.AllowedInstanceTypes); n > MaxAllowedInstanceTypes {
+		return in, controlplane.Invalid("allowedInstanceTypes", "at most %d globs, got %d", MaxAllowedInstanceTypes, n)
+	}
+	if _, err := pool.NewMatcher(in.UsageClass, in.AllowedInstanceTypes); err != nil {
+		field, rule, _ := strings.Cut(err.Error(), ": ")
+		return in, controlplane.Invalid(field, "%s", rule)
+	}
+	if in.Owner != "" {
+		if _, err := github.ParseOwner(in.Owner); err != nil {
+			return in, controlplane.Invalid("owner", "%s must be an organization (acme) or a repository (acme/api)", controlplane.Quote(in.Owner))
+		}
+	}
+	// Compared in seconds: multiplied first, a huge value would wrap
+	// around into the allowed range.
+	if t := in.TimeoutSeconds; t != nil && (*t < int(minTimeout.Seconds()) || *t > int(maxTimeout.Seconds())) {
+		return in, controlplane.Invalid("timeoutSeconds", "must be %d to %d, got %d", int(minTimeout.Seconds()), int(maxTimeout.Seconds()), *t)
+	}
+	if w := in.WaitSeconds; w != nil && (*w < 1 || *w > int(maxWait.Seconds())) {
+		return in, controlplane.Invalid("waitSeconds", "must be 1 to %d, got %d", int(maxWait.Seconds()), *w)
+	}
+	return in, nil
+}
+
+// parse checks a decoded payload (ParsePayload) against its pool and fills
+// in the defaults.
+func parse(ctx context.Context, d *controlplane.Deps, in Input) (*request, error) {
+	p, err := d.Pool(ctx, in.Pool)
+	if state.IsNotFound(err) {
+		return nil, controlplane.Invalid("pool", "unknown pool %q%s", in.Pool, knownPools(ctx, d))
+	}
+	if err != nil {
+		return nil, err
+	}
+	req := &request{Input: in, pool: p, count: 1, timeout: defaultTimeout}
+	if in.InstanceCount != nil {
+		req.count = *in.InstanceCount
+	}
+	if req.count < 1 || req.count > p.MaxInstances {
+		return nil, controlplane.Invalid("instanceCount", "must be 1 to %d (the pool's maxInstances), got %d", p.MaxInstances, req.count)
+	}
+	req.min = req.count
+	if in.MinInstanceCount != nil {
+		req.min = *in.MinInstanceCount
+	}
+	if req.min < 1 || req.min > req.count {
+		return nil, controlplane.Invalid("minInstanceCount", "must be 1 to instanceCount (%d), got %d", req.count, req.min)
+	}
+	if in.UsageClass == "" {
+		req.UsageClass = p.UsageClass
+	}
+	if req.UsageClass != "spot" && req.UsageClass != "on-demand" {
+		return nil, controlplane.Invalid("usageClass", "%q must be spot or on-demand", in.UsageClass)
+	}
+	req.matcher, err = pool.NewMatcher(req.UsageClass, in.AllowedInstanceTypes)
+	if err != nil {
+		field, rule, _ := strings.Cut(err.Error(), ": ")
+		return nil, controlplane.Invalid(field, "%s", rule)
+	}
+	if req.types = req.matcher.Allowed(p.InstanceTypes); len(req.types) == 0 {
+		return nil, controlplane.Invalid("allowedInstanceTypes", "%v match none of the pool's instance types %v", in.AllowedInstanceTypes, p.InstanceTypes)
+	}
+	if in.Owner == "" {
+		req.Owner = p.Owner
+	}
+	if req.Owner != p.Owner && !(strings.Count(p.Owner, "/") == 0 && strings.HasPrefix(req.Owner, p.Owner+"/") && strings.Count(req.Owner, "/") == 1) {
+		return nil, controlplane.Invalid("owner", "%q must be the pool's owner %q or one of its repositories (%s/<repo>)", in.Owner, p.Owner, p.Owner)
+	}
+	if in.TimeoutSeconds != nil {
+		req.timeout = time.Duration(*in.TimeoutSeconds) * time.Second // 30-900: checked by ParsePayload
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-rollbackReserve < req.timeout {
+		req.timeout = max(time.Until(dl)-rollbackReserve, time.Until(dl)/2)
+	}
+	return req, nil
+}
