@@ -52,12 +52,13 @@ module "runners" {
       EOT
     }
     linux-large = {
-      owner          = var.github_owner
-      image_id       = var.image_id
-      instance_types = ["c7i.4xlarge", "c6i.4xlarge"]
-      subnet_ids     = var.subnet_ids
-      usage_class    = "on-demand"
-      max_instances  = 10
+      owner              = var.github_owner
+      image_id           = var.image_id
+      instance_types     = ["c7i.4xlarge", "c6i.4xlarge"]
+      subnet_ids         = var.subnet_ids
+      security_group_ids = var.security_group_ids
+      usage_class        = "on-demand"
+      max_instances      = 10
     }
   }
 }

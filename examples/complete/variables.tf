@@ -38,7 +38,7 @@ variable "subnet_ids" {
 }
 
 variable "security_group_ids" {
-  description = "Security groups for the runners (egress only)."
+  description = "Security groups for every pool's runners (egress only). Null: the VPC's default group, which plan warns about."
   type        = list(string)
   default     = null
 }
