@@ -32,6 +32,8 @@ module "runners" {
   # The account's IAM OIDC identity provider for GitHub's tokens: made
   # here when the account has none (one that exists is used as it is).
   create_oidc_provider = var.create_oidc_provider
+  # The dashboard and alarms; the alarms mail these addresses.
+  monitoring = { alarm_emails = var.alarm_emails }
 
   pools = {
     linux = {

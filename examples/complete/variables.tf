@@ -42,3 +42,9 @@ variable "security_group_ids" {
   type        = list(string)
   default     = null
 }
+
+variable "alarm_emails" {
+  description = "Addresses the alarms mail when they fire and when they clear (the module makes the topic; each address confirms by mail). Empty: the alarms notify no one, and plan warns."
+  type        = list(string)
+  default     = []
+}
