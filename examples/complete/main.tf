@@ -1,9 +1,12 @@
 # A complete deployment on AWS: two pools for one organization, with GitHub
 # App credentials in SSM, and the role the listed repositories' workflows
 # assume (through GitHub's OIDC tokens) to invoke provision and release.
-# Set the variables (github_owner, subnet_ids, invoker_repositories), then
-# `terraform init && terraform apply`; the output repository_variables holds
-# what each repository's workflows need (docs/getting-started.md).
+# Copy these files to a directory of your own, outside the clone, with an
+# S3 backend for the state (docs/getting-started.md, step 4); set the
+# variables (github_owner, subnet_ids, invoker_repositories,
+# security_group_ids, alarm_emails), then `terraform init && terraform
+# apply`; the output repository_variables holds what each repository's
+# workflows need.
 terraform {
   required_version = ">= 1.5"
   required_providers {
