@@ -153,6 +153,33 @@ func TestDrainRetiresTheIdleAndShowsInStatusUntilOff(t *testing.T) {
 	}
 }
 
+// Issue 40 item 5: an instance retire already retired is not one the drain
+// retires: drain lists it apart and leaves its record (and the reason
+// retire gave) alone.
+func TestDrainDoesNotListAnInstanceRetireRetiredAsRetiredNow(t *testing.T) {
+	table := seeded(t)
+	if code, out, errOut := cli(t, "--table", table, "retire", "i-idle-1", "--reason", "bad disk"); code != 0 {
+		t.Fatalf("retire: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := cli(t, "--table", table, "drain", "linux")
+	if code != 0 || !regexp.MustCompile(`(?m)^retired now \(refresh terminates them\):\s+0\s*$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^retired before \(refresh terminates them\):\s+1\s+i-idle-1$`).MatchString(out) {
+		t.Fatalf("drain after retire: exit %d; want none retired now and i-idle-1 retired before\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut = cli(t, "--table", table, "drain", "linux", "--json"); code != 0 {
+		t.Fatalf("drain --json: exit %d\n%s%s", code, out, errOut)
+	}
+	var v ops.DrainView
+	if json.Unmarshal([]byte(out), &v) != nil || len(v.Retired) != 0 || len(v.AlreadyRetired) != 1 || v.AlreadyRetired[0] != "i-idle-1" {
+		t.Fatalf("drain --json after retire: retired %v, already retired %v; want none and i-idle-1\n%s", v.Retired, v.AlreadyRetired, out)
+	}
+	code, out, errOut = cli(t, "--table", table, "instances", "--json")
+	var insts []ops.InstanceView
+	if code != 0 || json.Unmarshal([]byte(out), &insts) != nil || len(insts) != 1 || insts[0].Terminated != "retired: bad disk" {
+		t.Fatalf("instances after drain: want i-idle-1 still retired for \"bad disk\"; exit %d\n%s%s", code, out, errOut)
+	}
+}
+
 func TestHelpEverywhere(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"instances", "--help"}, {"run", "--help"}, {"retire", "--help"}, {"drain", "--help"}, {"runs", "--help"}, {"tail", "--help"}, {"help"}} {
 		code, _, errOut := cli(t, args...)

@@ -154,6 +154,9 @@ func renderDrain(w *tabwriter.Writer, v *ops.DrainView) {
 	}
 	printf(w, "pool %s is draining: it takes no new run, pools nothing and keeps nothing idle\n", v.Pool)
 	printf(w, "retired now (refresh terminates them):\t%d\t%s\n", len(v.Retired), strings.Join(v.Retired, ", "))
+	if len(v.AlreadyRetired) > 0 {
+		printf(w, "retired before (refresh terminates them):\t%d\t%s\n", len(v.AlreadyRetired), strings.Join(v.AlreadyRetired, ", "))
+	}
 	for id, why := range v.Left {
 		printf(w, "left:\t%s\t%s\n", id, why)
 	}

@@ -1,9 +1,12 @@
 # A complete deployment on AWS: two pools for one organization, with GitHub
 # App credentials in SSM, and the role the listed repositories' workflows
 # assume (through GitHub's OIDC tokens) to invoke provision and release.
-# Set the variables (github_owner, subnet_ids, invoker_repositories), then
-# `terraform init && terraform apply`; the output repository_variables holds
-# what each repository's workflows need (docs/getting-started.md).
+# Copy these files to a directory of your own, outside the clone, with an
+# S3 backend for the state (docs/getting-started.md, step 4); set the
+# variables (github_owner, subnet_ids, invoker_repositories,
+# security_group_ids, alarm_emails), then `terraform init && terraform
+# apply`; the output repository_variables holds what each repository's
+# workflows need.
 terraform {
   required_version = ">= 1.5"
   required_providers {
@@ -32,6 +35,8 @@ module "runners" {
   # The account's IAM OIDC identity provider for GitHub's tokens: made
   # here when the account has none (one that exists is used as it is).
   create_oidc_provider = var.create_oidc_provider
+  # The dashboard and alarms; the alarms mail these addresses.
+  monitoring = { alarm_emails = var.alarm_emails }
 
   pools = {
     linux = {
@@ -52,12 +57,13 @@ module "runners" {
       EOT
     }
     linux-large = {
-      owner          = var.github_owner
-      image_id       = var.image_id
-      instance_types = ["c7i.4xlarge", "c6i.4xlarge"]
-      subnet_ids     = var.subnet_ids
-      usage_class    = "on-demand"
-      max_instances  = 10
+      owner              = var.github_owner
+      image_id           = var.image_id
+      instance_types     = ["c7i.4xlarge", "c6i.4xlarge"]
+      subnet_ids         = var.subnet_ids
+      security_group_ids = var.security_group_ids
+      usage_class        = "on-demand"
+      max_instances      = 10
     }
   }
 }

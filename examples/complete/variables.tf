@@ -38,7 +38,13 @@ variable "subnet_ids" {
 }
 
 variable "security_group_ids" {
-  description = "Security groups for the runners (egress only)."
+  description = "Security groups for every pool's runners (egress only). Null: the VPC's default group, which plan warns about."
   type        = list(string)
   default     = null
+}
+
+variable "alarm_emails" {
+  description = "Addresses the alarms mail when they fire and when they clear (the module makes the topic; each address confirms by mail). Empty: the alarms notify no one, and plan warns."
+  type        = list(string)
+  default     = []
 }

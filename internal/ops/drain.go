@@ -25,6 +25,10 @@ type DrainView struct {
 	// Retired are the idle instances whose lease the drain ended (refresh
 	// terminates them).
 	Retired []string `json:"retired"`
+	// AlreadyRetired are idle instances retired before this drain (by
+	// retire, or an earlier drain), whose lease had ended: the drain
+	// leaves their record alone, refresh terminates them.
+	AlreadyRetired []string `json:"alreadyRetired,omitempty"`
 	// Left are idle instances the drain found but did not retire, with
 	// why (a provision claimed one meanwhile: its run keeps it).
 	Left map[string]string `json:"left,omitempty"`
@@ -69,6 +73,10 @@ func Drain(ctx context.Context, d Drainer, pool string, on bool) (*DrainView, er
 		return nil, err
 	}
 	for _, in := range idle {
+		if in.TerminatedReason != "" {
+			v.AlreadyRetired = append(v.AlreadyRetired, in.ID)
+			continue
+		}
 		_, err := d.Expire(ctx, in.Ref(), "retired: pool draining")
 		switch c := state.ClauseOf(err); {
 		case err == nil:
@@ -83,5 +91,6 @@ func Drain(ctx context.Context, d Drainer, pool string, on bool) (*DrainView, er
 		}
 	}
 	sort.Strings(v.Retired)
+	sort.Strings(v.AlreadyRetired)
 	return v, nil
 }

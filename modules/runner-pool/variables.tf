@@ -191,7 +191,7 @@ variable "function_vpc" {
 }
 
 variable "monitoring" {
-  description = "A CloudWatch dashboard named after prefix and alarms (ghrunner_monitoring): per pool, failed provisions, stuck runs, a runner version GitHub will refuse within a week and a pool-miss ratio above pool_miss_ratio_threshold; refresh repairs; failing refresh or scale-down runs; GitHub's rate limit below github_rate_limit_threshold. alarm_topic_arn: an SNS topic the alarms notify, and the on-failure destination of the refresh and scale-down invocations its schedules make; or alarm_emails: the module makes that topic (<prefix>-alarms, ghrunner_alarm_topic) and subscribes these addresses (each confirms by mail). Null: none."
+  description = "A CloudWatch dashboard named after prefix and alarms (ghrunner_monitoring): per pool, failed provisions, stuck runs, a runner version GitHub will refuse within a week and a pool-miss ratio above pool_miss_ratio_threshold; refresh repairs; failing refresh or scale-down runs; GitHub's rate limit below github_rate_limit_threshold. alarm_topic_arn: an SNS topic the alarms notify when they fire and when they clear; or alarm_emails: the module makes that topic (<prefix>-alarms, ghrunner_alarm_topic) and subscribes these addresses (each confirms by mail). With neither the alarms notify no one, and plan warns. A failed refresh or scale-down run is not sent to the topic (a GitHub outage fails refresh every minute): the alarm on three failing periods in a row is. Null: no dashboard and no alarms."
   type = object({
     alarm_topic_arn             = optional(string)
     alarm_emails                = optional(list(string), [])

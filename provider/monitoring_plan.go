@@ -1,0 +1,32 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+var _ resource.ResourceWithValidateConfig = &monitoringResource{}
+
+// noAlarmTopicSummary is the warning's summary when the alarms notify no one.
+const noAlarmTopicSummary = "The alarms notify no one"
+
+// ValidateConfig warns when no topic is given: the alarms then change
+// state in CloudWatch, where no one looks until something else has gone
+// wrong. A topic that is not known yet (made in the same apply, as the
+// runner-pool module's from monitoring.alarm_emails) is a topic.
+func (r *monitoringResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var topic types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("alarm_topic_arn"), &topic)...)
+	if resp.Diagnostics.HasError() || !topic.IsNull() {
+		return
+	}
+	resp.Diagnostics.AddAttributeWarning(path.Root("alarm_topic_arn"), noAlarmTopicSummary,
+		"alarm_topic_arn is not set, so the alarms (failed provisions, stuck runs, failing refresh or scale-down, "+
+			"GitHub's rate limit, a runner version GitHub will refuse) only change state in CloudWatch: no one is told "+
+			"when they fire. Set alarm_topic_arn to an SNS topic someone reads (with the runner-pool module: "+
+			"monitoring.alarm_topic_arn, or monitoring.alarm_emails for a topic the module makes), or set the "+
+			"module's monitoring to null for no alarms at all.")
+}

@@ -1,0 +1,53 @@
+package provider
+
+import (
+	"context"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+)
+
+// monitoringConfigWith is a monitoring configuration with every attribute
+// null but set.
+func monitoringConfigWith(t *testing.T, set map[string]tftypes.Value) tfsdk.Config {
+	t.Helper()
+	ctx := context.Background()
+	var sr resource.SchemaResponse
+	(&monitoringResource{}).Schema(ctx, resource.SchemaRequest{}, &sr)
+	typ := sr.Schema.Type().TerraformType(ctx).(tftypes.Object)
+	vals := map[string]tftypes.Value{}
+	for name, at := range typ.AttributeTypes {
+		vals[name] = tftypes.NewValue(at, nil)
+	}
+	for name, v := range set {
+		vals[name] = v
+	}
+	return tfsdk.Config{Schema: sr.Schema, Raw: tftypes.NewValue(typ, vals)}
+}
+
+// Issue 40 item 4: alarms without a topic notify no one, and plan says so;
+// a topic given, or one made in the same apply (unknown at plan), is quiet.
+func TestMonitoringWithoutATopicWarnsThatTheAlarmsNotifyNoOne(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		topic tftypes.Value
+		warn  bool
+	}{
+		{"no topic", tftypes.NewValue(tftypes.String, nil), true},
+		{"a topic", tftypes.NewValue(tftypes.String, "arn:aws:sns:eu-west-1:123456789012:ci-alarms"), false},
+		{"a topic made in the same apply", tftypes.NewValue(tftypes.String, tftypes.UnknownValue), false},
+	} {
+		var resp resource.ValidateConfigResponse
+		(&monitoringResource{}).ValidateConfig(ctx, resource.ValidateConfigRequest{Config: monitoringConfigWith(t, map[string]tftypes.Value{"alarm_topic_arn": c.topic})}, &resp)
+		warned := false
+		for _, d := range resp.Diagnostics.Warnings() {
+			warned = warned || d.Summary() == noAlarmTopicSummary
+		}
+		if warned != c.warn || resp.Diagnostics.HasError() {
+			t.Errorf("%s: warned %v, want %v; diagnostics %v", c.name, warned, c.warn, resp.Diagnostics)
+		}
+	}
+}
