@@ -439,31 +439,6 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	return diags
 }
 
-// read refreshes m from the pool config item and the launch template; it
-// reports false when either is gone.
-func (r *poolResource) read(ctx context.Context, m *poolModel) (bool, error) {
-	cfg, err := r.getConfigItem(ctx, m.Table.ValueString(), m.Name.ValueString())
-	if err != nil || cfg == nil {
-		return false, err
-	}
-	data, err := r.getTemplate(ctx, cfg.LaunchTemplateID)
-	if err != nil || data == nil {
-		return false, err
-	}
-	m.setFromConfigItem(ctx, m.Table.ValueString(), cfg)
-	if err := r.setFromTemplate(ctx, m, data); err != nil {
-		return false, err
-	}
-	// A log group deleted outside Terraform reads as retention 0: the plan
-	// shows the change and the apply makes the group again.
-	days, _, err := r.c.logRetention(ctx, poolLogGroup(r.c.environment, m.Name.ValueString()))
-	if err != nil {
-		return false, err
-	}
-	m.LogRetentionDays = types.Int64Value(days)
-	return true, nil
-}
-
 // roleName is the pool's role and instance profile name.
 func (r *poolResource) roleName(m poolModel) string { return r.c.roleName("", m.Name.ValueString()) }
 
