@@ -316,20 +316,39 @@ func TestAccPool_destroyTerminatesInstances(t *testing.T) {
 	})
 }
 
+// The whole pool gone (its config item and its launch template: nothing
+// names it to the control plane): the refresh drops it from the state and
+// the plan makes it again. A part gone is pool_drift_test.go's.
 func TestAccPool_disappears(t *testing.T) {
 	f := newPoolFixture(t)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
-		Steps: []resource.TestStep{{
-			Config: f.config(""),
-			Check: func(s *terraform.State) error {
-				id := s.RootModule().Resources["ghrunner_pool.linux"].Primary.Attributes["launch_template_id"]
-				_, err := env.Config(&testing.T{}).EC2().DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(id)})
-				return err
+		Steps: []resource.TestStep{
+			{
+				Config: f.config(""),
+				Check: func(s *terraform.State) error {
+					ctx, c := context.Background(), env.Config(&testing.T{})
+					id := s.RootModule().Resources["ghrunner_pool.linux"].Primary.Attributes["launch_template_id"]
+					if err := state.New(c.DynamoDB(), f.table).DeletePoolConfig(ctx, "linux"); err != nil {
+						return err
+					}
+					_, err := c.EC2().DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(id)})
+					return err
+				},
+				ExpectNonEmptyPlan: true,
 			},
-			ExpectNonEmptyPlan: true,
-		}},
+			{
+				RefreshState: true,
+				Check: func(s *terraform.State) error {
+					if _, ok := s.RootModule().Resources["ghrunner_pool.linux"]; ok {
+						return fmt.Errorf("the pool is still in the state after its config item and template were deleted")
+					}
+					return nil
+				},
+				ExpectNonEmptyPlan: true,
+			},
+		},
 	})
 }
 
