@@ -177,3 +177,23 @@ func (r *poolResource) findInstanceProfile(ctx context.Context, name string) (*i
 func (r *poolResource) findAgentObject(ctx context.Context, bucket, key string) (*s3.HeadObjectOutput, error) {
 	return admin.S3(r.c.aws).HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 }
+
+// driftedParts names the parts read reported gone or changed in m, for a
+// warning beside the plan's changes.
+func driftedParts(m poolModel, logGroup string) []string {
+	var parts []string
+	add := func(gone bool, part string) {
+		if gone {
+			parts = append(parts, part)
+		}
+	}
+	add(m.QueueURL.ValueString() == "" && m.Owner.ValueString() == "", "the pool config item (in table "+m.Table.ValueString()+")")
+	add(m.LaunchTemplateID.ValueString() == "", "the launch template")
+	add(m.RoleName.ValueString() != "" && m.InstanceRoleID.ValueString() == "", "the instance role "+m.RoleName.ValueString()+" (deleted, or replaced by one with another id)")
+	add(m.RoleName.ValueString() != "" && m.InstanceProfileARN.ValueString() == "", "the instance profile "+m.RoleName.ValueString()+" (deleted, or without the role)")
+	agent := m.AgentPath.IsNull()
+	add(agent && m.AgentBucket.ValueString() == "", "the agent bucket")
+	add(agent && m.AgentBucket.ValueString() != "" && m.AgentSHA256.ValueString() == "", "the agent object in bucket "+m.AgentBucket.ValueString()+" (deleted or overwritten)")
+	add(m.LogRetentionDays.ValueInt64() == 0, "the log group "+logGroup)
+	return parts
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
@@ -169,4 +170,28 @@ func TestAccPool_disappears_logGroup(t *testing.T) {
 		_, err := admin.Logs(env.Config(t)).DeleteLogGroup(ctx, &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: aws.String(attrs["log_group"])})
 		return err
 	}})
+}
+
+// The warning beside a drifted pool's plan names each part read found gone
+// or changed, and a pool read whole names none.
+func TestDriftedPartsNamesEachPartReadFoundGone(t *testing.T) {
+	whole := poolModel{Table: types.StringValue("ghr"), Name: types.StringValue("linux"), QueueURL: types.StringValue("https://q"), Owner: types.StringValue("acme"),
+		LaunchTemplateID: types.StringValue("lt-1"), RoleName: types.StringValue("r"), InstanceRoleID: types.StringValue("AROA1"), InstanceProfileARN: types.StringValue("arn:p"),
+		AgentPath: types.StringNull(), AgentBucket: types.StringValue("b"), AgentSHA256: types.StringValue("ab"), LogRetentionDays: types.Int64Value(30)}
+	if got := driftedParts(whole, "/ghrunner/acc/linux"); len(got) != 0 {
+		t.Fatalf("a whole pool: %q", got)
+	}
+	gone := whole
+	gone.QueueURL, gone.Owner, gone.LaunchTemplateID, gone.InstanceRoleID, gone.InstanceProfileARN = types.StringValue(""), types.StringValue(""), types.StringValue(""), types.StringValue(""), types.StringValue("")
+	gone.AgentSHA256, gone.LogRetentionDays = types.StringValue(""), types.Int64Value(0)
+	got := strings.Join(driftedParts(gone, "/ghrunner/acc/linux"), "\n")
+	for _, want := range []string{"config item", "launch template", "instance role r", "instance profile r", "agent object in bucket b", "log group /ghrunner/acc/linux"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q not named in:\n%s", want, got)
+		}
+	}
+	gone.AgentBucket = types.StringValue("")
+	if got := strings.Join(driftedParts(gone, "x"), "\n"); !strings.Contains(got, "the agent bucket") || strings.Contains(got, "agent object") {
+		t.Errorf("bucket gone:\n%s", got)
+	}
 }

@@ -313,6 +313,10 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 		resp.State.RemoveResource(ctx)
 		return
 	}
+	if parts := driftedParts(st, poolLogGroup(r.c.environment, st.Name.ValueString())); len(parts) > 0 {
+		resp.Diagnostics.AddWarning("Parts of pool "+st.Name.ValueString()+" are gone or changed outside Terraform",
+			strings.Join(parts, "; ")+". The plan shows them, and terraform apply makes them again.")
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
 }
 
