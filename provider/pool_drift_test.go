@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -33,6 +34,49 @@ import (
 // refreshes with the deleted role's id, instanceProfile and the agent ones
 // get an empty plan. logGroup fails with the log group's read taken out of
 // Read (an empty plan).
+
+// The whole pool gone (its config item and its launch template: nothing
+// names it to the control plane): the refresh drops it from the state and
+// the plan makes it again. A part gone is pool_drift_test.go's.
+func TestAccPool_disappears(t *testing.T) {
+	f := newPoolFixture(t)
+	var attrs map[string]string
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             resource.ComposeAggregateTestCheckFunc(checkDestroyed, f.checkNothingLeft),
+		Steps: []resource.TestStep{
+			{
+				Config: f.config(""),
+				Check: func(s *terraform.State) error {
+					ctx, c := context.Background(), env.Config(&testing.T{})
+					attrs = s.RootModule().Resources["ghrunner_pool.linux"].Primary.Attributes
+					id := attrs["launch_template_id"]
+					if err := state.New(c.DynamoDB(), f.table).DeletePoolConfig(ctx, "linux"); err != nil {
+						return err
+					}
+					_, err := c.EC2().DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(id)})
+					return err
+				},
+				ExpectNonEmptyPlan: true,
+			},
+			{
+				RefreshState: true,
+				Check: func(s *terraform.State) error {
+					if _, ok := s.RootModule().Resources["ghrunner_pool.linux"]; ok {
+						return fmt.Errorf("the pool is still in the state after its config item and template were deleted")
+					}
+					// What is left of it is no longer Terraform's: the
+					// operator deletes it (here, so that destroy leaves
+					// nothing and the next test's pool can take the role
+					// name).
+					ctx, r := context.Background(), &poolResource{configured{c: &clients{aws: env.Config(&testing.T{})}}}
+					return errors.Join(r.deleteInstanceRole(ctx, attrs["role_name"]), r.deleteBucket(ctx, attrs["agent_bucket"]), r.c.deleteLogGroup(ctx, attrs["log_group"]))
+				},
+				ExpectNonEmptyPlan: true,
+			},
+		},
+	})
+}
 
 // poolPart is what a _disappears test removes, and how the refresh shows it.
 type poolPart struct {
