@@ -53,7 +53,7 @@ func (r *poolResource) ensureAgent(ctx context.Context, plan, prior *poolModel, 
 			}
 			plan.AgentBucket = types.StringValue(bucket)
 		}
-		key := "agent/" + a.sha256Hex + "/ghrunner-agent"
+		key := agentKey(a.sha256Hex)
 		if _, err := admin.S3(r.c.aws).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(string(a.data)),
 			ServerSideEncryption: s3types.ServerSideEncryptionAes256}); err != nil {
 			diags.AddError("Uploading the agent failed", err.Error())

@@ -39,18 +39,6 @@ func (r *poolResource) ensureInstanceRole(ctx context.Context, name, policy, tab
 	return profileARN, role.id, role.created, err
 }
 
-// instanceRoleID is the id of the role name, "" when there is none.
-func (r *poolResource) instanceRoleID(ctx context.Context, name string) (string, error) {
-	got, err := admin.IAM(r.c.aws).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
-	if awserr.IsNotFound(err) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("read role %s: %w", name, err)
-	}
-	return aws.ToString(got.Role.RoleId), nil
-}
-
 // ensureInstanceProfile makes the instance profile name holding the role
 // name, or puts the role back into a profile that lost it.
 func (r *poolResource) ensureInstanceProfile(ctx context.Context, name string, tags map[string]string) (string, error) {

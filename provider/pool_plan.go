@@ -147,20 +147,28 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		// apply; the plan shows it.
 		if role := r.roleName(plan); role != prior.RoleName.ValueString() {
 			plan.RoleName, plan.InstanceProfileARN, plan.InstanceRoleID = types.StringValue(role), types.StringUnknown(), types.StringUnknown()
-		} else if id, err := r.instanceRoleID(ctx, role); err != nil {
-			resp.Diagnostics.AddWarning("Could not read the pool's instance role", err.Error()+"; the apply reads it again.")
+		} else if prior.InstanceRoleID.ValueString() == "" {
+			// Read found the role deleted or replaced outside Terraform (a
+			// new id), or the pool is from before record keys carried the
+			// role: the user data and the pool config must carry the id the
+			// apply reads, so the template gets a version.
 			plan.InstanceRoleID = types.StringUnknown()
-		} else if id != prior.InstanceRoleID.ValueString() {
-			// Replaced or deleted outside Terraform (or a pool from before
-			// record keys carried the role): the user data and the pool
-			// config must carry the new id, so the template gets a version.
-			plan.InstanceRoleID = types.StringUnknown()
+		}
+		// Parts Read found gone (pool_drift.go): the apply makes them again.
+		if prior.InstanceProfileARN.ValueString() == "" {
+			plan.InstanceProfileARN = types.StringUnknown()
+		}
+		if prior.LaunchTemplateID.ValueString() == "" {
+			plan.LaunchTemplateID = types.StringUnknown()
+		}
+		if plan.AgentPath.IsNull() && prior.AgentBucket.ValueString() == "" {
+			plan.AgentBucket = types.StringUnknown()
 		}
 	}
 	if resp.Diagnostics.Append(r.checkRootVolumeAtPlan(ctx, plan)...); resp.Diagnostics.HasError() {
 		return
 	}
-	if prior != nil && launchTemplateInputs(plan) == launchTemplateInputs(*prior) && plan.AgentSHA256.Equal(prior.AgentSHA256) {
+	if prior != nil && prior.LaunchTemplateID.ValueString() != "" && launchTemplateInputs(plan) == launchTemplateInputs(*prior) && plan.AgentSHA256.Equal(prior.AgentSHA256) {
 		plan.LaunchTemplateVersion, plan.UserDataSize = prior.LaunchTemplateVersion, prior.UserDataSize
 	} else {
 		plan.LaunchTemplateVersion, plan.UserDataSize = types.StringUnknown(), types.Int64Unknown()

@@ -141,7 +141,10 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 		Description: "A pool of self-hosted runners: the launch template (IMDSv2 only, hop limit 1, instance metadata tags off) whose user data installs and starts the agent, " +
 			"the instance role and profile with a least-privilege policy, the agent binary in a private S3 bucket (or a preinstalled path), " +
 			"and the pool's configuration item in the state table, which the functions read at run time (changes apply without redeploying them). " +
-			"Destroying a pool terminates the instances it launched.",
+			"Destroying a pool terminates the instances it launched. " +
+			"Refresh reads every part: one deleted or changed outside Terraform reads empty in the attribute that names it (the config item: `queue_url` and `owner`; " +
+			"the log group: `log_retention_days` 0), so the plan (and `terraform plan -refresh-only`) shows it and the apply makes it again. " +
+			"The pool leaves the state when its table is gone, or both its config item and its launch template are.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "`<table>:<name>`.", PlanModifiers: keep},
 			"name": schema.StringAttribute{Required: true, Description: "Pool name, as given in provision payloads (`pool`).", PlanModifiers: replace,
@@ -263,13 +266,13 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"max_uses":                   seconds("Runs an instance serves before it is retired.", int64(d.MaxUses), 1),
 			"release_wait_seconds":       seconds("How long release waits for an agent to deregister cleanly.", d.ReleaseWait, 5),
 
-			"launch_template_id":      schema.StringAttribute{Computed: true, Description: "Launch template id.", PlanModifiers: keep},
+			"launch_template_id":      schema.StringAttribute{Computed: true, Description: "Launch template id; empty after a refresh found the template deleted outside Terraform (the apply makes one).", PlanModifiers: keep},
 			"launch_template_version": schema.StringAttribute{Computed: true, Description: "Current launch template version; pooled instances of older versions are not reused."},
 			"role_name":               schema.StringAttribute{Computed: true, Description: "Instance role and instance profile name: ghr-<environment>-<region>-<pool>. A pool made by an earlier version moves to it on the next apply (a new template version); the old role is removed once no instance of the pool is live.", PlanModifiers: keep},
-			"instance_role_id":        schema.StringAttribute{Computed: true, Description: "IAM's id of the instance role (AROA…). Each instance's record in the state table is keyed <instance_role_id>:<instance id>, the aws:userid of the instance's session, and the role's policy allows that key only (dynamodb:LeadingKeys): an instance reads and writes its own record and no other. A role replaced outside Terraform gets a new id, which the next plan shows with a new template version.", PlanModifiers: keep},
-			"instance_profile_arn":    schema.StringAttribute{Computed: true, Description: "Instance profile ARN.", PlanModifiers: keep},
-			"agent_bucket":            schema.StringAttribute{Computed: true, Description: "Private bucket holding the agent (empty with agent_path).", PlanModifiers: keep},
-			"agent_sha256":            schema.StringAttribute{Computed: true, Description: "SHA-256 of the agent the instances download; a provider with a new agent shows it as a change."},
+			"instance_role_id":        schema.StringAttribute{Computed: true, Description: "IAM's id of the instance role (AROA…). Each instance's record in the state table is keyed <instance_role_id>:<instance id>, the aws:userid of the instance's session, and the role's policy allows that key only (dynamodb:LeadingKeys): an instance reads and writes its own record and no other. A role deleted or replaced outside Terraform (a new id) reads empty after a refresh, and the next plan shows the id changing with a new template version.", PlanModifiers: keep},
+			"instance_profile_arn":    schema.StringAttribute{Computed: true, Description: "Instance profile ARN; empty after a refresh found the profile deleted, or without the role (the apply makes it again).", PlanModifiers: keep},
+			"agent_bucket":            schema.StringAttribute{Computed: true, Description: "Private bucket holding the agent (empty with agent_path, or after a refresh found it deleted: the apply makes one).", PlanModifiers: keep},
+			"agent_sha256":            schema.StringAttribute{Computed: true, Description: "SHA-256 of the agent the instances download; a provider with a new agent shows it as a change. Empty after a refresh found the object deleted or overwritten (the apply uploads it again)."},
 			"architecture":            schema.StringAttribute{Computed: true, Description: "CPU architecture of the AMI (arm64 or amd64).", PlanModifiers: keep},
 			"user_data_size":          schema.Int64Attribute{Computed: true, Description: "Size of the rendered user data in bytes (EC2 allows 16384)."},
 		},
@@ -309,6 +312,10 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	if !found {
 		resp.State.RemoveResource(ctx)
 		return
+	}
+	if parts := driftedParts(st, poolLogGroup(r.c.environment, st.Name.ValueString())); len(parts) > 0 {
+		resp.Diagnostics.AddWarning("Parts of pool "+st.Name.ValueString()+" are gone or changed outside Terraform",
+			strings.Join(parts, "; ")+". The plan shows them, and terraform apply makes them again.")
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
 }
@@ -437,31 +444,6 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	// An older agent object stays until the pool is destroyed: instances of
 	// the previous template version may still be booting and downloading it.
 	return diags
-}
-
-// read refreshes m from the pool config item and the launch template; it
-// reports false when either is gone.
-func (r *poolResource) read(ctx context.Context, m *poolModel) (bool, error) {
-	cfg, err := r.getConfigItem(ctx, m.Table.ValueString(), m.Name.ValueString())
-	if err != nil || cfg == nil {
-		return false, err
-	}
-	data, err := r.getTemplate(ctx, cfg.LaunchTemplateID)
-	if err != nil || data == nil {
-		return false, err
-	}
-	m.setFromConfigItem(ctx, m.Table.ValueString(), cfg)
-	if err := r.setFromTemplate(ctx, m, data); err != nil {
-		return false, err
-	}
-	// A log group deleted outside Terraform reads as retention 0: the plan
-	// shows the change and the apply makes the group again.
-	days, _, err := r.c.logRetention(ctx, poolLogGroup(r.c.environment, m.Name.ValueString()))
-	if err != nil {
-		return false, err
-	}
-	m.LogRetentionDays = types.Int64Value(days)
-	return true, nil
 }
 
 // roleName is the pool's role and instance profile name.

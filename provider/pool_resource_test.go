@@ -316,23 +316,6 @@ func TestAccPool_destroyTerminatesInstances(t *testing.T) {
 	})
 }
 
-func TestAccPool_disappears(t *testing.T) {
-	f := newPoolFixture(t)
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: factories,
-		CheckDestroy:             checkDestroyed,
-		Steps: []resource.TestStep{{
-			Config: f.config(""),
-			Check: func(s *terraform.State) error {
-				id := s.RootModule().Resources["ghrunner_pool.linux"].Primary.Attributes["launch_template_id"]
-				_, err := env.Config(&testing.T{}).EC2().DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(id)})
-				return err
-			},
-			ExpectNonEmptyPlan: true,
-		}},
-	})
-}
-
 // Drift: a changed config item shows in the plan.
 func TestAccPool_drift(t *testing.T) {
 	f := newPoolFixture(t)
