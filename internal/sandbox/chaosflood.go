@@ -31,7 +31,8 @@ type flood struct {
 	seq                   int
 	runs                  map[string]bool // every run it tried: true once released
 	attempts, ready       int
-	crashed               int // killed once its lease showed: the lease stays until its deadline
+	crashed               int // killed once its share showed one more lease: a lease stays until its deadline
+	genuine               int // genuine runs under way: at most one, as one waiting for capacity holds a Lambda execution
 	refusedProv, refusedQ int
 	other                 map[string]int // failures for other reasons (faults), by kind
 	first                 time.Time      // its first refusal by a limit
@@ -48,13 +49,15 @@ type flood struct {
 // Repo's): a crashed invocation's lease lasts until its deadline, so the
 // flood reaches its limit without holding many processes or instances;
 // every sixth attempt a genuine run (provision, then release) goes beside.
-// Then, every 1.5 s, a genuine run, at most two at a time: refused at the
-// limit. The rate bounds the CPU it takes from the play.
+// Then, every 1.5 s, a genuine run: refused at the limit. Only one genuine
+// run is under way at a time (one waiting for the pool's capacity holds
+// one of the account's Lambda executions, which the sandbox keeps at 10),
+// and the rate bounds the CPU it takes from the play.
 func (c *chaos) floodLoop(ctx context.Context) {
 	f := &c.fl
 	go c.sampleShares(ctx)
 	for i := 0; ctx.Err() == nil && i < 2*f.maxProv && !f.refused(); i++ {
-		if i%6 == 5 {
+		if i%6 == 5 && !f.busy() {
 			c.floodAsync(ctx)
 		}
 		c.floodCrash(ctx)
@@ -63,10 +66,7 @@ func (c *chaos) floodLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-time.After(1500 * time.Millisecond):
-			f.mu.Lock()
-			busy := f.attempts - f.done()
-			f.mu.Unlock()
-			if busy < 2 {
+			if !f.busy() {
 				c.floodAsync(ctx)
 			}
 		}
@@ -80,13 +80,10 @@ func (f *flood) refused() bool {
 	return f.refusedProv+f.refusedQ > 0
 }
 
-// done counts the attempts answered. Called with f.mu held.
-func (f *flood) done() int {
-	n := f.ready + f.crashed + f.refusedProv + f.refusedQ
-	for _, k := range f.other {
-		n += k
-	}
-	return n
+func (f *flood) busy() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.genuine > 0
 }
 
 func (c *chaos) floodRun() string {
@@ -145,8 +142,16 @@ func (c *chaos) floodCrash(ctx context.Context) {
 // floodAsync plays a genuine run of Flooder beside: provision, release.
 func (c *chaos) floodAsync(ctx context.Context) {
 	c.fl.wg.Add(1)
+	c.fl.mu.Lock()
+	c.fl.genuine++
+	c.fl.mu.Unlock()
 	go func() {
-		defer c.fl.wg.Done()
+		defer func() {
+			c.fl.mu.Lock()
+			c.fl.genuine--
+			c.fl.mu.Unlock()
+			c.fl.wg.Done()
+		}()
 		runID := c.floodRun()
 		var prov provision.Output
 		err := c.floodInvoke(ctx, "provision", runID, provisionPayload(), &prov)
