@@ -55,6 +55,18 @@ variable "heartbeat_interval_seconds" {
   default     = 1
 }
 
+variable "max_provisions_per_repository" {
+  description = "Both pools' fair-share limit of provisions in flight per repository; null: none. The chaos suite sets it, and a repository of its own floods provision into it."
+  type        = number
+  default     = null
+}
+
+variable "max_queued_per_repository" {
+  description = "Both pools' fair-share limit of capacity-queue places per repository; null: none (the chaos suite sets it)."
+  type        = number
+  default     = null
+}
+
 provider "ghrunner" {
   region      = "us-east-1"
   environment = "sandbox"
@@ -105,6 +117,9 @@ locals {
     runner_version = "latest"
     idle_windows   = [{ cron = var.idle_window_cron, time_zone = "UTC", idle_count = 2 }]
     timings        = local.timings
+    # Fair share (null unless the chaos suite sets them).
+    max_provisions_per_repository = var.max_provisions_per_repository
+    max_queued_per_repository     = var.max_queued_per_repository
   }
 }
 

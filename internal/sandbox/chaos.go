@@ -43,6 +43,7 @@ var FaultGroups = map[string]string{
 	"long-jobs":     "jobs past the pool's max_runtime",
 	"control-plane": "refresh and scale-down every few seconds",
 	"release":       "an actions/runner release published halfway (chaosrelease.go)",
+	"flood":         "another repository flooding provision into the pools' fair-share limits (chaosflood.go)",
 }
 
 // ChaosReport is what a chaos run did and found.
@@ -60,7 +61,10 @@ type ChaosReport struct {
 	Activity map[string]int
 	// Explained are failed jobs, terminations and runner deletions that an
 	// injected kill of the instance's own agent explains: not violations.
-	Explained  []string
+	Explained []string
+	// Flood counts what the flooding repository asked and got
+	// (chaosflood.go); nil when it did not run.
+	Flood      map[string]int
 	Violations []string
 	Elapsed    time.Duration
 }
@@ -119,6 +123,7 @@ type chaos struct {
 	hostile hostileKit  // what hostile jobs use, where their daemons report (hostile.go)
 	gate    releaseGate // the release published mid-run (chaosrelease.go)
 	intr    intruders   // another repository's attempts on runs (intruder.go)
+	fl      flood       // a third repository flooding provision (chaosflood.go)
 
 	history  // what invariants 5-7 look back on (observe.go)
 	dynamoDB // the DynamoDB fault bursts under way (chaosfaults.go)
@@ -158,6 +163,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 		return ChaosReport{}, err
 	}
 	defer doneHostile()
+	c.initFlood(pool.MaxProvisionsPerRepository, pool.MaxQueuedPerRepository, off["flood"])
 	c.maxInstances, c.maxRuntime = pool.MaxInstances, state.D(pool.Timings.WithDefaults(pool.OS).MaxRuntime)
 	c.start = time.Now()
 	rep := ChaosReport{Seed: o.Seed, Workflows: o.Workflows}
@@ -189,8 +195,9 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 		{"", c.sampleFleet}, {"agent-kills", c.killAgents}, {"github", c.githubFaults}, {"dynamodb", c.dynamoFaults}, {"hot-items", c.hotItems}, {"logs", c.logsFaults},
 		{"control-plane", func(ctx context.Context) { c.controlLoop(ctx, "refresh", 2*time.Second, 5*time.Second) }},
 		{"control-plane", func(ctx context.Context) { c.controlLoop(ctx, bundle.HandlerScaleDown, 3*time.Second, 7*time.Second) }},
+		{"flood", c.floodLoop},
 	} {
-		if !off[l.group] {
+		if !off[l.group] && (l.group != "flood" || c.fl.on) {
 			bgDone.Add(1)
 			go func() { defer bgDone.Done(); l.loop(bg) }()
 		}
@@ -260,6 +267,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	s.SetFaults(Faults{})
 	s.GitHub.ClearFaults()
 
+	c.cleanFlood(ctx)
 	fmt.Fprintln(c.out, "  faults off; settling: refresh until the records and EC2 agree ...")
 	rep.Violations = append(append(c.settleAndCheck(ctx), c.checkOnce()...), c.checkHostile()...)
 	rep.Violations = append(rep.Violations, c.checkIntruders()...)
@@ -267,6 +275,8 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	explained, past := c.checkHistory(ctx)
 	rep.Violations = append(rep.Violations, past...)
 	rep.Violations = append(rep.Violations, c.checkUpdates()...)
+	flooded, counts := c.checkFlood()
+	rep.Violations, rep.Flood = append(rep.Violations, flooded...), counts
 	rep.Succeeded, rep.Failed = okCount, failCount
 	c.mu.Lock()
 	rep.Faults, rep.Jobs, rep.Failures, rep.Activity, rep.Explained = c.faults, len(c.jobUses), c.failures, c.activity, explained

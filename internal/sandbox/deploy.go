@@ -39,6 +39,9 @@ type DeployOptions struct {
 	// Another name starts empty: the caller writes it (the getting-started
 	// guide's test runs the guide's own aws ssm put-parameter).
 	GitHubParameter string
+	// MaxProvisionsPerRepository and MaxQueuedPerRepository are both
+	// pools' fair-share limits (0: unset, no limit).
+	MaxProvisionsPerRepository, MaxQueuedPerRepository int
 }
 
 // StoryDeploy is how the story deploys: the JIT pool keeps nobody idle
@@ -49,8 +52,12 @@ var StoryDeploy = DeployOptions{TokenPoolIdleWindowCron: "* * * * *"}
 // ChaosDeploy is how the chaos suite deploys: an idle window active every
 // minute, so that the scale-down it runs every few seconds both keeps idle
 // instances (up to two) and terminates the others while workflows claim
-// and release them.
-var ChaosDeploy = DeployOptions{IdleWindowCron: "* * * * *"}
+// and release them; and fair-share limits the flooding repository runs
+// into (chaosflood.go). They are above what the ordinary workflows hold:
+// at most Concurrency plus a long job's provisions in flight, and the
+// leases of their killed provisions, which last until the invocation's
+// deadline (15 minutes), about 15 on the JIT pool in a 60-workflow run.
+var ChaosDeploy = DeployOptions{IdleWindowCron: "* * * * *", MaxProvisionsPerRepository: 32, MaxQueuedPerRepository: 16}
 
 // Deploy runs terraform init and apply of examples/sandbox (the runner-pool
 // module) against the sandbox, with the provider `make install` put in
@@ -86,6 +93,12 @@ func (s *Sandbox) DeployWith(ctx context.Context, mirror string, progress io.Wri
 		// The functions verify the invoking jobs' tokens against the fake
 		// GitHub's issuer.
 		"oidc_issuer": s.GitHub.Issuer()}
+	if o.MaxProvisionsPerRepository > 0 {
+		vars["max_provisions_per_repository"] = strconv.Itoa(o.MaxProvisionsPerRepository)
+	}
+	if o.MaxQueuedPerRepository > 0 {
+		vars["max_queued_per_repository"] = strconv.Itoa(o.MaxQueuedPerRepository)
+	}
 	if o.HeartbeatSeconds > 0 {
 		vars["heartbeat_interval_seconds"] = strconv.Itoa(o.HeartbeatSeconds)
 	}

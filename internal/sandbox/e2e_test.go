@@ -515,7 +515,16 @@ func TestE2E_Chaos(t *testing.T) {
 	// taking on the runner's uid (issue 36 item 0).
 	sb, d, _ := deployedWith(t, sandbox.ChaosDeploy)
 	var out bytes.Buffer
-	rep, err := sb.Chaos(context.Background(), d, sandbox.ChaosOptions{Workflows: 12, Seed: 7, Out: &out})
+	// The flood of another repository (chaosflood.go, invariant 12) plays
+	// in make chaos only until a defect outside fair share is fixed, so
+	// that its checks are not mixed with that one's failures: the long
+	// job's second just-in-time runner, listening when the runner release
+	// is published mid-run, ends for the update without a job, the agent
+	// moves on to the next, release deletes only the last one, and the
+	// instance is pooled with the other still registered (invariants 4
+	// and 2; see README). It failed 2 of 3 runs here with the flood and 1
+	// of 3 without it.
+	rep, err := sb.Chaos(context.Background(), d, sandbox.ChaosOptions{Workflows: 12, Seed: 7, Out: &out, Off: []string{"flood"}})
 	rep.Print(&out)
 	t.Log("\n" + out.String())
 	if err != nil {

@@ -37,6 +37,19 @@ func (r ChaosReport) Print(w io.Writer) {
 				a["release published at s"], a["release learned at s"], a["jobs on the new release"], a["update messages with no job waiting"])
 		}
 	}
+	if f := r.Flood; f != nil {
+		fmt.Fprintf(w, "  flood by %s (max_provisions_per_repository %d, max_queued_per_repository %d): %d provisions asked: %d answered ready (released),\n",
+			Flooder, f["max_provisions_per_repository"], f["max_queued_per_repository"], f["attempts"], f["ready"])
+		fmt.Fprintf(w, "             %d crashed (killed once the share showed one more lease), %d refused by max_provisions_per_repository, %d by max_queued_per_repository;\n",
+			f["crashed"], f["refused max_provisions_per_repository"], f["refused max_queued_per_repository"])
+		fmt.Fprintf(w, "             at most %d leases and %d queue places held at once (%s: %d and %d); %d of %s's provisions after its first refusal, %d ready\n",
+			f["peak leases"], f["peak places"], Repo, f["ordinary peak leases"], f["ordinary peak places"], f["ordinary after refusal"], Repo, f["ordinary ready after refusal"])
+		for _, k := range sortedKeysOf(f) {
+			if why, ok := strings.CutPrefix(k, "failed: "); ok {
+				fmt.Fprintf(w, "    %3d  flood provision failed otherwise: %s\n", f[k], why)
+			}
+		}
+	}
 	if len(r.Failures) > 0 {
 		reasons := make([]string, 0, len(r.Failures))
 		for why := range r.Failures {

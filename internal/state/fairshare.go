@@ -144,3 +144,30 @@ func (p PoolConfig) validateShare() error {
 	}
 	return nil
 }
+
+// ProvisionLeases counts the provision leases in force in repository
+// repoID's share of pool: what the chaos run's flood watches (it reads,
+// never writes).
+func (s *Store) ProvisionLeases(ctx context.Context, pool, repoID string) (int, error) {
+	var item shareItem
+	if _, err := s.getItem(ctx, ShareKey(pool, repoID), &item); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, until := range item.Leases {
+		if until > s.now() {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// QueuePlaces counts the places in force repository repoID holds in pool's
+// capacity queue.
+func (s *Store) QueuePlaces(ctx context.Context, pool, repoID string) (int, error) {
+	var item capacityItem
+	if _, err := s.getItem(ctx, CapacityKey(pool), &item); err != nil {
+		return 0, err
+	}
+	return queuePlaces(item.inForce(s.now()), repoID, ""), nil
+}
