@@ -46,8 +46,13 @@ func sideBySide(t *testing.T, tests ...subtest) {
 }
 
 // leaseStep is the pools' maxRuntime in these tests: the running lease
-// MarkRunning sets and the agent keeps ahead.
-const leaseStep = 6 * time.Second
+// MarkRunning sets and the agent keeps ahead. An agent whose clock is off
+// counts the lease from when it first saw it and extends it half a step
+// later, so the margin is half a step less how late it saw the lease and
+// how long its write took: with 6 s, three seconds of that on a loaded
+// machine (make test, four packages and four of these tests at once) made
+// the lease lapse once. Production steps are minutes.
+const leaseStep = 10 * time.Second
 
 // leaseWorld is a world whose agent's clock is off by offset. Its runner
 // is stopped within 2 s when the instance ends (the jobs of these tests
@@ -147,7 +152,7 @@ func TestAJobLongerThanMaxRuntimeKeepsItsLeaseUpToTheCap(t *testing.T) {
 	sideBySide(t,
 		subtest{"agent clock 5 min slow", func(t *testing.T) {
 			w := leaseWorld(t, -5*time.Minute)
-			rec, job := w.running("run-slow", leaseStep, 16*time.Second)
+			rec, job := w.running("run-slow", leaseStep, 24*time.Second)
 			// Whole seconds: the threshold is at most one step and a second ahead.
 			moves := w.watchLease(time.Unix(rec.LeaseCap, 0).Add(-time.Second), step+1)
 			if moves < 3 {
@@ -169,8 +174,8 @@ func TestAJobLongerThanMaxRuntimeKeepsItsLeaseUpToTheCap(t *testing.T) {
 			_, job := w.running("run-fast", leaseStep, time.Hour)
 			// The agent's clock may lead it to keep the lease up to its
 			// skew further ahead, never more.
-			if moves := w.watchLease(time.Now().Add(12*time.Second), step+1+300); moves < 2 {
-				t.Fatalf("threshold moved %d times in 12 s of a %d s lease", moves, step)
+			if moves := w.watchLease(time.Now().Add(16*time.Second), step+1+300); moves < 2 {
+				t.Fatalf("threshold moved %d times in 16 s of a %d s lease", moves, step)
 			}
 			if j, _ := w.fake.Job(job); j.State != fakegithub.JobRunning {
 				t.Fatalf("job %s", j.State)
