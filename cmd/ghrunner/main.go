@@ -15,10 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/ops"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -74,52 +72,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		global.Usage()
 		return 2
 	}
-	cmd, rest := rest[0], rest[1:]
-	fs := flag.NewFlagSet("ghrunner "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	var pool, st, reason *string
-	var off *bool
-	var interval *time.Duration
-	switch cmd {
-	case "status":
-		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner status [--json]"); fs.PrintDefaults() }
-	case "instances":
-		pool = fs.String("pool", "", "only this pool")
-		st = fs.String("state", "", "only this state: "+strings.Join(stateNames(), ", "))
-		fs.Usage = func() {
-			fmt.Fprintln(stderr, "usage: ghrunner instances [--pool P] [--state S] [--json]")
-			fs.PrintDefaults()
-		}
-	case "runs":
-		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner runs [--json]"); fs.PrintDefaults() }
-	case "run":
-		fs.Usage = func() { fmt.Fprintln(stderr, "usage: ghrunner run <runId> [--json]"); fs.PrintDefaults() }
-	case "tail":
-		interval = fs.Duration("interval", time.Second, "how often to read the run (each read is a GetItem and a BatchGetItem)")
-		fs.Usage = func() {
-			fmt.Fprintln(stderr, "usage: ghrunner tail <runId> [--interval 1s] [--json]")
-			fs.PrintDefaults()
-		}
-	case "retire":
-		reason = fs.String("reason", "", "why, kept in the record (terminatedReason)")
-		fs.Usage = func() {
-			fmt.Fprintln(stderr, "usage: ghrunner retire <instanceId> [--reason R] [--json]")
-			fs.PrintDefaults()
-		}
-	case "drain":
-		off = fs.Bool("off", false, "end the drain: the pool takes runs and pools instances again")
-		fs.Usage = func() {
-			fmt.Fprintln(stderr, "usage: ghrunner drain <pool> [--off] [--json]")
-			fs.PrintDefaults()
-		}
-	case "help":
+	name, rest := rest[0], rest[1:]
+	if name == "help" {
 		global.Usage()
 		return 0
-	default:
-		printf(stderr, "ghrunner: unknown command %q: one of status, instances, runs, run, tail, retire, drain (ghrunner --help)\n", cmd)
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		printf(stderr, "ghrunner: unknown command %q: one of %s (ghrunner --help)\n", name, strings.Join(commandNames(), ", "))
 		return 2
 	}
+	fs := flag.NewFlagSet("ghrunner "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	action := cmd.flags(fs)
+	fs.Usage = func() { printf(stderr, "usage: %s\n", cmd.usageLine()); fs.PrintDefaults() }
 	// Flags may come before or after the arguments (run 42 --json).
 	var positional []string
 	for {
@@ -131,7 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		positional, rest = append(positional, fs.Arg(0)), fs.Args()[1:]
 	}
-	if wantsID := cmd == "run" || cmd == "tail" || cmd == "retire" || cmd == "drain"; wantsID && len(positional) != 1 || !wantsID && len(positional) != 0 {
+	if wantsArg := cmd.arg != ""; wantsArg && len(positional) != 1 || !wantsArg && len(positional) != 0 {
 		fs.Usage()
 		return 2
 	}
@@ -150,72 +117,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printf(stderr, "ghrunner: %s\n", err)
 		return 2
 	}
-	store := state.New(cfg.DynamoDB(), *table)
-	if cmd == "tail" {
-		if *interval < 100*time.Millisecond {
-			fmt.Fprintln(stderr, "ghrunner: --interval: must be at least 100ms")
-			return 2
-		}
-		enc := json.NewEncoder(stdout)
-		err := ops.Tail(ctx, store, positional[0], *interval, func(e ops.Event) {
-			if *asJSON {
-				enc.Encode(e)
-				return
-			}
-			printf(stdout, "%s  %-20s %s\n", e.At.Format("15:04:05"), e.Instance, e.What)
-		})
-		if err != nil {
-			return fail(stderr, err)
-		}
-		return 0
+	arg := ""
+	if len(positional) == 1 {
+		arg = positional[0]
 	}
-
-	var out any
-	var render func(w *tabwriter.Writer)
-	switch cmd {
-	case "status":
-		pools, err := ops.Status(ctx, store, time.Now())
-		if err != nil {
-			return fail(stderr, err)
-		}
-		last, err := ops.Scheduled(ctx, store, bundle.HandlerRefresh, bundle.HandlerScaleDown)
-		if err != nil {
-			return fail(stderr, err)
-		}
-		v := ops.StatusView{Pools: pools, Scheduled: last}
-		out, render = v, func(w *tabwriter.Writer) { renderStatus(w, v, time.Now()) }
-	case "instances":
-		insts, err := ops.Instances(ctx, store, *pool, state.State(*st))
-		if err != nil {
-			return fail(stderr, err)
-		}
-		out, render = insts, func(w *tabwriter.Writer) { renderInstances(w, insts, time.Now()) }
-	case "runs":
-		v, err := ops.Runs(ctx, store)
-		if err != nil {
-			return fail(stderr, err)
-		}
-		out, render = v, func(w *tabwriter.Writer) { renderRuns(w, v, time.Now()) }
-	case "run":
-		v, err := ops.Run(ctx, store, positional[0])
-		if err != nil {
-			return fail(stderr, err)
-		}
-		out, render = v, func(w *tabwriter.Writer) { renderRun(w, v, time.Now()) }
-	case "retire":
-		v, err := ops.Retire(ctx, store, positional[0], *reason)
-		if err != nil {
-			return fail(stderr, err)
-		}
-		out, render = v, func(w *tabwriter.Writer) {
-			printf(w, "%s retired (%s): its lease has ended, no provision claims it, refresh terminates it\n", v.ID, v.Terminated)
-		}
-	case "drain":
-		v, err := ops.Drain(ctx, store, positional[0], !*off)
-		if err != nil {
-			return fail(stderr, err)
-		}
-		out, render = v, func(w *tabwriter.Writer) { renderDrain(w, v) }
+	out, render, err := action(ctx, invocation{store: state.New(cfg.DynamoDB(), *table), arg: arg, asJSON: *asJSON, stdout: stdout})
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if render == nil {
+		return 0 // the command printed as it went (tail)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

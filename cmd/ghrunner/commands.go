@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/ops"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+)
+
+// The operator's commands, once: the parser takes each command's flags and
+// argument from here and runs what its flags function returns, so a command
+// is named in one place (before, run switched on the same names twice).
+
+// invocation is what a command runs with once its flags are parsed.
+type invocation struct {
+	store  *state.Store
+	arg    string // the positional argument, when the command takes one
+	asJSON bool
+	stdout io.Writer
+}
+
+// action reads or writes the table and returns what to print: out for
+// --json, render for the table. A nil render means it printed as it went.
+type action func(ctx context.Context, in invocation) (out any, render func(*tabwriter.Writer), err error)
+
+type command struct {
+	name  string
+	arg   string // the positional argument's name in the usage line ("" for none)
+	extra string // the usage line's flags besides --json
+	// flags defines the command's flags on fs and returns its action,
+	// which reads them once they are parsed.
+	flags func(fs *flag.FlagSet) action
+}
+
+func (c *command) usageLine() string {
+	parts := []string{"ghrunner", c.name}
+	if c.arg != "" {
+		parts = append(parts, "<"+c.arg+">")
+	}
+	if c.extra != "" {
+		parts = append(parts, c.extra)
+	}
+	return strings.Join(append(parts, "[--json]"), " ")
+}
+
+var commands = []command{
+	{name: "status", flags: func(*flag.FlagSet) action {
+		return func(ctx context.Context, in invocation) (any, func(*tabwriter.Writer), error) {
+			pools, err := ops.Status(ctx, in.store, time.Now())
+			if err != nil {
+				return nil, nil, err
+			}
+			last, err := ops.Scheduled(ctx, in.store, bundle.HandlerRefresh, bundle.HandlerScaleDown)
+			if err != nil {
+				return nil, nil, err
+			}
+			v := ops.StatusView{Pools: pools, Scheduled: last}
+			return v, func(w *tabwriter.Writer) { renderStatus(w, v, time.Now()) }, nil
+		}
+	}},
+	{name: "instances", extra: "[--pool P] [--state S]", flags: func(fs *flag.FlagSet) action {
+		pool := fs.String("pool", "", "only this pool")
+		st := fs.String("state", "", "only this state: "+strings.Join(stateNames(), ", "))
+		return func(ctx context.Context, in invocation) (any, func(*tabwriter.Writer), error) {
+			insts, err := ops.Instances(ctx, in.store, *pool, state.State(*st))
+			if err != nil {
+				return nil, nil, err
+			}
+			return insts, func(w *tabwriter.Writer) { renderInstances(w, insts, time.Now()) }, nil
+		}
+	}},
+	{name: "runs", flags: func(*flag.FlagSet) action {
+		return func(ctx context.Context, in invocation) (any, func(*tabwriter.Writer), error) {
+			v, err := ops.Runs(ctx, in.store)
+			if err != nil {
+				return nil, nil, err
+			}
+			return v, func(w *tabwriter.Writer) { renderRuns(w, v, time.Now()) }, nil
+		}
+	}},
+	{name: "run", arg: "runId", flags: func(*flag.FlagSet) action {
+		return func(ctx context.Context, in invocation) (any, func(*tabwriter.Writer), error) {
+			v, err := ops.Run(ctx, in.store, in.arg)
+			if err != nil {
+				return nil, nil, err
+			}
+			return v, func(w *tabwriter.Writer) { renderRun(w, v, time.Now()) }, nil
+		}
+	}},
+	{name: "tail", arg: "runId", extra: "[--interval 1s]", flags: func(fs *flag.FlagSet) action {
+		interval := fs.Duration("interval", time.Second, "how often to read the run (each read is a GetItem and a BatchGetItem)")
+		return func(ctx context.Context, in invocation) (any, func(*tabwriter.Writer), error) {
+			if *interval < 100*time.Millisecond {
+				return nil, nil, &ops.BadInputError{Field: "--interval", Rule: "must be at least 100ms"}
+			}
+			enc := json.NewEncoder(in.stdout)
+			return nil, nil, ops.Tail(ctx, in.store, in.arg, *interval, func(e ops.Event) {
+				if in.asJSON {
+					enc.Encode(e)
+					return
+				}
+				printf(in.stdout, "%s  %-20s %s\n", e.At.Format("15:04:05"), e.Instance, e.What)
+			})
+		}
+	}},
+	{name: "retire", arg: "instanceId", extra: "[--reason R]", flags: func(fs *flag.FlagSet) action {
+		reason := fs.String("reason", "", "why, kept in the record (terminatedReason)")
+		return func(ctx context.Context, in invocation) (any, func(*tabwriter.Writer), error) {
+			v, err := ops.Retire(ctx, in.store, in.arg, *reason)
+			if err != nil {
+				return nil, nil, err
+			}
+			return v, func(w *tabwriter.Writer) {
+				printf(w, "%s retired (%s): its lease has ended, no provision claims it, refresh terminates it\n", v.ID, v.Terminated)
+			}, nil
+		}
+	}},
+	{name: "drain", arg: "pool", extra: "[--off]", flags: func(fs *flag.FlagSet) action {
+		off := fs.Bool("off", false, "end the drain: the pool takes runs and pools instances again")
+		return func(ctx context.Context, in invocation) (any, func(*tabwriter.Writer), error) {
+			v, err := ops.Drain(ctx, in.store, in.arg, !*off)
+			if err != nil {
+				return nil, nil, err
+			}
+			return v, func(w *tabwriter.Writer) { renderDrain(w, v) }, nil
+		}
+	}},
+}
+
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+func commandNames() []string {
+	var names []string
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	return names
+}
