@@ -57,23 +57,26 @@ func (r *Runner) jobUID() (uid uint32, ok bool, err error) {
 // process may fork between the listing and the kill, so one pass is not
 // enough. It gives up after 50 passes (a fork bomb outrunning it).
 func killUID(uid uint32) (int, error) {
-	killed := 0
+	// Processes, not kills: one still dying at the next pass (a thread
+	// group whose threads take longer than a pass to end, on a busy
+	// machine) is killed again but counted once.
+	killed := map[int]bool{}
 	for pass := 0; pass < 50; pass++ {
 		pids, err := processesOf(uid)
 		if err != nil {
-			return killed, err
+			return len(killed), err
 		}
 		if len(pids) == 0 {
-			return killed, nil
+			return len(killed), nil
 		}
 		for _, pid := range pids {
 			if syscall.Kill(pid, syscall.SIGKILL) == nil {
-				killed++
+				killed[pid] = true
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return killed, fmt.Errorf("processes of uid %d still appear after 50 rounds of killing", uid)
+	return len(killed), fmt.Errorf("processes of uid %d still appear after 50 rounds of killing", uid)
 }
 
 // processesOf lists the live processes whose real or effective uid is uid.
