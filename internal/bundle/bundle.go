@@ -20,6 +20,10 @@ const (
 	// HandlerJIT consumes the state table's stream: it answers the agents'
 	// requests for just-in-time runner configurations.
 	HandlerJIT = "jit"
+	// HandlerListener is no Lambda function's: the same binary run as a
+	// long-lived process (an ECS task) serves the pools' runner scale sets
+	// (lambdas/listener).
+	HandlerListener = "listener"
 )
 
 // Handlers lists every handler, in the order a run uses them.

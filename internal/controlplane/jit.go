@@ -48,6 +48,11 @@ func MintWhy(rec *state.Instance, run *state.Run, p *state.PoolConfig, now time.
 		return "run " + rec.RunID + " not found"
 	case run.Status == state.RunReleased || run.Status == state.RunFailed:
 		return "run is " + string(run.Status)
+	case run.ScaleSet != "":
+		// Its one runner is the scale set's, minted by the listener with
+		// the claim; a runner that ended took its job (or was removed),
+		// and the listener gives the instance back to the pool.
+		return "run " + run.ID + " serves scale set " + run.ScaleSet + ": its runner comes from the listener, one per job"
 	case !run.Member(rec.Key.InstanceID()):
 		return "instance " + rec.Key.InstanceID() + " is not one of run " + run.ID + "'s (never was, or given up)"
 	case p == nil || p.Name != run.Pool:

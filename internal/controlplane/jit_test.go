@@ -43,6 +43,10 @@ func TestMintWhy(t *testing.T) {
 		{"a released run", asking(nil), &state.Run{ID: "run-1", Pool: "linux", Status: state.RunReleased, InstanceIDs: []string{"i-1"}}, "run is released"},
 		{"a failed run", asking(nil), &state.Run{ID: "run-1", Pool: "linux", Status: state.RunFailed, InstanceIDs: []string{"i-1"}}, "run is failed"},
 		{"no run item", asking(nil), nil, "run run-1 not found"},
+		// A scale set's runners come from its listener only: a REST runner
+		// under the run's label would wait for a job GitHub never sends it.
+		{"a scale set's standing run", asking(nil), &state.Run{ID: "run-1", Pool: "linux", Status: state.RunReady, InstanceIDs: []string{"i-1"}, ScaleSet: "7"},
+			"run run-1 serves scale set 7: its runner comes from the listener, one per job"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

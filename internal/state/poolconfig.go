@@ -139,6 +139,10 @@ type PoolConfig struct {
 	// capacity queue (fairshare.go); 0: no limit, as before pools had them.
 	MaxProvisionsPerRepository int `dynamodbav:"maxProvisionsPerRepository,omitempty" json:"maxProvisionsPerRepository,omitempty"`
 	MaxQueuedPerRepository     int `dynamodbav:"maxQueuedPerRepository,omitempty" json:"maxQueuedPerRepository,omitempty"`
+	// ScaleSet, when set, makes the pool serve a runner scale set too:
+	// the listener (lambdas/listener) holds its message session and
+	// gives each job assigned to it a warm instance of the pool.
+	ScaleSet *ScaleSetConfig `dynamodbav:"scaleSet,omitempty" json:"scaleSet,omitempty"`
 	// InstanceRoleID is the id (RoleId, AROA…) of the pool's instance role:
 	// the first half of its instances' record keys (InstanceKey). Empty
 	// for a pool written before keys carried the role.
@@ -151,6 +155,18 @@ type PoolConfig struct {
 	// attribute of the pool's item beside its configuration, so an apply
 	// keeps it (never written by the provider).
 	LatestTarget *runnerrelease.Target `dynamodbav:"-" json:"latestTarget,omitempty"`
+}
+
+// ScaleSetConfig is a pool's runner scale set: workflows name it in
+// runs-on, with no job that invokes provision or release. The scale set
+// joins the pool's runner group; its runners are just-in-time runners
+// with updates disabled.
+type ScaleSetConfig struct {
+	// Name is the scale set's name at GitHub: the label jobs ask for.
+	Name string `dynamodbav:"name" json:"name"`
+	// MaxRunners bounds the runners the scale set has at once (and so
+	// the instances it holds of the pool); 0: the pool's maxInstances.
+	MaxRunners int `dynamodbav:"maxRunners,omitempty" json:"maxRunners,omitempty"`
 }
 
 // RecordKey is the key of the record of the pool's instance instanceID.

@@ -57,6 +57,12 @@ type Run struct {
 	Repository    string `dynamodbav:"repository,omitempty"` // for messages: names change
 	WorkflowRunID string `dynamodbav:"workflowRunId,omitempty"`
 	RunAttempt    string `dynamodbav:"runAttempt,omitempty"` // the attempt that provisioned it
+	// ScaleSet is the runner scale set (its id at GitHub) whose listener
+	// made this run: a standing run of one instance whose runner the
+	// listener mints from the scale set, for one job. No other
+	// configuration is minted for it (controlplane.MintWhy), and the
+	// listener releases it when its job ends. Empty for a workflow's run.
+	ScaleSet string `dynamodbav:"scaleSet,omitempty"`
 }
 
 // RunKey is the partition key of a run item.

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/idtoken"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -189,7 +190,7 @@ type Deps struct {
 // Handle runs one provision.
 func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, error) {
 	start := time.Now()
-	d, fleet := deps.Deps, deps.EC2
+	d := deps.Deps
 	in, err := ParsePayload(payload)
 	if err != nil {
 		return nil, err
@@ -206,6 +207,25 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	if err != nil {
 		return nil, err
 	}
+	return provisionRun(ctx, deps, req, caller, start, "")
+}
+
+// ForScaleSet provisions a run of scale set scaleSet (its id) for the
+// scale-set listener: a caller the control plane established itself, with
+// no invoking job's token. The run is marked as the scale set's
+// (state.Run.ScaleSet): its runners come from the listener alone, one per
+// job. Everything else is what Handle does.
+func ForScaleSet(ctx context.Context, deps Deps, in Input, caller idtoken.Identity, scaleSet string) (*Output, error) {
+	start := time.Now()
+	req, err := parse(ctx, deps.Deps, in)
+	if err != nil {
+		return nil, err
+	}
+	return provisionRun(ctx, deps, req, caller, start, scaleSet)
+}
+
+func provisionRun(ctx context.Context, deps Deps, req *request, caller idtoken.Identity, start time.Time, scaleSet string) (*Output, error) {
+	d, fleet := deps.Deps, deps.EC2
 	if req.pool.Draining {
 		// A run already under way may ask again (a retried invoke); a new
 		// one is refused.
@@ -227,7 +247,8 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	canonical, _ := json.Marshal(request)
 	run, created, err := d.Store.StartRun(ctx, state.Run{ID: req.RunID, Pool: req.Pool, Owner: req.Owner, InstanceCount: req.count, Request: string(canonical),
 		Label:        newLabel(req.RunID, req.pool.RunnerLabel),
-		RepositoryID: caller.RepositoryID, Repository: caller.Repository, WorkflowRunID: caller.RunID, RunAttempt: caller.RunAttempt})
+		RepositoryID: caller.RepositoryID, Repository: caller.Repository, WorkflowRunID: caller.RunID, RunAttempt: caller.RunAttempt,
+		ScaleSet: scaleSet})
 	if run != nil && !created {
 		// Someone else's run: refused before its label, its request or its
 		// state is told.

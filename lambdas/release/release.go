@@ -59,12 +59,39 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	if err != nil {
 		return nil, err
 	}
+	return releaseRun(ctx, d, in.RunID, start, func(run *state.Run) error {
+		if run.ScaleSet != "" {
+			return controlplane.Invalid("runId", "run %s serves scale set %s: its listener releases it", in.RunID, run.ScaleSet)
+		}
+		return controlplane.Owns(run, caller)
+	})
+}
+
+// ForScaleSet releases a standing run of scale set scaleSet (its id) for
+// its listener, once the run's job ended: the instance is reaped, wiped
+// and checked as at any run's end before it is pooled again. A run of
+// any other scale set, or a workflow's run, is refused.
+func ForScaleSet(ctx context.Context, deps Deps, runID, scaleSet string) (*Output, error) {
+	if err := controlplane.CheckRunID(runID); err != nil {
+		return nil, err
+	}
+	return releaseRun(ctx, deps.Deps, runID, time.Now(), func(run *state.Run) error {
+		if run.ScaleSet != scaleSet {
+			return controlplane.Invalid("runId", "run %s is not a standing run of scale set %s", runID, scaleSet)
+		}
+		return nil
+	})
+}
+
+// releaseRun releases runID once owns accepts its run item.
+func releaseRun(ctx context.Context, d *controlplane.Deps, runID string, start time.Time, owns func(*state.Run) error) (*Output, error) {
+	in := Input{RunID: runID}
 	out := &Output{RunID: in.RunID, Released: []string{}, Expired: []string{}}
 	log := d.Log.With("runId", in.RunID)
 
 	run, err := d.Store.GetRun(ctx, in.RunID)
 	if err == nil {
-		if err := controlplane.Owns(run, caller); err != nil {
+		if err := owns(run); err != nil {
 			return nil, err
 		}
 	}
