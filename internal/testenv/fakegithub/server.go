@@ -83,6 +83,8 @@ type Options struct {
 	// (version.go): no generate-jitconfig before 3.10, no name filter on
 	// list runners before 3.11.
 	Version string
+	// ScaleSet configures the scale set side (scaleset_session.go).
+	ScaleSet ScaleSetOptions
 
 	// Test hooks: the conformance suite's own test (internal/testenv/ghapi)
 	// drives the fake away from GitHub's description with them and
@@ -145,6 +147,7 @@ type Server struct {
 	refuseListeners int
 	refusal         string
 	idp             oidcIssuer // the Actions OIDC issuer (oidc.go)
+	ss              *scaleSetState
 }
 
 type installation struct {
@@ -223,6 +226,7 @@ type Job struct {
 	RunnerVersion string
 	ExitCode      int
 	Result        string // succeeded, failed or cancelled, once completed
+	ScaleSetID    int    // the scale set the job is for (0: any runner with its label)
 	Output        string
 	// When it was queued, handed to a runner (zero again if the runner
 	// never confirmed it and it went back to the queue) and settled:
@@ -314,6 +318,7 @@ func NewServer(o Options) *Server {
 		conflictLimit:   o.SessionConflictLimit,
 		rewrite:         o.Rewrite,
 		extra:           o.ExtraRoutes,
+		ss:              newScaleSetState(o.ScaleSet),
 	}
 	if o.Version == "" {
 		o.Version = APIGitHubCom
@@ -646,6 +651,7 @@ func (s *Server) EnqueueJobWithPost(label, script, post string) int64 {
 	defer s.mu.Unlock()
 	s.nextID++
 	s.jobs[s.nextID] = &Job{ID: s.nextID, Label: label, Repo: "repo", Script: script, Post: post, State: JobQueued, Queued: time.Now(), done: make(chan struct{})}
+	s.routeToScaleSet(s.jobs[s.nextID])
 	s.wake()
 	return s.nextID
 }
