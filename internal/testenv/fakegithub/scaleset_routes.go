@@ -81,7 +81,6 @@ func (s *Server) InstallationID(owner string) int64 {
 
 func (s *Server) scaleSetRoutes(route func(pattern, auth string, h handler, query ...string)) {
 	route("GET /_fake/_apis/runtime/runnergroups/{$}", authActions, s.ssRunnerGroups, "groupName")
-	route("GET /_fake/_apis/runtime/runnergroups", authActions, s.ssRunnerGroups, "groupName")
 	route("GET "+ssRoot, authActions, s.ssList, "runnerGroupId", "name")
 	route("GET "+ssRoot+"/{id}", authActions, s.ssGet)
 	route("POST "+ssRoot, authActions, s.ssCreate)

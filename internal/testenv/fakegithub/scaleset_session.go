@@ -197,6 +197,18 @@ func (s *Server) ssSessionRefresh(w http.ResponseWriter, r *http.Request) (int, 
 	return http.StatusOK, s.sessionJSON(r, set)
 }
 
+// ExpireMessageQueueToken makes the message queue token of the scale
+// set's session stale, as the service's tokens expire (after a time it
+// does not document): the next poll, delete or acquire is answered 401,
+// and the client refreshes the session and tries again.
+func (s *Server) ExpireMessageQueueToken(scaleSetID int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if set, ok := s.ss.sets[scaleSetID]; ok && set.session != nil {
+		set.session.token = randomToken("mq_")
+	}
+}
+
 // queueSession authenticates a message queue request: the path's scale
 // set and session, and the session's token. A stale token is 401, which
 // the client takes for an expired one and refreshes.

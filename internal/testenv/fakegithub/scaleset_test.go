@@ -175,6 +175,8 @@ func runListener(t *testing.T, c listener.Client, setID int, scaler listener.Sca
 // it, and the scaler's JIT runner (the fake runner, started with the
 // scale set's configuration) runs it; JobStarted and JobCompleted name
 // that runner, and TotalAssignedJobs counts the job while it is assigned.
+// (Were an acquired job not counted assigned until a runner takes it, the
+// scaler would start no runner and this fails with "job: {... State:queued".)
 func TestAScaleSetJobIsAcquiredRunOnAJITRunnerOfTheScaleSetAndReported(t *testing.T) {
 	fake := newScaleSetFake(t, fakegithub.ScaleSetOptions{PollWait: 300 * time.Millisecond})
 	c := newScaleSetClient(t, fake, "acme")

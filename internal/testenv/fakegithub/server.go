@@ -14,7 +14,9 @@
 // to it: config.sh exchanges its token at /actions/runner-registration as
 // the real runner does, then uses a private protocol under /_fake/ to
 // register, hold a session, take jobs and report them. Tests queue jobs per
-// label with EnqueueJob and wait for them with WaitJob.
+// label with EnqueueJob and wait for them with WaitJob. It also serves the
+// Actions service's side of runner scale sets to github.com/actions/scaleset
+// (scaleset_routes.go).
 package fakegithub
 
 import (
@@ -637,7 +639,8 @@ func (s *Server) HoldSession(id int64) {
 
 // EnqueueJob queues a job for runners with label (compared without regard
 // to case, as GitHub does); script runs under bash -c in the runner's
-// <work>/repo/repo folder.
+// <work>/repo/repo folder. A label naming a scale set makes it a job of
+// that scale set (scaleset_jobs.go).
 func (s *Server) EnqueueJob(label, script string) int64 {
 	return s.EnqueueJobWithPost(label, script, "")
 }
