@@ -21,7 +21,8 @@ type ScaleSetOptions struct {
 	// after MaxRequeues requeues it is cancelled. Issue 38 states the
 	// rule ("a job assigned but not picked up in time is cancelled and
 	// requeued, up to 3 times"); GitHub documents neither the rule nor
-	// the bound, so the default, 2 minutes, is the fake's choice.
+	// the bound, so the default, 2 minutes, is the fake's choice. It is
+	// measured on the wall clock, not Options.Now.
 	JobPickup time.Duration
 }
 
