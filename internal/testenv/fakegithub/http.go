@@ -87,6 +87,8 @@ func (s *Server) routes() http.Handler {
 	route("POST /_fake/runners/{id}/poll", authRunner, s.poll)
 	route("POST /_fake/jobs/{id}/start", authRunner, s.jobStart)
 	route("POST /_fake/jobs/{id}/complete", authRunner, s.jobComplete)
+	// The Actions service side of runner scale sets (scaleset_routes.go).
+	s.scaleSetRoutes(route)
 	// The Actions OIDC issuer and the runtime's token endpoint (oidc.go).
 	s.oidcRoutes(mux)
 	// Release downloads, on github.com's paths (releases.go).
@@ -108,7 +110,7 @@ func (s *Server) routes() http.Handler {
 
 func (s *Server) serve(pattern, auth string, h handler, w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-GitHub-Request-Id", strings.ToUpper(randomToken("")[:20]))
-	api := !strings.HasPrefix(pattern, "POST /_fake") && !strings.HasPrefix(pattern, "DELETE /_fake")
+	api := !strings.Contains(pattern, " /_fake/")
 	s.mu.Lock()
 	s.counts[pattern]++
 	fault := s.takeFault(r, api)

@@ -76,13 +76,25 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request) (int,
 	s.runners[rn.id] = rn
 	s.registered(rn)
 
-	base := "http://" + r.Host
 	// No disableUpdate: generate-jitconfig takes a name, a runner group,
 	// labels and a work folder, nothing else, so a just-in-time runner
 	// behind the latest release is sent an update (releases.go, updateFor).
+	return http.StatusCreated, map[string]any{"runner": s.runnerJSON(rn), "encoded_jit_config": s.encodeJIT(r, rn, *req.RunnerGroupID, req.WorkFolder, false)}
+}
+
+// encodeJIT is the encoded configuration of just-in-time runner rn, for
+// the REST path and for scale sets (scaleset_jobs.go) alike: what
+// run.sh --jitconfig takes. disableUpdate is written to .runner as
+// config.sh --disableupdate writes it.
+func (s *Server) encodeJIT(r *http.Request, rn *runner, poolID int64, workFolder string, disableUpdate bool) string {
+	base := "http://" + r.Host
+	settings := map[string]any{"agentId": rn.id, "agentName": rn.name, "poolId": poolID, "poolName": rn.group,
+		"serverUrl": base + "/_fake/", "gitHubUrl": base + "/" + rn.owner, "workFolder": workFolder, "ephemeral": true}
+	if disableUpdate {
+		settings["disableUpdate"] = true
+	}
 	files := map[string]any{
-		".runner": map[string]any{"agentId": rn.id, "agentName": rn.name, "poolId": *req.RunnerGroupID, "poolName": group,
-			"serverUrl": base + "/_fake/", "gitHubUrl": base + "/" + owner, "workFolder": req.WorkFolder, "ephemeral": true},
+		".runner":                settings,
 		".credentials":           map[string]any{"scheme": "OAuth", "data": map[string]string{"clientId": randomToken("client_"), "authorizationUrl": base + "/_fake/token"}},
 		".credentials_rsaparams": map[string]any{"fakeSecret": rn.secret},
 	}
@@ -92,7 +104,7 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request) (int,
 		encoded[name] = base64.StdEncoding.EncodeToString(raw)
 	}
 	raw, _ := json.Marshal(encoded)
-	return http.StatusCreated, map[string]any{"runner": s.runnerJSON(rn), "encoded_jit_config": base64.StdEncoding.EncodeToString(raw)}
+	return base64.StdEncoding.EncodeToString(raw)
 }
 
 func invalid(msg string) (int, any) {

@@ -58,8 +58,9 @@ func (s *Server) runnerRegistration(w http.ResponseWriter, r *http.Request) (int
 	if msg := s.registrationRefused(r); msg != "" && req.Event == "register" {
 		return http.StatusNotFound, apiError(http.StatusNotFound, msg)
 	}
-	tenant := randomToken("tenant_")
-	s.tenantTokens[tenant] = tokenInfo{owner: info.owner, purpose: info.purpose, expires: s.now().Add(tokenTTL)}
+	exp := s.now().Add(tokenTTL)
+	tenant := newTenantToken(s.now(), exp) // a JWT: the scale set client reads its expiry (scaleset_routes.go)
+	s.tenantTokens[tenant] = tokenInfo{owner: info.owner, purpose: info.purpose, expires: exp}
 	return http.StatusOK, map[string]any{"url": "http://" + r.Host + "/_fake/", "token": tenant, "token_schema": "OAuthAccessToken"}
 }
 
@@ -324,15 +325,16 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
 	}
 }
 
-// nextJob: the oldest queued job whose label the runner has (GitHub
-// compares labels without regard to case).
+// nextJob: the oldest queued job the runner may take: one whose label it
+// has (GitHub compares labels without regard to case), or, for a runner
+// of a scale set, one its scale set acquired (mayTake, scaleset_jobs.go).
 func (s *Server) nextJob(rn *runner) *Job {
 	var best *Job
 	for _, j := range s.jobs {
 		if j.State != JobQueued || best != nil && j.ID > best.ID {
 			continue
 		}
-		if slices.ContainsFunc(rn.labels, func(l string) bool { return strings.EqualFold(l, j.Label) }) {
+		if s.mayTake(rn, j) {
 			best = j
 		}
 	}
@@ -351,8 +353,10 @@ func (s *Server) abandon(rn *runner, keep string) {
 		if j.acked {
 			j.State, j.ExitCode, j.Result, j.Output, j.Finished = JobFailed, -1, "failed", j.Output+"The runner has lost communication with the server.", time.Now()
 			close(j.done)
+			s.ssJobEnded(j)
 		} else {
 			j.State, j.RunnerID, j.Runner, j.session, j.Started = JobQueued, 0, "", "", time.Time{}
+			s.ssJobReturned(j)
 			s.wake()
 		}
 		rn.busy = false
@@ -381,6 +385,7 @@ func (s *Server) jobStart(w http.ResponseWriter, r *http.Request) (int, any) {
 	}
 	j.acked = true
 	rn.lastSeen = s.now()
+	s.ssJobStarted(j)
 	return http.StatusNoContent, nil
 }
 
@@ -409,6 +414,7 @@ func (s *Server) jobComplete(w http.ResponseWriter, r *http.Request) (int, any) 
 	rn.busy = false
 	rn.lastSeen = s.now()
 	close(j.done)
+	s.ssJobEnded(j)
 	s.jobDone(rn)
 	s.wake()
 	return http.StatusNoContent, nil

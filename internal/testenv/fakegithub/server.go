@@ -14,7 +14,9 @@
 // to it: config.sh exchanges its token at /actions/runner-registration as
 // the real runner does, then uses a private protocol under /_fake/ to
 // register, hold a session, take jobs and report them. Tests queue jobs per
-// label with EnqueueJob and wait for them with WaitJob.
+// label with EnqueueJob and wait for them with WaitJob. It also serves the
+// Actions service's side of runner scale sets to github.com/actions/scaleset
+// (scaleset_routes.go).
 package fakegithub
 
 import (
@@ -83,6 +85,8 @@ type Options struct {
 	// (version.go): no generate-jitconfig before 3.10, no name filter on
 	// list runners before 3.11.
 	Version string
+	// ScaleSet configures the scale set side (scaleset_session.go).
+	ScaleSet ScaleSetOptions
 
 	// Test hooks: the conformance suite's own test (internal/testenv/ghapi)
 	// drives the fake away from GitHub's description with them and
@@ -145,6 +149,7 @@ type Server struct {
 	refuseListeners int
 	refusal         string
 	idp             oidcIssuer // the Actions OIDC issuer (oidc.go)
+	ss              *scaleSetState
 }
 
 type installation struct {
@@ -223,6 +228,7 @@ type Job struct {
 	RunnerVersion string
 	ExitCode      int
 	Result        string // succeeded, failed or cancelled, once completed
+	ScaleSetID    int    // the scale set the job is for (0: any runner with its label)
 	Output        string
 	// When it was queued, handed to a runner (zero again if the runner
 	// never confirmed it and it went back to the queue) and settled:
@@ -314,6 +320,7 @@ func NewServer(o Options) *Server {
 		conflictLimit:   o.SessionConflictLimit,
 		rewrite:         o.Rewrite,
 		extra:           o.ExtraRoutes,
+		ss:              newScaleSetState(o.ScaleSet),
 	}
 	if o.Version == "" {
 		o.Version = APIGitHubCom
@@ -632,7 +639,8 @@ func (s *Server) HoldSession(id int64) {
 
 // EnqueueJob queues a job for runners with label (compared without regard
 // to case, as GitHub does); script runs under bash -c in the runner's
-// <work>/repo/repo folder.
+// <work>/repo/repo folder. A label naming a scale set makes it a job of
+// that scale set (scaleset_jobs.go).
 func (s *Server) EnqueueJob(label, script string) int64 {
 	return s.EnqueueJobWithPost(label, script, "")
 }
@@ -646,6 +654,7 @@ func (s *Server) EnqueueJobWithPost(label, script, post string) int64 {
 	defer s.mu.Unlock()
 	s.nextID++
 	s.jobs[s.nextID] = &Job{ID: s.nextID, Label: label, Repo: "repo", Script: script, Post: post, State: JobQueued, Queued: time.Now(), done: make(chan struct{})}
+	s.routeToScaleSet(s.jobs[s.nextID])
 	s.wake()
 	return s.nextID
 }
