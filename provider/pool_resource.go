@@ -260,9 +260,10 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				}}},
 			"scale_set": schema.SingleNestedAttribute{Optional: true,
 				Description: "A runner scale set the pool serves too (GitHub's runner scale set API): workflows name it in `runs-on` and need no job that invokes provision or release; " +
-					"the listener holds the scale set's message session and gives each job assigned to it a warm instance of the pool. " +
+					"a listener holds the scale set's message session and gives each job assigned to it a warm instance of the pool. " +
+					"The listener is still being built: this release writes the scale set into the pool's configuration item, and nothing serves it yet. " +
 					"The scale set joins the pool's `runner_group`, and its runners are just-in-time runners: it needs `registration = \"jit\"`. " +
-					"The pool's configuration item carries it for the listener, which is still being built (scale-set mode): until a release ships it, no listener serves the scale set. " +
+					"The apply refuses a name another pool of the table serves for the same owner (whatever its case); two such pools created in one apply are not caught. " +
 					"Unset: the pool serves provision and release only.",
 				Attributes: map[string]schema.Attribute{
 					"name": schema.StringAttribute{Required: true,
