@@ -532,3 +532,25 @@ resource "ghrunner_pool" "other" {
 		},
 	})
 }
+
+// Drift: a scale set removed from the config item outside Terraform shows
+// in the plan.
+func TestAccPool_scaleSet_drift(t *testing.T) {
+	f := newPoolFixture(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
+		Steps: []resource.TestStep{{
+			Config: f.config(`scale_set = { name = "linux-big" }`),
+			Check: func(*terraform.State) error {
+				cfg, err := f.poolConfig()
+				if err != nil {
+					return err
+				}
+				cfg.ScaleSet = nil
+				return state.New(env.Config(&testing.T{}).DynamoDB(), f.table).PutPoolConfig(context.Background(), *cfg)
+			},
+			ExpectNonEmptyPlan: true,
+		}},
+	})
+}
