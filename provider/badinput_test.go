@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
 
@@ -222,6 +223,21 @@ func TestAccPool_badInput(t *testing.T) {
 		{"heartbeat zero", set("heartbeat_interval_seconds", `0`), attrError("heartbeat_interval_seconds", "at least 1")},
 		{"created ttl short", set("created_ttl_seconds", `59`), attrError("created_ttl_seconds", "at least 60")},
 		{"tags a list", set("tags", `["a"]`), typeError("tags")},
+		// A scale set's name is a runs-on label (state.ScaleSetNamePattern).
+		{"scale set name with a comma", set("scale_set", `{ name = "linux,gpu" }`), attrError("scale_set.name", state.ScaleSetNameRule)},
+		{"scale set name with a space", set("scale_set", `{ name = "linux gpu" }`), attrError("scale_set.name", state.ScaleSetNameRule)},
+		{"scale set name from a hyphen", set("scale_set", `{ name = "-linux" }`), attrError("scale_set.name", state.ScaleSetNameRule)},
+		{"scale set name empty", set("scale_set", `{ name = "" }`), attrError("scale_set.name", state.ScaleSetNameRule)},
+		{"scale set name of 46", set("scale_set", fmt.Sprintf("{ name = %q }", strings.Repeat("s", 46))), attrError("scale_set.name", state.ScaleSetNameRule)},
+		{"scale set name with shell", set("scale_set", `{ name = "linux;$(id)" }`), attrError("scale_set.name", state.ScaleSetNameRule)},
+		{"scale set without a name", set("scale_set", `{ max_runners = 2 }`), `(?i)attribute "name" is required`},
+		{"scale set runners zero", set("scale_set", `{ name = "linux", max_runners = 0 }`), attrError("scale_set.max_runners", "value must be between 1 and 10000")},
+		{"scale set runners over max instances", f.config("max_instances = 5\nscale_set = { name = \"linux\", max_runners = 6 }"),
+			attrError("scale_set", "max_runners (6) must be at most max_instances (5)")},
+		{"scale set runners over the default max instances", set("scale_set", `{ name = "linux", max_runners = 21 }`),
+			attrError("scale_set", "max_runners (21) must be at most max_instances (20)")},
+		{"scale set with token registration", f.config("registration = \"token\"\nscale_set = { name = \"linux\" }"),
+			attrError("registration", `scale_set is set and registration is "token": a scale set's runners are just-in-time runners`)},
 	})
 }
 

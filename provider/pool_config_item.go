@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
@@ -43,6 +44,24 @@ func (m poolModel) windows(ctx context.Context) ([]idleWindow, diag.Diagnostics)
 	var out []idleWindow
 	d := m.IdleWindows.ElementsAs(ctx, &out, false)
 	return out, d
+}
+
+// scaleSet is the pool's scale_set.
+type scaleSet struct {
+	Name       types.String `tfsdk:"name"`
+	MaxRunners types.Int64  `tfsdk:"max_runners"`
+}
+
+var scaleSetType = types.ObjectType{AttrTypes: map[string]attr.Type{"name": types.StringType, "max_runners": types.Int64Type}}
+
+// scaleSet returns the scale set, or nil when there is none or it is unknown.
+func (m poolModel) scaleSet(ctx context.Context) (*scaleSet, diag.Diagnostics) {
+	if m.ScaleSet.IsUnknown() || m.ScaleSet.IsNull() {
+		return nil, nil
+	}
+	var out scaleSet
+	d := m.ScaleSet.As(ctx, &out, basetypes.ObjectAsOptions{})
+	return &out, d
 }
 
 // putConfigItem writes the pool config item of m.
@@ -77,8 +96,36 @@ func (r *poolResource) putConfigItem(ctx context.Context, m poolModel) diag.Diag
 	if old != nil {
 		cfg.Draining = old.Draining
 	}
+	if diags.Append(r.scaleSetFree(ctx, m.Table.ValueString(), cfg)...); diags.HasError() {
+		return diags
+	}
 	if err := state.New(r.c.aws.DynamoDB(), m.Table.ValueString()).PutPoolConfig(ctx, cfg); err != nil {
 		diags.AddError("Writing the pool config failed", err.Error())
+	}
+	return diags
+}
+
+// scaleSetFree refuses a scale set another pool of the table already
+// serves for the same owner: runs-on is case-insensitive, so two pools
+// naming one scale set would take each other's jobs. The plan cannot
+// check it (a pool sees no other pool's configuration, and pools created
+// in one apply are written side by side): two pools created in the same
+// apply can both pass this check; that case is left to the listener.
+func (r *poolResource) scaleSetFree(ctx context.Context, table string, cfg state.PoolConfig) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if cfg.ScaleSet == nil {
+		return diags
+	}
+	pools, err := state.New(r.c.aws.DynamoDB(), table).ListPoolConfigs(ctx)
+	if err != nil {
+		diags.AddError("Reading the pools failed", err.Error())
+		return diags
+	}
+	for _, p := range pools {
+		if p.Name != cfg.Name && p.ScaleSet != nil && strings.EqualFold(p.Owner, cfg.Owner) && strings.EqualFold(p.ScaleSet.Name, cfg.ScaleSet.Name) {
+			diags.AddAttributeError(path.Root("scale_set").AtName("name"), "Scale set already served by another pool",
+				fmt.Sprintf("pool %q already serves scale set %q of %s (names are compared case-insensitively, as runs-on compares labels): give each pool of one owner its own scale set name", p.Name, p.ScaleSet.Name, p.Owner))
+		}
 	}
 	return diags
 }
@@ -131,6 +178,11 @@ func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diag
 		cfg.IdleWindows = append(cfg.IdleWindows, state.IdleWindow{Cron: w.Cron.ValueString(), TimeZone: w.TimeZone.ValueString(),
 			IdleCount: int(w.IdleCount.ValueInt64()), EvictionStrategy: w.EvictionStrategy.ValueString()})
 	}
+	ss, d := m.scaleSet(ctx)
+	diags.Append(d...)
+	if ss != nil {
+		cfg.ScaleSet = &state.ScaleSetConfig{Name: ss.Name.ValueString(), MaxRunners: int(ss.MaxRunners.ValueInt64())}
+	}
 	return cfg, diags
 }
 
@@ -170,6 +222,10 @@ func (m *poolModel) setFromConfigItem(ctx context.Context, table string, cfg *st
 				IdleCount: types.Int64Value(int64(w.IdleCount)), EvictionStrategy: types.StringValue(w.EvictionStrategy)})
 		}
 		m.IdleWindows, _ = types.ListValueFrom(ctx, idleWindowType, windows)
+	}
+	m.ScaleSet = types.ObjectNull(scaleSetType.AttrTypes)
+	if ss := cfg.ScaleSet; ss != nil {
+		m.ScaleSet, _ = types.ObjectValueFrom(ctx, scaleSetType.AttrTypes, scaleSet{Name: types.StringValue(ss.Name), MaxRunners: optionalInt(ss.MaxRunners)})
 	}
 }
 

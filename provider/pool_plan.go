@@ -74,6 +74,20 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 			fmt.Sprintf("max_queued_per_repository (%d) must be at most max_provisions_per_repository (%d): a waiting provision is in flight", queued.ValueInt64(), prov.ValueInt64()))
 	}
 	resp.Diagnostics.Append(validateRootVolume(m)...)
+	if ss, _ := m.scaleSet(ctx); ss != nil {
+		// A scale set's jobs come with no provision to mint a runner: the
+		// listener asks GitHub for a just-in-time runner per job.
+		if reg := m.Registration; !reg.IsUnknown() && reg.ValueString() == state.RegistrationToken {
+			resp.Diagnostics.AddAttributeError(path.Root("registration"), "A scale set needs just-in-time runners",
+				`scale_set is set and registration is "token": a scale set's runners are just-in-time runners; set registration = "jit" (the default) or remove scale_set`)
+		}
+		if mr, mi := ss.MaxRunners, m.MaxInstances; !mr.IsNull() && !mr.IsUnknown() && !mi.IsUnknown() {
+			if limit := effective(mi, defaultMaxInstances); mr.ValueInt64() > limit {
+				resp.Diagnostics.AddAttributeError(path.Root("scale_set").AtName("max_runners"), "More scale set runners than the pool's instances",
+					fmt.Sprintf("scale_set.max_runners (%d) must be at most max_instances (%d): each runner of the scale set is an instance of the pool", mr.ValueInt64(), limit))
+			}
+		}
+	}
 	if m.RunnerTarballURL.IsNull() != m.RunnerTarballSHA.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("runner_tarball_sha256"), "Runner tarball needs its checksum",
 			"set runner_tarball_url and runner_tarball_sha256 together")

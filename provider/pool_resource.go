@@ -34,6 +34,9 @@ var (
 	_ resource.ResourceWithImportState    = &poolResource{}
 )
 
+// defaultMaxInstances is max_instances when the configuration omits it.
+const defaultMaxInstances = 20
+
 func newPoolResource() resource.Resource { return &poolResource{} }
 
 // poolResource is ghrunner_pool: one pool of runners. Its parts each have a
@@ -81,6 +84,7 @@ type poolModel struct {
 	RunnerTarballURL types.String `tfsdk:"runner_tarball_url"`
 	RunnerTarballSHA types.String `tfsdk:"runner_tarball_sha256"`
 	IdleWindows      types.List   `tfsdk:"idle_windows"`
+	ScaleSet         types.Object `tfsdk:"scale_set"`
 	Tags             types.Map    `tfsdk:"tags"`
 
 	CreatedTTL        types.Int64 `tfsdk:"created_ttl_seconds"`
@@ -119,6 +123,9 @@ var (
 	sgRE          = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
 	instTypeRE    = regexp.MustCompile(`^[a-z0-9-]+\.[a-z0-9-]+$`)
 	sha256HexRE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// scaleSetNameRE: the rule and where it comes from are at
+	// state.ScaleSetNamePattern.
+	scaleSetNameRE = regexp.MustCompile(state.ScaleSetNamePattern)
 )
 
 func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -191,8 +198,8 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Description: "`spot` or `on-demand`. Default spot.", Validators: []validator.String{stringvalidator.OneOf("spot", "on-demand")}},
 			"on_demand_fallback": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				Description: "Launch on-demand for what spot capacity cannot give. Default true."},
-			"max_instances": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(20),
-				Description: "Most instances the pool may have at once. Default 20.", Validators: []validator.Int64{int64validator.Between(1, 10000)}},
+			"max_instances": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultMaxInstances),
+				Description: fmt.Sprintf("Most instances the pool may have at once. Default %d.", defaultMaxInstances), Validators: []validator.Int64{int64validator.Between(1, 10000)}},
 			"max_provisions_per_repository": schema.Int64Attribute{Optional: true,
 				Description: "Fair share between repositories: most provisions of this pool one repository (the `repository_id` of the invoking job's OIDC token) may have in flight at once. " +
 					"A provision waits inside the function, so without it one repository allowed to invoke can hold every execution of the provision function (its reserved concurrency, or the account's) and others' workflows get throttled. " +
@@ -251,6 +258,23 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 					"eviction_strategy": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("oldest_first"),
 						Description: "Which idle instances go first: `oldest_first` or `newest_first`.", Validators: []validator.String{stringvalidator.OneOf("oldest_first", "newest_first")}},
 				}}},
+			"scale_set": schema.SingleNestedAttribute{Optional: true,
+				Description: "A runner scale set the pool serves too (GitHub's runner scale set API): workflows name it in `runs-on` and need no job that invokes provision or release; " +
+					"a listener holds the scale set's message session and gives each job assigned to it a warm instance of the pool. " +
+					"The listener is still being built: this release writes the scale set into the pool's configuration item, and nothing serves it yet. " +
+					"The scale set joins the pool's `runner_group`, and its runners are just-in-time runners: it needs `registration = \"jit\"`. " +
+					"The apply refuses a name another pool of the table serves for the same owner (whatever its case); two such pools created in one apply are not caught. " +
+					"Unset: the pool serves provision and release only.",
+				Attributes: map[string]schema.Attribute{
+					"name": schema.StringAttribute{Required: true,
+						Description: "The scale set's name at GitHub, the one label its runners have: the `runs-on` of the jobs it takes (labels are case-insensitive). " +
+							"1-45 letters, digits, `-`, `_` or `.`, starting with a letter or digit. GitHub requires it unique within the runner group; " +
+							"give each pool of one owner its own.",
+						Validators: []validator.String{stringvalidator.RegexMatches(scaleSetNameRE, state.ScaleSetNameRule)}},
+					"max_runners": schema.Int64Attribute{Optional: true,
+						Description: "Most runners the scale set has at once, and so most instances of the pool it holds: 1 to `max_instances`. Unset: `max_instances`.",
+						Validators:  []validator.Int64{int64validator.Between(1, 10000)}},
+				}},
 			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Validators: tagValidators(), Description: "Tags of the launch template, role and bucket (instances carry the ghr: tags)."},
 
 			"created_ttl_seconds":        seconds("Lease of a new instance until its runner registers.", d.CreatedTTL, 60),
@@ -346,6 +370,7 @@ func (r *poolResource) ImportState(ctx context.Context, req resource.ImportState
 	m := poolModel{Table: types.StringValue(table), Name: types.StringValue(name), SecurityGroupIDs: types.ListNull(types.StringType), Tags: types.MapNull(types.StringType),
 		ImageFamily:   types.StringValue(defaultImageFamily),
 		IdleWindows:   types.ListNull(idleWindowType),
+		ScaleSet:      types.ObjectNull(scaleSetType.AttrTypes),
 		InstanceTypes: types.ListNull(types.StringType), SubnetIDs: types.ListNull(types.StringType)}
 	found, err := r.read(ctx, &m)
 	if err != nil || !found {

@@ -431,3 +431,126 @@ func TestAccPool_destroyLeavesNothingARunningProvisionLaunched(t *testing.T) {
 		}}},
 	})
 }
+
+// checkScaleSet asserts the pool config item's scale set (nil: none).
+func (f poolFixture) checkScaleSet(want *state.ScaleSetConfig) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		cfg, err := f.poolConfig()
+		if err != nil {
+			return err
+		}
+		switch {
+		case want == nil && cfg.ScaleSet != nil:
+			return fmt.Errorf("pool config item's scale set %+v, want none", *cfg.ScaleSet)
+		case want != nil && (cfg.ScaleSet == nil || *cfg.ScaleSet != *want):
+			return fmt.Errorf("pool config item's scale set %+v, want %+v", cfg.ScaleSet, *want)
+		}
+		return nil
+	}
+}
+
+// A pool's scale set goes into its config item, changes with it, is read
+// back by an import and leaves the item when the attribute goes.
+func TestAccPool_scaleSet_basic_update_import(t *testing.T) {
+	f := newPoolFixture(t)
+	const pool = "ghrunner_pool.linux"
+	// A pinned release: an import reads "latest" back as the release it is.
+	const pinned = "runner_version = \"2.335.1\"\n"
+	importStep := resource.TestStep{ResourceName: pool, ImportState: true, ImportStateVerify: true,
+		ImportStateIdFunc: func(*terraform.State) (string, error) { return f.table + ":linux", nil }}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             resource.ComposeAggregateTestCheckFunc(checkDestroyed, f.checkNothingLeft),
+		Steps: []resource.TestStep{
+			{
+				Config: f.config(pinned + "max_instances = 5\nscale_set = { name = \"Linux-Big\", max_runners = 3 }"),
+				Check: resource.ComposeAggregateTestCheckFunc(f.checkScaleSet(&state.ScaleSetConfig{Name: "Linux-Big", MaxRunners: 3}),
+					resource.TestCheckResourceAttr(pool, "scale_set.name", "Linux-Big"), resource.TestCheckResourceAttr(pool, "scale_set.max_runners", "3")),
+			},
+			importStep,
+			// Only the config item changes: the template keeps its version.
+			{
+				Config: f.config(pinned + "max_instances = 5\nscale_set = { name = \"Linux-Big\", max_runners = 5 }"),
+				Check: resource.ComposeAggregateTestCheckFunc(f.checkScaleSet(&state.ScaleSetConfig{Name: "Linux-Big", MaxRunners: 5}),
+					resource.TestCheckResourceAttr(pool, "launch_template_version", "1")),
+			},
+			// Without max_runners the listener uses max_instances (0 in the item).
+			{
+				Config: f.config(pinned + "max_instances = 5\nscale_set = { name = \"linux.big_2\" }"),
+				Check: resource.ComposeAggregateTestCheckFunc(f.checkScaleSet(&state.ScaleSetConfig{Name: "linux.big_2"}),
+					resource.TestCheckNoResourceAttr(pool, "scale_set.max_runners")),
+			},
+			importStep,
+			{
+				Config: f.config(pinned + "max_instances = 5"),
+				Check:  resource.ComposeAggregateTestCheckFunc(f.checkScaleSet(nil), resource.TestCheckNoResourceAttr(pool, "scale_set.name")),
+			},
+			importStep,
+		},
+	})
+}
+
+// A second pool of the same owner cannot serve a scale set another pool
+// of the table serves (the apply checks: the plan sees one pool at a
+// time); another name is fine.
+func TestAccPool_scaleSet_taken(t *testing.T) {
+	f := newPoolFixture(t)
+	other := func(name string) string {
+		return fmt.Sprintf(`
+resource "ghrunner_pool" "other" {
+  name               = "other"
+  table              = ghrunner_table.state.name
+  queue_url          = ghrunner_queue.linux.url
+  owner              = "ACME"
+  image_id           = %q
+  instance_types     = ["c7i.large"]
+  subnet_ids         = [%q]
+  security_group_ids = [%q]
+  scale_set          = { name = %q }
+  depends_on         = [ghrunner_pool.linux]
+}
+`, f.ami, f.subnet, f.sg, name)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             resource.ComposeAggregateTestCheckFunc(checkDestroyed, f.checkNothingLeft),
+		Steps: []resource.TestStep{
+			{
+				Config:      f.config(`scale_set = { name = "Linux-Big" }`) + other("linux-BIG"),
+				ExpectError: regexp.MustCompile(attrError("Scale set already served by another pool", `pool "linux" already serves scale set "Linux-Big" of acme`)),
+			},
+			{
+				Config: f.config(`scale_set = { name = "Linux-Big" }`) + other("linux-small"),
+				Check: func(*terraform.State) error {
+					cfg, err := state.New(env.Config(&testing.T{}).DynamoDB(), f.table).GetPoolConfig(context.Background(), "other")
+					if err != nil || cfg.ScaleSet == nil || cfg.ScaleSet.Name != "linux-small" {
+						return fmt.Errorf("pool other's config item %+v (%v), want scale set linux-small", cfg, err)
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
+// Drift: a scale set removed from the config item outside Terraform shows
+// in the plan.
+func TestAccPool_scaleSet_drift(t *testing.T) {
+	f := newPoolFixture(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             checkDestroyed,
+		Steps: []resource.TestStep{{
+			Config: f.config(`scale_set = { name = "linux-big" }`),
+			Check: func(*terraform.State) error {
+				cfg, err := f.poolConfig()
+				if err != nil {
+					return err
+				}
+				cfg.ScaleSet = nil
+				return state.New(env.Config(&testing.T{}).DynamoDB(), f.table).PutPoolConfig(context.Background(), *cfg)
+			},
+			ExpectNonEmptyPlan: true,
+		}},
+	})
+}

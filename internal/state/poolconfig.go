@@ -169,6 +169,38 @@ type ScaleSetConfig struct {
 	MaxRunners int `dynamodbav:"maxRunners,omitempty" json:"maxRunners,omitempty"`
 }
 
+// ScaleSetNamePattern is what ghrunner accepts as a scale set's name, the
+// label a workflow's runs-on names: 1-45 letters, digits, '-', '_' or '.',
+// starting with a letter or digit. GitHub documents that a scale set has
+// one label, its name, which runs-on uses, and that names are unique
+// within a runner group; labels are case-insensitive, and a comma
+// separates labels (config.sh --labels), so none may hold one. It does not
+// document a length or character set for the name itself: 45 is the limit
+// ARC's gha-runner-scale-set chart puts on runnerScaleSetName (it becomes
+// the name of Kubernetes objects), the strictest one a scale set name
+// already meets in practice; the characters are those of a runner label
+// that needs no quoting in YAML or a shell.
+const ScaleSetNamePattern = `^[A-Za-z0-9][A-Za-z0-9._-]{0,44}$`
+
+var scaleSetNameRE = regexp.MustCompile(ScaleSetNamePattern)
+
+// ScaleSetNameRule says ScaleSetNamePattern in words, for errors.
+const ScaleSetNameRule = "must be 1-45 letters, digits, '-', '_' or '.', starting with a letter or digit (a runs-on label; at most 45 like ARC's runnerScaleSetName)"
+
+// validate checks the scale set of a pool of maxInstances whose runners
+// are just-in-time runners or not (jit).
+func (s ScaleSetConfig) validate(maxInstances int, jit bool) error {
+	switch {
+	case !scaleSetNameRE.MatchString(s.Name):
+		return fmt.Errorf("scaleSet.name: %q %s", s.Name, ScaleSetNameRule)
+	case s.MaxRunners < 0 || s.MaxRunners > maxInstances:
+		return fmt.Errorf("scaleSet.maxRunners: must be 1 to the pool's maxInstances (%d), or 0 for maxInstances; got %d", maxInstances, s.MaxRunners)
+	case !jit:
+		return fmt.Errorf("scaleSet: a scale set's runners are just-in-time runners: registration must be %s", RegistrationJIT)
+	}
+	return nil
+}
+
 // RecordKey is the key of the record of the pool's instance instanceID.
 func (p *PoolConfig) RecordKey(instanceID string) Key {
 	return InstanceKey(p.InstanceRoleID, instanceID)
@@ -237,6 +269,11 @@ func (p PoolConfig) Validate() error {
 	}
 	if err := p.Runner.validate(); err != nil {
 		return err
+	}
+	if p.ScaleSet != nil {
+		if err := p.ScaleSet.validate(p.MaxInstances, p.JIT()); err != nil {
+			return err
+		}
 	}
 	if err := p.validateShare(); err != nil {
 		return err

@@ -90,6 +90,15 @@ func TestPoolConfigValidation(t *testing.T) {
 		{"idleWindows[0].timeZone:", func(p *PoolConfig) { p.IdleWindows[0].TimeZone = "Mars/Olympus" }},
 		{"idleWindows[0].idleCount:", func(p *PoolConfig) { p.IdleWindows[0].IdleCount = -2 }},
 		{"idleWindows[0].evictionStrategy:", func(p *PoolConfig) { p.IdleWindows[0].EvictionStrategy = "random" }},
+		{"scaleSet.name:", func(p *PoolConfig) { p.Registration, p.ScaleSet = RegistrationJIT, &ScaleSetConfig{Name: "linux,gpu"} }},
+		{"scaleSet.name:", func(p *PoolConfig) { p.Registration, p.ScaleSet = RegistrationJIT, &ScaleSetConfig{Name: "-linux"} }},
+		{"scaleSet.name:", func(p *PoolConfig) {
+			p.Registration, p.ScaleSet = RegistrationJIT, &ScaleSetConfig{Name: strings.Repeat("s", 46)}
+		}},
+		{"scaleSet.maxRunners:", func(p *PoolConfig) {
+			p.Registration, p.ScaleSet = RegistrationJIT, &ScaleSetConfig{Name: "linux", MaxRunners: 21}
+		}},
+		{"scaleSet: a scale set's runners are just-in-time", func(p *PoolConfig) { p.ScaleSet = &ScaleSetConfig{Name: "linux"} }},
 	}
 	s, _ := newStore(t)
 	for _, c := range cases {
@@ -116,10 +125,14 @@ func TestPoolConfigItems(t *testing.T) {
 	b := validPool()
 	b.Name, b.OS, b.UsageClass = "windows", "windows", "on-demand"
 	b.Timings = Timings{MaxRuntime: 7200}.WithDefaults(b.OS)
+	b.Registration, b.ScaleSet = RegistrationJIT, &ScaleSetConfig{Name: "Windows.Big_1", MaxRunners: 20}
 	must(t, s.PutPoolConfig(ctx, a))
 	must(t, s.PutPoolConfig(ctx, b))
 	got, err := s.GetPoolConfig(ctx, "windows")
 	must(t, err)
+	if got.ScaleSet == nil || *got.ScaleSet != *b.ScaleSet {
+		t.Fatalf("windows scale set = %+v, want %+v", got.ScaleSet, b.ScaleSet)
+	}
 	if got.Timings.MinRunningTime != 900 || got.Timings.MaxRuntime != 7200 || got.Timings.IdleTTL != 900 || got.UpdatedAt == 0 {
 		t.Fatalf("windows timings = %+v", got.Timings)
 	}

@@ -65,6 +65,7 @@ resource "ghrunner_pool" "pool" {
   runner_tarball_sha256   = each.value.runner_tarball_sha256
   log_retention_days      = var.log_retention_days
   idle_windows            = each.value.idle_windows
+  scale_set               = each.value.scale_set
   tags                    = var.tags
 
   created_ttl_seconds        = each.value.timings.created_ttl_seconds

@@ -369,3 +369,62 @@ func TestModulePlanRefusesAProvisionConcurrencyOneRepositoryCouldExhaust(t *test
 		t.Fatalf("plan with a reserved concurrency one repository could exhaust: %v\n%s", err, lastLines(string(out), 20))
 	}
 }
+
+// Scale sets: the module's plan refuses what ghrunner_pool would (a name
+// that is no runs-on label, max_runners over max_instances, token
+// registration) and what no single pool can see: two pools of one owner
+// serving one scale set name, whatever its case.
+func TestModulePlanRefusesBadScaleSets(t *testing.T) {
+	cliConfig := install(t)
+	moduleDir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := env.Network(t)
+	dir := t.TempDir()
+	// Valid: one name for two owners, max_runners up to max_instances.
+	good := fmt.Sprintf(root, env.URL, moduleDir, n.AMI, n.Subnet)
+	good = strings.Replace(good, `      idle_windows   = [`, "      scale_set      = { name = \"Big\", max_runners = 20 }\n      idle_windows   = [", 1)
+	good = strings.Replace(good, `      owner          = "acme/api"`, "      owner          = \"acme/api\"\n      scale_set      = { name = \"big\" }", 1)
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf(t, dir, cliConfig, "init", "-input=false", "-no-color")
+	if out := tf(t, dir, cliConfig, "plan", "-input=false", "-no-color"); !strings.Contains(out, `+ name        = "Big"`) {
+		t.Errorf("the plan does not pass the scale set to the pool:\n%s", out)
+	}
+	cfg := fmt.Sprintf(root, env.URL, moduleDir, n.AMI, n.Subnet)
+	cfg = strings.Replace(cfg, `      idle_windows   = [`, "      scale_set      = { name = \"Big\", max_runners = 30 }\n      idle_windows   = [", 1)
+	cfg = strings.Replace(cfg, `      owner          = "acme/api"`, "      owner          = \"ACME\"\n      registration   = \"token\"\n      scale_set      = { name = \"big\" }", 1)
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("terraform", "plan", "-input=false", "-no-color")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
+		"AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "TF_PLUGIN_CACHE_DIR=")
+	out, err := cmd.CombinedOutput()
+	text := strings.Join(strings.Fields(string(out)), " ")
+	for _, want := range []string{
+		"pools[*].scale_set.max_runners must be 1 to the pool's max_instances",
+		`pools[*].scale_set needs registration = "jit"`,
+		"pools[*].scale_set.name must differ between the pools of one owner",
+	} {
+		if err == nil || !strings.Contains(text, want) {
+			t.Errorf("plan with bad scale sets: %v, want %q in\n%s", err, want, lastLines(string(out), 40))
+		}
+	}
+	// The name rule alone.
+	cfg = strings.Replace(cfg, `scale_set      = { name = "big" }`, `scale_set      = { name = "big,gpu" }`, 1)
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command("terraform", "plan", "-input=false", "-no-color")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
+		"AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "TF_PLUGIN_CACHE_DIR=")
+	out, err = cmd.CombinedOutput()
+	if want := "pools[*].scale_set.name must be 1-45 letters, digits"; err == nil || !strings.Contains(strings.Join(strings.Fields(string(out)), " "), want) {
+		t.Errorf("plan with scale set name big,gpu: %v, want %q in\n%s", err, want, lastLines(string(out), 40))
+	}
+}

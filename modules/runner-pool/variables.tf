@@ -71,6 +71,15 @@ variable "pools" {
       idle_count        = number
       eviction_strategy = optional(string, "oldest_first")
     })), [])
+    # A runner scale set the pool serves too: workflows name it in
+    # runs-on (case-insensitively) with no provision or release job. Its
+    # runners are just-in-time runners (registration "jit"); max_runners
+    # (1 to max_instances; null: max_instances) bounds the instances it
+    # holds. Null: none.
+    scale_set = optional(object({
+      name        = string
+      max_runners = optional(number)
+    }))
     timings = optional(object({
       created_ttl_seconds        = optional(number)
       claim_ttl_seconds          = optional(number)
@@ -107,6 +116,26 @@ variable "pools" {
   validation {
     condition     = alltrue([for _, p in var.pools : contains(["minted", "run_id"], p.runner_label)])
     error_message = "pools[*].runner_label must be minted (a label per run, returned by provision) or run_id (the run id: guessable)."
+  }
+  # The scale set rules of ghrunner_pool (state.ScaleSetNamePattern), and one
+  # it cannot check: a pool sees no other pool, the module sees them all.
+  validation {
+    condition     = alltrue([for _, p in var.pools : p.scale_set == null || try(can(regex("^[A-Za-z0-9][A-Za-z0-9._-]{0,44}$", p.scale_set.name)), false)])
+    error_message = "pools[*].scale_set.name must be 1-45 letters, digits, '-', '_' or '.', starting with a letter or digit (a runs-on label; at most 45 like ARC's runnerScaleSetName)."
+  }
+  validation {
+    condition = alltrue([for _, p in var.pools : p.scale_set == null || try(p.scale_set.max_runners == null, false) ||
+    try(p.scale_set.max_runners >= 1 && p.scale_set.max_runners <= p.max_instances, false)])
+    error_message = "pools[*].scale_set.max_runners must be 1 to the pool's max_instances: each runner of the scale set is an instance of the pool."
+  }
+  validation {
+    condition     = alltrue([for _, p in var.pools : p.scale_set == null || p.registration == "jit"])
+    error_message = "pools[*].scale_set needs registration = \"jit\" (the default): a scale set's runners are just-in-time runners."
+  }
+  validation {
+    condition = length(distinct([for _, p in var.pools : "${lower(p.owner)}#${lower(p.scale_set.name)}" if p.scale_set != null])) == length(
+    [for _, p in var.pools : p if p.scale_set != null])
+    error_message = "pools[*].scale_set.name must differ between the pools of one owner (compared case-insensitively, as runs-on compares labels): two pools serving one scale set would take each other's jobs."
   }
 }
 

@@ -23,6 +23,13 @@ resource "ghrunner_pool" "linux" {
     idle_count = 3
   }]
 
+  # Also serve a runner scale set: jobs say `runs-on: linux-ci`, with no
+  # provision or release job (just-in-time runners, the default registration).
+  scale_set = {
+    name        = "linux-ci"
+    max_runners = 10
+  }
+
   pre_runner_script = <<-EOT
     #!/bin/bash
     apt-get install -y jq
