@@ -7,7 +7,10 @@
 //
 // Environment:
 //
-//	GHRUNNER_HANDLER           provision | release | refresh | scale-down | jit
+//	GHRUNNER_HANDLER           provision | release | refresh | scale-down | jit, or
+//	                           listener: not a Lambda function but a long-lived process
+//	                           (an ECS task) serving the pools' runner scale sets
+//	GHRUNNER_LISTENER_NAME     the listener's name as its sessions' owner (default: the host name)
 //	GHRUNNER_TABLE             the state table
 //	GHRUNNER_ENVIRONMENT       the deployment's name (the ghr:environment tag)
 //	GHRUNNER_GITHUB_PARAMETER  SSM SecureString holding the GitHub credentials as JSON:
@@ -63,6 +66,9 @@ func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "-h" || os.Args[1] == "--help") {
 		fmt.Println("bootstrap: ghrunner's Lambda bundle; run by the Lambda runtime with GHRUNNER_HANDLER set to one of", strings.Join(bundle.Handlers, ", "))
 		return
+	}
+	if os.Getenv("GHRUNNER_HANDLER") == bundle.HandlerListener {
+		os.Exit(serveListener())
 	}
 	b := setup(context.Background())
 	if b.setupErr != nil {
@@ -131,7 +137,7 @@ func setup(ctx context.Context) *execEnv {
 }
 
 func (b *execEnv) configure(ctx context.Context) error {
-	if !slices.Contains(bundle.Handlers, b.handler) {
+	if !slices.Contains(bundle.Handlers, b.handler) && b.handler != bundle.HandlerListener {
 		return fmt.Errorf("GHRUNNER_HANDLER: %q must be one of %s", b.handler, strings.Join(bundle.Handlers, ", "))
 	}
 	table := os.Getenv("GHRUNNER_TABLE")

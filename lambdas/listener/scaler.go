@@ -1,0 +1,249 @@
+package listener
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/actions/scaleset"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/idtoken"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
+)
+
+// Scaler answers one scale set's messages (the library's listener.Scaler):
+// it keeps one standing run of one instance for each runner the scale set
+// needs, and releases a run once its job ended.
+type Scaler struct {
+	d     provision.Deps // minting from the scale set (mintFromScaleSet)
+	pool  *state.PoolConfig
+	setID string // the scale set's id at GitHub
+	name  string
+	max   int
+	log   *slog.Logger
+	// bg outlives the handling of one message: provisions and releases
+	// run on after the message that started them was acknowledged.
+	bg context.Context
+
+	mu sync.Mutex
+	// live are the standing runs not released: being provisioned, waiting
+	// for a job, or running one. Each is one runner of the scale set.
+	live map[string]*standing
+	// pauseUntil holds new provisions back after one failed (capacity,
+	// GitHub): the next count asks again then, not in a tight loop.
+	pauseUntil time.Time
+	failures   int
+	wg         sync.WaitGroup
+}
+
+// standing is one standing run and its instance, once known.
+type standing struct {
+	instanceID string
+	ready      bool // provisioned: its runner is online
+	started    bool // GitHub started a job on its runner
+	// ended: the job ended before the provision answered (a job can
+	// start and end before provision sees the runner online); the run
+	// is released once it does.
+	ended bool
+}
+
+// newScaler makes the scaler of scale set set, served by pool p.
+func newScaler(bg context.Context, d provision.Deps, p *state.PoolConfig, set *scaleset.RunnerScaleSet, log *slog.Logger) *Scaler {
+	return &Scaler{d: d, pool: p, setID: strconv.Itoa(set.ID), name: set.Name, max: maxRunners(p), bg: bg,
+		log: log.With("scaleSet", set.Name, "scaleSetId", set.ID), live: map[string]*standing{}}
+}
+
+// maxRunners is the scale set's bound: its own, else the pool's.
+func maxRunners(p *state.PoolConfig) int {
+	if p.ScaleSet != nil && p.ScaleSet.MaxRunners > 0 {
+		return p.ScaleSet.MaxRunners
+	}
+	return p.MaxInstances
+}
+
+// runPrefix starts the id of every standing run of the scale set: a
+// listener that restarts finds its runs again by it (adopt).
+func (s *Scaler) runPrefix() string { return "ss" + s.setID + "-" }
+
+func (s *Scaler) newRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return s.runPrefix() + strconv.FormatInt(time.Now().Unix(), 10) + "-" + hex.EncodeToString(b[:])
+}
+
+// HandleDesiredRunnerCount sizes the scale set to count, GitHub's
+// TotalAssignedJobs (never a count of messages: a response holds at most
+// 50), bounded by the scale set's maximum. It starts a standing run for
+// each runner missing; surplus runners that took no job are left to the
+// jobs that come next (a job assigned to the scale set may take any of
+// its idle runners).
+func (s *Scaler) HandleDesiredRunnerCount(ctx context.Context, count int) (int, error) {
+	want := min(count, s.max)
+	s.mu.Lock()
+	var ids []string
+	if time.Now().After(s.pauseUntil) {
+		for n := want - len(s.live); n > 0; n-- {
+			id := s.newRunID()
+			s.live[id] = &standing{}
+			ids = append(ids, id)
+		}
+	}
+	live := len(s.live)
+	s.mu.Unlock()
+	if len(ids) > 0 {
+		s.log.Info("runners wanted", "assignedJobs", count, "max", s.max, "live", live, "starting", len(ids))
+	}
+	for _, id := range ids {
+		s.wg.Add(1)
+		go s.provision(id)
+	}
+	return want, nil
+}
+
+// provision gives run id its instance, as provision does for a workflow.
+func (s *Scaler) provision(id string) {
+	defer s.wg.Done()
+	caller := idtoken.Identity{RepositoryID: "scaleset-" + s.setID, Repository: "scale set " + s.name, RunID: id}
+	out, err := provision.ForScaleSet(s.bg, s.d, provision.Input{RunID: id, Pool: s.pool.Name, InstanceCount: new(1)}, caller, s.setID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		delete(s.live, id)
+		s.failures++
+		wait := min(time.Duration(s.failures)*5*time.Second, time.Minute)
+		s.pauseUntil = time.Now().Add(wait)
+		s.log.Error("standing run not provisioned; asking again later", "runId", id, "err", err, "retryIn", wait.String())
+		return
+	}
+	s.failures = 0
+	st := s.live[id]
+	if st != nil && len(out.Instances) > 0 {
+		st.ready, st.instanceID = true, out.Instances[0].InstanceID
+	}
+	s.log.Info("runner ready", "runId", id, "instances", out.Instances, "reused", out.Reused, "seconds", out.ElapsedSeconds)
+	if st != nil && st.ended {
+		delete(s.live, id)
+		s.log.Info("its job ended already: releasing the run", "runId", id)
+		s.release(id)
+	}
+}
+
+// HandleJobStarted notes that a runner took its job.
+func (s *Scaler) HandleJobStarted(ctx context.Context, job *scaleset.JobStarted) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id, st := s.runOfRunner(job.RunnerName); st != nil {
+		st.started = true
+		s.log.Info("job started", "runId", id, "runner", job.RunnerName, "jobId", job.JobID, "repository", job.OwnerName+"/"+job.RepositoryName)
+	}
+	return nil
+}
+
+// HandleJobCompleted releases the run whose runner ran the job: its
+// instance is reaped, wiped and checked as at any run's end, then pooled
+// (the next job may be another repository's).
+func (s *Scaler) HandleJobCompleted(ctx context.Context, job *scaleset.JobCompleted) error {
+	s.mu.Lock()
+	id, st := s.runOfRunner(job.RunnerName)
+	s.mu.Unlock()
+	if st == nil {
+		// Not a runner whose provision answered (yet): its record names
+		// the run.
+		id = s.runOfRecord(ctx, job.RunnerName)
+	}
+	if id == "" {
+		s.log.Warn("job completed on a runner of no standing run", "runner", job.RunnerName, "jobId", job.JobID)
+		return nil
+	}
+	s.mu.Lock()
+	st = s.live[id]
+	if st != nil && !st.ready {
+		// Its provision still waits: releasing now would fail it (a run
+		// released while provisioned gives its instance up). Released
+		// when the provision answers.
+		st.ended = true
+		s.mu.Unlock()
+		s.log.Info("job completed before its run's provision answered", "runId", id, "runner", job.RunnerName, "result", job.Result)
+		return nil
+	}
+	delete(s.live, id)
+	s.mu.Unlock()
+	s.log.Info("job completed: releasing its run", "runId", id, "runner", job.RunnerName, "result", job.Result)
+	s.release(id)
+	return nil
+}
+
+// release releases run id in the background.
+func (s *Scaler) release(id string) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		out, err := release.ForScaleSet(s.bg, release.Deps{Deps: s.d.Deps}, id, s.setID)
+		if err != nil {
+			// The run's lease still ends: refresh retires its instance.
+			s.log.Error("release of a standing run failed", "runId", id, "err", err)
+			return
+		}
+		s.log.Info("standing run released", "runId", id, "released", out.Released, "expired", out.Expired)
+	}()
+}
+
+// runOfRunner finds the live run whose instance a runner of ours names:
+// state.JITRunnerName ends with the instance id. s.mu is held.
+func (s *Scaler) runOfRunner(name string) (string, *standing) {
+	inst := instanceOfRunner(name)
+	if inst == "" {
+		return "", nil
+	}
+	for id, st := range s.live {
+		if st.instanceID == inst {
+			return id, st
+		}
+	}
+	return "", nil
+}
+
+// runOfRecord reads the run of a runner's instance from its record.
+func (s *Scaler) runOfRecord(ctx context.Context, runner string) string {
+	inst := instanceOfRunner(runner)
+	if inst == "" {
+		return ""
+	}
+	rec, err := s.d.Store.Get(ctx, s.pool.RecordKey(inst))
+	if err != nil || !strings.HasPrefix(rec.RunID, s.runPrefix()) {
+		return ""
+	}
+	return rec.RunID
+}
+
+// instanceOfRunner is the instance id a runner name of ours ends with
+// (ghr-<uses>-<n>-<instance id>), "" for any other name.
+func instanceOfRunner(name string) string {
+	parts := strings.SplitN(name, "-", 4)
+	if len(parts) != 4 || parts[0] != "ghr" || !strings.HasPrefix(parts[3], "i-") {
+		return ""
+	}
+	return parts[3]
+}
+
+// Wait waits for the provisions and releases under way.
+func (s *Scaler) Wait() { s.wg.Wait() }
+
+// Live is how many standing runs the scaler holds.
+func (s *Scaler) Live() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}
+
+func (s *Scaler) String() string {
+	return fmt.Sprintf("scale set %s (%s) of pool %s", s.name, s.setID, s.pool.Name)
+}
