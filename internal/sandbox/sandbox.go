@@ -179,7 +179,10 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	// session every half second rather than every 30 s: the old session
 	// lapses once the runner is offline (5 s), and the story's timings
 	// stay those of the runner starting.
-	s.GitHub = fakegithub.NewServer(fakegithub.Options{Orgs: []string{Org}, SessionRetry: 500 * time.Millisecond})
+	// A killed scale-set listener's session ends after 5 s nobody polls
+	// it (GitHub's own time is undocumented): its successor takes over.
+	s.GitHub = fakegithub.NewServer(fakegithub.Options{Orgs: []string{Org}, SessionRetry: 500 * time.Millisecond,
+		ScaleSet: fakegithub.ScaleSetOptions{SessionIdleExpiry: 5 * time.Second}})
 	if s.evaluator, err = iamsim.Start(filepath.Join(o.Repo, "tools", "iamsim")); err != nil {
 		return nil, err
 	}

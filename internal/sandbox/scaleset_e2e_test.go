@@ -3,12 +3,16 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
@@ -47,6 +51,44 @@ func withScaleSet(t *testing.T, store *state.Store, pool, name string, max int) 
 	if err := store.PutPoolConfig(ctx, *cfg); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// warmOne leaves one warm instance in pool linux: a workflow's run of
+// one instance, then its release.
+func warmOne(t *testing.T, fn *lambda.Client, d sandbox.Deployment, store *state.Store, runID string) string {
+	t.Helper()
+	var prov provision.Output
+	invoke(t, fn, d.Functions[bundle.HandlerProvision], `{"runId":"`+runID+`","pool":"linux","instanceCount":1}`, &prov)
+	var rel release.Output
+	invoke(t, fn, d.Functions[bundle.HandlerRelease], `{"runId":"`+runID+`"}`, &rel)
+	if len(rel.Released) != 1 {
+		t.Fatalf("release: %+v", rel)
+	}
+	waitIdle(t, store, rel.Released[0], time.Minute)
+	return rel.Released[0]
+}
+
+// startListener starts the bundle as the listener name; its log is shown
+// when the test fails.
+func startListener(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, name string, logs *syncBuffer) *sandbox.Listener {
+	t.Helper()
+	l, err := sb.StartListener(context.Background(), d.Functions[bundle.HandlerProvision], name, logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.Kill()
+		if t.Failed() {
+			var kept []string
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if !strings.Contains(line, `"msg":"Getting next message"`) { // the library's every poll
+					kept = append(kept, line)
+				}
+			}
+			t.Logf("%s log:\n%s", name, tail(strings.Join(kept, "\n"), 8192))
+		}
+	})
+	return l
 }
 
 // waitSession waits until the scale set name exists at GitHub and owner
@@ -105,32 +147,15 @@ func waitIdle(t *testing.T, store *state.Store, id string, within time.Duration)
 func TestE2E_AScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob(t *testing.T) {
 	t.Parallel()
 	sb, d, fn := deployed(t)
-	ctx := context.Background()
 	store := state.New(sb.AWS.DynamoDB(), d.Table)
 
-	// One warm instance in the pool: a workflow's run, then its release.
-	var prov provision.Output
-	invoke(t, fn, d.Functions[bundle.HandlerProvision], `{"runId":"78201","pool":"linux","instanceCount":1}`, &prov)
-	var rel release.Output
-	invoke(t, fn, d.Functions[bundle.HandlerRelease], `{"runId":"78201"}`, &rel)
-	if len(rel.Released) != 1 {
-		t.Fatalf("release: %+v", rel)
-	}
-	warm := rel.Released[0]
-	waitIdle(t, store, warm, time.Minute)
-
+	warm := warmOne(t, fn, d, store, "78201")
 	withScaleSet(t, store, "linux", "linux-scale", 2)
 	logs := &syncBuffer{}
-	l, err := sb.StartListener(ctx, d.Functions[bundle.HandlerProvision], "listener-1", logs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := startListener(t, sb, d, "listener-1", logs)
 	defer func() {
 		if err := l.Stop(20 * time.Second); err != nil {
 			t.Errorf("listener stopped with %v", err)
-		}
-		if t.Failed() {
-			t.Logf("listener log:\n%s", tail(logs.String(), 8192))
 		}
 	}()
 	waitSession(t, sb.GitHub, "linux-scale", "listener-1", time.Minute)
@@ -161,5 +186,64 @@ func TestE2E_AScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob(t *testing.T
 		if (name == d.Functions[bundle.HandlerProvision] || name == d.Functions[bundle.HandlerRelease]) && n != calls[name] {
 			t.Errorf("%s was invoked %d times during the scale set's jobs: the mode needs no invoking job", name, n-calls[name])
 		}
+	}
+}
+
+// TestE2E_AListenerKilledMidJobLeaksNothingAndItsSuccessorFinishesTheRun
+// kills the listener while its job runs: the job still ends once, the
+// killed listener's session ends once nobody polls it, the next listener
+// takes the scale set over, adopts the run from the records and releases
+// it when its runner ended — though it never saw the job's completion —
+// and the instance is back in the pool; no standing run is left. The
+// killed listener's provision never marked the instance running: taking
+// such a claim for given up (as a workflow's run may: its jobs wait for
+// provision's answer) expired the instance under its job, and this test
+// failed with "instance … not idle … State:terminated".
+func TestE2E_AListenerKilledMidJobLeaksNothingAndItsSuccessorFinishesTheRun(t *testing.T) {
+	t.Parallel()
+	sb, d, fn := deployed(t)
+	store := state.New(sb.AWS.DynamoDB(), d.Table)
+	warm := warmOne(t, fn, d, store, "78301")
+	withScaleSet(t, store, "linux", "linux-scale", 2)
+	first := startListener(t, sb, d, "listener-1", &syncBuffer{})
+	waitSession(t, sb.GitHub, "linux-scale", "listener-1", time.Minute)
+
+	id := sb.GitHub.EnqueueJob("linux-scale", "sleep 4; echo done")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if j, _ := sb.GitHub.Job(id); j.State == fakegithub.JobRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job did not start within a minute")
+		}
+	}
+	first.Kill()
+	logs := &syncBuffer{}
+	second := startListener(t, sb, d, "listener-2", logs)
+	j, err := sb.GitHub.WaitJob(id, time.Minute)
+	if err != nil || j.Result != "succeeded" || !strings.HasSuffix(j.Runner, warm) {
+		t.Fatalf("the job: %+v %v", j, err)
+	}
+	if done, err := second.Exited(); done {
+		t.Fatalf("listener-2 ended: %v", err)
+	}
+	waitSession(t, sb.GitHub, "linux-scale", "listener-2", time.Minute)
+	waitLog(t, logs, `"msg":"standing run adopted"`, 1, time.Minute)
+	waitLog(t, logs, `"msg":"standing run released"`, 1, time.Minute)
+	waitIdle(t, store, warm, time.Minute)
+	for _, st := range []state.State{state.Created, state.Claimed, state.Running} {
+		recs, err := store.ByPoolState(context.Background(), "linux", st, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			t.Errorf("instance %s is still %s for %s", r.ID, st, r.RunID)
+		}
+	}
+	if err := second.Stop(20 * time.Second); err != nil {
+		t.Errorf("listener-2 stopped with %v", err)
+	}
+	if n := len(sb.GitHub.Runners()); n != 0 {
+		t.Errorf("%d runners still registered: %s", n, fmt.Sprint(sb.GitHub.Runners()))
 	}
 }

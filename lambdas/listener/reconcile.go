@@ -14,35 +14,46 @@ import (
 // when it starts (adopt), and a runner that ended without a message seen
 // (a job whose message was lost, a runner GitHub removed) is found by its
 // agent asking for a next runner (reconcile).
+//
+// Unlike a workflow's run, whose jobs wait for provision's answer, a scale
+// set's job may start the moment its runner is online: a claimed instance
+// of a provision that died with its listener may be running a job. It is
+// never expired while its runner may be registered: once its agent says
+// the runner is online it is taken as running; only a claim whose lease
+// passed with no runner online is given up.
 
 // reconcileEvery is how often the live runs' records are read.
 const reconcileEvery = 10 * time.Second
 
 // adopt takes over the standing runs a previous listener of the scale set
-// left: a run whose instance runs its runner is live again; one still
-// being claimed or launched lost its provision with that listener and is
-// released (its instance expired: refresh ends it).
+// left, from the instances' records.
 func (s *Scaler) adopt(ctx context.Context) error {
 	for _, st := range []state.State{state.Running, state.Claimed, state.Created} {
 		recs, err := s.d.Store.ByPoolState(ctx, s.pool.Name, st, time.Time{})
 		if err != nil {
 			return err
 		}
-		for _, rec := range recs {
-			if !strings.HasPrefix(rec.RunID, s.runPrefix()) {
+		for _, listed := range recs {
+			// The index holds no runId (state/table.go): the record does.
+			rec, err := s.d.Store.Get(ctx, listed.Key)
+			if state.IsNotFound(err) {
 				continue
 			}
-			if st != state.Running {
-				s.log.Warn("standing run left half-provisioned by an earlier listener: released", "runId", rec.RunID, "instanceId", rec.ID)
-				s.release(rec.RunID)
+			if err != nil {
+				return err
+			}
+			if rec.State != st || !strings.HasPrefix(rec.RunID, s.runPrefix()) {
 				continue
 			}
 			s.mu.Lock()
-			s.live[rec.RunID] = &standing{instanceID: rec.ID, ready: true}
+			if s.live[rec.RunID] == nil {
+				s.live[rec.RunID] = &standing{instanceID: rec.ID, ready: st == state.Running, adopted: st != state.Running}
+			}
 			s.mu.Unlock()
-			s.log.Info("standing run adopted", "runId", rec.RunID, "instanceId", rec.ID)
+			s.log.Info("standing run adopted", "runId", rec.RunID, "instanceId", rec.ID, "state", string(st))
 		}
 	}
+	s.reconcile(ctx)
 	return nil
 }
 
@@ -63,30 +74,43 @@ func (s *Scaler) reconcileLoop(ctx context.Context) {
 
 // reconcile releases every live run whose runner ended (its agent asks for
 // a next one, which a standing run never gets) or whose instance left it
-// (retired, ended, or released by someone else).
+// (retired, ended, or released by someone else), and finishes the claims
+// an earlier listener left.
 func (s *Scaler) reconcile(ctx context.Context) {
 	s.mu.Lock()
-	ready := map[string]string{}
+	known := map[string]standing{}
 	for id, st := range s.live {
-		if st.ready {
-			ready[id] = st.instanceID
+		if st.ready || st.adopted {
+			known[id] = *st
 		}
 	}
 	s.mu.Unlock()
-	for id, inst := range ready {
-		rec, err := s.d.Store.Get(ctx, s.pool.RecordKey(inst))
-		var why string
-		switch {
-		case state.IsNotFound(err):
-			why = "its record is gone"
-		case err != nil:
+	for id, st := range known {
+		rec, err := s.d.Store.Get(ctx, s.pool.RecordKey(st.instanceID))
+		if err != nil && !state.IsNotFound(err) {
 			s.log.Warn("record of a standing run not read", "runId", id, "err", err)
 			continue
+		}
+		if err == nil && st.adopted && rec.RunID == id && (rec.State == state.Claimed || rec.State == state.Created) {
+			s.finishClaim(ctx, id, rec)
+			continue
+		}
+		var why string
+		switch {
+		case err != nil:
+			why = "its record is gone"
 		case rec.RunID != id || rec.State != state.Running:
 			why = "its instance is " + string(rec.State) + " (run " + rec.RunID + ")"
 		case rec.JITWanted() > 0:
 			why = "its runner ended (the agent asks for another)"
 		default:
+			if st.adopted {
+				s.mu.Lock()
+				if cur := s.live[id]; cur != nil {
+					cur.ready, cur.adopted = true, false
+				}
+				s.mu.Unlock()
+			}
 			continue
 		}
 		s.mu.Lock()
@@ -95,4 +119,39 @@ func (s *Scaler) reconcile(ctx context.Context) {
 		s.log.Info("standing run ended: releasing it", "runId", id, "why", why)
 		s.release(id)
 	}
+}
+
+// finishClaim decides a claim an earlier listener's provision left: its
+// runner online → running (it may be running a job); the claim's lease
+// passed with no runner online → released (its instance expires); else it
+// is looked at again.
+func (s *Scaler) finishClaim(ctx context.Context, id string, rec *state.Instance) {
+	t := s.pool.Timings
+	if sig, ok := rec.SignalFor(state.SignalRegOK); ok && sig.Assignment == rec.Assignment {
+		_, err := s.d.Store.MarkRunning(ctx, rec.Ref(), state.D(t.MaxRuntime), state.D(t.RuntimeCap))
+		if state.ClauseOf(err) != "" {
+			// Its claim's lease passed meanwhile: its runner is online all
+			// the same, and may run a job.
+			_, err = s.d.Store.Adopt(ctx, rec.Ref(), state.D(t.MaxRuntime), state.D(t.RuntimeCap))
+		}
+		if err != nil {
+			s.log.Warn("claim left by an earlier listener not taken as running; looked at again", "runId", id, "err", err)
+			return
+		}
+		s.mu.Lock()
+		if cur := s.live[id]; cur != nil {
+			cur.ready, cur.adopted = true, false
+		}
+		s.mu.Unlock()
+		s.log.Info("claim left by an earlier listener: its runner is online, the run goes on", "runId", id, "instanceId", rec.ID)
+		return
+	}
+	if rec.Threshold > time.Now().Unix() {
+		return // its agent may still start the runner
+	}
+	s.mu.Lock()
+	delete(s.live, id)
+	s.mu.Unlock()
+	s.log.Warn("claim left by an earlier listener never got its runner online: released", "runId", id, "instanceId", rec.ID)
+	s.release(id)
 }

@@ -53,6 +53,8 @@ type standing struct {
 	// start and end before provision sees the runner online); the run
 	// is released once it does.
 	ended bool
+	// adopted: an earlier listener's claim, not yet running (reconcile).
+	adopted bool
 }
 
 // newScaler makes the scaler of scale set set, served by pool p.

@@ -24,6 +24,13 @@ type ScaleSetOptions struct {
 	// the bound, so the default, 2 minutes, is the fake's choice. It is
 	// measured on the wall clock, not Options.Now.
 	JobPickup time.Duration
+	// SessionIdleExpiry is how long a session nobody polls lives on: a
+	// listener that was killed never deletes its session, and the next
+	// one is refused with 409 until it ends. The service ends such
+	// sessions after a time it does not document (ARC's listener simply
+	// retries the conflict until it can create its own); the default, 2
+	// minutes, is the fake's choice. A poll in progress keeps it alive.
+	SessionIdleExpiry time.Duration
 }
 
 // MaxRequeues is how often an acquired job nobody picked up is requeued
@@ -52,6 +59,8 @@ type ssSession struct {
 	pending  []map[string]any // job messages not yet in a message
 	capacity int              // X-ScaleSetMaxCapacity of the last poll
 	lastID   int              // lastMessageId of the last poll
+	polling  int              // polls in progress
+	lastPoll time.Time        // when a poll last ended (or the session began)
 }
 
 type ssMessage struct {
@@ -83,6 +92,9 @@ func newScaleSetState(o ScaleSetOptions) *scaleSetState {
 	}
 	if o.JobPickup <= 0 {
 		o.JobPickup = 2 * time.Minute
+	}
+	if o.SessionIdleExpiry <= 0 {
+		o.SessionIdleExpiry = 2 * time.Minute
 	}
 	return &scaleSetState{opts: o, sets: map[int]*scaleSet{}, runners: map[int64]int{}, jobs: map[int64]*ssJob{}}
 }
@@ -134,11 +146,15 @@ func (s *Server) ssSessionCreate(w http.ResponseWriter, r *http.Request) (int, a
 	if set == nil {
 		return st, b
 	}
+	if old := set.session; old != nil && old.polling == 0 && time.Since(old.lastPoll) > s.ss.opts.SessionIdleExpiry {
+		// Nobody polled it for SessionIdleExpiry: its listener is gone.
+		set.session = nil
+	}
 	if set.session != nil {
 		return actionsError(http.StatusConflict, sessionConflictType,
 			fmt.Sprintf("The runner scale set %s already has an active session for owner %s.", set.name, set.session.owner))
 	}
-	set.session = &ssSession{id: newGUID(), owner: req.OwnerName, token: randomToken("mq_")}
+	set.session = &ssSession{id: newGUID(), owner: req.OwnerName, token: randomToken("mq_"), lastPoll: time.Now()}
 	// A new session hears of every job still waiting for the scale set.
 	for _, j := range s.ssJobsOf(set, JobQueued) {
 		if !s.ss.jobs[j.ID].acquired {
@@ -236,6 +252,16 @@ func (s *Server) queueSession(r *http.Request) (*scaleSet, int, any) {
 func (s *Server) ssGetMessage(w http.ResponseWriter, r *http.Request) (int, any) {
 	s.mu.Lock()
 	deadline := time.Now().Add(s.ss.opts.PollWait)
+	if set, _, _ := s.queueSession(r); set != nil {
+		sess := set.session
+		sess.polling++
+		defer func() {
+			s.mu.Lock()
+			sess.polling--
+			sess.lastPoll = time.Now()
+			s.mu.Unlock()
+		}()
+	}
 	s.mu.Unlock()
 	for {
 		s.mu.Lock()

@@ -301,6 +301,40 @@ func TestASecondSessionIsRefusedWithAConflictWhileTheFirstLives(t *testing.T) {
 	}
 }
 
+// TestASessionNobodyPollsEndsSoAnotherListenerCanTakeOver: a listener
+// killed mid-poll never deletes its session; while it polled, a second
+// listener was refused, and once nobody polled it for SessionIdleExpiry
+// the second gets its own. (Without the expiry the second is refused
+// forever: "after the first went quiet: … 409 Conflict".)
+func TestASessionNobodyPollsEndsSoAnotherListenerCanTakeOver(t *testing.T) {
+	fake := newScaleSetFake(t, fakegithub.ScaleSetOptions{PollWait: 300 * time.Millisecond, SessionIdleExpiry: 500 * time.Millisecond})
+	c := newScaleSetClient(t, fake, "acme")
+	ctx := context.Background()
+	set := createScaleSet(t, c, "ssa", false)
+	first, err := c.MessageSessionClient(ctx, set.ID, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Polling for longer than the expiry keeps the first alive.
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		if _, err := first.GetMessage(ctx, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.MessageSessionClient(ctx, set.ID, "two"); err == nil {
+			t.Fatal("a second session while the first was polled")
+		}
+	}
+	time.Sleep(700 * time.Millisecond) // the first listener is gone
+	second, err := c.MessageSessionClient(ctx, set.ID, "two")
+	if err != nil {
+		t.Fatalf("after the first went quiet: %v", err)
+	}
+	defer second.Close(ctx)
+	if info, _ := fake.ScaleSet(set.ID); info.SessionOwner != "two" {
+		t.Fatalf("session held by %q, want two", info.SessionOwner)
+	}
+}
+
 // TestAnUnacknowledgedMessageIsDeliveredAgain, until DeleteMessage
 // acknowledges it; then acquiring the job brings JobAssigned, and the
 // statistics count it assigned. (Without redelivery the second
