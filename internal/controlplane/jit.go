@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,6 +83,7 @@ func (d *Deps) GroupID(ctx context.Context, p *state.PoolConfig) (int64, error) 
 // returned.
 func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label string, groupID int64) (*state.Instance, error) {
 	name := state.JITRunnerName(rec.Uses, n, rec.ID)
+	minted := rec.JITRunners // as read with jitSeq n-1: PutJITServed's condition
 	cfg, err := d.GitHub.GenerateJITConfig(ctx, rec.Owner, name, groupID, []string{label})
 	if github.IsNameTaken(err) {
 		// Written already (a redelivered request, or a write whose answer
@@ -104,6 +106,7 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 		if derr := d.GitHub.DeleteRunner(ctx, rec.Owner, old.ID); derr != nil {
 			return nil, fmt.Errorf("delete the unwritten runner %s: %w", name, derr)
 		}
+		minted = cur.JITRunners
 		cfg, err = d.GitHub.GenerateJITConfig(ctx, rec.Owner, name, groupID, []string{label})
 	}
 	if err != nil {
@@ -113,7 +116,10 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 		Labels: label}
 	// rec.JITServed is what a look at GitHub just found (jitcap.go), or
 	// what the record held.
-	out, err := d.Store.PutJITServed(ctx, rec.Key, rec.Assignment, reg, rec.JITServed)
+	// The runner joins the record's jitRunners with it, for release to
+	// delete whatever becomes of it (it may end without a job, still
+	// registered: an update, a restart of the agent).
+	out, err := d.Store.PutJITServed(ctx, rec.Key, rec.Assignment, reg, rec.JITServed, minted)
 	if err == nil {
 		d.Log.Info("just-in-time configuration written", "instanceId", rec.ID, "assignment", rec.Assignment, "seq", n, "runnerId", cfg.RunnerID)
 		return out, nil
@@ -138,9 +144,11 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 }
 
 // holds says whether the record names the runner: its configuration is
-// written there, or its agent started it.
+// written there (jitRunners, the control plane's own list, or the
+// registration), or its agent started it.
 func holds(rec *state.Instance, runnerID int64) bool {
-	return rec != nil && (rec.GithubRunnerID == runnerID || rec.Registration != nil && rec.Registration.RunnerID == runnerID)
+	return rec != nil && (rec.GithubRunnerID == runnerID || rec.Registration != nil && rec.Registration.RunnerID == runnerID ||
+		slices.Contains(rec.JITRunners, runnerID))
 }
 
 // deleteJITRunners deletes the just-in-time runners an instance still has
