@@ -151,35 +151,76 @@ func holds(rec *state.Instance, runnerID int64) bool {
 		slices.Contains(rec.JITRunners, runnerID))
 }
 
-// deleteJITRunners deletes the just-in-time runners an instance still has
-// registered at release: the one its agent started last (GitHub removes it
-// only after a job, and it may have taken none) and one written but not yet
-// started. GitHub refuses to delete a runner running a job: the agent is
-// stopping it, so the delete is tried again until wait passes.
-func (d *Deps) deleteJITRunners(ctx context.Context, inst *state.Instance, wait time.Duration) error {
+// RunnerIDs are the ids of every runner inst's record names, each once:
+// the one its agent started last and a just-in-time one written but not
+// started (both the agent's attributes), then the just-in-time runners
+// the control plane minted since the last claim (jitRunners, its own),
+// newest first. A runner that ended without a job (it exited for an
+// update, or the agent replaced it) stays registered, offline, until it is
+// deleted, while the agent names only the last. Each is deleted only if
+// GitHub names it after the instance (DeleteInstanceRunner).
+func RunnerIDs(inst *state.Instance) []int64 {
 	var ids []int64
-	if inst.GithubRunnerID != 0 {
-		ids = append(ids, inst.GithubRunnerID)
+	add := func(id int64) {
+		if id != 0 && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
 	}
-	if reg := inst.Registration; reg != nil && reg.Purpose == state.PurposeJIT && reg.RunnerID != 0 && reg.RunnerID != inst.GithubRunnerID {
-		ids = append(ids, reg.RunnerID)
+	add(inst.GithubRunnerID)
+	if reg := inst.Registration; reg != nil && reg.Purpose == state.PurposeJIT {
+		add(reg.RunnerID)
 	}
+	for i := len(inst.JITRunners) - 1; i >= 0; i-- {
+		add(inst.JITRunners[i])
+	}
+	return ids
+}
+
+// deleteJITRunners deletes the just-in-time runners an instance still has
+// registered at release: every one its record names (RunnerIDs). GitHub
+// removes one only after a job, and one may have taken none: the one its
+// agent started last, one written but not yet started, one that exited
+// for an update or that the agent replaced. inst is the record as read
+// before the release, whose condition on jitSeq makes sure no runner was
+// minted since. One gone already is no error. GitHub refuses to delete a
+// runner running a job: the agent is stopping it, so the delete is tried
+// again until wait passes. One that cannot be deleted does not keep the
+// others: all are tried, and the errors returned. A GitHub call per
+// runner: at most as many as minting them took (state.MaxJITRunners
+// bounds them).
+func (d *Deps) deleteJITRunners(ctx context.Context, inst *state.Instance, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
-	for _, id := range ids {
+	var errs []error
+	for _, id := range RunnerIDs(inst) {
 		for {
 			err := d.DeleteInstanceRunner(ctx, inst.Owner, id, inst.ID)
 			if err == nil {
 				break
 			}
 			if !github.IsBusy(err) || time.Now().After(deadline) {
-				return fmt.Errorf("delete just-in-time runner %d: %w", id, err)
+				errs = append(errs, fmt.Errorf("delete just-in-time runner %d: %w", id, err))
+				break
 			}
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return errors.Join(append(errs, ctx.Err())...)
 			case <-time.After(d.retryEvery()):
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// DeleteInstanceRunners deletes every runner inst's record names
+// (RunnerIDs) that GitHub names after the instance, once each, for an
+// instance that is ending: one busy is not waited for. It returns what
+// went wrong.
+func (d *Deps) DeleteInstanceRunners(ctx context.Context, inst *state.Instance) error {
+	var errs []error
+	for _, id := range RunnerIDs(inst) {
+		if err := d.DeleteInstanceRunner(ctx, inst.Owner, id, inst.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
