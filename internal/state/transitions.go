@@ -560,8 +560,11 @@ func (s *Store) MarkPooled(ctx context.Context, r Ref) (*Instance, error) {
 		key:        r.Key,
 		checks:     append(bound(r), stateIn(Idle)),
 		set:        map[string]any{"pooledAt": s.now()},
-		// Pooled only once its runners were deleted (release's
-		// deleteJITRunners, refresh's sweep of runners named after it).
+		// Pooled once its runners were deleted (release's
+		// deleteJITRunners, refresh's sweep of runners named after it;
+		// a provision that gives a claimed instance back withdraws only
+		// its first runner, by name): the list is done with, and a claim
+		// would start it anew anyway.
 		remove: []string{"jitRunners"},
 	})
 }
