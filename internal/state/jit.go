@@ -172,12 +172,14 @@ func hasRunID() check {
 // less, under 1 KB of the item's 400 KB). One is written per
 // configuration, and the control plane's cap (controlplane/jitcap.go,
 // docs/security.md C20) lets through at most JITLimits.Unused+1 (3) in a
-// row of which none is seen to take a job; every other follows a runner
-// that took one, which GitHub removes itself after the job. A runner whose
-// id was dropped is over MaxJITRunners configurations old: its listener
-// ended before the agent asked for the next (a runner is never replaced
-// while it runs), so it takes no job, and GitHub removes it within a day;
-// release then deletes only the ids kept and the ones the record names.
+// row while none of them is seen to take a job (busy, or gone); past
+// that, one more per runner seen so. So the list is long only in an
+// assignment of many jobs, whose runners GitHub removes itself after each
+// job. A runner whose id was dropped is over MaxJITRunners configurations
+// old: an honest agent asked for its successors only once its listener
+// ended (root keeping it online with its credentials is compromise of the
+// instance already, T2), so it takes no job, and GitHub removes it within
+// a day; release deletes only the ids kept and the ones the record names.
 const MaxJITRunners = 100
 
 // PutJIT writes reg, the reg.Seq-th just-in-time configuration of
