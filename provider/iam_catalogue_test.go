@@ -260,6 +260,7 @@ func TestTheAgentReachesOnlyItsOwnInstance(t *testing.T) {
 		{"rewind its use count or just-in-time number", "dynamodb:UpdateItem", catTable, writes("i-self", "uses", "jitSeq"), false},
 		{"reset what bounds its just-in-time requests (issue 36 item 1)", "dynamodb:UpdateItem", catTable, writes("i-self", "signals", "jitAt", "jitServed", "jitRefused"), false},
 		{"make its last runner look minted a moment ago (issue 37 item 7)", "dynamodb:UpdateItem", catTable, writes("i-self", "signals", "jitMintedAt"), false},
+		{"forget runners minted for it, so release leaves them registered", "dynamodb:UpdateItem", catTable, writes("i-self", "jitRunners"), false},
 		{"put itself into the idle index", "dynamodb:UpdateItem", catTable, writes("i-self", "poolState"), false},
 		// IAM cannot tell these from what its conditions read: refresh
 		// judges them against leaseLimit and poolState (issue 36).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,6 +88,7 @@ func (d *Deps) GroupID(ctx context.Context, p *state.PoolConfig) (int64, error) 
 // returned.
 func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label string, groupID int64) (*state.Instance, error) {
 	name := state.JITRunnerName(rec.Uses, n, rec.ID)
+	minted := rec.JITRunners // as read with jitSeq n-1: PutJITServed's condition
 	cfg, err := d.GitHub.GenerateJITConfig(ctx, rec.Owner, name, groupID, []string{label})
 	if github.IsNameTaken(err) {
 		// Written already (a redelivered request, or a write whose answer
@@ -109,6 +111,7 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 		if derr := d.GitHub.DeleteRunner(ctx, rec.Owner, old.ID); derr != nil {
 			return nil, fmt.Errorf("delete the unwritten runner %s: %w", name, derr)
 		}
+		minted = cur.JITRunners
 		cfg, err = d.GitHub.GenerateJITConfig(ctx, rec.Owner, name, groupID, []string{label})
 	}
 	if err != nil {
@@ -118,7 +121,10 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 		Labels: label}
 	// rec.JITServed is what a look at GitHub just found (jitcap.go), or
 	// what the record held.
-	out, err := d.Store.PutJITServed(ctx, rec.Key, rec.Assignment, reg, rec.JITServed)
+	// The runner joins the record's jitRunners with it, for release to
+	// delete whatever becomes of it (it may end without a job, still
+	// registered: an update, a restart of the agent).
+	out, err := d.Store.PutJITServed(ctx, rec.Key, rec.Assignment, reg, rec.JITServed, minted)
 	if err == nil {
 		d.Log.Info("just-in-time configuration written", "instanceId", rec.ID, "assignment", rec.Assignment, "seq", n, "runnerId", cfg.RunnerID)
 		return out, nil
@@ -143,40 +149,83 @@ func (d *Deps) MintJIT(ctx context.Context, rec *state.Instance, n int, label st
 }
 
 // holds says whether the record names the runner: its configuration is
-// written there, or its agent started it.
+// written there (jitRunners, the control plane's own list, or the
+// registration), or its agent started it.
 func holds(rec *state.Instance, runnerID int64) bool {
-	return rec != nil && (rec.GithubRunnerID == runnerID || rec.Registration != nil && rec.Registration.RunnerID == runnerID)
+	return rec != nil && (rec.GithubRunnerID == runnerID || rec.Registration != nil && rec.Registration.RunnerID == runnerID ||
+		slices.Contains(rec.JITRunners, runnerID))
+}
+
+// RunnerIDs are the ids of every runner inst's record names, each once:
+// the one its agent started last and a just-in-time one written but not
+// started (both the agent's attributes), then the just-in-time runners
+// the control plane minted since the last claim (jitRunners, its own),
+// newest first. A runner that ended without a job (it exited for an
+// update, or the agent replaced it) stays registered, offline, until it is
+// deleted, while the agent names only the last. Each is deleted only if
+// GitHub names it after the instance (DeleteInstanceRunner).
+func RunnerIDs(inst *state.Instance) []int64 {
+	var ids []int64
+	add := func(id int64) {
+		if id != 0 && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	add(inst.GithubRunnerID)
+	if reg := inst.Registration; reg != nil && reg.Purpose == state.PurposeJIT {
+		add(reg.RunnerID)
+	}
+	for i := len(inst.JITRunners) - 1; i >= 0; i-- {
+		add(inst.JITRunners[i])
+	}
+	return ids
 }
 
 // deleteJITRunners deletes the just-in-time runners an instance still has
-// registered at release: the one its agent started last (GitHub removes it
-// only after a job, and it may have taken none) and one written but not yet
-// started. GitHub refuses to delete a runner running a job: the agent is
-// stopping it, so the delete is tried again until wait passes.
+// registered at release: every one its record names (RunnerIDs). GitHub
+// removes one only after a job, and one may have taken none: the one its
+// agent started last, one written but not yet started, one that exited
+// for an update or that the agent replaced. inst is the record as read
+// before the release, whose condition on jitSeq makes sure no runner was
+// minted since. One gone already is no error. GitHub refuses to delete a
+// runner running a job: the agent is stopping it, so the delete is tried
+// again until wait passes. One that cannot be deleted does not keep the
+// others: all are tried, and the errors returned. A GitHub call per
+// runner: at most as many as minting them took (state.MaxJITRunners
+// bounds them).
 func (d *Deps) deleteJITRunners(ctx context.Context, inst *state.Instance, wait time.Duration) error {
-	var ids []int64
-	if inst.GithubRunnerID != 0 {
-		ids = append(ids, inst.GithubRunnerID)
-	}
-	if reg := inst.Registration; reg != nil && reg.Purpose == state.PurposeJIT && reg.RunnerID != 0 && reg.RunnerID != inst.GithubRunnerID {
-		ids = append(ids, reg.RunnerID)
-	}
 	deadline := time.Now().Add(wait)
-	for _, id := range ids {
+	var errs []error
+	for _, id := range RunnerIDs(inst) {
 		for {
 			err := d.DeleteInstanceRunner(ctx, inst.Owner, id, inst.ID)
 			if err == nil {
 				break
 			}
 			if !github.IsBusy(err) || time.Now().After(deadline) {
-				return fmt.Errorf("delete just-in-time runner %d: %w", id, err)
+				errs = append(errs, fmt.Errorf("delete just-in-time runner %d: %w", id, err))
+				break
 			}
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return errors.Join(append(errs, ctx.Err())...)
 			case <-time.After(d.retryEvery()):
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// DeleteInstanceRunners deletes every runner inst's record names
+// (RunnerIDs) that GitHub names after the instance, once each, for an
+// instance that is ending: one busy is not waited for. It returns what
+// went wrong.
+func (d *Deps) DeleteInstanceRunners(ctx context.Context, inst *state.Instance) error {
+	var errs []error
+	for _, id := range RunnerIDs(inst) {
+		if err := d.DeleteInstanceRunner(ctx, inst.Owner, id, inst.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -55,10 +55,10 @@ func (d *Deps) Retire(ctx context.Context, ec2 Terminator, insts []*state.Instan
 		return nil, errors.Join(append(errs, err)...)
 	}
 	for _, inst := range marked {
-		if inst.GithubRunnerID == 0 {
-			continue
-		}
-		if err := d.DeleteInstanceRunner(ctx, inst.Owner, inst.GithubRunnerID, inst.ID); err != nil {
+		// Every runner the record names, the just-in-time ones minted
+		// for its last assignment too: a release that could not delete
+		// them expired the instance.
+		if err := d.DeleteInstanceRunners(ctx, inst); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -143,6 +143,12 @@ type Instance struct {
 	JITServed   int         `dynamodbav:"jitServed,omitempty"`
 	JITRefused  *JITRefusal `dynamodbav:"jitRefused,omitempty"`
 	JITMintedAt int64       `dynamodbav:"jitMintedAt,omitempty"`
+	// JITRunners are the ids of the just-in-time runners the control
+	// plane wrote configurations of since the instance's last claim
+	// (jit.go), oldest first: what release deletes, whether or not the
+	// agent still names them. The control plane's only (the instance role
+	// cannot name it).
+	JITRunners []int64 `dynamodbav:"jitRunners,omitempty"`
 	// RunnerTarget is the actions/runner release the instance is to run
 	// (the control plane's, runnerversion.go); RunnerVersion what its agent
 	// says it has installed (the agent's: shown and judged for this

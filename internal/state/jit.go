@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -166,20 +167,51 @@ func hasRunID() check {
 		func(i *Instance) (bool, string) { return i.RunID != "", "instance has no run" }}
 }
 
+// MaxJITRunners bounds JITRunners: the record keeps the ids of the
+// assignment's last MaxJITRunners configurations (at 8 bytes an id or
+// less, under 1 KB of the item's 400 KB). One is written per
+// configuration, and the control plane's cap (controlplane/jitcap.go,
+// docs/security.md C20) lets through at most JITLimits.Unused+1 (3) in a
+// row while none of them is seen to take a job (busy, or gone); past
+// that, one more per runner seen so. So the list is long only in an
+// assignment of many jobs, whose runners GitHub removes itself after each
+// job. A runner whose id was dropped is over MaxJITRunners configurations
+// old: an honest agent asked for its successors only once its listener
+// ended (root keeping it online with its credentials is compromise of the
+// instance already, T2), so it takes no job, and GitHub removes it within
+// a day; release deletes only the ids kept and the ones the record names.
+const MaxJITRunners = 100
+
 // PutJIT writes reg, the reg.Seq-th just-in-time configuration of
 // assignment, while the instance is created, claimed or running for a run
-// under that assignment with a live lease, and only as
-// the successor of the last one written. A refused write (another run, a
-// release, a number already written) returns a *ConditionError; the caller
-// then deletes the runner it minted.
+// under that assignment with a live lease, and only as the successor of
+// the last one written. A refused write (another run, a release, a number
+// already written) returns a *ConditionError; the caller then deletes the
+// runner it minted. It reads the record for the runners recorded so far:
+// PutJITServed is the write alone.
 func (s *Store) PutJIT(ctx context.Context, key Key, assignment string, reg Registration) (*Instance, error) {
-	return s.PutJITServed(ctx, key, assignment, reg, 0)
+	cur, err := s.Get(ctx, key)
+	if err != nil && !IsNotFound(err) {
+		return nil, err
+	}
+	var minted []int64
+	if cur != nil {
+		minted = cur.JITRunners
+	}
+	return s.PutJITServed(ctx, key, assignment, reg, 0, minted)
 }
 
 // PutJITServed is PutJIT that also records served, the number of the
 // assignment's last runner the control plane saw take a job (0: leaves
-// what the record holds).
-func (s *Store) PutJITServed(ctx context.Context, key Key, assignment string, reg Registration, served int) (*Instance, error) {
+// what the record holds), given minted, the record's JITRunners as read
+// with jitSeq reg.Seq-1 under assignment. reg.RunnerID joins them (the
+// oldest dropped past MaxJITRunners). Only this write sets jitRunners,
+// with jitSeq, and only a claim (a new assignment) or the pooling after a
+// release (every runner deleted) removes it, so under the jitSeq and
+// assignment conditions the record holds minted still; its length is
+// checked as well, and a write on a list that moved is refused
+// (ClauseJIT).
+func (s *Store) PutJITServed(ctx context.Context, key Key, assignment string, reg Registration, served int, minted []int64) (*Instance, error) {
 	if reg.Purpose != PurposeJIT || reg.JITConfig == "" || reg.Seq < 1 || reg.RunnerID == 0 || reg.RunnerName == "" {
 		return nil, fmt.Errorf("put jit config of %s: a %q registration with its configuration, number (from 1), runner id and name is required", key, PurposeJIT)
 	}
@@ -187,16 +219,17 @@ func (s *Store) PutJITServed(ctx context.Context, key Key, assignment string, re
 		return nil, fmt.Errorf("put jit config of %s: assignment is required", key)
 	}
 	reg.Assignment = assignment
+	runners := withMinted(minted, reg.RunnerID)
 	// jitMintedAt: how long after it GitHub shows the runner gone tells
 	// whether it may have been removed idle (controlplane/jitcap.go).
-	set := map[string]any{"registration": reg, "jitSeq": reg.Seq, "jitMintedAt": s.now()}
+	set := map[string]any{"registration": reg, "jitSeq": reg.Seq, "jitMintedAt": s.now(), "jitRunners": runners}
 	if served > 0 {
 		set["jitServed"] = served
 	}
 	return s.apply(ctx, change{
 		transition: "jit config " + strconv.Itoa(reg.Seq),
 		key:        key,
-		checks:     []check{exists(), stateIn(Created, Claimed, Running), hasRunID(), assignmentIs(assignment), leaseLive(s.now()), jitSeqIs(reg.Seq - 1)},
+		checks:     []check{exists(), stateIn(Created, Claimed, Running), hasRunID(), assignmentIs(assignment), leaseLive(s.now()), jitSeqIs(reg.Seq - 1), jitRunnersAre(len(minted))},
 		set:        set,
 		// The request is answered: without it, the record's later writes
 		// (heartbeats) no longer pass the consumer's stream filter.
@@ -205,4 +238,25 @@ func (s *Store) PutJITServed(ctx context.Context, key Key, assignment string, re
 			return cur.Assignment == assignment && cur.JITSeq == reg.Seq && cur.Registration != nil && cur.Registration.RunnerID == reg.RunnerID
 		},
 	})
+}
+
+// withMinted is minted with id added, the oldest dropped past
+// MaxJITRunners.
+func withMinted(minted []int64, id int64) []int64 {
+	runners := append(slices.Clip(minted), id)
+	return runners[max(0, len(runners)-MaxJITRunners):]
+}
+
+// jitRunnersAre holds when the record lists n runners minted.
+func jitRunnersAre(n int) check {
+	return check{ClauseJIT,
+		func(b *builder) string {
+			if n == 0 {
+				return "attribute_not_exists(" + b.name("jitRunners") + ")"
+			}
+			return "size(" + b.name("jitRunners") + ") = " + b.value(n)
+		},
+		func(i *Instance) (bool, string) {
+			return len(i.JITRunners) == n, fmt.Sprintf("the record lists %d runners minted, read as %d", len(i.JITRunners), n)
+		}}
 }

@@ -52,6 +52,33 @@ func TestJITConfigsAreWrittenOneAfterTheOther(t *testing.T) {
 	}
 	_, err = s.PutJIT(ctx, k1, "another-assignment", jitReg(3, 15))
 	wantClause(t, err, ClauseAssignment)
+	// Every runner written is recorded, for release to delete whatever
+	// became of it (the refused writes' runners are their minter's to
+	// delete).
+	if !slices.Equal(got.JITRunners, []int64{11, 14}) {
+		t.Fatalf("jitRunners %v, want [11 14]", got.JITRunners)
+	}
+	// Written only with the runners as read: a write on a list that moved
+	// is refused.
+	must(t, s.PutSignal(ctx, k1, inst.Assignment, SignalJITNext, "3"))
+	_, err = s.PutJITServed(ctx, k1, inst.Assignment, jitReg(3, 16), 0, []int64{11})
+	wantClause(t, err, ClauseJIT)
+}
+
+// TestTheRunnersMintedAreBounded: the record keeps the last MaxJITRunners.
+func TestTheRunnersMintedAreBounded(t *testing.T) {
+	var minted []int64
+	for id := int64(1); id <= MaxJITRunners+5; id++ {
+		before := slices.Clone(minted)
+		next := withMinted(minted, id)
+		if !slices.Equal(minted, before) {
+			t.Fatal("withMinted changed the list it was given")
+		}
+		minted = next
+	}
+	if len(minted) != MaxJITRunners || minted[0] != 6 || minted[len(minted)-1] != MaxJITRunners+5 {
+		t.Fatalf("%d runners kept, from %d to %d; want the last %d", len(minted), minted[0], minted[len(minted)-1], MaxJITRunners)
+	}
 }
 
 func TestNoJITConfigForAnIdleInstanceAndEachClaimStartsAtOne(t *testing.T) {
@@ -63,6 +90,38 @@ func TestNoJITConfigForAnIdleInstanceAndEachClaimStartsAtOne(t *testing.T) {
 	must(t, err)
 	if _, err := s.PutJIT(ctx, k1, claimed.Assignment, jitReg(1, 12)); err != nil {
 		t.Fatalf("the first configuration of a claim: %v", err)
+	}
+	// The runners of the last run were deleted at its release: the next
+	// claim's list starts empty, and pooling empties it.
+	must(t, s.PutSignal(ctx, k1, claimed.Assignment, SignalRegOK, ""))
+	running, err := s.MarkRunning(ctx, claimed.Ref(), time.Hour, time.Hour)
+	must(t, err)
+	released, err := s.Release(ctx, running.Ref(), "run-2", time.Hour, nil)
+	must(t, err)
+	if !slices.Equal(released.JITRunners, []int64{12}) {
+		t.Fatalf("after the release jitRunners %v, want [12] (a retirement deletes them if the release could not)", released.JITRunners)
+	}
+	must(t, s.PutSignal(ctx, k1, released.Assignment, SignalRemoveRegOK, ""))
+	again, err := s.Claim(ctx, k1, claimReq("run-3"))
+	must(t, err)
+	if again.JITRunners != nil {
+		t.Fatalf("a new claim holds the last run's runners %v", again.JITRunners)
+	}
+	got, err := s.PutJIT(ctx, k1, again.Assignment, jitReg(1, 13))
+	must(t, err)
+	if !slices.Equal(got.JITRunners, []int64{13}) {
+		t.Fatalf("jitRunners %v, want [13]", got.JITRunners)
+	}
+	must(t, s.PutSignal(ctx, k1, got.Assignment, SignalRegOK, ""))
+	running, err = s.MarkRunning(ctx, got.Ref(), time.Hour, time.Hour)
+	must(t, err)
+	released, err = s.Release(ctx, running.Ref(), "run-3", time.Hour, nil)
+	must(t, err)
+	must(t, s.PutSignal(ctx, k1, released.Assignment, SignalRemoveRegOK, ""))
+	pooledRec, err := s.MarkPooled(ctx, released.Ref())
+	must(t, err)
+	if pooledRec.JITRunners != nil {
+		t.Fatalf("pooled (its runners deleted): jitRunners %v, want none", pooledRec.JITRunners)
 	}
 	if _, err := s.PutJIT(ctx, k1, claimed.Assignment, Registration{Purpose: PurposeJIT, Seq: 2}); err == nil {
 		t.Fatal("a configuration without its value or runner was written")
@@ -148,7 +207,7 @@ func TestAJITRequestIsTakenToGitHubOncePerRate(t *testing.T) {
 	if r := got.JITRefusedNow(); r.Clause != ClauseJITUnused || r.Count != 1 || r.Looks != 1 || got.JITServed != 1 || got.JITWanted() != 0 {
 		t.Fatalf("after the refusal: %+v, served %d, asking for %d", r, got.JITServed, got.JITWanted())
 	}
-	for _, a := range []string{"jitAt", "jitServed", "jitRefused", "jitMintedAt"} {
+	for _, a := range []string{"jitAt", "jitServed", "jitRefused", "jitMintedAt", "jitRunners"} {
 		if slices.Contains(AgentAttributes, a) {
 			t.Errorf("%s is among the agent's attributes: the instance could reset its own bound", a)
 		}

@@ -462,8 +462,10 @@ func (s *Store) toIdle(ctx context.Context, name string, r Ref, checks []check, 
 		key:        r.Key,
 		checks:     checks,
 		set:        withState(map[string]any{"assignment": next}, r.Pool, Idle, s.now(), s.now()+secs(idleTTL)),
-		remove:     []string{AttrRunID, "pooledAt", "jitSeq", "jitServed", "jitMintedAt"},
-		applied:    func(cur *Instance) bool { return cur.Assignment == next },
+		// jitRunners stays: release deletes them after this write, and a
+		// retirement after a failed delete deletes them again.
+		remove:  []string{AttrRunID, "pooledAt", "jitSeq", "jitServed", "jitMintedAt"},
+		applied: func(cur *Instance) bool { return cur.Assignment == next },
 	}
 	if removal != nil {
 		material := *removal
@@ -513,8 +515,10 @@ func (s *Store) Claim(ctx context.Context, key Key, req ClaimRequest) (*Instance
 		checks:     checks,
 		set:        withState(map[string]any{"assignment": next, AttrRunID: req.RunID}, req.Pool, Claimed, now, now+secs(req.ClaimTTL)),
 		increment:  []string{"uses"},
-		remove:     []string{"pooledAt", "jitSeq", "jitServed", "jitMintedAt"},
-		applied:    func(cur *Instance) bool { return cur.Assignment == next },
+		// A new assignment mints its runners anew: the last one's were
+		// deleted at its release (or by refresh before it was pooled).
+		remove:  []string{"pooledAt", "jitSeq", "jitServed", "jitMintedAt", "jitRunners"},
+		applied: func(cur *Instance) bool { return cur.Assignment == next },
 	}
 	if req.Registration != nil {
 		material := *req.Registration
@@ -556,6 +560,12 @@ func (s *Store) MarkPooled(ctx context.Context, r Ref) (*Instance, error) {
 		key:        r.Key,
 		checks:     append(bound(r), stateIn(Idle)),
 		set:        map[string]any{"pooledAt": s.now()},
+		// Pooled once its runners were deleted (release's
+		// deleteJITRunners, refresh's sweep of runners named after it;
+		// a provision that gives a claimed instance back withdraws only
+		// its first runner, by name): the list is done with, and a claim
+		// would start it anew anyway.
+		remove: []string{"jitRunners"},
 	})
 }
 

@@ -412,11 +412,10 @@ func (r *refresher) terminate(ctx context.Context, insts []*state.Instance, reas
 	return err
 }
 
+// deleteRunner deletes the runners of an instance EC2 no longer has:
+// every one its record names (controlplane.RunnerIDs).
 func (r *refresher) deleteRunner(ctx context.Context, inst *state.Instance) {
-	if inst.GithubRunnerID == 0 {
-		return
-	}
-	if err := r.d.DeleteInstanceRunner(ctx, inst.Owner, inst.GithubRunnerID, inst.ID); err != nil {
+	if err := r.d.DeleteInstanceRunners(ctx, inst); err != nil {
 		r.fail(err)
 	}
 }
