@@ -61,12 +61,27 @@ func (s *Server) releaseDownload(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/_fake/release-assets/"+name, http.StatusFound)
 }
 
+// DelayReleaseAssets makes every release asset answer d after it was
+// asked for: a download as slow as a real one (tens of megabytes), so a
+// test sees what is done while it lasts.
+func (s *Server) DelayReleaseAssets(d time.Duration) {
+	s.mu.Lock()
+	s.assetDelay = d
+	s.mu.Unlock()
+}
+
 func (s *Server) releaseAsset(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	data, ok := s.releases[r.PathValue("tag")+"/"+r.PathValue("asset")]
+	delay := s.assetDelay
 	s.mu.Unlock()
 	if !ok {
 		http.Error(w, "Not Found", http.StatusNotFound)
+		return
+	}
+	select {
+	case <-time.After(delay):
+	case <-r.Context().Done():
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")

@@ -128,6 +128,7 @@ type Server struct {
 	jobWake         chan struct{}
 	faults          []*Fault
 	releases        map[string][]byte // actions/runner release asset name → bytes (ServeRunnerRelease)
+	assetDelay      time.Duration     // DelayReleaseAssets
 	published       []published       // actions/runner releases (PublishRunnerRelease), releases.go
 	minimumRunner   string            // the lowest runner version registered ("": runnerrelease.Minimum)
 	noDisableUpdate bool              // Options.NoDisableUpdate
