@@ -92,6 +92,11 @@ func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
 	if !ready {
 		return
 	}
+	// Not from an install older than the target (upgrade.go): also after
+	// the target moved mid-assignment, and after an agent restart.
+	if a.bringToTarget(ctx, rec); ctx.Err() != nil {
+		return
+	}
 	if err := a.startJIT(reg.JITConfig); err != nil {
 		a.Log.Error("start just-in-time runner", "err", err, "seq", next)
 		return // asked again below on the next pass

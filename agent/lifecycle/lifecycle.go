@@ -265,7 +265,9 @@ func (a *Agent) reconcile(ctx context.Context, rec *state.Instance) {
 		// control plane waiting: signal writes only when the slot is empty.
 		a.signal(ctx, rec, state.SignalRegOK, a.local.Name)
 	case assigned:
-		a.beforeAssignment(ctx, rec)
+		if a.beforeAssignment(ctx, rec); ctx.Err() != nil {
+			return // stopping: no runner started mid-staging
+		}
 		a.register(ctx, rec)
 	case rec.State == state.Idle:
 		a.confirmClean(ctx, rec)
