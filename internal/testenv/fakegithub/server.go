@@ -195,6 +195,11 @@ type runner struct {
 	created    time.Time
 	listened   bool
 	listenedAt time.Time
+	// updateSession is the listener session last sent an update message
+	// (releases.go: one per session); relaunches counts the listeners a
+	// just-in-time configuration may still start after an update.
+	updateSession string
+	relaunches    int
 }
 
 // Job states.
