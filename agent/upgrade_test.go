@@ -218,3 +218,50 @@ func TestAClaimDuringStagingWaitsForTheTargetInsteadOfStartingTheOlderInstall(t 
 		t.Fatalf("%d downloads of the release, want 1 (the staging under way is waited for)", n)
 	}
 }
+
+// TestARunnerThatUpdatedItselfRunsItsJobAndTheInstallStaysAtItsTarget: in
+// the gap before refresh learns a release (the record's target is still
+// the installed one), GitHub sends each just-in-time runner an update
+// message; the runner updates itself in its copy, run.sh launches it again
+// and it runs its job on the new release (the fake does as
+// run-helper.sh.template and run.sh do). The agent says so, keeps its
+// install (a release the runner fetched itself is never installed), its
+// record reports what the install is, and the next runner starts from the
+// install again: no runner counted as ended without a job, no failure.
+// Shown to fail without noteSelfUpdate: "the agent never logged "the
+// just-in-time runner updated itself in its copy""; and without the fake
+// GitHub's second listener of a just-in-time configuration after an update
+// (runnerproto.go, sessionCreate): "job "echo first": job 102 still
+// queued: context deadline exceeded".
+func TestARunnerThatUpdatedItselfRunsItsJobAndTheInstallStaysAtItsTarget(t *testing.T) {
+	w, _, inst := jitWorld(t)
+	w.start()
+	w.markRunning(inst)
+	old, next := runnerrelease.Default, "2.337.0"
+	w.reports(old, 30*time.Second)
+	bin, err := fakegithub.BuildRunner()
+	must(t, err)
+	tarball, err := fakegithub.RunnerTarballOf(bin, next)
+	must(t, err)
+	w.fake.PublishRunnerRelease(next, tarball, time.Now())
+	for i, script := range []string{"echo first", "echo second"} {
+		if job := w.job("ghr-run-a-jit", script); job.ExitCode != 0 || job.RunnerVersion != next {
+			t.Fatalf("job %d of run-a: exit %d on runner %q, want it run on %s, the release its runner updated itself to", i+1, job.ExitCode, job.RunnerVersion, next)
+		}
+	}
+	if n := w.fake.Count(fakegithub.CountUpdateMessages); n != 2 {
+		t.Fatalf("%d update messages, want one to each runner, both started from the %s install", n, old)
+	}
+	waitLog(t, w, "the just-in-time runner updated itself in its copy", 30*time.Second)
+	if v := runner.Version(ctx, w.dir+"/runner"); v != old {
+		t.Fatalf("the install says %q after its runners updated themselves, want %s (the record's target)", v, old)
+	}
+	rec, err := w.store.Get(ctx, w.key)
+	must(t, err)
+	if rec.RunnerVersion != old || answered(rec, state.SignalFailed) {
+		t.Fatalf("record reports runner %q, signals %v: want %s and no failure", rec.RunnerVersion, rec.Signals, old)
+	}
+	if strings.Contains(w.logs.String(), "ended without taking a job") {
+		t.Fatalf("a runner that updated itself and ran its job was counted as ended without one:\n%s", w.logs.String())
+	}
+}

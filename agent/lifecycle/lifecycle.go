@@ -122,6 +122,9 @@ type Agent struct {
 	jitCleaned int
 	// jitIdle counts the runners that ended without a job (jitcap.go).
 	jitIdle jitIdle
+	// jitUpdateNoted is the runner (assignment/seq) whose self-update, if
+	// any, was last looked for (noteSelfUpdate).
+	jitUpdateNoted string
 	// jitStartedAt is when this process last started a just-in-time
 	// runner (zero: an earlier agent process did).
 	jitStartedAt time.Time
