@@ -265,3 +265,41 @@ func TestARunnerThatUpdatedItselfRunsItsJobAndTheInstallStaysAtItsTarget(t *test
 		t.Fatalf("a runner that updated itself and ran its job was counted as ended without one:\n%s", w.logs.String())
 	}
 }
+
+// TestARunnerStartsFromTheOlderInstallWhenItsTargetCannotBeStaged: a
+// target whose tarball does not match its checksum is never installed,
+// and holds no runner back: the next runner starts from the install there
+// is (GitHub may send it an update; its job runs all the same), and the
+// agent says why, once. Shown to fail with the fallback removed (the next
+// runner held back while the install is behind its target): "job 3 of
+// run-a: job 105 still queued: context deadline exceeded".
+func TestARunnerStartsFromTheOlderInstallWhenItsTargetCannotBeStaged(t *testing.T) {
+	w, _, inst := jitWorld(t)
+	w.start()
+	w.markRunning(inst)
+	old := runnerrelease.Default
+	w.reports(old, 30*time.Second)
+	if job := w.job("ghr-run-a-jit", "echo first"); job.ExitCode != 0 || job.RunnerVersion != old {
+		t.Fatalf("job 1 of run-a: exit %d on runner %q, want %s", job.ExitCode, job.RunnerVersion, old)
+	}
+	// The runner listening now started before the target moved; the next
+	// one is the first to start after.
+	waitLog(t, w, "next just-in-time runner started", 60*time.Second)
+	target := w.newRelease("2.337.0")
+	target.SHA256 = strings.Repeat("0", 64)
+	_, err := w.store.SetRunnerTarget(ctx, w.key, "linux", target)
+	must(t, err)
+	for i, script := range []string{"echo second", "echo third"} {
+		id := w.fake.EnqueueJob("ghr-run-a-jit", script)
+		job, err := w.fake.WaitJob(id, 60*time.Second)
+		if err != nil || job.ExitCode != 0 || job.RunnerVersion != old {
+			t.Fatalf("job %d of run-a: %v, exit %d on runner %q, want it run on %s\nagent log:\n%s", i+2, err, job.ExitCode, job.RunnerVersion, old, w.logs.String())
+		}
+	}
+	if !strings.Contains(w.logs.String(), "staging the runner target failed: the runner starts from the older install") {
+		t.Fatalf("the agent did not say why the runner started from the older install:\n%s", w.logs.String())
+	}
+	if v := runner.Version(ctx, w.dir+"/runner"); v != old {
+		t.Fatalf("the install says %q after a target that failed its checksum, want %s", v, old)
+	}
+}

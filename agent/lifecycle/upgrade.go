@@ -46,6 +46,7 @@ type upgrader struct {
 	cancel    context.CancelFunc
 	staged    *runnerrelease.Target // ready in runner.StagedDir
 	failed    map[runnerrelease.Target]string
+	warned    runnerrelease.Target // the failed target last said to be started without
 	// done is closed when the last staging goroutine has returned: a new
 	// one waits for it, since both would write runner.StagedDir.
 	done chan struct{}
@@ -183,8 +184,12 @@ func (a *Agent) bringToTarget(ctx context.Context, rec *state.Instance) {
 	}
 	a.up.mu.Lock()
 	if why := a.up.failed[*t]; why != "" {
+		warn := a.up.warned != *t
+		a.up.warned = *t
 		a.up.mu.Unlock()
-		a.Log.Warn("the runner starts from an install older than its target, which could not be staged", "installed", a.installedVersion(), "target", t.Version, "reason", why)
+		if warn { // once per target: this runs on every pass before a registration
+			a.Log.Warn("runners start from an install older than their target, which could not be staged", "installed", a.installedVersion(), "target", t.Version, "reason", why)
+		}
 		return
 	}
 	if a.up.cancel != nil && (a.up.staging == nil || *a.up.staging != *t) {
