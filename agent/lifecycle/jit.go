@@ -72,6 +72,7 @@ func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
 		return
 	}
 	a.judgeJITExit() // before the cleanup discards what the runner left
+	a.noteSelfUpdate(rec)
 	next := a.local.Seq + 1
 	reg := rec.Registration
 	ready := reg != nil && reg.Purpose == state.PurposeJIT && reg.Assignment == rec.Assignment && reg.Seq == next
@@ -92,12 +93,45 @@ func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
 	if !ready {
 		return
 	}
+	// Not from an install older than the target (upgrade.go): also after
+	// the target moved mid-assignment, and after an agent restart.
+	if a.bringToTarget(ctx, rec); ctx.Err() != nil {
+		return
+	}
 	if err := a.startJIT(reg.JITConfig); err != nil {
 		a.Log.Error("start just-in-time runner", "err", err, "seq", next)
 		return // asked again below on the next pass
 	}
 	a.noteJIT(ctx, rec, reg)
 	a.Log.Info("next just-in-time runner started", "runner", reg.RunnerName, "runnerId", reg.RunnerID, "seq", next)
+}
+
+// noteSelfUpdate says, once per runner, that the runner that exited
+// updated itself: GitHub sent it an update message because its latest
+// release is ahead of the install (refresh has not learned it yet, or the
+// pool pins an older release), and run.sh ran its job on the release the
+// listener downloaded, in the runner's copy of the install. Nothing else
+// follows from it: the copy is discarded with the job's leftovers, the
+// install (the agent's, sealed) stays what the control plane's target made
+// it, its version is what the record reports, and the next runner starts
+// from it, brought to the target first (upgrade.go). A release the runner
+// fetched itself is never installed: only the control plane's target,
+// with its checksum, is.
+func (a *Agent) noteSelfUpdate(rec *state.Instance) {
+	key := a.local.Assignment + "/" + strconv.Itoa(a.local.Seq)
+	if a.jitUpdateNoted == key {
+		return
+	}
+	a.jitUpdateNoted = key
+	v := a.Runner.SelfUpdated()
+	if v == "" {
+		return
+	}
+	target := ""
+	if rec.RunnerTarget != nil {
+		target = rec.RunnerTarget.Version
+	}
+	a.Log.Warn("the just-in-time runner updated itself in its copy: GitHub's latest release is ahead of the install; the install stays at its target", "seq", a.local.Seq, "updatedTo", v, "installed", a.installedVersion(), "target", target)
 }
 
 // cleanBetweenJobs ends what a just-in-time job left before the next job

@@ -122,6 +122,9 @@ type Agent struct {
 	jitCleaned int
 	// jitIdle counts the runners that ended without a job (jitcap.go).
 	jitIdle jitIdle
+	// jitUpdateNoted is the runner (assignment/seq) whose self-update, if
+	// any, was last looked for (noteSelfUpdate).
+	jitUpdateNoted string
 	// jitStartedAt is when this process last started a just-in-time
 	// runner (zero: an earlier agent process did).
 	jitStartedAt time.Time
@@ -265,7 +268,9 @@ func (a *Agent) reconcile(ctx context.Context, rec *state.Instance) {
 		// control plane waiting: signal writes only when the slot is empty.
 		a.signal(ctx, rec, state.SignalRegOK, a.local.Name)
 	case assigned:
-		a.beforeAssignment(ctx, rec)
+		if a.beforeAssignment(ctx, rec); ctx.Err() != nil {
+			return // stopping: no runner started mid-staging
+		}
 		a.register(ctx, rec)
 	case rec.State == state.Idle:
 		a.confirmClean(ctx, rec)

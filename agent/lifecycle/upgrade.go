@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
@@ -10,16 +11,28 @@ import (
 )
 
 // The runner release, kept at the control plane's target between
-// assignments (agent/runner/upgrade.go says why never during one).
+// assignments, and between the runners of a just-in-time assignment; never
+// while a runner runs (agent/runner/upgrade.go says why).
 //
 // Invariants:
 //   - the install changes only while no runner is configured: in an idle
-//     record's pass, or right before a registration, and then by one
-//     rename of a copy staged and checked beforehand; never between the
-//     jobs of a just-in-time assignment;
-//   - staging (download, checksum, unpack) runs beside the main loop while
-//     the instance is idle and is cancelled when an assignment comes: no
-//     job waits on it, and none shares the instance with it;
+//     record's pass, or right before a runner starts (a registration, or
+//     a just-in-time assignment's next runner), and then by one rename of
+//     a copy staged and checked beforehand;
+//   - no runner starts from an install older than the record's target
+//     (bringToTarget). The target moves ahead when GitHub published a
+//     release (or the operator moved a pin), and a just-in-time runner
+//     behind GitHub's latest is sent an update message while its job
+//     waits. Whatever the way to the start — an idle pass too short to
+//     finish staging, an assignment seen with no idle pass between, the
+//     target moving mid-assignment, an agent restarted (its staging died
+//     with it) — the target is staged then, on the main loop, before the
+//     runner starts; only a target that cannot be staged (a checksum that
+//     differs, a download that failed) lets one start from the older
+//     install;
+//   - staging runs beside the main loop while the instance is idle and is
+//     cancelled when an assignment comes unless it stages the target the
+//     runner is then waiting for: it never shares the instance with a job;
 //   - the target comes from the record's runnerTarget, which only the
 //     control plane writes; the version the agent reports is what the
 //     install itself says (bin/Runner.Listener --version).
@@ -33,6 +46,7 @@ type upgrader struct {
 	cancel    context.CancelFunc
 	staged    *runnerrelease.Target // ready in runner.StagedDir
 	failed    map[runnerrelease.Target]string
+	warned    runnerrelease.Target // the failed target last said to be started without
 	// done is closed when the last staging goroutine has returned: a new
 	// one waits for it, since both would write runner.StagedDir.
 	done chan struct{}
@@ -138,11 +152,13 @@ func (a *Agent) swapStaged(ctx context.Context, t runnerrelease.Target) bool {
 }
 
 // beforeAssignment runs before a registration: a staged target goes in (a
-// rename), staging still under way stops (the download would share the
+// rename), an install older than the target is brought to it (bringToTarget),
+// staging still under way otherwise stops (the download would share the
 // instance with the job; it resumes when the instance is idle again).
 func (a *Agent) beforeAssignment(ctx context.Context, rec *state.Instance) {
 	if rec.RunnerTarget != nil && !a.local.registered() {
 		a.swapStaged(ctx, *rec.RunnerTarget)
+		a.bringToTarget(ctx, rec)
 	}
 	a.up.mu.Lock()
 	if a.up.cancel != nil {
@@ -150,6 +166,80 @@ func (a *Agent) beforeAssignment(ctx context.Context, rec *state.Instance) {
 		a.up.staging, a.up.cancel = nil, nil
 	}
 	a.up.mu.Unlock()
+}
+
+// bringToTarget brings the install to the record's target when it is older,
+// before a runner starts from it: it swaps in what is staged, waits for a
+// staging of the target under way, or stages it now (the runner waits: an
+// update message would cost its job as long, GitHub's download and a
+// restart, from a tarball the control plane did not check). Called on the
+// main loop with no runner alive.
+func (a *Agent) bringToTarget(ctx context.Context, rec *state.Instance) {
+	t := rec.RunnerTarget
+	if t == nil || a.installFailure != "" || !a.behind(*t) {
+		return
+	}
+	if a.swapStaged(ctx, *t) {
+		return
+	}
+	a.up.mu.Lock()
+	if why := a.up.failed[*t]; why != "" {
+		warn := a.up.warned != *t
+		a.up.warned = *t
+		a.up.mu.Unlock()
+		if warn { // once per target: this runs on every pass before a registration
+			a.Log.Warn("runners start from an install older than their target, which could not be staged", "installed", a.installedVersion(), "target", t.Version, "reason", why)
+		}
+		return
+	}
+	if a.up.cancel != nil && (a.up.staging == nil || *a.up.staging != *t) {
+		a.up.cancel() // staging another target
+		a.up.staging, a.up.cancel = nil, nil
+	}
+	done, under := a.up.done, a.up.staging != nil
+	a.up.mu.Unlock()
+	log := a.Log.With("installed", a.installedVersion(), "target", t.Version)
+	if done != nil {
+		if under {
+			log.Info("the runner waits for the staging of its target: the install is older")
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
+		if a.swapStaged(ctx, *t) {
+			return
+		}
+	}
+	log.Info("staging the runner target before the runner starts: the install is older")
+	started := time.Now()
+	_, err := a.Runner.Stage(ctx, t.URL, t.SHA256)
+	a.up.mu.Lock()
+	switch {
+	case err == nil:
+		a.up.staged = t
+	case ctx.Err() == nil:
+		if a.up.failed == nil {
+			a.up.failed = map[runnerrelease.Target]string{}
+		}
+		a.up.failed[*t] = err.Error()
+	}
+	a.up.mu.Unlock()
+	if err != nil {
+		log.Error("staging the runner target failed: the runner starts from the older install", "err", err)
+		return
+	}
+	if a.swapStaged(ctx, *t) {
+		log.Info("runner target staged and installed before the runner started", "took", time.Since(started).Round(time.Millisecond))
+	}
+}
+
+// behind reports whether the install is older than t (false when its
+// version is unknown).
+func (a *Agent) behind(t runnerrelease.Target) bool {
+	v := a.installedVersion()
+	return runnerrelease.ValidVersion(v) && runnerrelease.ValidVersion(t.Version) && runnerrelease.Compare(v, t.Version) < 0
 }
 
 // waitStaging waits for the staging goroutine, if any, to return.

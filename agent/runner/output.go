@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -119,6 +120,33 @@ func (r *Runner) listenerSaysAJobRan() bool {
 		}
 	}
 	return false
+}
+
+// selfUpdate is what actions/runner's listener prints when it updates
+// itself (SelfUpdaterV2.cs, SelfUpdater.cs: "Runner update in progress, do
+// not shutdown runner." then "Downloading <version> runner"); run.sh then
+// launches the updated listener in the same copy (run-helper.sh.template
+// exits 2 after an update exit, run.sh loops).
+var selfUpdate = regexp.MustCompile(`Downloading (\d+\.\d+\.\d+) runner`)
+
+// SelfUpdated returns the version the last run.sh's listener said it
+// updated itself to ("" none), from the first 8 MiB of its output. Words
+// the runner user could write too: for the log, never for a decision.
+func (r *Runner) SelfUpdated() string {
+	f, err := os.Open(r.outputPath())
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 8<<20))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	v := ""
+	for sc.Scan() {
+		if m := selfUpdate.FindSubmatch(sc.Bytes()); m != nil {
+			v = string(m[1])
+		}
+	}
+	return v
 }
 
 // removedLine is what actions/runner's listener says when its runner

@@ -25,7 +25,10 @@ import (
 // configuration cannot carry that flag, is kept current so GitHub has no
 // update to send. The agent instead stages the control plane's target beside
 // the install while the instance is idle (download, checksum, unpack, seal)
-// and swaps it in, one rename, only when no runner is configured.
+// and swaps it in, one rename, only when no runner is configured; a runner
+// about to start from an install older than the target waits for that
+// instead (agent/lifecycle/upgrade.go): a download either way, but one the
+// control plane's checksum vouches for, and no listener restart.
 
 // Version asks the install which runner version it is: bin/Runner.Listener
 // --version prints it (src/Runner.Listener/Runner.cs, command.Version). ""

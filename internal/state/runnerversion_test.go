@@ -81,3 +81,26 @@ func TestAnInstancesRunnerTargetIsTheControlPlanesAndItsVersionTheAgents(t *test
 		}
 	}
 }
+
+// A claim writes the pool's runner target into the record it claims (the
+// agent starts the run's runner from it), and keeps the record's when it
+// names none.
+func TestAClaimWritesThePoolsRunnerTarget(t *testing.T) {
+	s, _ := newStore(t)
+	target := runnerrelease.Target{Version: "2.337.0", URL: "https://x/r.tgz", SHA256: strings.Repeat("2", 64)}
+	inst := pooled(t, s, "i-0claimtarget")
+	req := claimReq("run-1")
+	req.RunnerTarget = &target
+	got, err := s.Claim(ctx, inst.Key, req)
+	if err != nil || got.RunnerTarget == nil || *got.RunnerTarget != target {
+		t.Fatalf("claimed with the pool's target: %+v %v", got, err)
+	}
+	kept := pooled(t, s, "i-0claimkept")
+	if _, err := s.SetRunnerTarget(ctx, kept.Key, testPool, target); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Claim(ctx, kept.Key, claimReq("run-2"))
+	if err != nil || got.RunnerTarget == nil || *got.RunnerTarget != target {
+		t.Fatalf("claimed without a target: the record's %+v should stay (%v)", got, err)
+	}
+}

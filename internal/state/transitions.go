@@ -487,6 +487,11 @@ type ClaimRequest struct {
 	MaxAge                time.Duration
 	ClaimTTL              time.Duration
 	Registration          *Registration
+	// RunnerTarget is the pool's runner target now, written with the
+	// claim (nil: the record's is kept): refresh writes a live record's
+	// target after the pool's and may fail to, and a claimed instance's
+	// agent starts its runner from the record's (agent/lifecycle/upgrade.go).
+	RunnerTarget *runnerrelease.Target
 }
 
 // Claim moves a clean, unexpired idle instance of the same pool and owner to
@@ -526,6 +531,9 @@ func (s *Store) Claim(ctx context.Context, key Key, req ClaimRequest) (*Instance
 		c.set["registration"] = material
 	} else {
 		c.remove = append(c.remove, "registration")
+	}
+	if req.RunnerTarget != nil {
+		c.set["runnerTarget"] = *req.RunnerTarget
 	}
 	return s.apply(ctx, c)
 }

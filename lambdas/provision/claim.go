@@ -23,6 +23,9 @@ func (p *provisioner) claim(ctx context.Context, n int, reg *state.Registration)
 	claimer := &pool.Claimer{Store: p.d.Store, RoleID: p.req.pool.InstanceRoleID, Request: state.ClaimRequest{
 		RunID: p.req.RunID, Pool: p.req.Pool, Owner: p.req.Owner, LaunchTemplateVersion: p.req.pool.LaunchTemplateVersion,
 		MaxUses: t.MaxUses, MaxAge: state.D(t.MaxAge), ClaimTTL: state.D(t.ClaimTTL), Registration: reg,
+		// The agent starts the run's runner from this release: the pool's
+		// now, even where refresh has not written it into the record yet.
+		RunnerTarget: p.req.pool.RunnerTarget(),
 	}}
 	res, err := p.d.Queue(p.req.pool).Take(ctx, n, p.req.matcher, claimer.Claim)
 	for _, old := range claimer.Retire {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,25 +98,60 @@ func TestARunnerThirtyDaysBehindTheNextReleaseStopsTakingJobsWithRunShsCodes(t *
 	}
 }
 
-func TestARunnerBehindTheLatestReleaseIsSentAnUpdateUnlessItDisabledUpdates(t *testing.T) {
+// A runner behind the latest release that may update is sent one update
+// message; it updates itself as the real one does (version.go): the
+// listener downloads and checks the package while it goes on polling and
+// takes no job meanwhile, exits for the update, run-helper.sh waits for
+// update.finished and exits 2, and run.sh launches the updated listener,
+// which takes the job queued all along; the root's bin/ is the new
+// release's. Each rule shows: a job taken during the update would run on
+// 2.336.0; a run.sh that did not launch the listener again would exit (2);
+// a listener that did not download the package the message names would
+// not update; the server's one message per session, otherwise one per
+// poll while the download lasts.
+func TestARunnerBehindTheLatestReleaseUpdatesItselfAndRunShLaunchesItAgainUnlessItDisabledUpdates(t *testing.T) {
 	r := newRig(t)
 	r.installAs("2.336.0")
 	bin, _ := fakegithub.BuildRunner()
 	tgz, _ := fakegithub.RunnerTarballOf(bin, "2.337.0")
 	r.fake.PublishRunnerRelease("2.337.0", tgz, time.Now())
-	if out, code := r.configure("may-update"); code != 0 {
+	r.fake.DelayReleaseAssets(1500 * time.Millisecond) // the download lasts several polls
+	if out, code := r.configure("may-update", "--labels", "run-u", "--no-default-labels"); code != 0 {
 		t.Fatalf("config.sh: %d\n%s", code, out)
 	}
-	out, code := r.sh([]string{"GHRUNNER_FAKE_UPDATE_WAIT_SECONDS=0"}, "run.sh")
-	if code != 2 || !strings.Contains(out, "Runner listener exit because of updating") || r.fake.Count(fakegithub.CountUpdateMessages) != 1 {
-		t.Fatalf("run.sh exited %d after %d update messages:\n%s\nwant 2 after one", code, r.fake.Count(fakegithub.CountUpdateMessages), out)
+	id := r.fake.EnqueueJob("run-u", "echo on the new release")
+	p := r.start()
+	job, err := r.fake.WaitJob(id, 30*time.Second)
+	if err != nil || job.ExitCode != 0 || job.RunnerVersion != "2.337.0" {
+		t.Fatalf("the job queued while the runner updated: %+v %v, want it run on 2.337.0\n%s", job, err, p.out.String())
 	}
+	out := p.out.String()
+	for _, line := range []string{"Runner update in progress", "Downloading 2.337.0 runner", "Runner listener exit because of updating",
+		"Update finished successfully.", "Restarting runner...", "Current runner version: '2.337.0'"} {
+		if !strings.Contains(out, line) {
+			t.Errorf("run.sh's output lacks %q:\n%s", line, out)
+		}
+	}
+	if n := r.fake.Count(fakegithub.CountUpdateMessages); n != 1 {
+		t.Errorf("%d update messages, want 1 (one per listener session)", n)
+	}
+	if v := agentrunner.Version(context.Background(), r.dir); v != "2.337.0" {
+		t.Errorf("the root's bin/ says %q after the update, want 2.337.0", v)
+	}
+	select {
+	case err := <-p.done:
+		t.Fatalf("run.sh ended (%v) after the update instead of listening:\n%s", err, p.out.String())
+	default:
+	}
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	p.wait(t, 10*time.Second)
+
 	// --disableupdate: listening, no update, until stopped.
 	r.installAs("2.336.0")
 	if out, code := r.configure("pinned", "--disableupdate"); code != 0 {
 		t.Fatalf("config.sh: %d\n%s", code, out)
 	}
-	p := r.start()
+	p = r.start()
 	time.Sleep(1500 * time.Millisecond)
 	if n := r.fake.Count(fakegithub.CountUpdateMessages); n != 1 || !strings.Contains(p.out.String(), "Listening for Jobs") {
 		t.Fatalf("a runner configured with --disableupdate: %d update messages in all, output:\n%s", n, p.out.String())

@@ -61,12 +61,27 @@ func (s *Server) releaseDownload(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/_fake/release-assets/"+name, http.StatusFound)
 }
 
+// DelayReleaseAssets makes every release asset answer d after it was
+// asked for: a download as slow as a real one (tens of megabytes), so a
+// test sees what is done while it lasts.
+func (s *Server) DelayReleaseAssets(d time.Duration) {
+	s.mu.Lock()
+	s.assetDelay = d
+	s.mu.Unlock()
+}
+
 func (s *Server) releaseAsset(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	data, ok := s.releases[r.PathValue("tag")+"/"+r.PathValue("asset")]
+	delay := s.assetDelay
 	s.mu.Unlock()
 	if !ok {
 		http.Error(w, "Not Found", http.StatusNotFound)
+		return
+	}
+	select {
+	case <-time.After(delay):
+	case <-r.Context().Done():
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -261,18 +276,40 @@ func (s *Server) versionRefused(r *http.Request) string {
 	return "Runner version v" + v + " is deprecated and cannot receive messages."
 }
 
-// updateFor is the version the listener of runner name is told to update
-// to ("" none): the latest release, for a listener behind it that may
-// update. s.mu is held.
-func (s *Server) updateFor(r *http.Request, name string) string {
+// updateFor is the update message for the listener of runner rn in
+// session ("" none): the latest release, for a listener behind it that may
+// update, once per session. s.mu is held.
+//
+// The message is the broker's RunnerRefreshMessage as SelfUpdaterV2.cs
+// reads it: the target version, the package's download URL and SHA-256
+// (the listener downloads and checks it itself). Whether GitHub sends it
+// again to a listener already updating is not documented (the listener
+// ignores it: "skip autoupdate since a previous autoupdate is already
+// running", Runner.cs); the fake sends one per session, so each counts
+// one update. A just-in-time runner sent one may start one more listener
+// (runnerproto.go): run.sh launches it again once the update is in place.
+func (s *Server) updateFor(r *http.Request, rn *runner, session string) map[string]any {
 	v := runnerVersion(r)
 	latest, ok := s.latest()
 	if !ok || !runnerrelease.ValidVersion(v) || r.URL.Query().Get("disableUpdate") == "true" || runnerrelease.Compare(v, latest.version) >= 0 {
-		return ""
+		return nil
+	}
+	if rn.updateSession == session {
+		return nil
+	}
+	rn.updateSession = session
+	if rn.jit {
+		rn.relaunches++
 	}
 	s.counts[CountUpdateMessages]++
-	s.updates = append(s.updates, UpdateMessage{Runner: name, From: v, To: latest.version, At: time.Now()})
-	return latest.version
+	s.updates = append(s.updates, UpdateMessage{Runner: rn.name, From: v, To: latest.version, At: time.Now()})
+	platform := "x64"
+	if strings.Contains(strings.ToLower(r.Header.Get("User-Agent")), "arm64") {
+		platform = "arm64"
+	}
+	return map[string]any{"type": "RunnerRefresh", "targetVersion": latest.version,
+		"downloadUrl":    fmt.Sprintf("%sactions/runner/releases/download/v%s/actions-runner-linux-%s-%s.tar.gz", webRoot(r), latest.version, platform, latest.version),
+		"sha256Checksum": latest.sha256}
 }
 
 // UpdateMessage is one update message the server sent: to which runner,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	agentrunner "github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
 )
@@ -62,5 +63,34 @@ func TestARunnerReleaseDownloadsThroughARedirectAndInstalls(t *testing.T) {
 	}
 	if n := s.Count(CountReleaseDownload); n != 2 {
 		t.Errorf("%d downloads counted, want 2 (one redirect followed, one not)", n)
+	}
+}
+
+// DelayReleaseAssets holds every asset's bytes back for the delay asked
+// (agent tests use it to see what an agent does while it downloads).
+func TestReleaseAssetsAnswerAfterTheDelayAsked(t *testing.T) {
+	s := New("acme")
+	t.Cleanup(s.Close)
+	s.ServeRunnerRelease("2.337.0", []byte("not a tarball"))
+	url := s.URL() + "/actions/runner/releases/download/v2.337.0/actions-runner-linux-x64-2.337.0.tar.gz"
+	get := func() time.Duration {
+		start := time.Now()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("asset answered %d", resp.StatusCode)
+		}
+		return time.Since(start)
+	}
+	if took := get(); took > 500*time.Millisecond {
+		t.Fatalf("an undelayed asset took %s", took)
+	}
+	s.DelayReleaseAssets(time.Second)
+	if took := get(); took < time.Second {
+		t.Fatalf("an asset delayed by 1s answered after %s", took)
 	}
 }

@@ -204,9 +204,18 @@ func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (int, any
 		s.refuseListeners--
 		return http.StatusForbidden, apiError(http.StatusForbidden, s.refusal)
 	}
-	if rn.jit && rn.listened {
-		// A just-in-time configuration starts one listener.
+	if rn.jit && rn.listened && rn.relaunches == 0 {
+		// A just-in-time configuration starts one listener, and one more
+		// after each update message: the listener run.sh launches again
+		// once the update is in place (releases.go; agent's
+		// TestARunnerThatUpdatedItselfRunsItsJobAndTheInstallStaysAtItsTarget
+		// fails without it). That GitHub takes the same configuration
+		// again then is what run.sh's relaunch implies; it is not
+		// documented.
 		return http.StatusNotFound, apiError(http.StatusNotFound, "The runner registration has been deleted from the server.")
+	}
+	if rn.jit && rn.listened {
+		rn.relaunches--
 	}
 	if rn.session != "" && s.online(rn) {
 		// Another listener holds a live session: this one is refused
@@ -295,9 +304,9 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
 			s.mu.Unlock()
 			return http.StatusForbidden, apiError(http.StatusForbidden, msg)
 		}
-		if target := s.updateFor(r, rn.name); target != "" && !rn.busy {
+		if msg := s.updateFor(r, rn, session); msg != nil && !rn.busy {
 			s.mu.Unlock()
-			return http.StatusOK, map[string]any{"type": "RunnerRefresh", "targetVersion": target}
+			return http.StatusOK, msg
 		}
 		if rn.busy {
 			// A listener polls only between jobs: whatever it holds, it

@@ -132,6 +132,7 @@ type Server struct {
 	jobWake         chan struct{}
 	faults          []*Fault
 	releases        map[string][]byte // actions/runner release asset name → bytes (ServeRunnerRelease)
+	assetDelay      time.Duration     // DelayReleaseAssets
 	published       []published       // actions/runner releases (PublishRunnerRelease), releases.go
 	minimumRunner   string            // the lowest runner version registered ("": runnerrelease.Minimum)
 	noDisableUpdate bool              // Options.NoDisableUpdate
@@ -199,6 +200,11 @@ type runner struct {
 	created    time.Time
 	listened   bool
 	listenedAt time.Time
+	// updateSession is the listener session last sent an update message
+	// (releases.go: one per session); relaunches counts the listeners a
+	// just-in-time configuration may still start after an update.
+	updateSession string
+	relaunches    int
 }
 
 // Job states.

@@ -22,7 +22,9 @@
 // run.sh it exits 0 when the listener ends, also when it is not configured
 // or its registration was deleted, or another listener held the runner's
 // session for as long as the listener retried (exit code 5); it says why
-// on its output.
+// on its output. Sent an update message, the listener updates itself while
+// it goes on polling, exits for the update, and run.sh launches the updated
+// listener again (version.go).
 package main
 
 import (
@@ -59,6 +61,7 @@ func main() {
 		os.Exit(2)
 	}
 	args := os.Args[2:]
+	runEnv = os.Environ() // before parse clears the ACTIONS_RUNNER_INPUT_ variables
 	switch os.Args[1] {
 	case "--version":
 		fmt.Println(version())
@@ -524,8 +527,9 @@ func deleteLocal() {
 // --- run.sh ----------------------------------------------------------------
 
 // runScript is run.sh and run-helper.sh: the listener's return code is
-// reported, and run.sh exits 0 (it would restart the listener on 2, which
-// the fake never returns).
+// reported, and run.sh exits 0; after an update (listener exit 3 or 4)
+// run-helper.sh exits 2 and run.sh launches the listener again
+// (relaunch).
 func runScript(c command) int {
 	if jit := c.arg("jitconfig"); jit != "" {
 		if err := applyJIT(jit); err != nil {
@@ -544,7 +548,8 @@ func runScript(c command) int {
 		fmt.Println("Exiting runner...")
 		return codeVersionDeprecated
 	case codeUpdating, codeRunOnceUpdating:
-		return waitUpdate()
+		applyUpdate()
+		return relaunch(waitUpdate())
 	case codeTerminatedError:
 		fmt.Println("Runner listener exit with terminated error, stop the service, no retry needed.")
 	case codeSessionConflict:
@@ -693,27 +698,64 @@ func listen() int {
 	success("Connected to GitHub")
 	fmt.Printf("\nCurrent runner version: '%s'\n%s: Listening for Jobs\n", version(), stamp())
 
+	// An update under way (selfUpdate): the listener goes on polling and
+	// takes no job until it ends, then exits for run.sh to launch the
+	// updated one (Runner.cs, RunAsync: Task.WhenAny of the next message
+	// and the update task; a job message meanwhile is not deleted,
+	// skipMessageDeletion, and the service hands it out again).
+	var upd *selfUpdate
 	for ctx.Err() == nil {
+		if upd != nil && upd.finished() {
+			if upd.err == nil {
+				fmt.Println("Runner will exit shortly for update, should be back online within 10 seconds.")
+				if l.settings.Ephemeral {
+					return codeRunOnceUpdating
+				}
+				return codeUpdating
+			}
+			fmt.Fprintf(os.Stderr, "%s: An error occurred: runner update failed: %v\n", stamp(), upd.err)
+			upd = nil
+		}
 		var job struct {
 			ID     int64  `json:"id"`
 			Script string `json:"script"`
 			Post   string `json:"post"`
 			Repo   string `json:"repo"`
 			Label  string `json:"label"`
-			// An update message (Runner.cs: AgentRefreshMessage,
-			// RunnerRefreshMessage) instead of a job.
-			Type          string `json:"type"`
-			TargetVersion string `json:"targetVersion"`
+			// An update message (Runner.cs: RunnerRefreshMessage, as
+			// SelfUpdaterV2.cs reads it) instead of a job.
+			Type           string `json:"type"`
+			TargetVersion  string `json:"targetVersion"`
+			DownloadURL    string `json:"downloadUrl"`
+			SHA256Checksum string `json:"sha256Checksum"`
 		}
-		status, msg, err := call(ctx, http.MethodPost, l.url("runners/%d/poll")+versionQuery(l.settings.DisableUpdate), l.auth(), l.session, nil, &job)
+		pctx, cancelPoll := context.WithCancel(ctx)
+		if upd != nil {
+			go func(u *selfUpdate) {
+				select {
+				case <-u.done:
+					cancelPoll() // the update ended: stop waiting for a message
+				case <-pctx.Done():
+				}
+			}(upd)
+		}
+		status, msg, err := call(pctx, http.MethodPost, l.url("runners/%d/poll")+versionQuery(l.settings.DisableUpdate), l.auth(), l.session, nil, &job)
+		cancelPoll()
 		switch {
 		case ctx.Err() != nil:
+		case upd != nil && upd.finished():
+			// Whatever the poll got is dropped: a job not acknowledged
+			// goes back to the queue.
 		case status == http.StatusForbidden:
 			// GitHub refuses the version (AccessDeniedException, ErrorCode 1).
 			fmt.Fprintf(os.Stderr, "An error occured: %s\n", msg)
 			return deprecatedCode()
 		case status == http.StatusOK && job.Type == "RunnerRefresh":
-			return update(job.TargetVersion, l.settings.Ephemeral)
+			if upd == nil {
+				upd = startUpdate(l.workFolder(), job.TargetVersion, job.DownloadURL, job.SHA256Checksum)
+			}
+		case status == http.StatusOK && job.ID != 0 && upd != nil:
+			sleep(ctx, 200*time.Millisecond) // not taken: handed out again at the next poll
 		case err != nil || status >= 500:
 			sleep(ctx, 500*time.Millisecond)
 		case status == http.StatusNotFound:
@@ -743,6 +785,18 @@ func listen() int {
 		}
 	}
 	return codeSuccess
+}
+
+// workFolder is the runner's work folder (_work under its root by default).
+func (l *listener) workFolder() string {
+	work := l.settings.WorkFolder
+	if work == "" {
+		work = "_work"
+	}
+	if !filepath.IsAbs(work) {
+		work = filepath.Join(l.root, work)
+	}
+	return work
 }
 
 func (l *listener) url(format string) string {

@@ -1,12 +1,21 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
@@ -65,18 +74,182 @@ func deprecatedCode() int {
 	return codeTerminatedError
 }
 
-// update is what the listener does with an update message (SelfUpdater.cs):
-// the real one downloads the target release into its root, swaps it in
-// and exits RunnerUpdating (3), or RunOnceRunnerUpdating (4) when it was to
-// take one job. The fake says so and exits the same way, without replacing
-// itself: what it stands in for is the job that waited on the update.
-func update(target string, runOnce bool) int {
+// The self-update (actions/runner SelfUpdaterV2.cs, update.sh.template,
+// run-helper.sh.template, run.sh), as the fake plays it:
+//
+//   - the listener, sent an update message, downloads the package the
+//     message names into <work>/_update, checks its SHA-256, unpacks it and
+//     puts its bin/ beside its own as bin.<target> (DownloadLatestRunner,
+//     CopyLatestRunnerToRoot), while it goes on polling (startUpdate);
+//   - then it exits RunnerUpdating (3), or RunOnceRunnerUpdating (4) when
+//     it was to take one job (a just-in-time runner);
+//   - the update script, which the real listener starts before it exits and
+//     which waits for it to end, moves bin/ to bin.<version> and bin.<target>
+//     to bin/, then touches update.finished (applyUpdate: the fake does it
+//     once the listener returned, in the same process);
+//   - run-helper.sh waits up to 30 s for update.finished and exits 2
+//     (waitUpdate); run.sh then copies run-helper.sh again and runs it with
+//     the same arguments, in its own environment, where
+//     ACTIONS_RUNNER_INPUT_JITCONFIG still is (the listener cleared only its
+//     own): the updated listener starts, a just-in-time one from the same
+//     configuration (relaunch).
+//
+// The update replaces the runner's root it runs in, nothing else: under
+// ghrunner's agent that is the copy made for the runner
+// (agent/runner/layout.go), whose folders are the runner user's.
+
+// runEnv is the environment run.sh was started with.
+var runEnv []string
+
+// pendingUpdate is the version the last update staged as bin.<version>.
+var pendingUpdate string
+
+// selfUpdate is an update under way: done is closed when it ended, err
+// says how.
+type selfUpdate struct {
+	done chan struct{}
+	err  error
+}
+
+func (u *selfUpdate) finished() bool {
+	select {
+	case <-u.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// startUpdate starts downloading and staging target beside the running
+// bin/ (SelfUpdaterV2.SelfUpdate, up to the update script).
+func startUpdate(work, target, url, sum string) *selfUpdate {
 	fmt.Printf("%s: Runner update in progress, do not shutdown runner.\n", stamp())
 	fmt.Printf("%s: Downloading %s runner\n", stamp(), target)
-	if runOnce {
-		return codeRunOnceUpdating
+	u := &selfUpdate{done: make(chan struct{})}
+	go func() {
+		defer close(u.done)
+		u.err = stageUpdate(work, target, url, sum)
+		if u.err == nil {
+			pendingUpdate = target
+		}
+	}()
+	return u
+}
+
+func stageUpdate(work, target, url, sum string) error {
+	if !runnerrelease.ValidVersion(target) || url == "" {
+		return fmt.Errorf("update message without a valid target (%q) or download URL", target)
 	}
-	return codeUpdating
+	dir := filepath.Join(work, "_update")
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("download %s: HTTP %d", url, resp.StatusCode)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if got := sha256.Sum256(raw); !strings.EqualFold(hex.EncodeToString(got[:]), sum) {
+		// ValidateRunnerHash
+		return fmt.Errorf("runner package %s: hash mismatch, expected %s", url, sum)
+	}
+	if err := untar(raw, dir); err != nil {
+		return err
+	}
+	root, _ := os.Getwd()
+	next := filepath.Join(root, "bin."+target)
+	os.RemoveAll(next)
+	return os.Rename(filepath.Join(dir, "bin"), next)
+}
+
+// applyUpdate is the update script: the staged bin.<target> becomes bin/,
+// the running one is kept as bin.<version>, and update.finished says so.
+func applyUpdate() {
+	if pendingUpdate == "" {
+		return
+	}
+	root, _ := os.Getwd()
+	old := filepath.Join(root, "bin."+version())
+	os.RemoveAll(old)
+	if err := os.Rename(filepath.Join(root, "bin"), old); err != nil {
+		fmt.Fprintf(os.Stderr, "update script: %v\n", err)
+		return
+	}
+	if err := os.Rename(filepath.Join(root, "bin."+pendingUpdate), filepath.Join(root, "bin")); err != nil {
+		fmt.Fprintf(os.Stderr, "update script: %v\n", err)
+		os.Rename(old, filepath.Join(root, "bin"))
+		return
+	}
+	os.WriteFile(filepath.Join(root, "update.finished"), nil, 0o644)
+}
+
+// relaunch is run.sh's loop: on run-helper's 2 it says so and runs the
+// (updated) listener again with run.sh's arguments and environment; any
+// other code is run.sh's exit.
+func relaunch(code int) int {
+	if code != codeRetryable {
+		return code
+	}
+	fmt.Println("Restarting runner...")
+	root, _ := os.Getwd()
+	listener := filepath.Join(root, "bin", "Runner.Listener")
+	err := syscall.Exec(listener, append([]string{listener}, os.Args[1:]...), runEnv)
+	fmt.Fprintf(os.Stderr, "run.sh: launch the listener again: %v\n", err)
+	return 1
+}
+
+func untar(raw []byte, dir string) error {
+	gz, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dir, h.Name)
+		if !strings.HasPrefix(target, filepath.Clean(dir)+string(os.PathSeparator)) {
+			return fmt.Errorf("runner package entry %q leaves its folder", h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(target, nil, os.FileMode(h.Mode)&0o777); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(target, os.O_WRONLY|os.O_TRUNC, 0)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // waitUpdate is run-helper.sh's wait after an update exit: up to 30 s for
