@@ -515,20 +515,10 @@ func TestE2E_Chaos(t *testing.T) {
 	// taking on the runner's uid (issue 36 item 0).
 	sb, d, _ := deployedWith(t, sandbox.ChaosDeploy)
 	var out bytes.Buffer
-	// Two groups of faults play in make chaos only, until two defects
-	// they find are fixed (both open, README "Faults"): a runner release
-	// published mid-run ("release") finds (a) the long job's second
-	// just-in-time runner, listening when the release comes out, ending
-	// for the update without a job; the agent moves on to the next,
-	// release deletes only the last one, and the instance is pooled with
-	// the other still registered (invariants 4 and 2); and (b) an agent
-	// killed during a job whose next runner starts from the old install
-	// after refresh pointed the pool at the new one, and is sent an
-	// update while a job waits (invariant 11). With "release" on, this run
-	// failed 3 of 8 times on 2026-11-28 (with and without the flood). The
-	// flood of another repository ("flood", chaosflood.go, invariant 12)
-	// stays out so that its checks are not mixed with those failures.
-	rep, err := sb.Chaos(context.Background(), d, sandbox.ChaosOptions{Workflows: 12, Seed: 7, Out: &out, Off: []string{"flood", "release"}})
+	// Every fault plays, the runner release published mid-run and
+	// another repository's flood too: the two defects the release found
+	// (README "Faults") are fixed.
+	rep, err := sb.Chaos(context.Background(), d, sandbox.ChaosOptions{Workflows: 12, Seed: 7, Out: &out})
 	rep.Print(&out)
 	t.Log("\n" + out.String())
 	if err != nil {
