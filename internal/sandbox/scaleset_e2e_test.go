@@ -247,3 +247,94 @@ func TestE2E_AListenerKilledMidJobLeaksNothingAndItsSuccessorFinishesTheRun(t *t
 		t.Errorf("%d runners still registered: %s", n, fmt.Sprint(sb.GitHub.Runners()))
 	}
 }
+
+// TestE2E_ABurstOfScaleSetJobsRunsEachOnceOnCleanInstancesAcrossAListenerKill
+// queues twelve jobs for a scale set of at most three runners and kills
+// the listener halfway: every job runs once and succeeds, each on an
+// instance no other job held at the same time and that no earlier job left
+// anything on (each job fails if the file a job before it wrote is there);
+// a failed job's re-run (a new job of the same scale set, as "Re-run failed
+// jobs" makes) runs; at the end every instance is pooled and no runner is
+// left registered.
+func TestE2E_ABurstOfScaleSetJobsRunsEachOnceOnCleanInstancesAcrossAListenerKill(t *testing.T) {
+	t.Parallel()
+	sb, d, _ := deployed(t)
+	store := state.New(sb.AWS.DynamoDB(), d.Table)
+	withScaleSet(t, store, "linux", "linux-burst", 3)
+	first := startListener(t, sb, d, "listener-1", &syncBuffer{})
+	waitSession(t, sb.GitHub, "linux-burst", "listener-1", time.Minute)
+
+	const script = "test ! -e $HOME/left-by-a-job && touch $HOME/left-by-a-job && sleep 1"
+	var ids []int64
+	for range 12 {
+		ids = append(ids, sb.GitHub.EnqueueJob("linux-burst", script))
+	}
+	failed := sb.GitHub.EnqueueJob("linux-burst", "exit 3")
+	waitDone := func(id int64) fakegithub.Job {
+		j, err := sb.GitHub.WaitJob(id, 3*time.Minute)
+		if err != nil {
+			t.Fatalf("job %d: %v", id, err)
+		}
+		return j
+	}
+	waitDone(ids[4])
+	first.Kill()
+	logs := &syncBuffer{}
+	second := startListener(t, sb, d, "listener-2", logs)
+	if j := waitDone(failed); j.Result != "failed" {
+		t.Errorf("the failing job: %+v", j)
+	}
+	rerun := sb.GitHub.EnqueueJob("linux-burst", "echo re-run")
+	if j := waitDone(rerun); j.Result != "succeeded" {
+		t.Errorf("the failed job's re-run: %+v", j)
+	}
+	type span struct {
+		job        int64
+		start, end time.Time
+	}
+	byInstance := map[string][]span{}
+	for _, id := range ids {
+		j := waitDone(id)
+		if j.Result != "succeeded" {
+			t.Errorf("job %d: %s on %s (a file an earlier job left?): %s", id, j.Result, j.Runner, j.Output)
+		}
+		inst := j.Runner[strings.LastIndex(j.Runner, "-i-")+1:]
+		byInstance[inst] = append(byInstance[inst], span{id, j.Started, j.Finished})
+	}
+	for inst, spans := range byInstance {
+		for i, a := range spans {
+			for _, b := range spans[i+1:] {
+				if a.start.Before(b.end) && b.start.Before(a.end) {
+					t.Errorf("instance %s ran jobs %d and %d at once", inst, a.job, b.job)
+				}
+			}
+		}
+	}
+	if len(byInstance) > 3+1 {
+		// Three runners at most at a time; a fourth instance may come when
+		// a released one was not yet pooled again as the next runner was
+		// claimed.
+		t.Logf("%d instances served 12 jobs", len(byInstance))
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		left := 0
+		for _, st := range []state.State{state.Created, state.Claimed, state.Running} {
+			recs, err := store.ByPoolState(context.Background(), "linux", st, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			left += len(recs)
+		}
+		if left == 0 && len(sb.GitHub.Runners()) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d instances still held and runners %v registered two minutes after the last job", left, sb.GitHub.Runners())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := second.Stop(20 * time.Second); err != nil {
+		t.Errorf("listener-2 stopped with %v", err)
+	}
+}
