@@ -128,18 +128,18 @@ func (r *listenerResource) apply(ctx context.Context, plan, prior *listenerModel
 		}
 		plan.TaskDefinitionARN = types.StringValue(arn)
 	}
+	if prior != nil && prior.Cluster.ValueString() != "" && prior.Cluster.ValueString() != cluster {
+		// Moved to another cluster: the old service goes first, so that
+		// two listeners never hold a scale set's session at once.
+		if err := r.deleteService(ctx, prior.Cluster.ValueString(), listenerName(env)); err != nil {
+			return fail("Deleting the service in the previous cluster", err)
+		}
+	}
 	arn, err := r.ensureService(ctx, *plan, tags)
 	if err != nil {
 		return fail("Creating or updating the service", err)
 	}
 	plan.ServiceARN = types.StringValue(arn)
-	if prior != nil && prior.Cluster.ValueString() != "" && prior.Cluster.ValueString() != cluster {
-		// Moved to another cluster: the service in the old one goes.
-		old := *prior
-		if err := r.deleteService(ctx, old.Cluster.ValueString(), listenerName(env)); err != nil {
-			diags.AddWarning("The listener's previous service was left behind", err.Error())
-		}
-	}
 	diags.Append(save(ctx, plan)...)
 	return diags
 }

@@ -290,10 +290,7 @@ func TestAccListener_update(t *testing.T) {
 				Check: resource.ComposeAggregateTestCheckFunc(
 					checkListener(reg, "arm64", "debug", "512", "2048"),
 					func(s *terraform.State) error {
-						if now := s.RootModule().Resources["ghrunner_listener.l"].Primary.Attributes["task_definition_arn"]; now == first || !strings.HasSuffix(now, ":2") {
-							return fmt.Errorf("task definition %s after %s: want revision 2", now, first)
-						}
-						return nil
+						return checkRevisionAfter(s, first, 1)
 					},
 				),
 			},
@@ -301,11 +298,42 @@ func TestAccListener_update(t *testing.T) {
 			{Config: listenerConfig(reg, table, `log_level = "debug"
   cpu       = 512
   memory    = 2048`), PlanOnly: true},
+			// A provider with a new bundle: a new image, pushed, and a
+			// revision that runs it.
+			{
+				PreConfig: func() {
+					if n := reg.manifests.Load(); n != 1 {
+						t.Errorf("%d manifests pushed, want 1 (the same image for both revisions)", n)
+					}
+					withListenerBundle(t, "listener-update-newer")
+				},
+				Config: listenerConfig(reg, table, `log_level = "debug"
+  cpu       = 512
+  memory    = 2048`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("ghrunner_listener.l", plancheck.ResourceActionUpdate)}},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					checkListener(reg, "arm64", "debug", "512", "2048"),
+					func(s *terraform.State) error { return checkRevisionAfter(s, first, 2) },
+				),
+			},
 		},
 	})
-	if n := reg.manifests.Load(); n != 1 {
-		t.Errorf("%d manifests pushed, want 1 (the same image for both revisions)", n)
+	if n := reg.manifests.Load(); n != 2 {
+		t.Errorf("%d manifests pushed, want 2 (one per bundle)", n)
 	}
+}
+
+// checkRevisionAfter: the service runs the revision n after first's (moto
+// numbers a family's revisions across the tests of the binary).
+func checkRevisionAfter(s *terraform.State, first string, n int) error {
+	now := s.RootModule().Resources["ghrunner_listener.l"].Primary.Attributes["task_definition_arn"]
+	var a, b int
+	fmt.Sscan(first[strings.LastIndex(first, ":")+1:], &a)
+	fmt.Sscan(now[strings.LastIndex(now, ":")+1:], &b)
+	if a == 0 || b != a+n {
+		return fmt.Errorf("task definition %s after %s: want the revision %d later", now, first, n)
+	}
+	return nil
 }
 
 func TestAccListener_disappears(t *testing.T) {
@@ -315,6 +343,9 @@ func TestAccListener_disappears(t *testing.T) {
 	deleteService := func(s *terraform.State) error {
 		attrs := s.RootModule().Resources["ghrunner_listener.l"].Primary.Attributes
 		r := &listenerResource{configured{c: &clients{aws: env.Config(&testing.T{}), environment: "acc"}}}
+		if err := r.c.deleteLogGroup(context.Background(), "/ghrunner/acc/listener"); err != nil {
+			return err
+		}
 		return r.deleteService(context.Background(), attrs["cluster"], "ghr-acc-listener")
 	}
 	resource.Test(t, resource.TestCase{
@@ -325,7 +356,8 @@ func TestAccListener_disappears(t *testing.T) {
 			{
 				Config:           listenerConfig(reg, table, ""),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("ghrunner_listener.l", plancheck.ResourceActionUpdate)}},
-				Check:            checkListener(reg, "arm64", "info", "256", "512"),
+				Check: resource.ComposeAggregateTestCheckFunc(checkListener(reg, "arm64", "info", "256", "512"),
+					resource.TestCheckResourceAttr("ghrunner_listener.l", "log_retention_days", "30")),
 			},
 		},
 	})
