@@ -140,8 +140,46 @@ func (r *listenerResource) apply(ctx context.Context, plan, prior *listenerModel
 		return fail("Creating or updating the service", err)
 	}
 	plan.ServiceARN = types.StringValue(arn)
+	if prior != nil {
+		if err := r.retag(ctx, *plan, *prior, repoARN, tags); err != nil {
+			return fail("Tagging the listener", err)
+		}
+	}
 	diags.Append(save(ctx, plan)...)
 	return diags
+}
+
+// retag brings the tags of the repository, the cluster the provider made
+// and the service to tags (the roles' are set by ensureRole; a task
+// definition revision keeps the tags it was registered with).
+func (r *listenerResource) retag(ctx context.Context, plan, prior listenerModel, repoARN string, tags map[string]string) error {
+	old, _ := r.c.resourceTags(ctx, prior.Tags)
+	drop := droppedTags(old, tags)
+	ecsArns := []string{plan.ServiceARN.ValueString()}
+	if plan.ClusterARN.IsNull() {
+		ecsArns = append(ecsArns, plan.Cluster.ValueString())
+	}
+	client := admin.ECS(r.c.aws)
+	for _, arn := range ecsArns {
+		if len(drop) > 0 {
+			if _, err := client.UntagResource(ctx, &ecs.UntagResourceInput{ResourceArn: aws.String(arn), TagKeys: drop}); err != nil {
+				return err
+			}
+		}
+		if _, err := client.TagResource(ctx, &ecs.TagResourceInput{ResourceArn: aws.String(arn), Tags: ecsTags(tags)}); err != nil {
+			return err
+		}
+	}
+	if repoARN == "" {
+		return nil
+	}
+	if len(drop) > 0 {
+		if _, err := admin.ECR(r.c.aws).UntagResource(ctx, &ecr.UntagResourceInput{ResourceArn: aws.String(repoARN), TagKeys: drop}); err != nil {
+			return err
+		}
+	}
+	_, err := admin.ECR(r.c.aws).TagResource(ctx, &ecr.TagResourceInput{ResourceArn: aws.String(repoARN), Tags: ecrTags(tags)})
+	return err
 }
 
 // ensureRepository makes the repository ghr-<environment>-listener, or

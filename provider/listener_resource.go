@@ -171,6 +171,7 @@ func (r *listenerResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	}
 	plan.ID, plan.LogGroup = plan.Environment, types.StringValue(listenerLogGroup(r.c.environment))
 	if plan.Architecture.IsUnknown() || plan.ImageURI.IsUnknown() {
+		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
 	digest, err := r.plannedDigest(plan)
