@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ecr"
@@ -64,13 +65,35 @@ func (r *listenerResource) plannedDigest(m listenerModel) (string, error) {
 		_, digest, _ := strings.Cut(uri, "@")
 		return digest, nil
 	}
-	img, err := listenerImage(m.Architecture.ValueString())
+	arch := m.Architecture.ValueString()
+	zipped, err := functionAsset(arch)
+	if err != nil {
+		return "", err
+	}
+	// Every plan asks; building the image compresses the whole binary.
+	key := arch + "/" + zipped.sha256Hex
+	digestCache.Lock()
+	defer digestCache.Unlock()
+	if d, ok := digestCache.m[key]; ok {
+		return d, nil
+	}
+	img, err := listenerImage(arch)
 	if err != nil {
 		return "", err
 	}
 	d, err := img.Digest()
-	return d.String(), err
+	if err != nil {
+		return "", err
+	}
+	digestCache.m[key] = d.String()
+	return d.String(), nil
 }
+
+// digestCache holds the listener image's digest per bundle zip.
+var digestCache = struct {
+	sync.Mutex
+	m map[string]string
+}{m: map[string]string{}}
 
 // apply brings every part to what plan says; prior is nil on create. save
 // records the state once the service exists.
