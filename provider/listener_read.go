@@ -203,12 +203,33 @@ func (r *listenerResource) deleteService(ctx context.Context, cluster, name stri
 	if _, err := client.DeleteService(ctx, &ecs.DeleteServiceInput{Cluster: aws.String(cluster), Service: aws.String(name), Force: aws.Bool(true)}); awserr.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete service %s: %w", name, err)
 	}
-	w := ecs.NewServicesInactiveWaiter(client, func(o *ecs.ServicesInactiveWaiterOptions) { o.MinDelay, o.MaxDelay = time.Second, 15*time.Second })
-	err := w.Wait(ctx, &ecs.DescribeServicesInput{Cluster: aws.String(cluster), Services: []string{name}}, 10*time.Minute)
-	if err != nil && !awserr.IsNotFound(err) {
-		return fmt.Errorf("wait for service %s to be inactive: %w", name, err)
+	// Not the SDK's waiter: it fails on a service ECS no longer lists
+	// (MISSING), which is as gone as INACTIVE.
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		out, err := client.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String(cluster), Services: []string{name}})
+		if awserr.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("wait for service %s to be inactive: %w", name, err)
+		}
+		status := "MISSING"
+		for _, s := range out.Services {
+			status = aws.ToString(s.Status)
+		}
+		if status == "INACTIVE" || status == "MISSING" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("service %s still %s after 10 minutes: its task has not stopped; delete it in the ECS console and apply again", name, status)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Second):
+		}
 	}
-	return nil
 }
 
 // destroy deletes every part: the service first (its task stops), then
