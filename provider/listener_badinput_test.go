@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -41,6 +42,8 @@ func TestAccListener_badInput(t *testing.T) {
 		{"image uri short digest", listener(`image_uri = "ghcr.io/x/listener@sha256:abc"`), attrError("image_uri", "must be an image reference")},
 		{"cluster not an ARN", listener(`cluster_arn = "ghr-prod"`), attrError("cluster_arn", "must be an ECS cluster ARN")},
 		{"another environment", listener(`environment = "prod"`), attrError("environment", `"prod" must be the provider's environment "acc"`)},
+		{"ecr_registry with a scheme", strings.Replace(listener(""), "  endpoints {\n", "  endpoints {\n    ecr_registry = \"https://127.0.0.1:5000\"\n", 1),
+			attrError("ecr_registry", "must be a registry host such as 127.0.0.1:5000 (no scheme, no path)")},
 		{"github parameter", providerConfig() + `resource "ghrunner_listener" "l" {
   table            = "ghr-state"
   github_parameter = "gh token"
