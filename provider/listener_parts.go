@@ -167,42 +167,12 @@ func (r *listenerResource) apply(ctx context.Context, plan, prior *listenerModel
 		if err := r.retag(ctx, *plan, *prior, repoARN, tags); err != nil {
 			return fail("Tagging the listener", err)
 		}
+		if err := r.dropUnused(ctx, *plan, *prior); err != nil {
+			return fail("Deleting what the listener no longer uses", err)
+		}
 	}
 	diags.Append(save(ctx, plan)...)
 	return diags
-}
-
-// retag brings the tags of the repository, the cluster the provider made
-// and the service to tags (the roles' are set by ensureRole; a task
-// definition revision keeps the tags it was registered with).
-func (r *listenerResource) retag(ctx context.Context, plan, prior listenerModel, repoARN string, tags map[string]string) error {
-	old, _ := r.c.resourceTags(ctx, prior.Tags)
-	drop := droppedTags(old, tags)
-	ecsArns := []string{plan.ServiceARN.ValueString()}
-	if plan.ClusterARN.IsNull() {
-		ecsArns = append(ecsArns, plan.Cluster.ValueString())
-	}
-	client := admin.ECS(r.c.aws)
-	for _, arn := range ecsArns {
-		if len(drop) > 0 {
-			if _, err := client.UntagResource(ctx, &ecs.UntagResourceInput{ResourceArn: aws.String(arn), TagKeys: drop}); err != nil {
-				return err
-			}
-		}
-		if _, err := client.TagResource(ctx, &ecs.TagResourceInput{ResourceArn: aws.String(arn), Tags: ecsTags(tags)}); err != nil {
-			return err
-		}
-	}
-	if repoARN == "" {
-		return nil
-	}
-	if len(drop) > 0 {
-		if _, err := admin.ECR(r.c.aws).UntagResource(ctx, &ecr.UntagResourceInput{ResourceArn: aws.String(repoARN), TagKeys: drop}); err != nil {
-			return err
-		}
-	}
-	_, err := admin.ECR(r.c.aws).TagResource(ctx, &ecr.TagResourceInput{ResourceArn: aws.String(repoARN), Tags: ecrTags(tags)})
-	return err
 }
 
 // ensureRepository makes the repository ghr-<environment>-listener, or
@@ -375,12 +345,4 @@ func (r *listenerResource) ensureService(ctx context.Context, m listenerModel, t
 		return "", err
 	}
 	return aws.ToString(out.Service.ServiceArn), nil
-}
-
-func ecsTags(tags map[string]string) []ecstypes.Tag {
-	return tagList(tags, func(k, v *string) ecstypes.Tag { return ecstypes.Tag{Key: k, Value: v} })
-}
-
-func ecrTags(tags map[string]string) []ecrtypes.Tag {
-	return tagList(tags, func(k, v *string) ecrtypes.Tag { return ecrtypes.Tag{Key: k, Value: v} })
 }

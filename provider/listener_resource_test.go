@@ -216,8 +216,9 @@ func TestAccListener_update(t *testing.T) {
 	}
 }
 
-// A user's image, on amd64: no repository, nothing pushed, the execution
-// role without ECR; tags reach the service and the cluster.
+// A user's image, on amd64, after the provider's: the repository deleted,
+// nothing pushed, the execution role without ECR; tags reach the service
+// and the cluster.
 func TestAccListener_imageURI(t *testing.T) {
 	withListenerBundle(t, "listener-image-uri")
 	reg := startRegistry(t)
@@ -235,8 +236,8 @@ func TestAccListener_imageURI(t *testing.T) {
 			if _, err := findRepository(ctx, admin.ECR(c), "ghr-acc-listener"); !isGone(err) {
 				return fmt.Errorf("a repository was made for a user's image (%v)", err)
 			}
-			if n := reg.manifests.Load(); n != 0 {
-				return fmt.Errorf("%d manifests pushed for a user's image", n)
+			if n := reg.manifests.Load(); n != 1 {
+				return fmt.Errorf("%d manifests pushed, want 1: the built image's, none for a user's", n)
 			}
 			td, err := admin.ECS(c).DescribeTaskDefinition(ctx, &ecs.DescribeTaskDefinitionInput{TaskDefinition: aws.String(attrs["task_definition_arn"])})
 			if err != nil {
@@ -272,6 +273,8 @@ func TestAccListener_imageURI(t *testing.T) {
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             checkDestroyed,
 		Steps: []resource.TestStep{
+			// First the provider's image, then the user's: the repository goes.
+			{Config: listenerConfig(reg, table, `architecture = "amd64"`), Check: checkListener(reg, "amd64", "info", "256", "512")},
 			{Config: config("ci"), Check: resource.ComposeAggregateTestCheckFunc(check("ci"),
 				resource.TestCheckResourceAttr("ghrunner_listener.l", "image", uri),
 				resource.TestCheckResourceAttr("ghrunner_listener.l", "repository_url", ""))},
