@@ -51,14 +51,15 @@ func deployerPolicy(d deployment) string {
 	sort.Strings(roleActions)
 	st = append(st,
 		policyStatement{Sid: "DeploymentRoles", Effect: "Allow", Action: roleActions, Resource: roles},
-		// Execution roles to Lambda and schedule roles to Scheduler; pool
+		// Execution roles to Lambda, schedule roles to Scheduler and the
+		// listener's task and execution roles to ECS tasks; pool
 		// roles are passed by provision at launch, never by the deployer.
 		// ghrunner_invoker_role's identity provider for GitHub's tokens
 		// (github.com's issuer, or a GitHub Enterprise Server's).
 		policyStatement{Sid: "GitHubOIDCProvider", Effect: "Allow", Resource: []string{global("iam", "oidc-provider/*")},
 			Action: []string{"iam:CreateOpenIDConnectProvider", "iam:DeleteOpenIDConnectProvider", "iam:GetOpenIDConnectProvider", "iam:TagOpenIDConnectProvider"}},
 		policyStatement{Sid: "PassDeploymentRoles", Effect: "Allow", Action: []string{"iam:PassRole"}, Resource: roles[:1],
-			Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": []string{"lambda.amazonaws.com", "scheduler.amazonaws.com"}}}},
+			Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": []string{"lambda.amazonaws.com", "scheduler.amazonaws.com", "ecs-tasks.amazonaws.com"}}}},
 		policyStatement{Sid: "Functions", Effect: "Allow", Resource: []string{arn("lambda", "function:"+d.namePrefix+"-*")},
 			Action: []string{"lambda:CreateFunction", "lambda:DeleteFunction", "lambda:DeleteFunctionConcurrency", "lambda:GetFunction",
 				"lambda:GetFunctionConcurrency", "lambda:GetFunctionEventInvokeConfig", "lambda:ListTags", "lambda:PutFunctionConcurrency",
@@ -120,6 +121,23 @@ func deployerPolicy(d deployment) string {
 		policyStatement{Sid: "MonitoringAlarms", Effect: "Allow", Action: []string{"cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"},
 			Resource: []string{arn("cloudwatch", "alarm:"+d.namePrefix+"-*")}},
 		policyStatement{Sid: "ListAlarms", Effect: "Allow", Action: []string{"cloudwatch:DescribeAlarms"}, Resource: []string{"*"}},
+		// ghrunner_listener: its repository (made, pushed to, deleted), its
+		// cluster and its service, named by the environment. The task
+		// definition calls take no resource but "*" (ECS's service
+		// authorization reference); the first service of an account makes
+		// ECS's service-linked role.
+		policyStatement{Sid: "ListenerRepository", Effect: "Allow", Resource: []string{arn("ecr", "repository/"+listenerName(d.environment))},
+			Action: []string{"ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:CompleteLayerUpload", "ecr:CreateRepository", "ecr:DeleteRepository",
+				"ecr:DescribeRepositories", "ecr:InitiateLayerUpload", "ecr:PutImage", "ecr:TagResource", "ecr:UntagResource", "ecr:UploadLayerPart"}},
+		policyStatement{Sid: "RegistryLogin", Effect: "Allow", Action: []string{"ecr:GetAuthorizationToken"}, Resource: []string{"*"}},
+		policyStatement{Sid: "ListenerCluster", Effect: "Allow", Resource: []string{arn("ecs", "cluster/ghr-"+d.environment)},
+			Action: []string{"ecs:CreateCluster", "ecs:DeleteCluster", "ecs:DescribeClusters", "ecs:TagResource", "ecs:UntagResource"}},
+		policyStatement{Sid: "ListenerService", Effect: "Allow", Resource: []string{arn("ecs", "service/*/"+listenerName(d.environment))},
+			Action: []string{"ecs:CreateService", "ecs:DeleteService", "ecs:DescribeServices", "ecs:TagResource", "ecs:UntagResource", "ecs:UpdateService"}},
+		policyStatement{Sid: "ListenerTaskDefinitions", Effect: "Allow", Resource: []string{"*"},
+			Action: []string{"ecs:DeregisterTaskDefinition", "ecs:DescribeTaskDefinition", "ecs:ListTaskDefinitions", "ecs:RegisterTaskDefinition", "ecs:TagResource"}},
+		policyStatement{Sid: "ECSServiceRole", Effect: "Allow", Action: []string{"iam:CreateServiceLinkedRole"}, Resource: []string{"*"},
+			Condition: map[string]map[string]any{"StringEquals": {"iam:AWSServiceName": "ecs.amazonaws.com"}}},
 		// A pool without image_id reads the latest image's id from its
 		// publisher's public parameter (no account in its ARN).
 		policyStatement{Sid: "PublicImageParameters", Effect: "Allow", Action: []string{"ssm:GetParameter"},

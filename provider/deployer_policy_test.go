@@ -109,9 +109,10 @@ func TestDeployerPolicy_coversEveryCallOfTheProvider(t *testing.T) {
 	}
 	// The calls the provider makes through packages it shares with the
 	// functions: pool configs (internal/state) and the pool's instances on
-	// destroy (internal/fleet).
-	calls := map[string]bool{"dynamodb.TransactWriteItems": true, "dynamodb.GetItem": true, "ec2.DescribeInstances": true, "ec2.TerminateInstances": true}
-	call := regexp.MustCompile(`\b(ec2|iam|lambda|dynamodb|cloudwatch|cloudwatchlogs|s3|scheduler|sns|sqs|sts)\.([A-Z][A-Za-z0-9]+)Input\{`)
+	// destroy (internal/fleet); and the listener's image push (internal/image).
+	calls := map[string]bool{"dynamodb.TransactWriteItems": true, "dynamodb.GetItem": true, "ec2.DescribeInstances": true, "ec2.TerminateInstances": true,
+		"ecr.GetAuthorizationToken": true}
+	call := regexp.MustCompile(`\b(ec2|ecr|ecs|iam|lambda|dynamodb|cloudwatch|cloudwatchlogs|s3|scheduler|sns|sqs|sts)\.([A-Z][A-Za-z0-9]+)Input\{`)
 	files, _ := filepath.Glob("*.go")
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
@@ -133,6 +134,9 @@ func TestDeployerPolicy_coversEveryCallOfTheProvider(t *testing.T) {
 		"s3.ListObjectsV2":            {"s3:ListBucket"},
 		"s3.PutPublicAccessBlock":     {"s3:PutBucketPublicAccessBlock"},
 		"sts.GetCallerIdentity":       nil, // needs no permission
+		// image.Push and remote.Head: the registry's API, ECR's actions.
+		"ecr.GetAuthorizationToken": {"ecr:GetAuthorizationToken", "ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart",
+			"ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage"},
 	}
 	var missing []string
 	for c := range calls {

@@ -326,3 +326,60 @@ func volumeKeyStatements(keys []string, region string) []policyStatement {
 			Action: []string{"kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncryptFrom", "kms:ReEncryptTo"}},
 	}
 }
+
+// listenerPolicy is the listener task's role policy (ghrunner_listener):
+// the scale-set listener provisions and releases runs through the very code
+// of provision and release, so it gets provision's statements (a superset of
+// release's: the table, the pool queues, launches tagged with this
+// environment from its templates, PassRole of pool roles to EC2 only,
+// terminating its environment's instances, the GitHub parameter through SSM
+// and its KMS key, the table's key), and its logs go to its own group. No
+// ecs:* (ECS runs the task with the execution role, not this one) and no
+// iam:* beyond that PassRole.
+func listenerPolicy(tableARN, tableKey string, queueARNs []string, parameter, logGroup, environment, rolePath string, volumeKeys []string) (string, error) {
+	doc, err := functionPolicy(bundle.HandlerProvision, tableARN, tableKey, queueARNs, parameter, "", environment, rolePath, false)
+	if err != nil {
+		return "", err
+	}
+	var d policyDocument
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		return "", err
+	}
+	a, _ := parseARN(tableARN) // functionPolicy parsed it
+	for i := range d.Statement {
+		if d.Statement[i].Sid == "Logs" {
+			d.Statement[i].Resource = []string{logStreamsARN(a, logGroup)}
+		}
+	}
+	if len(volumeKeys) > 0 {
+		d.Statement = append(d.Statement, volumeKeyStatements(volumeKeys, a.region)...)
+	}
+	return d.String(), nil
+}
+
+// listenerExecutionPolicy is what ECS needs to start the listener's task
+// (AmazonECSTaskExecutionRolePolicy, scoped): pull the image of one
+// repository (GetAuthorizationToken takes no resource but "*") and write
+// the container's output to its log group. repositoryARN is "" for a
+// user-given image, whose pull permissions are the user's to grant.
+func listenerExecutionPolicy(tableARN, repositoryARN, logGroup string) (string, error) {
+	a, err := parseARN(tableARN)
+	if err != nil {
+		return "", fmt.Errorf("table arn: %w", err)
+	}
+	st := []policyStatement{
+		{Sid: "Logs", Effect: "Allow", Action: []string{"logs:CreateLogStream", "logs:PutLogEvents"}, Resource: []string{logStreamsARN(a, logGroup)}},
+	}
+	if repositoryARN != "" {
+		st = append(st,
+			policyStatement{Sid: "RegistryLogin", Effect: "Allow", Action: []string{"ecr:GetAuthorizationToken"}, Resource: []string{"*"}},
+			policyStatement{Sid: "PullImage", Effect: "Allow", Action: []string{"ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"},
+				Resource: []string{repositoryARN}})
+	}
+	return policyDocument{Version: "2012-10-17", Statement: st}.String(), nil
+}
+
+// logStreamsARN is the ARN of every stream of a log group.
+func logStreamsARN(a arnParts, group string) string {
+	return fmt.Sprintf("arn:%s:logs:%s:%s:log-group:%s:log-stream:*", a.partition, a.region, a.account, group)
+}

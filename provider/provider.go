@@ -37,22 +37,25 @@ type providerModel struct {
 }
 
 type endpointModel struct {
-	CloudWatch types.String `tfsdk:"cloudwatch"`
-	DynamoDB   types.String `tfsdk:"dynamodb"`
-	EC2        types.String `tfsdk:"ec2"`
-	IAM        types.String `tfsdk:"iam"`
-	Lambda     types.String `tfsdk:"lambda"`
-	Logs       types.String `tfsdk:"logs"`
-	S3         types.String `tfsdk:"s3"`
-	Scheduler  types.String `tfsdk:"scheduler"`
-	SNS        types.String `tfsdk:"sns"`
-	SQS        types.String `tfsdk:"sqs"`
-	SSM        types.String `tfsdk:"ssm"`
-	STS        types.String `tfsdk:"sts"`
+	CloudWatch  types.String `tfsdk:"cloudwatch"`
+	DynamoDB    types.String `tfsdk:"dynamodb"`
+	EC2         types.String `tfsdk:"ec2"`
+	ECR         types.String `tfsdk:"ecr"`
+	ECRRegistry types.String `tfsdk:"ecr_registry"`
+	ECS         types.String `tfsdk:"ecs"`
+	IAM         types.String `tfsdk:"iam"`
+	Lambda      types.String `tfsdk:"lambda"`
+	Logs        types.String `tfsdk:"logs"`
+	S3          types.String `tfsdk:"s3"`
+	Scheduler   types.String `tfsdk:"scheduler"`
+	SNS         types.String `tfsdk:"sns"`
+	SQS         types.String `tfsdk:"sqs"`
+	SSM         types.String `tfsdk:"ssm"`
+	STS         types.String `tfsdk:"sts"`
 }
 
 func (e endpointModel) byService() map[string]types.String {
-	return map[string]types.String{"cloudwatch": e.CloudWatch, "dynamodb": e.DynamoDB, "ec2": e.EC2, "iam": e.IAM, "lambda": e.Lambda, "logs": e.Logs,
+	return map[string]types.String{"cloudwatch": e.CloudWatch, "dynamodb": e.DynamoDB, "ec2": e.EC2, "ecr": e.ECR, "ecs": e.ECS, "iam": e.IAM, "lambda": e.Lambda, "logs": e.Logs,
 		"s3": e.S3, "scheduler": e.Scheduler, "sns": e.SNS, "sqs": e.SQS, "ssm": e.SSM, "sts": e.STS}
 }
 
@@ -64,6 +67,9 @@ type clients struct {
 	// rolePath ("/" unless set) and boundary (none unless set) are given to
 	// every role and instance profile the provider makes.
 	rolePath, boundary string
+	// ecrRegistry is the endpoints block's ecr_registry: where the
+	// listener's image is pushed instead of its repository's host.
+	ecrRegistry string
 }
 
 // configured is embedded in every resource: it holds the provider's clients,
@@ -98,6 +104,9 @@ var environmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
 // the ARN patterns of the policies (no * or ?), and its 512-character bound.
 var rolePathRE = regexp.MustCompile(`^/([A-Za-z0-9_+=,.@-]+/){0,100}$`)
 
+// registryHostRE is a registry's host and optional port.
+var registryHostRE = regexp.MustCompile(`^[A-Za-z0-9.-]+(:[0-9]{1,5})?$`)
+
 var boundaryRE = regexp.MustCompile(`^arn:aws[a-z-]*:iam::(\d{12}|aws):policy/[A-Za-z0-9_+=,.@/-]+$`)
 
 func (p *ghrunnerProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -110,6 +119,10 @@ func (p *ghrunnerProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 	for _, svc := range awsconf.Services {
 		endpoints[svc] = schema.StringAttribute{Optional: true, Description: "Endpoint URL for " + svc + " (an emulator, the sandbox or a VPC endpoint)."}
 	}
+	endpoints["ecr_registry"] = schema.StringAttribute{Optional: true,
+		Description: "Registry (host[:port]) that `ghrunner_listener` pushes its image to instead of the host of the repository's `repositoryUri`, for an emulator whose repositories name a registry it does not serve. " +
+			"The task definition still names the image as `repositoryUri@digest`. Unset (AWS), the image goes to the repository's `repositoryUri` as ECR returns it.",
+		Validators: []validator.String{stringvalidator.RegexMatches(registryHostRE, "must be a registry host such as 127.0.0.1:5000 (no scheme, no path)")}}
 	resp.Schema = schema.Schema{
 		Description: "Provisions, pools and reuses self-hosted EC2 runners for GitHub Actions.",
 		Attributes: map[string]schema.Attribute{
@@ -167,6 +180,9 @@ func (p *ghrunnerProvider) Configure(ctx context.Context, req provider.Configure
 	}
 	c := &clients{aws: aws, environment: cfg.Environment.ValueString(), defaultTags: map[string]string{},
 		rolePath: "/", boundary: cfg.Boundary.ValueString()}
+	if len(cfg.Endpoints) == 1 {
+		c.ecrRegistry = cfg.Endpoints[0].ECRRegistry.ValueString()
+	}
 	if v := cfg.RolePath.ValueString(); v != "" {
 		if len(v) > 512 {
 			resp.Diagnostics.AddAttributeError(path.Root("iam_role_path"), "Invalid IAM role path", "iam_role_path: at most 512 characters (IAM's limit)")
@@ -180,7 +196,7 @@ func (p *ghrunnerProvider) Configure(ctx context.Context, req provider.Configure
 }
 
 func (p *ghrunnerProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newTableResource, newQueueResource, newPoolResource, newFunctionResource, newScheduleResource, newInvokerRoleResource, newMonitoringResource, newAlarmTopicResource}
+	return []func() resource.Resource{newTableResource, newQueueResource, newPoolResource, newFunctionResource, newScheduleResource, newInvokerRoleResource, newMonitoringResource, newAlarmTopicResource, newListenerResource}
 }
 
 func (p *ghrunnerProvider) DataSources(context.Context) []func() datasource.DataSource {

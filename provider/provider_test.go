@@ -49,6 +49,8 @@ provider "ghrunner" {
     cloudwatch = %[1]q
     dynamodb  = %[1]q
     ec2       = %[1]q
+    ecr       = %[1]q
+    ecs       = %[1]q
     iam       = %[1]q
     lambda    = %[1]q
     logs      = %[1]q

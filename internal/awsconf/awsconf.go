@@ -25,7 +25,7 @@ import (
 
 // Services whose endpoint can be overridden one by one. The names match the
 // provider's `endpoints` block and the SDK's AWS_ENDPOINT_URL_<SERVICE> variables.
-var Services = []string{"cloudwatch", "dynamodb", "ec2", "iam", "lambda", "logs", "s3", "scheduler", "sns", "sqs", "ssm", "sts"}
+var Services = []string{"cloudwatch", "dynamodb", "ec2", "ecr", "ecs", "iam", "lambda", "logs", "s3", "scheduler", "sns", "sqs", "ssm", "sts"}
 
 // Options say how to reach AWS. The zero value uses the SDK's default chain
 // (environment, shared config, instance role) with adaptive retries.

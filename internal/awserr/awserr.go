@@ -51,6 +51,12 @@ var notFound = map[string]bool{
 	// reports in its place for compatibility.
 	"QueueDoesNotExist":                       true,
 	"AWS.SimpleQueueService.NonExistentQueue": true,
+	// ECR and ECS (the listener's repository, cluster and service).
+	"RepositoryNotFoundException": true,
+	"ImageNotFoundException":      true,
+	"ClusterNotFoundException":    true,
+	"ServiceNotFoundException":    true,
+	"ServiceNotActiveException":   true,
 }
 
 // IsNotFound reports an API error saying the resource does not exist. For
@@ -73,11 +79,12 @@ func IgnoreNotFound(err error) error {
 // alreadyExists lists the codes by which the services we call refuse to
 // create something because it exists already.
 var alreadyExists = map[string]bool{
-	"EntityAlreadyExists":            true, // IAM
-	"ResourceInUseException":         true, // DynamoDB CreateTable
-	"ResourceConflictException":      true, // Lambda CreateFunction
-	"ConflictException":              true, // EventBridge Scheduler CreateSchedule
-	"ResourceAlreadyExistsException": true, // CloudWatch Logs CreateLogGroup
+	"EntityAlreadyExists":              true, // IAM
+	"ResourceInUseException":           true, // DynamoDB CreateTable
+	"ResourceConflictException":        true, // Lambda CreateFunction
+	"ConflictException":                true, // EventBridge Scheduler CreateSchedule
+	"ResourceAlreadyExistsException":   true, // CloudWatch Logs CreateLogGroup
+	"RepositoryAlreadyExistsException": true, // ECR CreateRepository
 	// EC2 CreateLaunchTemplate.
 	"InvalidLaunchTemplateName.AlreadyExistsException": true,
 }

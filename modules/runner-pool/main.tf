@@ -134,6 +134,38 @@ resource "ghrunner_function" "fn" {
   }
 }
 
+# The scale-set listener, when any pool serves a scale set: it holds each
+# scale set's session with GitHub and provisions and releases its runs.
+locals {
+  scale_set_pools = sort([for name, p in var.pools : name if p.scale_set != null])
+}
+
+resource "ghrunner_listener" "this" {
+  count = length(local.scale_set_pools) > 0 ? 1 : 0
+
+  table               = ghrunner_table.state.name
+  github_parameter    = var.github_parameter
+  queue_arns          = [for q in ghrunner_queue.pool : q.arn]
+  volume_kms_key_arns = toset(compact([for p in var.pools : p.root_volume_kms_key_arn]))
+  architecture        = var.architecture
+  subnet_ids          = var.listener.subnet_ids != null ? var.listener.subnet_ids : var.pools[local.scale_set_pools[0]].subnet_ids
+  # Given subnets without groups: the VPC's default group.
+  security_group_ids = var.listener.security_group_ids != null ? var.listener.security_group_ids : (
+    var.listener.subnet_ids != null ? null : var.pools[local.scale_set_pools[0]].security_group_ids
+  )
+  assign_public_ip   = var.listener.assign_public_ip
+  cpu                = var.listener.cpu
+  memory             = var.listener.memory
+  log_level          = var.listener.log_level
+  log_retention_days = var.log_retention_days
+  cluster_arn        = var.listener.cluster_arn
+  image_uri          = var.listener.image_uri
+  tags               = var.tags
+
+  # The listener reads the pool configs when it starts.
+  depends_on = [ghrunner_pool.pool]
+}
+
 resource "ghrunner_schedule" "scheduled" {
   for_each = local.scheduled
 

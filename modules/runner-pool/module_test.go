@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -390,8 +391,14 @@ func TestModulePlanRefusesBadScaleSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	tf(t, dir, cliConfig, "init", "-input=false", "-no-color")
-	if out := tf(t, dir, cliConfig, "plan", "-input=false", "-no-color"); !strings.Contains(out, `+ name        = "Big"`) {
-		t.Errorf("the plan does not pass the scale set to the pool:\n%s", out)
+	plan := tf(t, dir, cliConfig, "plan", "-input=false", "-no-color")
+	if !strings.Contains(plan, `+ name        = "Big"`) {
+		t.Errorf("the plan does not pass the scale set to the pool:\n%s", plan)
+	}
+	// Scale sets bring the listener, in the first scale-set pool's subnets.
+	listener := regexp.MustCompile(`(?s)# module\.runners\.ghrunner_listener\.this\[0\] will be created.*?\n    \}\n`).FindString(plan)
+	if listener == "" || !strings.Contains(listener, n.Subnet) || !strings.Contains(listener, `+ cpu `) || !strings.Contains(listener, `+ image_digest `) {
+		t.Errorf("the plan does not make the listener in the pool's subnet %s:\n%s", n.Subnet, lastLines(plan, 80))
 	}
 	cfg := fmt.Sprintf(root, env.URL, moduleDir, n.AMI, n.Subnet)
 	cfg = strings.Replace(cfg, `      idle_windows   = [`, "      scale_set      = { name = \"Big\", max_runners = 30 }\n      idle_windows   = [", 1)

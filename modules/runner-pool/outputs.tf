@@ -57,3 +57,8 @@ output "alarm_topic_arn" {
   description = "The topic the alarms notify: monitoring.alarm_topic_arn, or the one the module made for monitoring.alarm_emails; null for none."
   value       = local.alarm_topic_arn
 }
+
+output "listener_service_arn" {
+  description = "ARN of the scale-set listener's ECS service (null when no pool has a scale_set)."
+  value       = one(ghrunner_listener.this[*].service_arn)
+}

@@ -245,3 +245,19 @@ variable "provision_reserved_concurrency" {
     error_message = "provision_reserved_concurrency must be at least 1 (or null for none)."
   }
 }
+
+variable "listener" {
+  description = "The scale-set listener (ghrunner_listener), made when any pool has a scale_set: one ECS service on Fargate. subnet_ids and security_group_ids default to those of the first pool (by name) with a scale_set, whose instances already reach GitHub and the AWS APIs from there; Fargate gives no public IP unless assign_public_ip is true, whatever the subnet's setting, so public subnets without NAT need it. cpu and memory are a Fargate task size (256/512 by default); cluster_arn runs it in a cluster of yours (unset: the provider makes ghr-<environment>); image_uri runs an image of yours instead of the one the provider builds from its bundle."
+  type = object({
+    subnet_ids         = optional(list(string))
+    security_group_ids = optional(list(string))
+    assign_public_ip   = optional(bool, false)
+    cpu                = optional(number, 256)
+    memory             = optional(number, 512)
+    log_level          = optional(string, "info")
+    cluster_arn        = optional(string)
+    image_uri          = optional(string)
+  })
+  default  = {}
+  nullable = false
+}

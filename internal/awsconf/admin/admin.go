@@ -1,6 +1,6 @@
 // Package admin builds the clients of the services only deployment and the
 // test world call (IAM, S3, Lambda, CloudWatch, CloudWatch Logs, SNS,
-// EventBridge Scheduler, STS), with awsconf's endpoint overrides.
+// EventBridge Scheduler, STS, ECR, ECS), with awsconf's endpoint overrides.
 //
 // They live apart from awsconf because importing an SDK service package
 // runs its initialisation and maps its code into every binary that links
@@ -13,6 +13,8 @@ package admin
 import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	"github.com/aws/aws-sdk-go-v2/service/ecr"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -69,4 +71,14 @@ func Scheduler(c awsconf.Config) *scheduler.Client {
 // STS returns an STS client honouring the overrides.
 func STS(c awsconf.Config) *sts.Client {
 	return sts.NewFromConfig(c.AWS, func(o *sts.Options) { o.BaseEndpoint = c.Endpoint("sts") })
+}
+
+// ECR returns an ECR (repositories, registry login) client honouring the overrides.
+func ECR(c awsconf.Config) *ecr.Client {
+	return ecr.NewFromConfig(c.AWS, func(o *ecr.Options) { o.BaseEndpoint = c.Endpoint("ecr") })
+}
+
+// ECS returns an ECS client honouring the overrides.
+func ECS(c awsconf.Config) *ecs.Client {
+	return ecs.NewFromConfig(c.AWS, func(o *ecs.Options) { o.BaseEndpoint = c.Endpoint("ecs") })
 }
