@@ -21,7 +21,7 @@ import (
 
 // Check is one preflight finding.
 type Check struct {
-	Check string `json:"check"` // "launch", "terminate", "quota", "github" or "runner-group"
+	Check string `json:"check"` // "launch", "terminate", "quota", "github", "runner-group" or "scale-set-group"
 	Pool  string `json:"pool,omitempty"`
 	Owner string `json:"owner,omitempty"`
 	OK    bool   `json:"ok"`
@@ -55,6 +55,12 @@ func preflight(ctx context.Context, deps Deps, start time.Time) (*Output, error)
 		if p.RunnerGroup != "" {
 			_, err := d.GitHub.RunnerGroupID(ctx, p.Owner, p.RunnerGroup)
 			add(Check{Check: "runner-group", Pool: p.Name, Owner: p.Owner}, err)
+		}
+		if c, ok := scaleSetAccessCheck(ctx, d.GitHub, p); ok {
+			if !c.OK {
+				out.Status = "preflight-failed"
+			}
+			out.Checks = append(out.Checks, c)
 		}
 		add(Check{Check: "launch", Pool: p.Name}, deps.EC2.CanLaunch(ctx, LaunchSpec{Pool: p, Types: p.InstanceTypes, UsageClass: p.UsageClass,
 			Count: 1, Owner: p.Owner, Assignment: "preflight"}))

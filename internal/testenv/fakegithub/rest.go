@@ -252,7 +252,11 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) (int, any) {
 	start, end := paginate(w, r, len(names))
 	list := []map[string]any{}
 	for i := start; i < end; i++ {
-		list = append(list, runnerGroupJSON(r, org, i+1, names[i]))
+		g := runnerGroupJSON(r, org, i+1, names[i])
+		if a, ok := s.groupAccess[strings.ToLower(org+"/"+names[i])]; ok {
+			g["visibility"], g["allows_public_repositories"] = a.Visibility, a.AllowsPublicRepositories
+		}
+		list = append(list, g)
 	}
 	return http.StatusOK, map[string]any{"total_count": len(names), "runner_groups": list}
 }

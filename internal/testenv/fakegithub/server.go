@@ -128,6 +128,7 @@ type Server struct {
 	history         []Registration
 	onRegister      func(Registration)
 	groups          map[string][]string // organization → runner group names
+	groupAccess     map[string]GroupAccess // "org/name" (lower case) → who it admits; none: all, no public
 	jobs            map[int64]*Job
 	jobWake         chan struct{}
 	faults          []*Fault
@@ -314,6 +315,7 @@ func NewServer(o Options) *Server {
 		tenantTokens:    map[string]tokenInfo{},
 		runners:         map[int64]*runner{},
 		groups:          map[string][]string{},
+		groupAccess:     map[string]GroupAccess{},
 		jobs:            map[int64]*Job{},
 		jobWake:         make(chan struct{}),
 		counts:          map[string]int{},
