@@ -88,6 +88,7 @@ type Sandbox struct {
 	instances *instancehost.Host
 	schedules *schedules
 	streams   *streams
+	registry  *registry // ECR's registry API (ecr.go)
 	iam       *iamGate
 	evaluator *iamsim.Evaluator
 	runnerSHA string // of the fake runner's tarball the fake github.com serves
@@ -198,6 +199,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	s.functions = newFunctions(admin.Lambda(s.AWS), filepath.Join(o.Repo, "provider", "assets"), filepath.Join(o.Dir, "bootstraps"), functionEnv(awsEnv), o.Logs, o.LambdaConcurrency)
 	s.functions.credentials = s.iam.issue
 	s.streams = startStreams(s.functions, s.Moto, o.Logs)
+	s.registry = newRegistry(ln.Addr().String(), s.AWS, o.Logs)
 	s.front = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	go s.front.Serve(ln)
 
@@ -468,7 +470,14 @@ func (s *Sandbox) routes() http.Handler {
 	// request EC2 refuses for its configuration never reaches capacity.
 	// It makes one CreateFleet to moto per override it fills, so with
 	// limits set Faults.AfterCreateFleet hears each of them.
-	mux.Handle("/", s.iam.handler(s.withIAMLag(s.Capacity.Front(s.withFaults(moto)))))
+	api := s.iam.handler(s.withIAMLag(s.Capacity.Front(s.withFaults(s.registry.withECR(moto)))))
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isRegistryRequest(r) {
+			s.registry.ServeHTTP(w, r) // ECR's registry API (ecr.go)
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
 	return mux
 }
 

@@ -1,0 +1,226 @@
+package sandbox
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ecr"
+	ecrtypes "github.com/aws/aws-sdk-go-v2/service/ecr/types"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+)
+
+// ECR at the front endpoint. moto answers ECR's API (repositories,
+// GetAuthorizationToken) but serves no registry; the front endpoint serves
+// one for the registry paths (/v2/…), go-containerregistry's in-memory
+// registry, and makes moto's ECR answers name it: a repository's
+// repositoryUri is "<front host:port>/<repositoryName>" (ECR's shape, the
+// registry host in place of <account>.dkr.ecr.<region>.amazonaws.com) and
+// GetAuthorizationToken's proxyEndpoint is "http://<front host:port>". The
+// front rewrites the answers rather than patching moto, because the front's
+// address is known only once it listens, after moto started.
+//
+// As ECR's registry does, it requires the login GetAuthorizationToken gave:
+// HTTP Basic with user name AWS and the token's password, valid 12 hours
+// ("Private registry authentication in Amazon ECR", Amazon ECR User Guide:
+// https://docs.aws.amazon.com/AmazonECR/latest/userguide/registry_auth.html),
+// and answers anything else 401 with a Basic challenge. A repository ECR
+// does not have is 404 NAME_UNKNOWN, as the OCI distribution spec's error
+// codes say ("repository name not known to registry").
+//
+// go-containerregistry talks plain http to a registry on 127.0.0.1 (its
+// name.Registry.Scheme falls back to http for loopback hosts), so the
+// provider's push and the task runner's pull need no TLS.
+
+const ecrTarget = "AmazonEC2ContainerRegistry_V20150921."
+
+// ecrTokenTTL is how long an authorization token is valid, as on ECR.
+const ecrTokenTTL = 12 * time.Hour
+
+// ecrHostRE is the registry host moto writes into repositoryUri and
+// proxyEndpoint.
+var ecrHostRE = regexp.MustCompile(`[0-9]{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com`)
+
+type registry struct {
+	host    string // the front endpoint's host:port
+	ecr     *ecr.Client
+	handler http.Handler
+
+	mu       sync.Mutex
+	tokens   map[string]time.Time // password → expiry
+	noLogin  bool                 // SetRegistryLogin(false)
+	refusals int
+}
+
+func newRegistry(host string, cfg awsconf.Config, logs io.Writer) *registry {
+	return &registry{
+		host:    host,
+		ecr:     ecr.NewFromConfig(cfg.AWS, func(o *ecr.Options) { o.BaseEndpoint = cfg.Endpoint("ecr") }),
+		handler: ggcrregistry.New(ggcrregistry.Logger(log.New(logs, "sandbox: registry: ", 0))),
+		tokens:  map[string]time.Time{},
+	}
+}
+
+// SetRegistryLogin turns the registry's login check on (the default) or
+// off: with it off, a push or pull without ECR's login is served, which is
+// how a test shows the refusal comes from the check and nothing else.
+func (s *Sandbox) SetRegistryLogin(required bool) {
+	s.registry.mu.Lock()
+	s.registry.noLogin = !required
+	s.registry.mu.Unlock()
+}
+
+// RegistryHost is the host:port of the sandbox's ECR registry (the front
+// endpoint's), which every repositoryUri names.
+func (s *Sandbox) RegistryHost() string { return s.registry.host }
+
+// isRegistryRequest tells registry requests from AWS API calls on the
+// front endpoint: a registry path, and no AWS signature.
+func isRegistryRequest(r *http.Request) bool {
+	if !strings.HasPrefix(r.URL.Path, "/v2/") {
+		return false
+	}
+	return !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256") && r.URL.Query().Get("X-Amz-Credential") == ""
+}
+
+// registryRepo is the repository name a registry path names ("" for the
+// base /v2/ and the catalog).
+func registryRepo(path string) string {
+	rest := strings.TrimPrefix(path, "/v2/")
+	for _, kind := range []string{"/blobs/", "/manifests/", "/tags/", "/referrers/"} {
+		if i := strings.LastIndex(rest, kind); i > 0 {
+			return rest[:i]
+		}
+	}
+	return ""
+}
+
+func (g *registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !g.loggedIn(r) {
+		g.mu.Lock()
+		g.refusals++
+		g.mu.Unlock()
+		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Basic realm="http://%s/",service="ecr.amazonaws.com"`, g.host))
+		registryError(w, http.StatusUnauthorized, "DENIED", "Not Authorized")
+		return
+	}
+	if repo := registryRepo(r.URL.Path); repo != "" {
+		_, err := g.ecr.DescribeRepositories(r.Context(), &ecr.DescribeRepositoriesInput{RepositoryNames: []string{repo}})
+		var nf *ecrtypes.RepositoryNotFoundException
+		switch {
+		case errors.As(err, &nf):
+			registryError(w, http.StatusNotFound, "NAME_UNKNOWN", fmt.Sprintf("The repository with name '%s' does not exist in the registry", repo))
+			return
+		case err != nil:
+			registryError(w, http.StatusInternalServerError, "UNKNOWN", "reading the repository from ECR: "+err.Error())
+			return
+		}
+	}
+	g.handler.ServeHTTP(w, r)
+}
+
+// loggedIn says whether the request carries a login ECR gave and that has
+// not expired.
+func (g *registry) loggedIn(r *http.Request) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.noLogin {
+		return true
+	}
+	user, pass, ok := r.BasicAuth()
+	if !ok || user != "AWS" {
+		return false
+	}
+	exp, ok := g.tokens[pass]
+	return ok && time.Now().Before(exp)
+}
+
+// registryError answers in the distribution spec's error shape.
+func registryError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]string{{"code": code, "message": msg}}})
+}
+
+// mint makes a new authorization token's password.
+func (g *registry) mint() (string, time.Time) {
+	var b [24]byte
+	rand.Read(b[:])
+	pass, exp := hex.EncodeToString(b[:]), time.Now().Add(ecrTokenTTL)
+	g.mu.Lock()
+	g.tokens[pass] = exp
+	g.mu.Unlock()
+	return pass, exp
+}
+
+// withECR passes ECR's API calls to moto and rewrites its answers to name
+// the sandbox's registry; a GetAuthorizationToken answer carries a login
+// the registry accepts.
+func (g *registry) withECR(moto http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op, ok := strings.CutPrefix(r.Header.Get("X-Amz-Target"), ecrTarget)
+		if !ok {
+			moto.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		moto.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		if rec.Code == http.StatusOK {
+			body = ecrHostRE.ReplaceAll(body, []byte(g.host))
+			if op == "GetAuthorizationToken" {
+				body = g.rewriteToken(body)
+			}
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(rec.Code)
+		w.Write(body)
+	})
+}
+
+// rewriteToken replaces each authorization data's token (moto's is a fixed
+// "AWS:<account>-auth-token") by a fresh one the registry accepts, with
+// its expiry, and its proxyEndpoint by the registry's plain-http URL.
+func (g *registry) rewriteToken(body []byte) []byte {
+	var out struct {
+		AuthorizationData []map[string]any `json:"authorizationData"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return body
+	}
+	for _, d := range out.AuthorizationData {
+		pass, exp := g.mint()
+		d["authorizationToken"] = base64.StdEncoding.EncodeToString([]byte("AWS:" + pass))
+		d["expiresAt"] = float64(exp.Unix())
+		d["proxyEndpoint"] = "http://" + g.host
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return body
+	}
+	return b
+}
+
+// ecrLogin is a login for the sandbox's own pulls (the task runner's, as
+// ECS pulls with the task's execution role).
+func (g *registry) ecrLogin() (user, pass string) {
+	p, _ := g.mint()
+	return "AWS", p
+}
