@@ -1,8 +1,10 @@
 // Package sandbox runs the whole system on one machine with nothing from AWS
 // or GitHub: moto for AWS, the fake GitHub, one front endpoint that serves
 // Lambda Invoke by running the functions terraform deployed (and sends every
-// other AWS call to moto), one real agent process per EC2 instance the
-// functions launch, and a ticker that fires the deployed schedules.
+// other AWS call to moto, and serves ECR's registry API), one real agent
+// process per EC2 instance the functions launch, a ticker that fires the
+// deployed schedules, and one that runs each ECS service's task as a
+// process (ecs.go).
 package sandbox
 
 import (
@@ -29,6 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -89,6 +92,7 @@ type Sandbox struct {
 	schedules *schedules
 	streams   *streams
 	registry  *registry // ECR's registry API (ecr.go)
+	ecsTasks  *ecsTasks // ECS services' tasks as processes (ecs.go)
 	iam       *iamGate
 	evaluator *iamsim.Evaluator
 	runnerSHA string // of the fake runner's tarball the fake github.com serves
@@ -151,7 +155,7 @@ func (s *Sandbox) SetFaults(f Faults) {
 func (s *Sandbox) KillAgent(instanceID string) bool { return s.instances.Kill(instanceID) }
 
 // Start brings up moto, the fake GitHub, the front endpoint, the instance
-// host and the schedule ticker.
+// host, the schedule ticker and the ECS task runner.
 func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if o.Logs == nil {
 		o.Logs = io.Discard
@@ -200,6 +204,12 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	s.functions.credentials = s.iam.issue
 	s.streams = startStreams(s.functions, s.Moto, o.Logs)
 	s.registry = newRegistry(ln.Addr().String(), s.AWS, o.Logs)
+	taskEnv := functionEnv(awsEnv)
+	delete(taskEnv, "AWS_ACCESS_KEY_ID") // a task's credentials come from its task role
+	delete(taskEnv, "AWS_SECRET_ACCESS_KEY")
+	s.ecsTasks = startECSTasks(&ecsTasks{ecs: ecs.NewFromConfig(s.AWS.AWS, func(eo *ecs.Options) { eo.BaseEndpoint = s.AWS.Endpoint("ecs") }),
+		logsAPI: admin.Logs(s.AWS), registry: s.registry, env: taskEnv, credURL: s.URL + "/_sandbox/ecs/credentials/",
+		credentials: s.iam.issue, dir: filepath.Join(o.Dir, "ecs"), logs: o.Logs})
 	s.front = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	go s.front.Serve(ln)
 
@@ -249,9 +259,12 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	return s, nil
 }
 
-// Stop ends everything it started: agents and their runners, functions,
-// the ticker, the endpoint, the fake GitHub and moto.
+// Stop ends everything it started: ECS tasks, agents and their runners,
+// functions, the tickers, the endpoint, the fake GitHub and moto.
 func (s *Sandbox) Stop() {
+	if s.ecsTasks != nil {
+		s.ecsTasks.stop()
+	}
 	if s.streams != nil {
 		s.streams.stop()
 	}
@@ -466,6 +479,7 @@ func (s *Sandbox) routes() http.Handler {
 	mux.HandleFunc("POST /_sandbox/jobs", s.serveEnqueue)
 	mux.HandleFunc("GET /_sandbox/jobs/{id}", s.serveJob)
 	mux.HandleFunc("POST /_sandbox/idtoken", s.serveIDToken)
+	mux.HandleFunc("GET /_sandbox/ecs/credentials/{task}", s.ecsTasks.serveCredentials)
 	// The capacity model comes after EC2's other rules (withIAMLag): a
 	// request EC2 refuses for its configuration never reaches capacity.
 	// It makes one CreateFleet to moto per override it fills, so with
