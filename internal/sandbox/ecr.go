@@ -34,7 +34,11 @@ import (
 // front rewrites the answers rather than patching moto, because the front's
 // address is known only once it listens, after moto started.
 //
-// As ECR's registry does, it requires the login GetAuthorizationToken gave:
+// As ECR's registry does, it requires the login GetAuthorizationToken gave
+// (and a login given to a role the sandbox issued, such as an ECS task's
+// execution role, is authorized by IAM for the ECR action each call
+// amounts to, ecr:BatchGetImage for a manifest, ecr:GetDownloadUrlForLayer
+// for a layer, …):
 // HTTP Basic with user name AWS and the token's password, valid 12 hours
 // ("Private registry authentication in Amazon ECR", Amazon ECR User Guide:
 // https://docs.aws.amazon.com/AmazonECR/latest/userguide/registry_auth.html),
@@ -60,18 +64,30 @@ type registry struct {
 	ecr     *ecr.Client
 	handler http.Handler
 
+	gate   *iamGate
+	region string
+
 	mu       sync.Mutex
-	tokens   map[string]time.Time // password → expiry
-	noLogin  bool                 // SetRegistryLogin(false)
+	tokens   map[string]ecrToken // by password
+	noLogin  bool                // SetRegistryLogin(false)
 	refusals int
 }
 
-func newRegistry(host string, cfg awsconf.Config, logs io.Writer) *registry {
+// ecrToken is a login GetAuthorizationToken gave: until when, and to whom
+// (none: the deployer, whom IAM does not check here).
+type ecrToken struct {
+	expires   time.Time
+	principal *principal
+}
+
+func newRegistry(host string, cfg awsconf.Config, gate *iamGate, logs io.Writer) *registry {
 	return &registry{
 		host:    host,
+		gate:    gate,
+		region:  cfg.AWS.Region,
 		ecr:     ecr.NewFromConfig(cfg.AWS, func(o *ecr.Options) { o.BaseEndpoint = cfg.Endpoint("ecr") }),
 		handler: ggcrregistry.New(ggcrregistry.Logger(log.New(logs, "sandbox: registry: ", 0))),
-		tokens:  map[string]time.Time{},
+		tokens:  map[string]ecrToken{},
 	}
 }
 
@@ -110,7 +126,8 @@ func registryRepo(path string) string {
 }
 
 func (g *registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !g.loggedIn(r) {
+	tok, ok := g.login(r)
+	if !ok {
 		g.mu.Lock()
 		g.refusals++
 		g.mu.Unlock()
@@ -118,7 +135,21 @@ func (g *registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		registryError(w, http.StatusUnauthorized, "DENIED", "Not Authorized")
 		return
 	}
-	if repo := registryRepo(r.URL.Path); repo != "" {
+	repo := registryRepo(r.URL.Path)
+	if tok.principal != nil && r.URL.Path != "/v2/" { // the base is the login's check only
+		// As ECR does, the registry call is authorized for the principal
+		// the login was given to, by the ECR action it amounts to.
+		action := registryAction(r.Method, r.URL.Path)
+		res := fmt.Sprintf("arn:aws:ecr:%s:%s:repository/%s", g.region, g.gate.account, repo)
+		if action == "" || repo == "" {
+			action, res = "ecr:?", "*"
+		}
+		if d, ok := g.gate.enforce(r.Context(), *tok.principal, "ecr", g.region, []check{{action, res, nil}}); !ok {
+			registryError(w, http.StatusForbidden, "DENIED", d.String())
+			return
+		}
+	}
+	if repo != "" {
 		_, err := g.ecr.DescribeRepositories(r.Context(), &ecr.DescribeRepositoriesInput{RepositoryNames: []string{repo}})
 		var nf *ecrtypes.RepositoryNotFoundException
 		switch {
@@ -133,20 +164,47 @@ func (g *registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.handler.ServeHTTP(w, r)
 }
 
-// loggedIn says whether the request carries a login ECR gave and that has
-// not expired.
-func (g *registry) loggedIn(r *http.Request) bool {
+// login is the unexpired login ECR gave that the request carries; with
+// the check off, any request passes as the deployer's.
+func (g *registry) login(r *http.Request) (ecrToken, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.noLogin {
-		return true
-	}
 	user, pass, ok := r.BasicAuth()
-	if !ok || user != "AWS" {
-		return false
+	tok, known := g.tokens[pass]
+	if ok && user == "AWS" && known && time.Now().Before(tok.expires) {
+		return tok, true
 	}
-	exp, ok := g.tokens[pass]
-	return ok && time.Now().Before(exp)
+	return ecrToken{}, g.noLogin
+}
+
+// registryAction is the ECR action a registry API call amounts to (the
+// actions ECR's own pull and push need, Amazon ECR User Guide, "Private
+// repository policies" and "Private registry authentication"); "" for one
+// the sandbox does not map.
+func registryAction(method, path string) string {
+	get := method == http.MethodGet || method == http.MethodHead
+	switch {
+	case strings.Contains(path, "/blobs/uploads/"):
+		switch method {
+		case http.MethodPost:
+			return "ecr:InitiateLayerUpload"
+		case http.MethodPatch:
+			return "ecr:UploadLayerPart"
+		case http.MethodPut:
+			return "ecr:CompleteLayerUpload"
+		}
+	case strings.Contains(path, "/blobs/") && method == http.MethodHead:
+		return "ecr:BatchCheckLayerAvailability"
+	case strings.Contains(path, "/blobs/") && get:
+		return "ecr:GetDownloadUrlForLayer"
+	case strings.Contains(path, "/manifests/") && get:
+		return "ecr:BatchGetImage"
+	case strings.Contains(path, "/manifests/") && method == http.MethodPut:
+		return "ecr:PutImage"
+	case strings.Contains(path, "/tags/list") && get:
+		return "ecr:ListImages"
+	}
+	return ""
 }
 
 // registryError answers in the distribution spec's error shape.
@@ -156,13 +214,14 @@ func registryError(w http.ResponseWriter, status int, code, msg string) {
 	json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]string{{"code": code, "message": msg}}})
 }
 
-// mint makes a new authorization token's password.
-func (g *registry) mint() (string, time.Time) {
+// mint makes a new authorization token's password for p (nil: the
+// deployer).
+func (g *registry) mint(p *principal) (string, time.Time) {
 	var b [24]byte
 	rand.Read(b[:])
 	pass, exp := hex.EncodeToString(b[:]), time.Now().Add(ecrTokenTTL)
 	g.mu.Lock()
-	g.tokens[pass] = exp
+	g.tokens[pass] = ecrToken{expires: exp, principal: p}
 	g.mu.Unlock()
 	return pass, exp
 }
@@ -183,7 +242,11 @@ func (g *registry) withECR(moto http.Handler) http.Handler {
 		if rec.Code == http.StatusOK {
 			body = ecrHostRE.ReplaceAll(body, []byte(g.host))
 			if op == "GetAuthorizationToken" {
-				body = g.rewriteToken(body)
+				var who *principal
+				if p, ok := principalOf(r.Context()); ok {
+					who = &p
+				}
+				body = g.rewriteToken(body, who)
 			}
 		}
 		for k, v := range rec.Header() {
@@ -198,7 +261,7 @@ func (g *registry) withECR(moto http.Handler) http.Handler {
 // rewriteToken replaces each authorization data's token (moto's is a fixed
 // "AWS:<account>-auth-token") by a fresh one the registry accepts, with
 // its expiry, and its proxyEndpoint by the registry's plain-http URL.
-func (g *registry) rewriteToken(body []byte) []byte {
+func (g *registry) rewriteToken(body []byte, who *principal) []byte {
 	var out struct {
 		AuthorizationData []map[string]any `json:"authorizationData"`
 	}
@@ -206,7 +269,7 @@ func (g *registry) rewriteToken(body []byte) []byte {
 		return body
 	}
 	for _, d := range out.AuthorizationData {
-		pass, exp := g.mint()
+		pass, exp := g.mint(who)
 		d["authorizationToken"] = base64.StdEncoding.EncodeToString([]byte("AWS:" + pass))
 		d["expiresAt"] = float64(exp.Unix())
 		d["proxyEndpoint"] = "http://" + g.host
@@ -216,11 +279,4 @@ func (g *registry) rewriteToken(body []byte) []byte {
 		return body
 	}
 	return b
-}
-
-// ecrLogin is a login for the sandbox's own pulls (the task runner's, as
-// ECS pulls with the task's execution role).
-func (g *registry) ecrLogin() (user, pass string) {
-	p, _ := g.mint()
-	return "AWS", p
 }

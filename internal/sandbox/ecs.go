@@ -22,14 +22,17 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	"github.com/aws/aws-sdk-go-v2/service/ecr"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
+	ghimage "github.com/ghrunner/terraform-provider-ghrunner/internal/image"
 )
 
 // ECS services as processes. moto stores clusters, task definitions and
@@ -97,8 +100,11 @@ type ECSTaskEvent struct {
 }
 
 type ecsTasks struct {
-	ecs         *ecs.Client
-	logsAPI     *cloudwatchlogs.Client
+	ecs *ecs.Client
+	// roleConfig talks to the front endpoint with a role's issued
+	// credentials: the task execution role pulls the image and writes the
+	// awslogs through it, so IAM authorizes both against its policies.
+	roleConfig  func(ctx context.Context, akid, secret, token string) (awsconf.Config, error)
 	registry    *registry
 	env         map[string]string // the sandbox's AWS endpoint and region
 	credURL     string            // the task credentials endpoint, ending in /
@@ -379,7 +385,23 @@ func (t *ecsTasks) startTask(ctx context.Context, sv *ecsService, def string) (*
 		return nil, fmt.Errorf("%d containers: the sandbox runs task definitions of one container", len(td.ContainerDefinitions))
 	}
 	c := td.ContainerDefinitions[0]
-	root, cfg, err := t.pull(ctx, aws.ToString(c.Image))
+	id := randomHex(16)
+	// Fargate pulls a private ECR image and writes awslogs as the task
+	// execution role ("Amazon ECS task execution IAM role", Amazon ECS
+	// Developer Guide).
+	execRole := aws.ToString(td.ExecutionRoleArn)
+	if execRole == "" {
+		return nil, errors.New("no executionRoleArn: Fargate pulls the image from ECR and writes awslogs as the task execution role")
+	}
+	akid, secret, token, err := t.credentials(ctx, execRole, id, "")
+	if err != nil {
+		return nil, fmt.Errorf("the task execution role: %w", err)
+	}
+	execCfg, err := t.roleConfig(ctx, akid, secret, token)
+	if err != nil {
+		return nil, err
+	}
+	root, cfg, err := t.pull(ctx, aws.ToString(c.Image), execCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -400,7 +422,6 @@ func (t *ecsTasks) startTask(ctx context.Context, sv *ecsService, def string) (*
 		return nil, fmt.Errorf("image %s has no %s", aws.ToString(c.Image), argv[0])
 	}
 
-	id := randomHex(16)
 	env := map[string]string{}
 	for _, kv := range cfg.Config.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -431,7 +452,7 @@ func (t *ecsTasks) startTask(ctx context.Context, sv *ecsService, def string) (*
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	out2, flush := t.output(ctx, sv, id, c)
+	out2, flush := t.output(sv, id, c, admin.Logs(execCfg))
 	cmd := exec.Command(bin, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Env = sortedEnv(env)
@@ -489,7 +510,7 @@ func (t *ecsTasks) startTask(ctx context.Context, sv *ecsService, def string) (*
 // pull fetches the image ref from the sandbox's registry and unpacks its
 // layers into a folder (once per digest); it returns the folder and the
 // image's configuration.
-func (t *ecsTasks) pull(ctx context.Context, image string) (string, *v1.ConfigFile, error) {
+func (t *ecsTasks) pull(ctx context.Context, image string, as awsconf.Config) (string, *v1.ConfigFile, error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {
 		return "", nil, fmt.Errorf("image %q: %w", image, err)
@@ -497,8 +518,11 @@ func (t *ecsTasks) pull(ctx context.Context, image string) (string, *v1.ConfigFi
 	if ref.Context().RegistryStr() != t.registry.host {
 		return "", nil, fmt.Errorf("image %s: the sandbox pulls from its ECR registry %s only", image, t.registry.host)
 	}
-	user, pass := t.registry.ecrLogin()
-	img, err := remote.Image(ref, remote.WithAuth(&authn.Basic{Username: user, Password: pass}), remote.WithContext(ctx))
+	auth, _, err := ghimage.ECRAuth(ctx, ecr.NewFromConfig(as.AWS, func(o *ecr.Options) { o.BaseEndpoint = as.Endpoint("ecr") }))
+	if err != nil {
+		return "", nil, fmt.Errorf("pull %s: %w", image, err)
+	}
+	img, err := remote.Image(ref, remote.WithAuth(auth), remote.WithContext(ctx))
 	if err != nil {
 		return "", nil, fmt.Errorf("pull %s: %w", image, err)
 	}

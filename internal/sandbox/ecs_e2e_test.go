@@ -81,8 +81,26 @@ func TestAnECSServiceRunsOneTaskOfItsTaskDefinitionAsAProcessWithTheTaskRole(t *
 	if _, err := roles.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String("listener-task"), PolicyName: aws.String("read"), PolicyDocument: aws.String(policy)}); err != nil {
 		t.Fatal(err)
 	}
+	// The execution role pulls the image and writes the logs, as the
+	// actions AmazonECSTaskExecutionRolePolicy grants.
 	execRole, err := roles.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("listener-execution"), AssumeRolePolicyDocument: aws.String(trust)})
 	if err != nil {
+		t.Fatal(err)
+	}
+	execPolicy := fmt.Sprintf(`{"Version":"2012-10-17","Statement":[
+		{"Effect":"Allow","Action":"ecr:GetAuthorizationToken","Resource":"*"},
+		{"Effect":"Allow","Action":["ecr:BatchGetImage","ecr:GetDownloadUrlForLayer","ecr:BatchCheckLayerAvailability"],"Resource":"arn:aws:ecr:%[1]s:*:repository/listener"},
+		{"Effect":"Allow","Action":["logs:CreateLogStream","logs:PutLogEvents"],"Resource":"arn:aws:logs:%[1]s:*:log-group:/ghrunner/listener:*"}]}`, sandbox.Region)
+	if _, err := roles.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String("listener-execution"), PolicyName: aws.String("pull"), PolicyDocument: aws.String(execPolicy)}); err != nil {
+		t.Fatal(err)
+	}
+	// A role that may log in to ECR but not pull.
+	loginOnly, err := roles.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("login-only"), AssumeRolePolicyDocument: aws.String(trust)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := roles.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String("login-only"), PolicyName: aws.String("login"),
+		PolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ecr:GetAuthorizationToken","Resource":"*"}]}`)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -113,12 +131,12 @@ func TestAnECSServiceRunsOneTaskOfItsTaskDefinitionAsAProcessWithTheTaskRole(t *
 	if _, err := tasks.CreateCluster(ctx, &ecs.CreateClusterInput{ClusterName: aws.String("ghrunner")}); err != nil {
 		t.Fatal(err)
 	}
-	register := func(mark string, stopTimeout int32, ignoreTerm string) string {
+	register := func(mark string, stopTimeout int32, ignoreTerm string, execRoleARN *string) string {
 		t.Helper()
 		out, err := tasks.RegisterTaskDefinition(ctx, &ecs.RegisterTaskDefinitionInput{
 			Family: aws.String("listener"), RequiresCompatibilities: []ecstypes.Compatibility{ecstypes.CompatibilityFargate},
 			NetworkMode: ecstypes.NetworkModeAwsvpc, Cpu: aws.String("256"), Memory: aws.String("512"),
-			TaskRoleArn: taskRole.Role.Arn, ExecutionRoleArn: execRole.Role.Arn,
+			TaskRoleArn: taskRole.Role.Arn, ExecutionRoleArn: execRoleARN,
 			RuntimePlatform: &ecstypes.RuntimePlatform{OperatingSystemFamily: ecstypes.OSFamilyLinux},
 			ContainerDefinitions: []ecstypes.ContainerDefinition{{
 				Name: aws.String("listener"), Image: aws.String(ref), Essential: aws.Bool(true), StopTimeout: aws.Int32(stopTimeout),
@@ -137,7 +155,7 @@ func TestAnECSServiceRunsOneTaskOfItsTaskDefinitionAsAProcessWithTheTaskRole(t *
 		}
 		return aws.ToString(out.TaskDefinition.TaskDefinitionArn)
 	}
-	first := register("one", 30, "")
+	first := register("one", 30, "", execRole.Role.Arn)
 	subnets, err := cfg.EC2().DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
 	if err != nil || len(subnets.Subnets) == 0 {
 		t.Fatalf("the default VPC's subnets: %v", err)
@@ -244,6 +262,12 @@ func TestAnECSServiceRunsOneTaskOfItsTaskDefinitionAsAProcessWithTheTaskRole(t *
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+		// The execution role pulled the image and wrote the logs, through IAM.
+		for _, action := range []string{"ecr:GetAuthorizationToken", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "logs:CreateLogStream", "logs:PutLogEvents"} {
+			if !slices.ContainsFunc(sb.IAMAllowed(), func(s string) bool { return strings.HasPrefix(s, "listener-execution "+action+" ") }) {
+				t.Errorf("IAM allowed %v, want listener-execution %s", sb.IAMAllowed(), action)
+			}
+		}
 	})
 
 	t.Run("a task that dies is replaced", func(t *testing.T) {
@@ -258,7 +282,7 @@ func TestAnECSServiceRunsOneTaskOfItsTaskDefinitionAsAProcessWithTheTaskRole(t *
 		task = again
 	})
 
-	second := register("two", 1, "1")
+	second := register("two", 1, "1", execRole.Role.Arn)
 	t.Run("a new task definition stops the old task before it starts the new one", func(t *testing.T) {
 		if _, err := tasks.UpdateService(ctx, &ecs.UpdateServiceInput{Cluster: aws.String("ghrunner"), Service: aws.String("listener"), TaskDefinition: aws.String(second)}); err != nil {
 			t.Fatal(err)
@@ -306,6 +330,31 @@ func TestAnECSServiceRunsOneTaskOfItsTaskDefinitionAsAProcessWithTheTaskRole(t *
 		if n := sb.ECSTaskStarts()["listener"]; n != 3 {
 			t.Fatalf("starts = %d after desiredCount 0, want 3", n)
 		}
+	})
+	t.Run("a task whose execution role may not pull the image does not start", func(t *testing.T) {
+		third := register("three", 1, "", loginOnly.Role.Arn)
+		if _, err := tasks.UpdateService(ctx, &ecs.UpdateServiceInput{Cluster: aws.String("ghrunner"), Service: aws.String("listener"),
+			TaskDefinition: aws.String(third), DesiredCount: aws.Int32(1)}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for !slices.ContainsFunc(sb.Denials(), func(d sandbox.Denial) bool { return d.Action == "ecr:BatchGetImage" }) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no ecr:BatchGetImage denial; denials %v", sb.Denials())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if d := sb.TakeDenials(); !strings.Contains(d[0].Principal, "assumed-role/login-only/") || !strings.HasSuffix(d[0].Resource, ":repository/listener") {
+			t.Fatalf("denials %v, want login-only's BatchGetImage on the repository", d)
+		}
+		if ts := sb.ECSTasks(); len(ts) != 0 || sb.ECSTaskStarts()["listener"] != 3 {
+			t.Fatalf("running %+v, starts %v: want none started", ts, sb.ECSTaskStarts())
+		}
+		if _, err := tasks.UpdateService(ctx, &ecs.UpdateServiceInput{Cluster: aws.String("ghrunner"), Service: aws.String("listener"), DesiredCount: aws.Int32(0)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * sandbox.ECSTaskTick)
+		sb.TakeDenials() // a retry may have been under way
 	})
 	if v := sb.ECSViolations(); len(v) > 0 {
 		t.Fatalf("two tasks of a service at once: %v", v)

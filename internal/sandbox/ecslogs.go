@@ -17,7 +17,8 @@ import (
 // taskOutput is a task's stdout and stderr: each line goes to the sandbox
 // logs, and to the container's awslogs log group in moto when its
 // logConfiguration says awslogs, in the stream ECS names
-// "<awslogs-stream-prefix>/<container name>/<task id>", a batch a second.
+// "<awslogs-stream-prefix>/<container name>/<task id>", a batch a second,
+// written as the task execution role.
 type taskOutput struct {
 	prefix string
 	logs   io.Writer
@@ -33,10 +34,10 @@ type taskOutput struct {
 	failed  bool // a write failed: said once, then dropped
 }
 
-func (t *ecsTasks) output(ctx context.Context, sv *ecsService, id string, c ecstypes.ContainerDefinition) (io.Writer, func()) {
+func (t *ecsTasks) output(sv *ecsService, id string, c ecstypes.ContainerDefinition, api *cloudwatchlogs.Client) (io.Writer, func()) {
 	o := &taskOutput{prefix: fmt.Sprintf("ecs %s/%s task %s: ", sv.cluster, sv.name, id[:8]), logs: t.logs}
-	if lc := c.LogConfiguration; lc != nil && lc.LogDriver == ecstypes.LogDriverAwslogs && t.logsAPI != nil {
-		o.api, o.group = t.logsAPI, lc.Options["awslogs-group"]
+	if lc := c.LogConfiguration; lc != nil && lc.LogDriver == ecstypes.LogDriverAwslogs {
+		o.api, o.group = api, lc.Options["awslogs-group"]
 		o.stream = id
 		if p := lc.Options["awslogs-stream-prefix"]; p != "" {
 			o.stream = p + "/" + aws.ToString(c.Name) + "/" + id

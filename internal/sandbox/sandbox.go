@@ -203,12 +203,15 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	s.functions = newFunctions(admin.Lambda(s.AWS), filepath.Join(o.Repo, "provider", "assets"), filepath.Join(o.Dir, "bootstraps"), functionEnv(awsEnv), o.Logs, o.LambdaConcurrency)
 	s.functions.credentials = s.iam.issue
 	s.streams = startStreams(s.functions, s.Moto, o.Logs)
-	s.registry = newRegistry(ln.Addr().String(), s.AWS, o.Logs)
+	s.registry = newRegistry(ln.Addr().String(), s.AWS, s.iam, o.Logs)
 	taskEnv := functionEnv(awsEnv)
 	delete(taskEnv, "AWS_ACCESS_KEY_ID") // a task's credentials come from its task role
 	delete(taskEnv, "AWS_SECRET_ACCESS_KEY")
 	s.ecsTasks = startECSTasks(&ecsTasks{ecs: ecs.NewFromConfig(s.AWS.AWS, func(eo *ecs.Options) { eo.BaseEndpoint = s.AWS.Endpoint("ecs") }),
-		logsAPI: admin.Logs(s.AWS), registry: s.registry, env: taskEnv, credURL: s.URL + "/_sandbox/ecs/credentials/",
+		roleConfig: func(ctx context.Context, akid, secret, token string) (awsconf.Config, error) {
+			return awsconf.Load(ctx, awsconf.Options{Region: Region, Endpoint: s.URL, AccessKeyID: akid, SecretAccessKey: secret, SessionToken: token})
+		},
+		registry: s.registry, env: taskEnv, credURL: s.URL + "/_sandbox/ecs/credentials/",
 		credentials: s.iam.issue, dir: filepath.Join(o.Dir, "ecs"), logs: o.Logs})
 	s.front = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	go s.front.Serve(ln)
