@@ -209,6 +209,24 @@ func TestAnECSServiceRunsOneTaskOfItsTaskDefinitionAsAProcessWithTheTaskRole(t *
 	}
 
 	var task sandbox.ECSTask
+	t.Run("the service is stable once its task runs", func(t *testing.T) {
+		in := &ecs.DescribeServicesInput{Cluster: aws.String("ghrunner"), Services: []string{"listener"}}
+		if err := ecs.NewServicesStableWaiter(tasks, func(o *ecs.ServicesStableWaiterOptions) { o.MinDelay, o.MaxDelay = 100*time.Millisecond, time.Second }).
+			Wait(ctx, in, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if len(sb.ECSTasks()) != 1 {
+			t.Fatalf("stable with tasks %+v", sb.ECSTasks())
+		}
+		out, err := tasks.DescribeServices(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sv := out.Services[0]; sv.RunningCount != 1 || sv.PendingCount != 0 || sv.Deployments[0].RolloutState != ecstypes.DeploymentRolloutStateCompleted {
+			t.Fatalf("service %+v, want runningCount 1, pendingCount 0, its deployment COMPLETED", sv)
+		}
+	})
+
 	t.Run("the task runs the image's entrypoint with the container's environment and the task role's credentials", func(t *testing.T) {
 		task = running("the first task", func(ts []sandbox.ECSTask) bool { return len(ts) == 1 })[0]
 		if task.Service != "listener" || task.Cluster != "ghrunner" || task.TaskDefinition != first {
@@ -313,6 +331,9 @@ func TestAnECSServiceRunsOneTaskOfItsTaskDefinitionAsAProcessWithTheTaskRole(t *
 			t.Fatal(err)
 		}
 		running("no task", func(ts []sandbox.ECSTask) bool { return len(ts) == 0 })
+		if out, err := tasks.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String("ghrunner"), Services: []string{"listener"}}); err != nil || out.Services[0].RunningCount != 0 {
+			t.Fatalf("DescribeServices: %v, %v: want runningCount 0", out, err)
+		}
 		var stop, kill time.Time
 		for _, e := range sb.ECSTaskEvents() {
 			if e.TaskID == task.ID && e.Kind == "stop" {

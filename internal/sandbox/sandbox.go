@@ -487,7 +487,7 @@ func (s *Sandbox) routes() http.Handler {
 	// request EC2 refuses for its configuration never reaches capacity.
 	// It makes one CreateFleet to moto per override it fills, so with
 	// limits set Faults.AfterCreateFleet hears each of them.
-	api := s.iam.handler(s.withIAMLag(s.Capacity.Front(s.withFaults(s.registry.withECR(moto)))))
+	api := s.iam.handler(s.withIAMLag(s.Capacity.Front(s.withFaults(s.registry.withECR(s.ecsTasks.withECS(moto))))))
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isRegistryRequest(r) {
 			s.registry.ServeHTTP(w, r) // ECR's registry API (ecr.go)
