@@ -455,8 +455,18 @@ func (t *ecsTasks) startTask(ctx context.Context, sv *ecsService, def string) (*
 		return nil, err
 	}
 	out2, flush := t.output(sv, id, c, admin.Logs(execCfg))
-	cmd := exec.Command(bin, argv[1:]...)
-	cmd.Args[0] = argv[0]
+	// Each task has a host name of its own, as on Fargate (awsvpc: the
+	// task's ENI's private DNS name); the listener names itself by it.
+	host := taskHostname(id, t.env["AWS_REGION"])
+	env["HOSTNAME"] = host
+	var cmd *exec.Cmd
+	if utsNamespaces() {
+		cmd = exec.Command("unshare", append([]string{"--uts", "--", "/bin/sh", "-c", `printf %s "$0" > /proc/sys/kernel/hostname && exec "$@"`, host, bin}, argv[1:]...)...)
+	} else {
+		t.warnOnce("uts", "sandbox: ecs: tasks share this machine's host name (a task's own needs root and unshare --uts)")
+		cmd = exec.Command(bin, argv[1:]...)
+		cmd.Args[0] = argv[0]
+	}
 	cmd.Env = sortedEnv(env)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = out2, out2
@@ -767,4 +777,24 @@ func (t *ecsTasks) countTasks(body []byte) []byte {
 		return body
 	}
 	return b
+}
+
+// taskHostname is a Fargate-like host name for a task: ip-10-0-X-Y.<region>.compute.internal.
+func taskHostname(id, region string) string {
+	b, _ := hex.DecodeString(id[:4])
+	return fmt.Sprintf("ip-10-0-%d-%d.%s.compute.internal", b[0], b[1], region)
+}
+
+var (
+	utsOnce sync.Once
+	utsOK   bool
+)
+
+// utsNamespaces says whether a task can be given a host name of its own:
+// root, and unshare(1) can make a UTS namespace here.
+func utsNamespaces() bool {
+	utsOnce.Do(func() {
+		utsOK = os.Getuid() == 0 && exec.Command("unshare", "--uts", "--", "/bin/sh", "-c", "printf %s probe > /proc/sys/kernel/hostname").Run() == nil
+	})
+	return utsOK
 }

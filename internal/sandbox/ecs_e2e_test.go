@@ -51,6 +51,7 @@ func testImage(t *testing.T) []byte {
 // taskReport is what testdata/ecstask writes when it starts.
 type taskReport struct {
 	PID              int               `json:"pid"`
+	Hostname         string            `json:"hostname"`
 	Env              map[string]string `json:"env"`
 	AccessKeyID      string            `json:"accessKeyId"`
 	Source           string            `json:"source"`
@@ -246,6 +247,9 @@ func TestAnECSServiceRunsOneTaskOfItsTaskDefinitionAsAProcessWithTheTaskRole(t *
 		}
 		if r.Env["AWS_ACCESS_KEY_ID"] != "" || r.Env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] == "" || r.Env["AWS_CONTAINER_AUTHORIZATION_TOKEN"] == "" {
 			t.Errorf("credentials env: %v, want AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN and no keys", r.Env)
+		}
+		if os.Getuid() == 0 && (r.Hostname != r.Env["HOSTNAME"] || !strings.HasSuffix(r.Hostname, ".compute.internal")) {
+			t.Errorf("the task's host name %q (HOSTNAME %q), want one of its own", r.Hostname, r.Env["HOSTNAME"])
 		}
 		if r.CredentialsError != "" || !strings.HasPrefix(r.AccessKeyID, "ASIA") {
 			t.Fatalf("the SDK's credentials in the task: %q (%s) %s", r.AccessKeyID, r.Source, r.CredentialsError)

@@ -29,7 +29,8 @@ func main() {
 	terms := make(chan os.Signal, 1)
 	signal.Notify(terms, syscall.SIGTERM)
 
-	report := map[string]any{"pid": os.Getpid(), "args": os.Args}
+	host, _ := os.Hostname()
+	report := map[string]any{"pid": os.Getpid(), "args": os.Args, "hostname": host}
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
