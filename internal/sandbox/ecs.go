@@ -313,11 +313,7 @@ func (t *ecsTasks) serve(ctx context.Context, sv *ecsService) {
 			}
 		}
 		if cur != nil && (ctx.Err() != nil || count == 0 || cur.TaskDefinition != def) {
-			wait := cur.stopTimeout
-			if ctx.Err() != nil {
-				wait = min(wait, 5*time.Second) // the sandbox stops
-			}
-			t.stopTask(sv, cur, wait)
+			t.stopTask(ctx, sv, cur)
 			cur, next = nil, time.Time{}
 		}
 		if ctx.Err() != nil {
@@ -357,13 +353,25 @@ func (t *ecsTasks) serve(ctx context.Context, sv *ecsService) {
 	}
 }
 
-// stopTask stops a task as ECS does: SIGTERM, SIGKILL after wait.
-func (t *ecsTasks) stopTask(sv *ecsService, task *ecsTask, wait time.Duration) {
+// stopTask stops a task as ECS does: SIGTERM, SIGKILL after its stop
+// timeout, or after at most 5 s once the sandbox stops.
+func (t *ecsTasks) stopTask(ctx context.Context, sv *ecsService, task *ecsTask) {
 	t.event("stop", sv, task)
 	_ = syscall.Kill(-task.cmd.Process.Pid, syscall.SIGTERM)
+	timeout := time.NewTimer(task.stopTimeout)
+	defer timeout.Stop()
 	select {
 	case <-task.done:
-	case <-time.After(wait):
+	case <-timeout.C:
+	case <-ctx.Done():
+		select {
+		case <-task.done:
+		case <-time.After(min(task.stopTimeout, 5*time.Second)):
+		}
+	}
+	select {
+	case <-task.done:
+	default:
 		t.event("kill", sv, task)
 		_ = syscall.Kill(-task.cmd.Process.Pid, syscall.SIGKILL)
 		<-task.done

@@ -356,6 +356,16 @@ func TestAnECSServiceRunsOneTaskOfItsTaskDefinitionAsAProcessWithTheTaskRole(t *
 			t.Fatalf("starts = %d after desiredCount 0, want 3", n)
 		}
 	})
+
+	t.Run("a desiredCount above 1 is refused: no task runs", func(t *testing.T) {
+		if _, err := tasks.UpdateService(ctx, &ecs.UpdateServiceInput{Cluster: aws.String("ghrunner"), Service: aws.String("listener"), DesiredCount: aws.Int32(2)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * sandbox.ECSTaskTick)
+		if ts := sb.ECSTasks(); len(ts) != 0 || sb.ECSTaskStarts()["listener"] != 3 {
+			t.Fatalf("running %+v, starts %v: want none started", ts, sb.ECSTaskStarts())
+		}
+	})
 	t.Run("a task whose execution role may not pull the image does not start", func(t *testing.T) {
 		third := register("three", 1, "", loginOnly.Role.Arn)
 		if _, err := tasks.UpdateService(ctx, &ecs.UpdateServiceInput{Cluster: aws.String("ghrunner"), Service: aws.String("listener"),
