@@ -1,7 +1,10 @@
 package sandbox
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -17,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ecr"
 	ecrtypes "github.com/aws/aws-sdk-go-v2/service/ecr/types"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
@@ -66,11 +70,11 @@ type registry struct {
 
 	gate   *iamGate
 	region string
+	logs   io.Writer
 
-	mu       sync.Mutex
-	tokens   map[string]ecrToken // by password
-	noLogin  bool                // SetRegistryLogin(false)
-	refusals int
+	mu      sync.Mutex
+	tokens  map[string]ecrToken // by password
+	noLogin bool                // SetRegistryLogin(false)
 }
 
 // ecrToken is a login GetAuthorizationToken gave: until when, and to whom
@@ -85,6 +89,7 @@ func newRegistry(host string, cfg awsconf.Config, gate *iamGate, logs io.Writer)
 		host:    host,
 		gate:    gate,
 		region:  cfg.AWS.Region,
+		logs:    logs,
 		ecr:     ecr.NewFromConfig(cfg.AWS, func(o *ecr.Options) { o.BaseEndpoint = cfg.Endpoint("ecr") }),
 		handler: ggcrregistry.New(ggcrregistry.Logger(log.New(logs, "sandbox: registry: ", 0))),
 		tokens:  map[string]ecrToken{},
@@ -128,9 +133,6 @@ func registryRepo(path string) string {
 func (g *registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok, ok := g.login(r)
 	if !ok {
-		g.mu.Lock()
-		g.refusals++
-		g.mu.Unlock()
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Basic realm="http://%s/",service="ecr.amazonaws.com"`, g.host))
 		registryError(w, http.StatusUnauthorized, "DENIED", "Not Authorized")
 		return
@@ -161,7 +163,56 @@ func (g *registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	g.handler.ServeHTTP(w, r)
+	if r.Method != http.MethodPut || !strings.Contains(r.URL.Path, "/manifests/") || repo == "" {
+		g.handler.ServeHTTP(w, r)
+		return
+	}
+	// A manifest pushed is an image ECR lists: put it into moto's
+	// repository too (by the registry's digest), so that DescribeImages
+	// and BatchGetImage answer it.
+	manifest, err := io.ReadAll(r.Body)
+	if err != nil {
+		registryError(w, http.StatusBadRequest, "MANIFEST_INVALID", err.Error())
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(manifest))
+	sw := &statusWriter{ResponseWriter: w}
+	g.handler.ServeHTTP(sw, r)
+	if sw.code != http.StatusCreated {
+		return
+	}
+	sum := sha256.Sum256(manifest)
+	in := &ecr.PutImageInput{RepositoryName: aws.String(repo), ImageManifest: aws.String(string(manifest)),
+		ImageDigest: aws.String("sha256:" + hex.EncodeToString(sum[:]))}
+	if mt := r.Header.Get("Content-Type"); mt != "" {
+		in.ImageManifestMediaType = aws.String(mt)
+	}
+	if ref := r.URL.Path[strings.LastIndex(r.URL.Path, "/manifests/")+len("/manifests/"):]; !strings.HasPrefix(ref, "sha256:") {
+		in.ImageTag = aws.String(ref)
+	}
+	if _, err := g.ecr.PutImage(context.WithoutCancel(r.Context()), in); err != nil {
+		fmt.Fprintf(g.logs, "sandbox: registry: %s pushed, but ECR's PutImage in moto failed: %v\n", r.URL.Path, err)
+	}
+}
+
+// statusWriter remembers the status of an answer.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 // login is the unexpired login ECR gave that the request carries; with

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -113,6 +114,13 @@ func TestAPushToTheSandboxsECRNeedsECRsLoginAndARepositoryECRHas(t *testing.T) {
 	digest, _ := img.Digest()
 	if want := uri + "@" + digest.String(); ref != want {
 		t.Fatalf("pushed %s, want %s", ref, want)
+	}
+
+	// ECR lists the image pushed, by the registry's digest and its tag.
+	images, err := api.DescribeImages(ctx, &ecr.DescribeImagesInput{RepositoryName: aws.String("ghrunner/listener")})
+	if err != nil || len(images.ImageDetails) != 1 || aws.ToString(images.ImageDetails[0].ImageDigest) != digest.String() ||
+		!slices.Equal(images.ImageDetails[0].ImageTags, []string{"v1"}) {
+		t.Fatalf("DescribeImages: %+v %v, want %s tagged v1", images, err, digest)
 	}
 
 	// A repository ECR does not have: 404 NAME_UNKNOWN, login or not.
