@@ -183,21 +183,51 @@ func (g *iamGate) handler(next http.Handler) http.Handler {
 			accessDenied(w, req, d)
 			return
 		}
-		next.ServeHTTP(w, r)
+		// The services the front plays itself (ECR's registry) learn who
+		// asked.
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+type principalKey struct{}
+
+// principalOf is the issued principal that signed the request whose
+// context this is; false for the deployer's requests.
+func principalOf(ctx context.Context) (principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(principal)
+	return p, ok
+}
+
+// enforce evaluates checks the front makes of its own (not from a signed
+// AWS request: ECR's registry API) and records a denial as the handler
+// does.
+func (g *iamGate) enforce(ctx context.Context, p principal, service, region string, checks []check) (Denial, bool) {
+	d, ok := g.evaluate(ctx, p, service, region, checks)
+	if !ok && ctx.Err() == nil {
+		g.mu.Lock()
+		g.denials = append(g.denials, d)
+		g.mu.Unlock()
+	}
+	return d, ok
 }
 
 // authorize evaluates every check the request needs; the first one denied
 // (or one the endpoint cannot build) refuses the whole request, as AWS does.
 func (g *iamGate) authorize(ctx context.Context, p principal, req awsRequest) (Denial, bool) {
-	who := p.arn(g.account)
 	checks, err := g.checks(ctx, req)
 	if err != nil {
-		return Denial{Principal: who, Action: req.service + ":?", Why: []string{"the sandbox cannot authorize this request: " + err.Error()}}, false
+		return Denial{Principal: p.arn(g.account), Action: req.service + ":?", Why: []string{"the sandbox cannot authorize this request: " + err.Error()}}, false
 	}
+	return g.evaluate(ctx, p, req.service, req.region, checks)
+}
+
+// evaluate evaluates the checks of one request of service in region for
+// the principal; the first one denied refuses the request.
+func (g *iamGate) evaluate(ctx context.Context, p principal, service, region string, checks []check) (Denial, bool) {
+	who := p.arn(g.account)
 	pol, err := g.rolePolicies(ctx, p.role)
 	if err != nil {
-		return Denial{Principal: who, Action: req.service + ":?", Why: []string{err.Error()}}, false
+		return Denial{Principal: who, Action: service + ":?", Why: []string{err.Error()}}, false
 	}
 	for _, c := range checks {
 		cx := map[string][]string{
@@ -205,10 +235,10 @@ func (g *iamGate) authorize(ctx context.Context, p principal, req awsRequest) (D
 			"aws:PrincipalAccount": {g.account},
 			"aws:PrincipalType":    {"AssumedRole"},
 			"aws:userid":           {p.roleID + ":" + p.session},
-			"aws:RequestedRegion":  {req.region},
+			"aws:RequestedRegion":  {region},
 		}
 		if p.instance != "" {
-			cx["ec2:SourceInstanceARN"] = []string{fmt.Sprintf("arn:aws:ec2:%s:%s:instance/%s", req.region, g.account, p.instance)}
+			cx["ec2:SourceInstanceARN"] = []string{fmt.Sprintf("arn:aws:ec2:%s:%s:instance/%s", region, g.account, p.instance)}
 			cx["ec2:RoleDelivery"] = []string{"2.0"}
 		}
 		for k, v := range c.context {

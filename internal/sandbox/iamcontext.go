@@ -64,6 +64,13 @@ func (s *Sandbox) iamChecks(ctx context.Context, req awsRequest) ([]check, error
 		if op := strings.TrimPrefix(target, "ServiceQuotasV20190624."); op == "GetServiceQuota" && json.Unmarshal(req.body, &in) == nil {
 			return []check{{"servicequotas:GetServiceQuota", req.arn("servicequotas", in.ServiceCode+"/"+in.QuotaCode), nil}}, nil
 		}
+	case "ecr":
+		// GetAuthorizationToken names no resource (Service Authorization
+		// Reference: "*"); the registry calls it authorized are checked in
+		// ecr.go with the principal the token was given to.
+		if op := strings.TrimPrefix(target, ecrTarget); op == "GetAuthorizationToken" {
+			return []check{{"ecr:GetAuthorizationToken", "*", nil}}, nil
+		}
 	case "sts":
 		if strings.Contains(string(req.body), "Action=GetCallerIdentity") {
 			return nil, nil // needs no permission
@@ -249,6 +256,9 @@ func logsChecks(req awsRequest, op string) ([]check, error) {
 	var in struct{ LogGroupName, LogStreamName string }
 	if err := json.Unmarshal(req.body, &in); err != nil {
 		return nil, fmt.Errorf("logs %s: %w", op, err)
+	}
+	if op == "CreateLogGroup" && in.LogGroupName != "" { // awslogs-create-group of an ECS task
+		return []check{{"logs:CreateLogGroup", req.arn("logs", "log-group:"+in.LogGroupName), nil}}, nil
 	}
 	if (op != "CreateLogStream" && op != "PutLogEvents") || in.LogGroupName == "" || in.LogStreamName == "" {
 		return nil, fmt.Errorf("no IAM mapping for logs %s", op)

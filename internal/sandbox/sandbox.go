@@ -1,8 +1,10 @@
 // Package sandbox runs the whole system on one machine with nothing from AWS
 // or GitHub: moto for AWS, the fake GitHub, one front endpoint that serves
 // Lambda Invoke by running the functions terraform deployed (and sends every
-// other AWS call to moto), one real agent process per EC2 instance the
-// functions launch, and a ticker that fires the deployed schedules.
+// other AWS call to moto, and serves ECR's registry API), one real agent
+// process per EC2 instance the functions launch, a ticker that fires the
+// deployed schedules, and one that runs each ECS service's task as a
+// process (ecs.go).
 package sandbox
 
 import (
@@ -29,6 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -88,6 +91,8 @@ type Sandbox struct {
 	instances *instancehost.Host
 	schedules *schedules
 	streams   *streams
+	registry  *registry // ECR's registry API (ecr.go)
+	ecsTasks  *ecsTasks // ECS services' tasks as processes (ecs.go)
 	iam       *iamGate
 	evaluator *iamsim.Evaluator
 	runnerSHA string // of the fake runner's tarball the fake github.com serves
@@ -150,7 +155,7 @@ func (s *Sandbox) SetFaults(f Faults) {
 func (s *Sandbox) KillAgent(instanceID string) bool { return s.instances.Kill(instanceID) }
 
 // Start brings up moto, the fake GitHub, the front endpoint, the instance
-// host and the schedule ticker.
+// host, the schedule ticker and the ECS task runner.
 func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if o.Logs == nil {
 		o.Logs = io.Discard
@@ -201,6 +206,16 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	s.functions = newFunctions(admin.Lambda(s.AWS), filepath.Join(o.Repo, "provider", "assets"), filepath.Join(o.Dir, "bootstraps"), functionEnv(awsEnv), o.Logs, o.LambdaConcurrency)
 	s.functions.credentials = s.iam.issue
 	s.streams = startStreams(s.functions, s.Moto, o.Logs)
+	s.registry = newRegistry(ln.Addr().String(), s.AWS, s.iam, o.Logs)
+	taskEnv := functionEnv(awsEnv)
+	delete(taskEnv, "AWS_ACCESS_KEY_ID") // a task's credentials come from its task role
+	delete(taskEnv, "AWS_SECRET_ACCESS_KEY")
+	s.ecsTasks = startECSTasks(&ecsTasks{ecs: ecs.NewFromConfig(s.AWS.AWS, func(eo *ecs.Options) { eo.BaseEndpoint = s.AWS.Endpoint("ecs") }),
+		roleConfig: func(ctx context.Context, akid, secret, token string) (awsconf.Config, error) {
+			return awsconf.Load(ctx, awsconf.Options{Region: Region, Endpoint: s.URL, AccessKeyID: akid, SecretAccessKey: secret, SessionToken: token})
+		},
+		registry: s.registry, env: taskEnv, credURL: s.URL + "/_sandbox/ecs/credentials/",
+		credentials: s.iam.issue, dir: filepath.Join(o.Dir, "ecs"), logs: o.Logs})
 	s.front = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	go s.front.Serve(ln)
 
@@ -250,9 +265,12 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	return s, nil
 }
 
-// Stop ends everything it started: agents and their runners, functions,
-// the ticker, the endpoint, the fake GitHub and moto.
+// Stop ends everything it started: ECS tasks, agents and their runners,
+// functions, the tickers, the endpoint, the fake GitHub and moto.
 func (s *Sandbox) Stop() {
+	if s.ecsTasks != nil {
+		s.ecsTasks.stop()
+	}
 	if s.streams != nil {
 		s.streams.stop()
 	}
@@ -467,11 +485,19 @@ func (s *Sandbox) routes() http.Handler {
 	mux.HandleFunc("POST /_sandbox/jobs", s.serveEnqueue)
 	mux.HandleFunc("GET /_sandbox/jobs/{id}", s.serveJob)
 	mux.HandleFunc("POST /_sandbox/idtoken", s.serveIDToken)
+	mux.HandleFunc("GET /_sandbox/ecs/credentials/{task}", s.ecsTasks.serveCredentials)
 	// The capacity model comes after EC2's other rules (withIAMLag): a
 	// request EC2 refuses for its configuration never reaches capacity.
 	// It makes one CreateFleet to moto per override it fills, so with
 	// limits set Faults.AfterCreateFleet hears each of them.
-	mux.Handle("/", s.iam.handler(s.withIAMLag(s.Capacity.Front(s.withFaults(moto)))))
+	api := s.iam.handler(s.withIAMLag(s.Capacity.Front(s.withFaults(s.registry.withECR(s.ecsTasks.withECS(moto))))))
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isRegistryRequest(r) {
+			s.registry.ServeHTTP(w, r) // ECR's registry API (ecr.go)
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
 	return mux
 }
 

@@ -1,0 +1,808 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ecr"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
+	ghimage "github.com/ghrunner/terraform-provider-ghrunner/internal/image"
+)
+
+// ECS services as processes. moto stores clusters, task definitions and
+// services but runs nothing; ecsTasks watches its services and runs each
+// one's task as ECS on Fargate would, as a local process:
+//
+//   - the task definition's image is pulled from the sandbox's registry
+//     (ecr.go) by the reference it names, its layers unpacked into a folder
+//     of the task runner's, and the image's entrypoint and command (or the
+//     container's, which override them) run from there;
+//   - its environment is the image's, then the container's, then the
+//     sandbox's AWS endpoint and region (as the functions get them);
+//   - the task role's credentials come as ECS gives them to a container:
+//     an endpoint the SDKs' container credential provider reads, named by
+//     AWS_CONTAINER_CREDENTIALS_FULL_URI, with AWS_CONTAINER_AUTHORIZATION_TOKEN
+//     as its Authorization header ("Task IAM role", Amazon ECS Developer
+//     Guide: https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-iam-roles.html;
+//     ECS itself sets AWS_CONTAINER_CREDENTIALS_RELATIVE_URI under
+//     169.254.170.2, which a process on this machine cannot be given). The
+//     endpoint serves credentials iam.issue made for the task role, so the
+//     task's calls are authorized against that role's policies;
+//   - a task that exits is replaced after a short backoff, as ECS replaces
+//     a stopped task of a service;
+//   - a service whose task definition changes, or whose desiredCount drops
+//     to 0, has its task stopped first (SIGTERM, then SIGKILL after the
+//     container's stopTimeout, 30 s when unset: ContainerDefinition
+//     stopTimeout, Amazon ECS API Reference:
+//     https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_ContainerDefinition.html)
+//     and only then the new one started: minimumHealthyPercent 0 and
+//     maximumPercent 100 allow no second task, and the runner holds to
+//     that for every service (ECSViolations lists any breach).
+//
+// Only services of desiredCount 0 or 1 run; any other count is refused
+// with a log line. The task's stdout and stderr go to the sandbox logs and,
+// when the container's logConfiguration is awslogs, to its log group in
+// moto.
+
+// ECSTaskTick is how often the sandbox reads moto's ECS services.
+const ECSTaskTick = 500 * time.Millisecond
+
+// ecsDefaultStopTimeout is ECS's wait between SIGTERM and SIGKILL when the
+// container names none.
+const ecsDefaultStopTimeout = 30 * time.Second
+
+// ECSTask is a running task of a service.
+type ECSTask struct {
+	ID             string // 32 hex digits, as ECS's
+	Cluster        string // cluster name
+	Service        string // service name
+	TaskDefinition string // its ARN
+	PID            int
+	Started        time.Time
+}
+
+// ECSTaskEvent is one step of a task's life: "start" (its process
+// started), "stop" (the runner sent SIGTERM), "kill" (SIGKILL after the
+// stop timeout) or "exit" (its process ended, for whatever reason).
+type ECSTaskEvent struct {
+	Kind           string
+	Service        string
+	TaskID         string
+	TaskDefinition string
+	PID            int
+	At             time.Time
+}
+
+type ecsTasks struct {
+	ecs *ecs.Client
+	// roleConfig talks to the front endpoint with a role's issued
+	// credentials: the task execution role pulls the image and writes the
+	// awslogs through it, so IAM authorizes both against its policies.
+	roleConfig  func(ctx context.Context, akid, secret, token string) (awsconf.Config, error)
+	registry    *registry
+	env         map[string]string // the sandbox's AWS endpoint and region
+	credURL     string            // the task credentials endpoint, ending in /
+	credentials func(ctx context.Context, roleARN, session, instance string) (akid, secret, token string, err error)
+	dir         string
+	logs        io.Writer
+	cancel      context.CancelFunc
+	done        chan struct{}
+	wg          sync.WaitGroup
+
+	pullMu sync.Mutex // one pull at a time: the cache is by digest
+
+	mu         sync.Mutex
+	services   map[string]*ecsService // by service ARN
+	creds      map[string]taskCredentials
+	running    map[string]int // processes per service ARN: at most one
+	starts     map[string]int // by service name
+	events     []ECSTaskEvent
+	violations []string
+	warned     map[string]bool
+}
+
+type taskCredentials struct {
+	token, akid, secret, session, roleARN string
+	expires                               time.Time
+}
+
+type ecsService struct {
+	arn, name, cluster string
+	wake               chan struct{}
+
+	// guarded by ecsTasks.mu
+	count int    // desired tasks: 0 or 1
+	def   string // desired task definition ARN
+	task  *ecsTask
+}
+
+type ecsTask struct {
+	ECSTask
+	cmd         *exec.Cmd
+	done        chan struct{}
+	stopTimeout time.Duration
+	flush       func()
+}
+
+func startECSTasks(t *ecsTasks) *ecsTasks {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel, t.done = cancel, make(chan struct{})
+	t.services, t.creds, t.running, t.starts, t.warned = map[string]*ecsService{}, map[string]taskCredentials{}, map[string]int{}, map[string]int{}, map[string]bool{}
+	go t.loop(ctx)
+	return t
+}
+
+// stop stops every task (SIGTERM, SIGKILL after at most 5 s) and the
+// watcher.
+func (t *ecsTasks) stop() {
+	t.cancel()
+	<-t.done
+	t.wg.Wait()
+}
+
+func (t *ecsTasks) loop(ctx context.Context) {
+	defer close(t.done)
+	tick := time.NewTicker(ECSTaskTick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := t.tick(ctx); err != nil && ctx.Err() == nil {
+				t.warnOnce("tick "+err.Error(), "sandbox: ecs: reading services: %v", err)
+			}
+		}
+	}
+}
+
+func (t *ecsTasks) warnOnce(key, format string, args ...any) {
+	t.mu.Lock()
+	seen := t.warned[key]
+	t.warned[key] = true
+	t.mu.Unlock()
+	if !seen {
+		fmt.Fprintf(t.logs, format+"\n", args...)
+	}
+}
+
+// tick reads every service from moto and tells each its desired task. With
+// no cluster it costs one ListClusters.
+func (t *ecsTasks) tick(ctx context.Context) error {
+	seen := map[string]bool{}
+	clusters := ecs.NewListClustersPaginator(t.ecs, &ecs.ListClustersInput{})
+	for clusters.HasMorePages() {
+		page, err := clusters.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, cluster := range page.ClusterArns {
+			var arns []string
+			services := ecs.NewListServicesPaginator(t.ecs, &ecs.ListServicesInput{Cluster: aws.String(cluster)})
+			for services.HasMorePages() {
+				p, err := services.NextPage(ctx)
+				if err != nil {
+					return err
+				}
+				arns = append(arns, p.ServiceArns...)
+			}
+			for len(arns) > 0 {
+				n := min(len(arns), 10) // DescribeServices takes ten at a time
+				out, err := t.ecs.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String(cluster), Services: arns[:n]})
+				if err != nil {
+					return err
+				}
+				arns = arns[n:]
+				for _, sv := range out.Services {
+					seen[aws.ToString(sv.ServiceArn)] = true
+					t.want(ctx, lastSegment(cluster), sv)
+				}
+			}
+		}
+	}
+	t.mu.Lock()
+	for arn, sv := range t.services {
+		if !seen[arn] && sv.count != 0 {
+			sv.count = 0 // deleted
+			poke(sv.wake)
+		}
+	}
+	t.mu.Unlock()
+	return nil
+}
+
+// want records what moto says the service should run and wakes its
+// worker when that changed.
+func (t *ecsTasks) want(ctx context.Context, cluster string, sv ecstypes.Service) {
+	arn, name := aws.ToString(sv.ServiceArn), aws.ToString(sv.ServiceName)
+	count, def := int(sv.DesiredCount), aws.ToString(sv.TaskDefinition)
+	if st := aws.ToString(sv.Status); st != "" && st != "ACTIVE" {
+		count = 0
+	}
+	if count > 1 {
+		t.warnOnce(fmt.Sprintf("count %s %d", arn, count), "sandbox: ecs: service %s/%s: desiredCount %d refused: the sandbox runs 0 or 1 task per service; running none", cluster, name, count)
+		count = 0
+	}
+	if sv.LaunchType != "" && sv.LaunchType != ecstypes.LaunchTypeFargate {
+		t.warnOnce("launch "+arn, "sandbox: ecs: service %s/%s: launch type %s: the sandbox runs its task as FARGATE would", cluster, name, sv.LaunchType)
+	}
+	if dc := sv.DeploymentConfiguration; dc != nil && (aws.ToInt32(dc.MinimumHealthyPercent) != 0 || aws.ToInt32(dc.MaximumPercent) != 100) {
+		t.warnOnce("deploy "+arn, "sandbox: ecs: service %s/%s: deployment %d%%/%d%%: the sandbox deploys as 0%%/100%% (stop the old task, then start the new)",
+			cluster, name, aws.ToInt32(dc.MinimumHealthyPercent), aws.ToInt32(dc.MaximumPercent))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.services[arn]
+	if s == nil {
+		s = &ecsService{arn: arn, name: name, cluster: cluster, wake: make(chan struct{}, 1)}
+		t.services[arn] = s
+		t.wg.Add(1)
+		go t.serve(ctx, s)
+	}
+	if s.count != count || s.def != def {
+		s.count, s.def = count, def
+		poke(s.wake)
+	}
+}
+
+func poke(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// serve is one service's worker: it alone starts and stops the service's
+// tasks, one at a time.
+func (t *ecsTasks) serve(ctx context.Context, sv *ecsService) {
+	defer t.wg.Done()
+	var (
+		cur      *ecsTask
+		next     time.Time // no start before
+		failures int
+	)
+	for {
+		t.mu.Lock()
+		count, def := sv.count, sv.def
+		t.mu.Unlock()
+		if cur != nil {
+			select {
+			case <-cur.done: // it ended on its own (or was killed): replace it
+				lived := time.Since(cur.Started)
+				if lived < 10*time.Second {
+					failures++
+				} else {
+					failures = 0
+				}
+				delay := time.Second
+				if failures > 0 {
+					delay <<= min(failures-1, 5)
+				}
+				next = time.Now().Add(delay)
+				fmt.Fprintf(t.logs, "sandbox: ecs: %s/%s: task %s exited after %s; replacing it in %s\n", sv.cluster, sv.name, cur.ID, lived.Round(time.Millisecond), delay)
+				cur = nil
+			default:
+			}
+		}
+		if cur != nil && (ctx.Err() != nil || count == 0 || cur.TaskDefinition != def) {
+			t.stopTask(ctx, sv, cur)
+			cur, next = nil, time.Time{}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if cur == nil && count == 1 && !time.Now().Before(next) {
+			task, err := t.startTask(ctx, sv, def)
+			if err != nil {
+				failures++
+				delay := time.Second << min(failures-1, 5)
+				next = time.Now().Add(delay)
+				if ctx.Err() == nil {
+					fmt.Fprintf(t.logs, "sandbox: ecs: %s/%s: starting a task of %s: %v (again in %s)\n", sv.cluster, sv.name, def, err, delay)
+				}
+			}
+			cur = task
+		}
+		var exited <-chan struct{}
+		if cur != nil {
+			exited = cur.done
+		}
+		var timer <-chan time.Time
+		var tm *time.Timer
+		if cur == nil && count == 1 {
+			tm = time.NewTimer(max(time.Until(next), 0))
+			timer = tm.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-sv.wake:
+		case <-exited:
+		case <-timer:
+		}
+		if tm != nil {
+			tm.Stop()
+		}
+	}
+}
+
+// stopTask stops a task as ECS does: SIGTERM, SIGKILL after its stop
+// timeout, or after at most 5 s once the sandbox stops.
+func (t *ecsTasks) stopTask(ctx context.Context, sv *ecsService, task *ecsTask) {
+	t.event("stop", sv, task)
+	_ = syscall.Kill(-task.cmd.Process.Pid, syscall.SIGTERM)
+	timeout := time.NewTimer(task.stopTimeout)
+	defer timeout.Stop()
+	select {
+	case <-task.done:
+	case <-timeout.C:
+	case <-ctx.Done():
+		select {
+		case <-task.done:
+		case <-time.After(min(task.stopTimeout, 5*time.Second)):
+		}
+	}
+	select {
+	case <-task.done:
+	default:
+		t.event("kill", sv, task)
+		_ = syscall.Kill(-task.cmd.Process.Pid, syscall.SIGKILL)
+		<-task.done
+	}
+}
+
+func (t *ecsTasks) event(kind string, sv *ecsService, task *ecsTask) {
+	t.mu.Lock()
+	t.events = append(t.events, ECSTaskEvent{Kind: kind, Service: sv.name, TaskID: task.ID, TaskDefinition: task.TaskDefinition, PID: task.PID, At: time.Now()})
+	t.mu.Unlock()
+}
+
+// startTask starts one task of the task definition def for the service.
+func (t *ecsTasks) startTask(ctx context.Context, sv *ecsService, def string) (*ecsTask, error) {
+	out, err := t.ecs.DescribeTaskDefinition(ctx, &ecs.DescribeTaskDefinitionInput{TaskDefinition: aws.String(def)})
+	if err != nil {
+		return nil, fmt.Errorf("reading the task definition: %w", err)
+	}
+	td := out.TaskDefinition
+	if len(td.ContainerDefinitions) != 1 {
+		return nil, fmt.Errorf("%d containers: the sandbox runs task definitions of one container", len(td.ContainerDefinitions))
+	}
+	c := td.ContainerDefinitions[0]
+	id := randomHex(16)
+	// Fargate pulls a private ECR image and writes awslogs as the task
+	// execution role ("Amazon ECS task execution IAM role", Amazon ECS
+	// Developer Guide).
+	execRole := aws.ToString(td.ExecutionRoleArn)
+	if execRole == "" {
+		return nil, errors.New("no executionRoleArn: Fargate pulls the image from ECR and writes awslogs as the task execution role")
+	}
+	akid, secret, token, err := t.credentials(ctx, execRole, id, "")
+	if err != nil {
+		return nil, fmt.Errorf("the task execution role: %w", err)
+	}
+	execCfg, err := t.roleConfig(ctx, akid, secret, token)
+	if err != nil {
+		return nil, err
+	}
+	root, cfg, err := t.pull(ctx, aws.ToString(c.Image), execCfg)
+	if err != nil {
+		return nil, err
+	}
+	argv := append(append([]string(nil), cfg.Config.Entrypoint...), cfg.Config.Cmd...)
+	if len(c.EntryPoint) > 0 { // as docker: an entrypoint of the container's drops the image's command too
+		argv = append([]string(nil), c.EntryPoint...)
+		if len(c.Command) > 0 {
+			argv = append(argv, c.Command...)
+		}
+	} else if len(c.Command) > 0 {
+		argv = append(append([]string(nil), cfg.Config.Entrypoint...), c.Command...)
+	}
+	if len(argv) == 0 || !path.IsAbs(argv[0]) {
+		return nil, fmt.Errorf("image %s: the sandbox runs an entrypoint given as an absolute path in the image, not %q", aws.ToString(c.Image), argv)
+	}
+	bin := filepath.Join(root, filepath.FromSlash(argv[0]))
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("image %s has no %s", aws.ToString(c.Image), argv[0])
+	}
+
+	env := map[string]string{}
+	for _, kv := range cfg.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	for _, kv := range c.Environment {
+		env[aws.ToString(kv.Name)] = aws.ToString(kv.Value)
+	}
+	for k, v := range t.env {
+		env[k] = v
+	}
+	env["AWS_DEFAULT_REGION"] = t.env["AWS_REGION"]
+	env["AWS_EXECUTION_ENV"] = "AWS_ECS_FARGATE"
+	if role := aws.ToString(td.TaskRoleArn); role != "" && t.credentials != nil {
+		akid, secret, token, err := t.credentials(ctx, role, id, "")
+		if err != nil {
+			return nil, fmt.Errorf("the task role: %w", err)
+		}
+		auth := randomHex(24)
+		t.mu.Lock()
+		t.creds[id] = taskCredentials{token: auth, akid: akid, secret: secret, session: token, roleARN: role, expires: time.Now().Add(6 * time.Hour)}
+		t.mu.Unlock()
+		env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = t.credURL + id
+		env["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = auth
+	}
+
+	dir := filepath.Join(t.dir, "tasks", id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	out2, flush := t.output(sv, id, c, admin.Logs(execCfg))
+	// Each task has a host name of its own, as on Fargate (awsvpc: the
+	// task's ENI's private DNS name); the listener names itself by it.
+	host := taskHostname(id, t.env["AWS_REGION"])
+	env["HOSTNAME"] = host
+	var cmd *exec.Cmd
+	if utsNamespaces() {
+		cmd = exec.Command("unshare", append([]string{"--uts", "--", "/bin/sh", "-c", `printf %s "$0" > /proc/sys/kernel/hostname && exec "$@"`, host, bin}, argv[1:]...)...)
+	} else {
+		t.warnOnce("uts", "sandbox: ecs: tasks share this machine's host name (a task's own needs root and unshare --uts)")
+		cmd = exec.Command(bin, argv[1:]...)
+		cmd.Args[0] = argv[0]
+	}
+	cmd.Env = sortedEnv(env)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = out2, out2
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	stop := ecsDefaultStopTimeout
+	if c.StopTimeout != nil {
+		stop = time.Duration(*c.StopTimeout) * time.Second
+	}
+	task := &ecsTask{ECSTask: ECSTask{ID: id, Cluster: sv.cluster, Service: sv.name, TaskDefinition: def}, cmd: cmd, done: make(chan struct{}), stopTimeout: stop, flush: flush}
+
+	// The invariant of minimumHealthyPercent 0 / maximumPercent 100: never
+	// two tasks of a service at once.
+	t.mu.Lock()
+	if n := t.running[sv.arn]; n > 0 {
+		v := fmt.Sprintf("%s: a task of %s was to start while %d ran", sv.name, def, n)
+		t.violations = append(t.violations, v)
+		t.mu.Unlock()
+		flush()
+		return nil, errors.New(v)
+	}
+	if err := cmd.Start(); err != nil {
+		t.mu.Unlock()
+		flush()
+		return nil, err
+	}
+	t.running[sv.arn]++
+	t.starts[sv.name]++
+	task.PID, task.Started = cmd.Process.Pid, time.Now()
+	sv.task = task
+	t.events = append(t.events, ECSTaskEvent{Kind: "start", Service: sv.name, TaskID: id, TaskDefinition: def, PID: task.PID, At: task.Started})
+	t.mu.Unlock()
+	fmt.Fprintf(t.logs, "sandbox: ecs: %s/%s: task %s of %s started (pid %d)\n", sv.cluster, sv.name, id, def, task.PID)
+
+	go func() {
+		err := cmd.Wait()
+		flush()
+		t.mu.Lock()
+		t.running[sv.arn]--
+		if sv.task == task {
+			sv.task = nil
+		}
+		delete(t.creds, id)
+		t.events = append(t.events, ECSTaskEvent{Kind: "exit", Service: sv.name, TaskID: id, TaskDefinition: def, PID: task.PID, At: time.Now()})
+		t.mu.Unlock()
+		fmt.Fprintf(t.logs, "sandbox: ecs: %s/%s: task %s exited: %v\n", sv.cluster, sv.name, id, err)
+		close(task.done)
+		os.RemoveAll(dir)
+	}()
+	return task, nil
+}
+
+// pull fetches the image ref from the sandbox's registry and unpacks its
+// layers into a folder (once per digest); it returns the folder and the
+// image's configuration.
+func (t *ecsTasks) pull(ctx context.Context, image string, as awsconf.Config) (string, *v1.ConfigFile, error) {
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return "", nil, fmt.Errorf("image %q: %w", image, err)
+	}
+	if ref.Context().RegistryStr() != t.registry.host {
+		return "", nil, fmt.Errorf("image %s: the sandbox pulls from its ECR registry %s only", image, t.registry.host)
+	}
+	auth, _, err := ghimage.ECRAuth(ctx, ecr.NewFromConfig(as.AWS, func(o *ecr.Options) { o.BaseEndpoint = as.Endpoint("ecr") }))
+	if err != nil {
+		return "", nil, fmt.Errorf("pull %s: %w", image, err)
+	}
+	img, err := remote.Image(ref, remote.WithAuth(auth), remote.WithContext(ctx))
+	if err != nil {
+		return "", nil, fmt.Errorf("pull %s: %w", image, err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return "", nil, fmt.Errorf("image %s: %w", image, err)
+	}
+	if cfg.Architecture != "" && cfg.Architecture != runtime.GOARCH {
+		return "", nil, fmt.Errorf("image %s is for %s but this machine is %s", image, cfg.Architecture, runtime.GOARCH)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return "", nil, err
+	}
+	root := filepath.Join(t.dir, "images", digest.Hex)
+	t.pullMu.Lock()
+	defer t.pullMu.Unlock()
+	if _, err := os.Stat(root); err == nil {
+		return root, cfg, nil
+	}
+	part := root + ".part"
+	os.RemoveAll(part)
+	if err := unpack(mutate.Extract(img), part); err != nil {
+		return "", nil, fmt.Errorf("image %s: %w", image, err)
+	}
+	return root, cfg, os.Rename(part, root)
+}
+
+// unpack writes a flattened image's directories, regular files and
+// symbolic links under root; other entries (devices, fifos) are skipped.
+func unpack(rc io.ReadCloser, root string) error {
+	defer rc.Close()
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rel := path.Clean("/" + h.Name) // never outside root
+		if rel == "/" {
+			continue
+		}
+		dst := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode)&0o777|0o200)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		case tar.TypeSymlink:
+			if err := os.Symlink(h.Linkname, dst); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// serveCredentials answers the SDKs' container credential provider for a
+// task, when the Authorization header is the task's token.
+func (t *ecsTasks) serveCredentials(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("task")
+	t.mu.Lock()
+	c, ok := t.creds[id]
+	t.mu.Unlock()
+	if !ok || r.Header.Get("Authorization") != c.token {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		json.NewEncoder(w).Encode(map[string]string{"code": "InvalidToken", "message": "no task with that id and authorization token"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]string{"AccessKeyId": c.akid, "SecretAccessKey": c.secret, "Token": c.session,
+		"Expiration": c.expires.UTC().Format(time.RFC3339), "RoleArn": c.roleARN})
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// tasks lists the running tasks, by service name then start.
+func (t *ecsTasks) tasks() []ECSTask {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []ECSTask
+	for _, sv := range t.services {
+		if sv.task != nil {
+			out = append(out, sv.task.ECSTask)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Service != out[j].Service {
+			return out[i].Service < out[j].Service
+		}
+		return out[i].Started.Before(out[j].Started)
+	})
+	return out
+}
+
+// ECSTasks lists the tasks running now, one at most per service.
+func (s *Sandbox) ECSTasks() []ECSTask { return s.ecsTasks.tasks() }
+
+// KillECSTask kills the process of the service's running task (SIGKILL),
+// as a task that dies; the service replaces it after a short backoff.
+// False when the service runs no task.
+func (s *Sandbox) KillECSTask(service string) bool {
+	t := s.ecsTasks
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, sv := range t.services {
+		if sv.name == service && sv.task != nil {
+			return syscall.Kill(-sv.task.PID, syscall.SIGKILL) == nil
+		}
+	}
+	return false
+}
+
+// ECSTaskStarts counts the task starts so far, by service name.
+func (s *Sandbox) ECSTaskStarts() map[string]int {
+	t := s.ecsTasks
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range t.starts {
+		out[k] = v
+	}
+	return out
+}
+
+// ECSTaskEvents lists every task's starts, stops, kills and exits so far,
+// in order.
+func (s *Sandbox) ECSTaskEvents() []ECSTaskEvent {
+	t := s.ecsTasks
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]ECSTaskEvent(nil), t.events...)
+}
+
+// ECSViolations lists the times a service was to run two tasks at once
+// (none was started); a correct runner has none.
+func (s *Sandbox) ECSViolations() []string {
+	t := s.ecsTasks
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.violations...)
+}
+
+const ecsDescribeServices = "AmazonEC2ContainerServiceV20141113.DescribeServices"
+
+// withECS passes ECS's API calls to moto, whose DescribeServices counts
+// tasks it never runs (runningCount 0 after CreateService, desiredCount
+// after UpdateService): the front puts the sandbox's own count in its
+// answers, the service's runningCount and pendingCount and those of its
+// PRIMARY deployment, whose rolloutState is COMPLETED once its task runs.
+// A waiter for a stable service (runningCount = desiredCount, one
+// deployment) waits for the real task.
+func (t *ecsTasks) withECS(moto http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Amz-Target") != ecsDescribeServices {
+			moto.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		moto.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		if rec.Code == http.StatusOK {
+			body = t.countTasks(body)
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(rec.Code)
+		w.Write(body)
+	})
+}
+
+// countTasks rewrites a DescribeServices answer's counts to the tasks the
+// sandbox runs.
+func (t *ecsTasks) countTasks(body []byte) []byte {
+	var out map[string]json.RawMessage
+	if json.Unmarshal(body, &out) != nil {
+		return body
+	}
+	var services []map[string]any
+	if json.Unmarshal(out["services"], &services) != nil {
+		return body
+	}
+	t.mu.Lock()
+	for _, sv := range services {
+		arn, _ := sv["serviceArn"].(string)
+		def, _ := sv["taskDefinition"].(string)
+		desired, _ := sv["desiredCount"].(float64)
+		running := 0.0
+		if s := t.services[arn]; s != nil && s.task != nil && s.task.TaskDefinition == def {
+			running = 1
+		}
+		pending := max(desired-running, 0)
+		sv["runningCount"], sv["pendingCount"] = running, pending
+		deps, _ := sv["deployments"].([]any)
+		for _, d := range deps {
+			if dep, ok := d.(map[string]any); ok && dep["status"] == "PRIMARY" {
+				dep["runningCount"], dep["pendingCount"], dep["desiredCount"], dep["taskDefinition"] = running, pending, desired, def
+				dep["rolloutState"] = "IN_PROGRESS"
+				if running >= desired {
+					dep["rolloutState"] = "COMPLETED"
+				}
+			}
+		}
+	}
+	t.mu.Unlock()
+	raw, err := json.Marshal(services)
+	if err != nil {
+		return body
+	}
+	out["services"] = raw
+	b, err := json.Marshal(out)
+	if err != nil {
+		return body
+	}
+	return b
+}
+
+// taskHostname is a Fargate-like host name for a task: ip-10-0-X-Y.<region>.compute.internal.
+func taskHostname(id, region string) string {
+	b, _ := hex.DecodeString(id[:4])
+	return fmt.Sprintf("ip-10-0-%d-%d.%s.compute.internal", b[0], b[1], region)
+}
+
+var (
+	utsOnce sync.Once
+	utsOK   bool
+)
+
+// utsNamespaces says whether a task can be given a host name of its own:
+// root, and unshare(1) can make a UTS namespace here.
+func utsNamespaces() bool {
+	utsOnce.Do(func() {
+		utsOK = os.Getuid() == 0 && exec.Command("unshare", "--uts", "--", "/bin/sh", "-c", "printf %s probe > /proc/sys/kernel/hostname").Run() == nil
+	})
+	return utsOK
+}
