@@ -127,7 +127,7 @@ type Server struct {
 	runners         map[int64]*runner
 	history         []Registration
 	onRegister      func(Registration)
-	groups          map[string][]string // organization → runner group names
+	groups          map[string][]string    // organization → runner group names
 	groupAccess     map[string]GroupAccess // "org/name" (lower case) → who it admits; none: all, no public
 	jobs            map[int64]*Job
 	jobWake         chan struct{}
