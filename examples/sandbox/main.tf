@@ -61,6 +61,18 @@ variable "max_provisions_per_repository" {
   default     = null
 }
 
+variable "scale_set" {
+  description = "The name of a runner scale set the linux pool serves (at most three runners), with the listener deployed as an ECS service that the sandbox runs from the image the provider pushed; empty: none."
+  type        = string
+  default     = ""
+}
+
+variable "security_group_id" {
+  description = "A moto security group for the listener's task (the default VPC's)."
+  type        = string
+  default     = null
+}
+
 variable "max_queued_per_repository" {
   description = "Both pools' fair-share limit of capacity-queue places per repository; null: none (the chaos suite sets it)."
   type        = number
@@ -77,6 +89,8 @@ provider "ghrunner" {
     cloudwatch = var.endpoint
     dynamodb   = var.endpoint
     ec2        = var.endpoint
+    ecr        = var.endpoint
+    ecs        = var.endpoint
     iam        = var.endpoint
     lambda     = var.endpoint
     logs       = var.endpoint
@@ -130,11 +144,13 @@ module "runners" {
   oidc_issuer         = var.oidc_issuer
   architecture        = var.architecture
   refresh_schedule    = "rate(1 minute)"
+  listener            = var.scale_set == "" ? {} : { security_group_ids = [var.security_group_id] }
   scale_down_schedule = "rate(10 minutes)"
 
   pools = {
-    # A just-in-time runner per job (the default).
-    linux = local.pool
+    # A just-in-time runner per job (the default), and the scale set's
+    # runners when the sandbox is asked for one.
+    linux = merge(local.pool, var.scale_set == "" ? {} : { scale_set = { name = var.scale_set, max_runners = 3 } })
     # Registration tokens and config.sh: the fallback for GitHub
     # Enterprise Server versions without just-in-time runners.
     linux-token = merge(local.pool, {
@@ -146,6 +162,10 @@ module "runners" {
 
 output "functions" {
   value = module.runners.function_names
+}
+
+output "listener_service_arn" {
+  value = module.runners.listener_service_arn
 }
 
 output "table" {

@@ -20,6 +20,9 @@ type Deployment struct {
 	Functions map[string]string // handler -> function name
 	Table     string
 	Queues    map[string]string // pool -> URL
+	// ListenerService is the scale-set listener's ECS service (name), ""
+	// without a scale set (DeployOptions.ScaleSet).
+	ListenerService string
 }
 
 // DeployOptions change what Deploy applies.
@@ -42,6 +45,10 @@ type DeployOptions struct {
 	// MaxProvisionsPerRepository and MaxQueuedPerRepository are both
 	// pools' fair-share limits (0: unset, no limit).
 	MaxProvisionsPerRepository, MaxQueuedPerRepository int
+	// ScaleSet, when set, makes the linux pool serve a runner scale set of
+	// that name: the module deploys the listener as an ECS service, which
+	// the sandbox runs from the image the provider pushed.
+	ScaleSet string
 }
 
 // StoryDeploy is how the story deploys: the JIT pool keeps nobody idle
@@ -102,6 +109,9 @@ func (s *Sandbox) DeployWith(ctx context.Context, mirror string, progress io.Wri
 	if o.HeartbeatSeconds > 0 {
 		vars["heartbeat_interval_seconds"] = strconv.Itoa(o.HeartbeatSeconds)
 	}
+	if o.ScaleSet != "" {
+		vars["scale_set"], vars["security_group_id"] = o.ScaleSet, n.SecurityGroup
+	}
 	raw, _ := json.MarshalIndent(vars, "", "  ")
 	if err := os.WriteFile(filepath.Join(work, "terraform.tfvars.json"), raw, 0o644); err != nil {
 		return d, err
@@ -149,11 +159,15 @@ func (s *Sandbox) DeployWith(ctx context.Context, mirror string, progress io.Wri
 		Functions struct{ Value map[string]string } `json:"functions"`
 		Table     struct{ Value string }            `json:"table"`
 		Queues    struct{ Value map[string]string } `json:"queues"`
+		Listener  struct{ Value *string }           `json:"listener_service_arn"`
 	}
 	if err := json.Unmarshal([]byte(out), &outputs); err != nil {
 		return d, err
 	}
 	d = Deployment{Functions: outputs.Functions.Value, Table: outputs.Table.Value, Queues: outputs.Queues.Value}
+	if arn := outputs.Listener.Value; arn != nil {
+		d.ListenerService = (*arn)[strings.LastIndex(*arn, "/")+1:]
+	}
 	s.SetTable(d.Table)
 	return d, nil
 }

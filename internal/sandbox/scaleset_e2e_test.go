@@ -1,11 +1,9 @@
 package sandbox_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,38 +17,21 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
 )
 
-// syncBuffer is a listener's log, written by its process and read by the
-// test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// withScaleSet gives pool the scale set name, as an apply of its scale_set
-// block does.
-func withScaleSet(t *testing.T, store *state.Store, pool, name string, max int) {
+// deployedScaleSet deploys the sandbox with the linux pool serving scale
+// set name: the module's listener runs as an ECS service, from the image the
+// provider built and pushed.
+func deployedScaleSet(t *testing.T, name string) (*sandbox.Sandbox, sandbox.Deployment, *lambda.Client) {
 	t.Helper()
-	ctx := context.Background()
-	cfg, err := store.GetPoolConfig(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
+	sb, d, fn := deployedWith(t, sandbox.DeployOptions{ScaleSet: name})
+	if d.ListenerService == "" {
+		t.Fatal("the deployment has no listener service")
 	}
-	cfg.ScaleSet = &state.ScaleSetConfig{Name: name, MaxRunners: max}
-	if err := store.PutPoolConfig(ctx, *cfg); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() {
+		for _, v := range sb.ECSViolations() {
+			t.Errorf("ECS: %s", v)
+		}
+	})
+	return sb, d, fn
 }
 
 // warmOne leaves one warm instance in pool linux: a workflow's run of
@@ -68,67 +49,33 @@ func warmOne(t *testing.T, fn *lambda.Client, d sandbox.Deployment, store *state
 	return rel.Released[0]
 }
 
-// startListener starts the bundle as the listener name; its log is shown
-// when the test fails.
-func startListener(t *testing.T, sb *sandbox.Sandbox, d sandbox.Deployment, name string, logs *syncBuffer) *sandbox.Listener {
-	t.Helper()
-	l, err := sb.StartListener(context.Background(), d.Functions[bundle.HandlerProvision], name, logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		l.Kill()
-		if t.Failed() {
-			var kept []string
-			for _, line := range strings.Split(logs.String(), "\n") {
-				if !strings.Contains(line, `"msg":"Getting next message"`) { // the library's every poll
-					kept = append(kept, line)
-				}
-			}
-			t.Logf("%s log:\n%s", name, tail(strings.Join(kept, "\n"), 8192))
-		}
-	})
-	return l
-}
-
-// waitSession waits until the scale set name exists at GitHub and owner
-// holds its message session: jobs queued before would be no scale set's.
-func waitSession(t *testing.T, gh *fakegithub.Server, name, owner string, within time.Duration) fakegithub.ScaleSetInfo {
+// waitSession waits until the scale set name exists at GitHub and a
+// listener other than not holds its message session: jobs queued before
+// would be no scale set's. It returns the holder.
+func waitSession(t *testing.T, gh *fakegithub.Server, name, not string, within time.Duration) string {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		for _, set := range gh.ScaleSets() {
-			if set.Name == name && set.SessionOwner == owner {
-				return set
+			if set.Name == name && set.SessionOwner != "" && set.SessionOwner != not {
+				return set.SessionOwner
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no session of %s held by %s within %s: %+v", name, owner, within, gh.ScaleSets())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// waitLog waits until the listener logged what n times.
-func waitLog(t *testing.T, logs *syncBuffer, what string, n int, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for strings.Count(logs.String(), what) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the listener did not log %s %d times within %s", what, n, within)
+			t.Fatalf("no session of %s held by a listener other than %q within %s: %+v", name, not, within, gh.ScaleSets())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
 // waitIdle waits until instance id is idle in the pool again: released,
-// reaped, wiped and checked.
+// reaped, wiped, checked and queued for the next claim.
 func waitIdle(t *testing.T, store *state.Store, id string, within time.Duration) *state.Instance {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		rec, err := store.FindInstance(context.Background(), id)
-		if err == nil && rec.State == state.Idle && rec.RunID == "" {
+		if err == nil && rec.State == state.Idle && rec.RunID == "" && rec.PooledAt != 0 {
 			return rec
 		}
 		if time.Now().After(deadline) {
@@ -139,26 +86,19 @@ func waitIdle(t *testing.T, store *state.Store, id string, within time.Duration)
 }
 
 // TestE2E_AScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob plays the
-// scale-set mode: the bundle runs as the listener (the binary the functions
-// run), a job that names only the scale set in runs-on runs on the pool's
-// warm instance with no provision or release call, the instance is wiped
-// and pooled after the job, and the next job — another repository's — runs
-// on it again without seeing what the first left.
+// scale-set mode as a user deploys it: terraform applies the module with a
+// pool's scale_set, the provider builds the listener's image from the
+// bundle and pushes it, and the sandbox runs the ECS service's task from
+// that image. A job that names only the scale set in runs-on runs on the
+// pool's warm instance with no provision or release call, the instance is
+// wiped and pooled after the job, and the next job runs on it again
+// without seeing what the first left.
 func TestE2E_AScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob(t *testing.T) {
 	t.Parallel()
-	sb, d, fn := deployed(t)
+	sb, d, fn := deployedScaleSet(t, "linux-scale")
 	store := state.New(sb.AWS.DynamoDB(), d.Table)
-
 	warm := warmOne(t, fn, d, store, "78201")
-	withScaleSet(t, store, "linux", "linux-scale", 2)
-	logs := &syncBuffer{}
-	l := startListener(t, sb, d, "listener-1", logs)
-	defer func() {
-		if err := l.Stop(20 * time.Second); err != nil {
-			t.Errorf("listener stopped with %v", err)
-		}
-	}()
-	waitSession(t, sb.GitHub, "linux-scale", "listener-1", time.Minute)
+	waitSession(t, sb.GitHub, "linux-scale", "", time.Minute)
 	calls := sb.Invocations()
 
 	first := sb.GitHub.EnqueueJob("linux-scale", "echo secret-of-the-first >$HOME/left-behind; echo first")
@@ -169,9 +109,6 @@ func TestE2E_AScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob(t *testing.T
 	if !strings.HasSuffix(j.Runner, warm) {
 		t.Errorf("the first job ran on runner %s, want one of the warm instance %s", j.Runner, warm)
 	}
-	// Pooled again once its release answered: wiped, checked and queued
-	// for the next claim (an idle record alone is not yet claimable).
-	waitLog(t, logs, `"msg":"standing run released"`, 1, time.Minute)
 	waitIdle(t, store, warm, time.Minute)
 
 	second := sb.GitHub.EnqueueJob("linux-scale", "test ! -e $HOME/left-behind && echo clean")
@@ -187,26 +124,54 @@ func TestE2E_AScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob(t *testing.T
 			t.Errorf("%s was invoked %d times during the scale set's jobs: the mode needs no invoking job", name, n-calls[name])
 		}
 	}
+	if starts := sb.ECSTaskStarts()[d.ListenerService]; starts != 1 {
+		t.Errorf("the listener's task started %d times, want once", starts)
+	}
+}
+
+// noneHeld fails unless, within two minutes, no instance of the linux pool
+// is created, claimed or running and no runner is registered.
+func noneHeld(t *testing.T, sb *sandbox.Sandbox, store *state.Store) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var held []string
+		for _, st := range []state.State{state.Created, state.Claimed, state.Running} {
+			recs, err := store.ByPoolState(context.Background(), "linux", st, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				held = append(held, r.ID+" "+string(st))
+			}
+		}
+		if len(held) == 0 && len(sb.GitHub.Runners()) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still held: %v; runners registered: %s", held, fmt.Sprint(sb.GitHub.Runners()))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // TestE2E_AListenerKilledMidJobLeaksNothingAndItsSuccessorFinishesTheRun
-// kills the listener while its job runs: the job still ends once, the
-// killed listener's session ends once nobody polls it, the next listener
-// takes the scale set over, adopts the run from the records and releases
-// it when its runner ended — though it never saw the job's completion —
-// and the instance is back in the pool; no standing run is left. The
-// killed listener's provision never marked the instance running: taking
-// such a claim for given up (as a workflow's run may: its jobs wait for
-// provision's answer) expired the instance under its job, and this test
-// failed with "instance … not idle … State:terminated".
+// kills the listener's ECS task while its job runs: the job still ends
+// once, the killed listener's session ends once nobody polls it, the task
+// ECS starts again takes the scale set over, adopts the run from the
+// records and releases it when its runner ended — though it never saw the
+// job's completion — and the instance is back in the pool; nothing is
+// left held or registered. The killed listener's provision never marked
+// the instance running: taking such a claim for given up (as a workflow's
+// run may: its jobs wait for provision's answer) expired the instance
+// under its job, and this test failed with "instance … not idle …
+// State:terminated".
 func TestE2E_AListenerKilledMidJobLeaksNothingAndItsSuccessorFinishesTheRun(t *testing.T) {
 	t.Parallel()
-	sb, d, fn := deployed(t)
+	sb, d, fn := deployedScaleSet(t, "linux-scale")
 	store := state.New(sb.AWS.DynamoDB(), d.Table)
 	warm := warmOne(t, fn, d, store, "78301")
-	withScaleSet(t, store, "linux", "linux-scale", 2)
-	first := startListener(t, sb, d, "listener-1", &syncBuffer{})
-	waitSession(t, sb.GitHub, "linux-scale", "listener-1", time.Minute)
+	holder := waitSession(t, sb.GitHub, "linux-scale", "", time.Minute)
 
 	id := sb.GitHub.EnqueueJob("linux-scale", "sleep 4; echo done")
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
@@ -217,52 +182,31 @@ func TestE2E_AListenerKilledMidJobLeaksNothingAndItsSuccessorFinishesTheRun(t *t
 			t.Fatal("the job did not start within a minute")
 		}
 	}
-	first.Kill()
-	logs := &syncBuffer{}
-	second := startListener(t, sb, d, "listener-2", logs)
+	if !sb.KillECSTask(d.ListenerService) {
+		t.Fatal("no listener task to kill")
+	}
 	j, err := sb.GitHub.WaitJob(id, time.Minute)
 	if err != nil || j.Result != "succeeded" || !strings.HasSuffix(j.Runner, warm) {
 		t.Fatalf("the job: %+v %v", j, err)
 	}
-	if done, err := second.Exited(); done {
-		t.Fatalf("listener-2 ended: %v", err)
-	}
-	waitSession(t, sb.GitHub, "linux-scale", "listener-2", time.Minute)
-	waitLog(t, logs, `"msg":"standing run adopted"`, 1, time.Minute)
-	waitLog(t, logs, `"msg":"standing run released"`, 1, time.Minute)
+	waitSession(t, sb.GitHub, "linux-scale", holder, time.Minute)
 	waitIdle(t, store, warm, time.Minute)
-	for _, st := range []state.State{state.Created, state.Claimed, state.Running} {
-		recs, err := store.ByPoolState(context.Background(), "linux", st, time.Time{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			t.Errorf("instance %s is still %s for %s", r.ID, st, r.RunID)
-		}
-	}
-	if err := second.Stop(20 * time.Second); err != nil {
-		t.Errorf("listener-2 stopped with %v", err)
-	}
-	if n := len(sb.GitHub.Runners()); n != 0 {
-		t.Errorf("%d runners still registered: %s", n, fmt.Sprint(sb.GitHub.Runners()))
-	}
+	noneHeld(t, sb, store)
 }
 
 // TestE2E_ABurstOfScaleSetJobsRunsEachOnceOnCleanInstancesAcrossAListenerKill
 // queues twelve jobs for a scale set of at most three runners and kills
-// the listener halfway: every job runs once and succeeds, each on an
-// instance no other job held at the same time and that no earlier job left
-// anything on (each job fails if the file a job before it wrote is there);
-// a failed job's re-run (a new job of the same scale set, as "Re-run failed
-// jobs" makes) runs; at the end every instance is pooled and no runner is
-// left registered.
+// the listener's task halfway: every job runs once and succeeds, each on
+// an instance no other job held at the same time and that no earlier job
+// left anything on (each job fails if the file a job before it wrote is
+// there); a failed job's re-run (a new job of the same scale set, as
+// "Re-run failed jobs" makes) runs; at the end nothing is held or
+// registered.
 func TestE2E_ABurstOfScaleSetJobsRunsEachOnceOnCleanInstancesAcrossAListenerKill(t *testing.T) {
 	t.Parallel()
-	sb, d, _ := deployed(t)
+	sb, d, _ := deployedScaleSet(t, "linux-burst")
 	store := state.New(sb.AWS.DynamoDB(), d.Table)
-	withScaleSet(t, store, "linux", "linux-burst", 3)
-	first := startListener(t, sb, d, "listener-1", &syncBuffer{})
-	waitSession(t, sb.GitHub, "linux-burst", "listener-1", time.Minute)
+	waitSession(t, sb.GitHub, "linux-burst", "", time.Minute)
 
 	const script = "test ! -e $HOME/left-by-a-job && touch $HOME/left-by-a-job && sleep 1"
 	var ids []int64
@@ -278,9 +222,9 @@ func TestE2E_ABurstOfScaleSetJobsRunsEachOnceOnCleanInstancesAcrossAListenerKill
 		return j
 	}
 	waitDone(ids[4])
-	first.Kill()
-	logs := &syncBuffer{}
-	second := startListener(t, sb, d, "listener-2", logs)
+	if !sb.KillECSTask(d.ListenerService) {
+		t.Fatal("no listener task to kill")
+	}
 	if j := waitDone(failed); j.Result != "failed" {
 		t.Errorf("the failing job: %+v", j)
 	}
@@ -310,31 +254,6 @@ func TestE2E_ABurstOfScaleSetJobsRunsEachOnceOnCleanInstancesAcrossAListenerKill
 			}
 		}
 	}
-	if len(byInstance) > 3+1 {
-		// Three runners at most at a time; a fourth instance may come when
-		// a released one was not yet pooled again as the next runner was
-		// claimed.
-		t.Logf("%d instances served 12 jobs", len(byInstance))
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		left := 0
-		for _, st := range []state.State{state.Created, state.Claimed, state.Running} {
-			recs, err := store.ByPoolState(context.Background(), "linux", st, time.Time{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			left += len(recs)
-		}
-		if left == 0 && len(sb.GitHub.Runners()) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d instances still held and runners %v registered two minutes after the last job", left, sb.GitHub.Runners())
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	if err := second.Stop(20 * time.Second); err != nil {
-		t.Errorf("listener-2 stopped with %v", err)
-	}
+	t.Logf("%d instances served 12 jobs", len(byInstance))
+	noneHeld(t, sb, store)
 }
