@@ -22,8 +22,8 @@ func actionlint(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-// The example workflow, with the action it references checked as a local
-// action (its with: against action.yml's inputs), and the release
+// The example workflows, with the action ci.yml references checked as a
+// local action (its with: against action.yml's inputs), and the release
 // workflow, pass actionlint and the shellcheck it runs on their scripts.
 // actionlint checks a local action only inside a project (a folder with
 // .git and .github/workflows), so the test makes one: ci.yml as a user's
@@ -59,7 +59,19 @@ func TestTheWorkflowsAndTheActionPassActionlint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-no-color", ".github/workflows/ci.yml", release)
+	// A scale set's name is a label actionlint cannot know: a user's
+	// repository says it in actionlint's configuration, as this does.
+	if err := os.WriteFile(filepath.Join(project, ".github/actionlint.yaml"), []byte("self-hosted-runner:\n  labels: [linux-scale]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scaleSet, err := os.ReadFile("scale-set.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(project, ".github/workflows/scale-set.yml"), scaleSet, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-no-color", ".github/workflows/ci.yml", ".github/workflows/scale-set.yml", release)
 	cmd.Dir = project
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("actionlint: %v\n%s", err, out)
