@@ -379,7 +379,7 @@ func TestE2E_UpDown(t *testing.T) {
 
 // invoke calls a function through the endpoint and fails the test on a
 // FunctionError.
-func invoke(t *testing.T, fn *lambda.Client, name, payload string, out any) {
+func invoke(t testing.TB, fn *lambda.Client, name, payload string, out any) {
 	t.Helper()
 	var res *lambda.InvokeOutput
 	err := sandbox.ThrottleRetry(context.Background(), func() (err error) {
@@ -400,7 +400,7 @@ func invoke(t *testing.T, fn *lambda.Client, name, payload string, out any) {
 // signed is a provision or release payload with the token of a job of the
 // sandbox's repository's workflow run its runId names, from the sandbox
 // fn calls (sandbox.Sign).
-func signed(t *testing.T, fn *lambda.Client, payload string) []byte {
+func signed(t testing.TB, fn *lambda.Client, payload string) []byte {
 	t.Helper()
 	out, err := sandbox.Sign(context.Background(), aws.ToString(fn.Options().BaseEndpoint), []byte(payload))
 	if err != nil {

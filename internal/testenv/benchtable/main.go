@@ -173,7 +173,13 @@ func table(m metrics) []row {
 		row{"Lambda bundle zip, arm64 / amd64", m.cell(" MB", ref{cs, "zip-MB-arm64"}, ref{cs, "zip-MB-amd64"}), "—", "—", "ColdStart"},
 		row{"Lambda init (cold minus warm invoke, p50); cold / warm invoke", m.ms(ref{cs, "init-s"}) + "; " + m.ms(ref{cs, "p50-cold-invoke-s"}, ref{cs, "p50-warm-invoke-s"}), "—", "—", "ColdStart"},
 	)
-	return append(rows, registrationRows(m)...)
+	rows = append(rows, registrationRows(m)...)
+	const ss = "BenchmarkScaleSet"
+	return append(rows,
+		row{"sandbox, scale-set mode on a warm pool: a job queued at GitHub to running on a pooled instance, p50 / p95 (no invoking job)",
+			m.cell(" s", ref{ss, "p50-queued-to-running-s"}, ref{ss, "p95-queued-to-running-s"}), "—", "—", "ScaleSet"},
+		row{"same: a job's end to its instance clean, checked and claimable again, p50", m.cell(" s", ref{ss, "p50-done-to-ready-s"}), "—", "—", "ScaleSet"},
+	)
 }
 
 // registrationRows compare just-in-time runners (ours) with registration
