@@ -52,9 +52,10 @@ type DeployOptions struct {
 }
 
 // StoryDeploy is how the story deploys: the JIT pool keeps nobody idle
-// today, the token pool keeps two idle all the time, so refresh pre-warms
-// it before its first workflow.
-var StoryDeploy = DeployOptions{TokenPoolIdleWindowCron: "* * * * *"}
+// today and serves a scale set too (its listener an ECS service), the
+// token pool keeps two idle all the time, so refresh pre-warms it before
+// its first workflow.
+var StoryDeploy = DeployOptions{TokenPoolIdleWindowCron: "* * * * *", ScaleSet: StoryScaleSet}
 
 // ChaosDeploy is how the chaos suite deploys: an idle window active every
 // minute, so that the scale-down it runs every few seconds both keeps idle

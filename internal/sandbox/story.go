@@ -116,6 +116,12 @@ func (st *Story) Play(ctx context.Context) bool {
 			return fmt.Sprintf("%d distinct runners, %d instances launched in total", len(distinct), len(st.Launched)),
 				len(all) == 4 && len(distinct) == 4 && len(st.Launched) == 4
 		})
+	// The scale-set mode on the same warm pool: jobs that name only the
+	// scale set, with no invoking job.
+	st.scaleSet(ctx, 3)
+	if ctx.Err() != nil {
+		return false
+	}
 	// More workflows at once than the pool's max_instances (10 in
 	// examples/sandbox) and the account's Lambda concurrency.
 	st.burst(ctx, PoolJIT, 12, 10)
