@@ -56,6 +56,11 @@ type ScaleSetStatistics struct {
 	Idle       int `dynamodbav:"idle" json:"idle"`
 }
 
+// ValidPoolName says whether name is one a pool may have (PoolConfig's
+// rule): what may be written where a pool's name is trusted, such as a
+// metric's dimension.
+func ValidPoolName(name string) bool { return poolNameRE.MatchString(name) }
+
 // maxStatusError bounds the error text kept: GitHub's answers can be long,
 // and the item is read on every status.
 const maxStatusError = 1000
