@@ -94,6 +94,13 @@ func reportRecords(pool string, r report) []metrics.Record {
 	return []metrics.Record{per, all}
 }
 
+// ReportLines are the EMF lines of a scale set's report of polls answered
+// (and nothing else seen) at at: the monitoring's tests evaluate the
+// listener's alarm on what the listener writes.
+func ReportLines(env, pool string, at time.Time, polls int) ([]byte, error) {
+	return encode(env, at, reportRecords(pool, report{polls: polls}))
+}
+
 // encode writes records as EMF lines at at, with the deployment's
 // environment dimension; a record that cannot be encoded is dropped and
 // its error returned (metrics never stop the listener).
