@@ -134,16 +134,14 @@ func (s *seen) ended(ctx context.Context, err error) {
 	s.write(ctx, st)
 }
 
-// polled notes a poll of the session: answered (err nil, a 202 or a
-// message) or failed.
+// polled notes a poll of the session that answered (err nil: a 202 or a
+// message). A poll that failed ends the session: ended counts its error.
 func (s *seen) polled(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err != nil {
-		s.rep.errors++
-		s.st.Error, s.st.ErrorAt = err.Error(), s.now().Unix()
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.rep.polls++
 	s.st.PolledAt = s.now().Unix()
 }

@@ -90,13 +90,14 @@ func TestTheListenerMetricsAreWhatItsMessagesSay(t *testing.T) {
 		{"a completed job is counted, its result is no dimension",
 			func(s *seen) { s.RecordJobCompleted(&scaleset.JobCompleted{Result: "failed\x1b[2J"}) },
 			[]string{"JobsCompleted{" + dims + "}=[1]"}},
-		{"a report counts the polls answered and failed since the last, GitHub's assigned jobs and the live runs; the polls again per deployment",
+		{"a report counts the polls answered and the errors since the last, GitHub's assigned jobs and the live runs; the polls again per deployment",
 			func(s *seen) {
-				s.live = func() int { return 2 }
 				s.RecordStatistics(&scaleset.RunnerScaleSetStatistic{TotalAssignedJobs: 3})
 				s.polled(nil)
+				s.polled(errors.New("503")) // the session ends with it: counted once, there
+				s.ended(context.Background(), errors.New("failed to get message: 503"))
+				s.taken(context.Background(), &scaleset.RunnerScaleSet{ID: 7, Name: "linux-large"}, func() int { return 2 })
 				s.polled(nil)
-				s.polled(errors.New("503"))
 				s.report(context.Background())
 			},
 			[]string{
