@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/metrics"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/sandbox"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
@@ -186,6 +187,25 @@ func TestE2E_AScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob(t *testing.T
 		if (name == d.Functions[bundle.HandlerProvision] || name == d.Functions[bundle.HandlerRelease]) && n != calls[name] {
 			t.Errorf("%s was invoked %d times during the scale set's jobs: the mode needs no invoking job", name, n-calls[name])
 		}
+	}
+	// What ghrunner status shows of the scale set, and the listener's
+	// metrics (issue 38 item 6): its session's holder and a poll answered
+	// (written once per report, every 15 s), both jobs counted.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		st, err := store.GetScaleSetStatus(context.Background(), "linux")
+		if err == nil && st != nil && st.Holder == "listener-1" && st.PolledAt > 0 && st.ScaleSet == "linux-scale" && st.ScaleSetID != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the scale set's status: %+v %v; want held by listener-1, a poll answered", st, err)
+		}
+	}
+	points, err := metrics.Read(strings.NewReader(logs.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := metrics.Sum(points, "JobsStarted", map[string]string{"function": "listener", "pool": "linux"}); n != 2 {
+		t.Errorf("the listener's JobsStarted: %v, want 2", n)
 	}
 }
 
