@@ -68,9 +68,15 @@ type seen struct {
 
 	mu      sync.Mutex
 	st      state.ScaleSetStatus
+	seq     uint64 // of the last snapshot of st taken to be written
 	holding bool
 	live    func() int
 	rep     report
+
+	// wmu orders the writes: a snapshot older than one written already
+	// (a report's, overtaken by the session's loss) is not written.
+	wmu     sync.Mutex
+	written uint64
 }
 
 var _ sslistener.MetricsRecorder = (*seen)(nil)
@@ -86,9 +92,9 @@ func (s *seen) taken(ctx context.Context, set *scaleset.RunnerScaleSet, live fun
 	now := s.now().Unix()
 	s.holding, s.live = true, live
 	s.st.ScaleSet, s.st.ScaleSetID, s.st.Holder, s.st.SessionAt = set.Name, set.ID, s.name, now
-	st := s.st
+	st, seq := s.snapshot()
 	s.mu.Unlock()
-	s.write(ctx, st)
+	s.write(ctx, st, seq)
 }
 
 // ended: serving the scale set ended (err nil or ctx done: the listener
@@ -107,10 +113,10 @@ func (s *seen) ended(ctx context.Context, err error) {
 	if held {
 		s.st.Holder, s.st.SessionAt, s.st.LiveRuns = "", now, 0
 	}
-	st := s.st
+	st, seq := s.snapshot()
 	s.mu.Unlock()
 	if held {
-		s.write(ctx, st)
+		s.write(ctx, st, seq)
 		return
 	}
 	if stopping || err == nil || s.w == nil {
@@ -131,7 +137,7 @@ func (s *seen) ended(ctx context.Context, err error) {
 		st.ScaleSetID, st.Statistics, st.PolledAt = cur.ScaleSetID, cur.Statistics, cur.PolledAt
 	}
 	st.Holder = ""
-	s.write(ctx, st)
+	s.write(ctx, st, seq)
 }
 
 // polled notes a poll of the session that answered (err nil: a 202 or a
@@ -198,12 +204,13 @@ func (s *seen) report(ctx context.Context) {
 	}
 	s.mu.Lock()
 	s.rep.live, s.st.LiveRuns = n, n
-	rep, st, held := s.rep, s.st, s.holding
+	rep, held := s.rep, s.holding
+	st, seq := s.snapshot()
 	s.rep = report{assigned: rep.assigned}
 	s.mu.Unlock()
 	s.emit(reportRecords(s.pool, rep))
 	if held {
-		s.write(ctx, st)
+		s.write(ctx, st, seq)
 	}
 }
 
@@ -220,10 +227,23 @@ func (s *seen) emit(recs []metrics.Record) {
 	}
 }
 
-func (s *seen) write(ctx context.Context, st state.ScaleSetStatus) {
+// snapshot is the status now, numbered; s.mu is held.
+func (s *seen) snapshot() (state.ScaleSetStatus, uint64) {
+	s.seq++
+	return s.st, s.seq
+}
+
+// write writes snapshot seq of the status, unless a later one was written.
+func (s *seen) write(ctx context.Context, st state.ScaleSetStatus, seq uint64) {
 	if s.w == nil {
 		return
 	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if seq < s.written {
+		return
+	}
+	s.written = seq
 	st.WrittenAt = s.now().Unix()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeFor)
 	defer cancel()

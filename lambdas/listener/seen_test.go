@@ -225,3 +225,20 @@ func TestTheStatusIsWrittenWhenTheSessionIsTakenOrLostAndOtherwiseOncePerReport(
 		t.Errorf("an error with nobody serving wrote %+v; want it written", w.writes[3:])
 	}
 }
+
+// A report's write that the session's loss overtook is not written over
+// the loss: the status never names a holder that let the session go.
+func TestAReportOvertakenByTheSessionsLossIsNotWritten(t *testing.T) {
+	ctx := context.Background()
+	w := &statuses{}
+	s := newTestSeen(w, nil)
+	s.taken(ctx, &scaleset.RunnerScaleSet{ID: 7, Name: "linux-large"}, func() int { return 1 })
+	s.mu.Lock()
+	held, seq := s.snapshot() // the report's, before its write
+	s.mu.Unlock()
+	s.ended(ctx, errors.New("session lost"))
+	s.write(ctx, held, seq)
+	if last := w.writes[len(w.writes)-1]; len(w.writes) != 2 || last.Holder != "" {
+		t.Errorf("writes %+v; want the loss last, the overtaken report not written", w.writes)
+	}
+}
