@@ -204,8 +204,13 @@ func TestE2E_AScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := metrics.Sum(points, "JobsStarted", map[string]string{"function": "listener", "pool": "linux"}); n != 2 {
+	listenerLinux := map[string]string{"function": "listener", "pool": "linux"}
+	if n, _ := metrics.Sum(points, "JobsStarted", listenerLinux); n != 2 {
 		t.Errorf("the listener's JobsStarted: %v, want 2", n)
+	}
+	// GitHub's timestamps, as the library decodes the fake's messages.
+	if sum, n := metrics.Sum(points, "JobQueuedToStartedSeconds", listenerLinux); n != 2 || sum <= 0 || sum > 180 {
+		t.Errorf("the listener's JobQueuedToStartedSeconds: %d values summing to %.1f s, want 2 jobs' waits", n, sum)
 	}
 }
 
