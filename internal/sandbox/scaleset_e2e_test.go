@@ -122,6 +122,22 @@ func waitLog(t *testing.T, logs *syncBuffer, what string, n int, within time.Dur
 	}
 }
 
+// waitStatus waits until pool linux's scale set status (what ghrunner
+// status shows) names holder as its session's, and a poll answered if
+// polled (written once per report, every 15 s).
+func waitStatus(t *testing.T, store *state.Store, holder string, polled bool, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(200 * time.Millisecond) {
+		st, err := store.GetScaleSetStatus(context.Background(), "linux")
+		if err == nil && st != nil && st.Holder == holder && (!polled || st.PolledAt > 0) && st.ScaleSet == "linux-scale" && st.ScaleSetID != 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the scale set's status: %+v %v; want held by %q (a poll answered: %v)", st, err, holder, polled)
+		}
+	}
+}
+
 // waitIdle waits until instance id is idle in the pool again: released,
 // reaped, wiped and checked.
 func waitIdle(t *testing.T, store *state.Store, id string, within time.Duration) *state.Instance {
@@ -191,15 +207,7 @@ func TestE2E_AScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob(t *testing.T
 	// What ghrunner status shows of the scale set, and the listener's
 	// metrics (issue 38 item 6): its session's holder and a poll answered
 	// (written once per report, every 15 s), both jobs counted.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		st, err := store.GetScaleSetStatus(context.Background(), "linux")
-		if err == nil && st != nil && st.Holder == "listener-1" && st.PolledAt > 0 && st.ScaleSet == "linux-scale" && st.ScaleSetID != 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the scale set's status: %+v %v; want held by listener-1, a poll answered", st, err)
-		}
-	}
+	waitStatus(t, store, "listener-1", true, 30*time.Second)
 	points, err := metrics.Read(strings.NewReader(logs.String()))
 	if err != nil {
 		t.Fatal(err)
@@ -253,6 +261,9 @@ func TestE2E_AListenerKilledMidJobLeaksNothingAndItsSuccessorFinishesTheRun(t *t
 		t.Fatalf("listener-2 ended: %v", err)
 	}
 	waitSession(t, sb.GitHub, "linux-scale", "listener-2", time.Minute)
+	// The status names the successor once it holds the session (the
+	// killed listener wrote nothing as it died).
+	waitStatus(t, store, "listener-2", false, 10*time.Second)
 	waitLog(t, logs, `"msg":"standing run adopted"`, 1, time.Minute)
 	waitLog(t, logs, `"msg":"standing run released"`, 1, time.Minute)
 	waitIdle(t, store, warm, time.Minute)
@@ -268,6 +279,8 @@ func TestE2E_AListenerKilledMidJobLeaksNothingAndItsSuccessorFinishesTheRun(t *t
 	if err := second.Stop(20 * time.Second); err != nil {
 		t.Errorf("listener-2 stopped with %v", err)
 	}
+	// A listener stopped says so at once: nobody holds the session.
+	waitStatus(t, store, "", false, 5*time.Second)
 	if n := len(sb.GitHub.Runners()); n != 0 {
 		t.Errorf("%d runners still registered: %s", n, fmt.Sprint(sb.GitHub.Runners()))
 	}
