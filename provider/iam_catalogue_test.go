@@ -274,6 +274,10 @@ func TestTheAgentReachesOnlyItsOwnInstance(t *testing.T) {
 		{"update without a key", "dynamodb:UpdateItem", catTable, nil, false},
 		{"read a pool config item", "dynamodb:GetItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"pool#linux"}}, false},
 		{"write a run item", "dynamodb:UpdateItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"run#1"}, "dynamodb:Attributes": {"pk", "signals"}}, false},
+		// The status ghrunner status shows of a scale set is the listener's
+		// word alone (issue 38 item 6).
+		{"write a scale set's listener status", "dynamodb:UpdateItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {state.ScaleSetStatusKey("linux")}, "dynamodb:Attributes": {"pk", "holder", "error"}}, false},
+		{"put a scale set's listener status", "dynamodb:PutItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {state.ScaleSetStatusKey("linux")}}, false},
 		{"put a record", "dynamodb:PutItem", catTable, own("i-self"), false},
 		{"query the table", "dynamodb:Query", catTable, own("i-self"), false},
 		{"scan the table", "dynamodb:Scan", catTable, nil, false},

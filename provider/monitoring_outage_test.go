@@ -120,11 +120,13 @@ func invokeOnce(t *testing.T, bootstrap, handler string, fnEnv map[string]string
 // periods, the points of consecutive periods (the last is the newest):
 // each period's datapoint is the alarm's statistic over the values of the
 // metric with exactly the alarm's dimensions; a period without one is
-// missing, which these alarms treat as not breaching. It fires when
-// DatapointsToAlarm of the last EvaluationPeriods breach. Alarms on a
-// metric math expression are not evaluated (false).
+// missing, which breaches as the alarm's TreatMissingData says
+// (notBreaching or breaching). It fires when DatapointsToAlarm of the last
+// EvaluationPeriods breach. Alarms on a metric math expression are not
+// evaluated (false).
 func alarmFires(a alarm, periods [][]metrics.Point) bool {
-	if a.MetricName == nil || aws.ToString(a.Namespace) != metricsNamespace || aws.ToString(a.TreatMissingData) != "notBreaching" {
+	missing := aws.ToString(a.TreatMissingData)
+	if a.MetricName == nil || aws.ToString(a.Namespace) != metricsNamespace || missing != "notBreaching" && missing != "breaching" {
 		return false
 	}
 	want := map[string]string{}
@@ -145,6 +147,7 @@ func alarmFires(a alarm, periods [][]metrics.Point) bool {
 			}
 		}
 		if len(values) == 0 {
+			breaching += b2i(missing == "breaching")
 			continue
 		}
 		var v float64

@@ -25,7 +25,7 @@ func (r *monitoringResource) ValidateConfig(ctx context.Context, req resource.Va
 	}
 	resp.Diagnostics.AddAttributeWarning(path.Root("alarm_topic_arn"), noAlarmTopicSummary,
 		"alarm_topic_arn is not set, so the alarms (failed provisions, stuck runs, failing refresh or scale-down, "+
-			"GitHub's rate limit, a runner version GitHub will refuse) only change state in CloudWatch: no one is told "+
+			"GitHub's rate limit, a runner version GitHub will refuse, a listener that stopped polling) only change state in CloudWatch: no one is told "+
 			"when they fire. Set alarm_topic_arn to an SNS topic someone reads (with the runner-pool module: "+
 			"monitoring.alarm_topic_arn, or monitoring.alarm_emails for a topic the module makes), or set the "+
 			"module's monitoring to null for no alarms at all.")

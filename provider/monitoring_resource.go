@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
@@ -47,6 +48,7 @@ type monitoringModel struct {
 	TopicARN     types.String  `tfsdk:"alarm_topic_arn"`
 	MissRatio    types.Float64 `tfsdk:"pool_miss_ratio_threshold"`
 	RateLimitLow types.Int64   `tfsdk:"github_rate_limit_threshold"`
+	Listener     types.Bool    `tfsdk:"listener"`
 	AlarmNames   types.List    `tfsdk:"alarm_names"`
 }
 
@@ -62,8 +64,8 @@ func (r *monitoringResource) Metadata(_ context.Context, req resource.MetadataRe
 func (r *monitoringResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "A CloudWatch dashboard of the functions' metrics (time to runners, pool hits and misses, each instance's way to ready, release, terminations by reason, errors, GitHub's rate limit) " +
-			"and alarms: per pool, a failed provision, a stuck run (a run held an instance past its lease) and a high pool-miss ratio; for the deployment, refresh repairs, failing refresh or scale-down runs and a low GitHub rate limit. " +
-			"Metrics of the provider's environment only. Missing data never alarms.",
+			"and alarms: per pool, a failed provision, a stuck run (a run held an instance past its lease) and a high pool-miss ratio; for the deployment, refresh repairs, failing refresh or scale-down runs, a low GitHub rate limit and, with `listener`, a scale-set listener that stopped polling. " +
+			"Metrics of the provider's environment only. Missing data never alarms, but for the listener's polls.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The dashboard name.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"name": schema.StringAttribute{Required: true, Description: "The dashboard's name and the alarms' prefix (`<name>-provision-failures-<pool>`, …).",
@@ -80,6 +82,9 @@ func (r *monitoringResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"github_rate_limit_threshold": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(500),
 				Description: "The deployment alarms when GitHub's API rate limit left falls below this. Default 500.",
 				Validators:  []validator.Int64{int64validator.AtLeast(1)}},
+			"listener": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				Description: "The deployment runs the scale-set listener (a pool has a scale_set): an alarm `<name>-listener-polls` fires when no poll of a scale set's session answered for 2 minutes in a row, " +
+					"missing data breaching (a listener that died writes nothing), and the dashboard charts the listener's polls and the scale sets' jobs. Default false: no such alarm."},
 			"alarm_names": schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: "The alarms made."},
 		},
 	}
@@ -91,7 +96,7 @@ func (r *monitoringResource) spec(ctx context.Context, m monitoringModel) (monit
 		return monitoringSpec{}, fmt.Errorf("pools: %v", d)
 	}
 	return monitoringSpec{Name: m.Name.ValueString(), Environment: r.c.environment, Region: r.c.aws.AWS.Region, Pools: pools,
-		TopicARN: m.TopicARN.ValueString(), MissRatio: m.MissRatio.ValueFloat64(), RateLimitLow: m.RateLimitLow.ValueInt64()}, nil
+		TopicARN: m.TopicARN.ValueString(), MissRatio: m.MissRatio.ValueFloat64(), RateLimitLow: m.RateLimitLow.ValueInt64(), Listener: m.Listener.ValueBool()}, nil
 }
 
 // put writes the dashboard and every alarm (both are upserts) and removes
@@ -254,6 +259,8 @@ func (r *monitoringResource) read(ctx context.Context, m *monitoringModel) (bool
 	rate := found[name+"-github-rate-limit"]
 	miss := found[name+"-pool-misses-"+pools[0]]
 	m.MissRatio, m.RateLimitLow = types.Float64Value(miss.threshold), types.Int64Value(int64(rate.threshold))
+	_, listener := found[name+"-listener-polls"]
+	m.Listener = types.BoolValue(listener)
 	m.TopicARN = types.StringNull()
 	if len(rate.actions) > 0 {
 		m.TopicARN = types.StringValue(rate.actions[0])

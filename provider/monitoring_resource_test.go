@@ -41,7 +41,7 @@ func alarmsOf(name string) (map[string]float64, map[string][]string, error) {
 	return thresholds, actions, nil
 }
 
-func checkMonitoring(name string, pools []string, topic string, missRatio float64) resource.TestCheckFunc {
+func checkMonitoring(name string, pools []string, topic string, missRatio float64, listener bool) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		dash, err := admin.CloudWatch(env.Config(&testing.T{})).GetDashboard(context.Background(), &cloudwatch.GetDashboardInput{DashboardName: aws.String(name)})
 		if err != nil {
@@ -60,8 +60,15 @@ func checkMonitoring(name string, pools []string, topic string, missRatio float6
 		if err != nil {
 			return err
 		}
-		if len(thresholds) != 4*len(pools)+4 {
-			return fmt.Errorf("%d alarms, want %d: %v", len(thresholds), 4*len(pools)+4, thresholds)
+		want := 4*len(pools) + 4
+		if listener {
+			want++
+			if got, ok := thresholds[name+"-listener-polls"]; !ok || got != 1 {
+				return fmt.Errorf("listener alarm: threshold %v (made: %v), want 1", got, ok)
+			}
+		}
+		if len(thresholds) != want {
+			return fmt.Errorf("%d alarms, want %d: %v", len(thresholds), want, thresholds)
 		}
 		for _, p := range pools {
 			for _, kind := range []string{"provision-failures", "stuck-runs", "runner-version"} {
@@ -89,15 +96,16 @@ func TestAccMonitoring_basic_update_import(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				Config: monitoringConfig(name, `["linux", "gpu"]`, ""),
-				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux", "gpu"}, "", 0.5),
+				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux", "gpu"}, "", 0.5, false),
 					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "12"),
 					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "github_rate_limit_threshold", "500")),
 			},
-			// A pool less, a topic and a threshold: the pool's alarms go.
+			// A pool less, a topic, a threshold and a listener: the pool's
+			// alarms go, the listener's comes.
 			{
-				Config: monitoringConfig(name, `["linux"]`, fmt.Sprintf("  alarm_topic_arn = %q\n  pool_miss_ratio_threshold = 0.25", topic)),
-				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux"}, topic, 0.25),
-					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "8")),
+				Config: monitoringConfig(name, `["linux"]`, fmt.Sprintf("  alarm_topic_arn = %q\n  pool_miss_ratio_threshold = 0.25\n  listener = true", topic)),
+				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux"}, topic, 0.25, true),
+					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "9")),
 			},
 			{ResourceName: "ghrunner_monitoring.ci", ImportState: true, ImportStateId: name, ImportStateVerify: true},
 		},

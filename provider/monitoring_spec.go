@@ -24,6 +24,9 @@ type monitoringSpec struct {
 	TopicARN                  string
 	MissRatio                 float64 // alarm above this share of pool misses
 	RateLimitLow              int64   // alarm below this many GitHub requests left
+	// Listener: the deployment runs the scale-set listener, whose polls
+	// are alarmed on (a deployment without one polls nothing).
+	Listener bool
 }
 
 // alarmNames lists the alarms of spec, in the order alarms() returns them.
@@ -53,8 +56,9 @@ type alarm = cloudwatch.PutMetricAlarmInput
 // alarms are the deployment's alarms: per pool, failed provisions and the
 // share of workflows the pool could not serve warm; for the deployment,
 // repairs refresh had to make, failed scheduled runs and GitHub's rate
-// limit running low. Missing data is not breaching: a quiet deployment
-// does not page.
+// limit running low; with a listener, its polls stopping. Missing data is
+// not breaching (a quiet deployment does not page), but for the listener's
+// polls (listenerAlarm).
 func (s monitoringSpec) alarms() []alarm {
 	var out []alarm
 	actions := []string{}
@@ -105,10 +109,32 @@ func (s monitoringSpec) alarms() []alarm {
 		e.EvaluationPeriods, e.DatapointsToAlarm = aws.Int32(3), aws.Int32(3)
 		out = append(out, e)
 	}
+	if s.Listener {
+		out = append(out, s.listenerAlarm(base("listener-polls", listenerPollsDescription)))
+	}
 	g := base("github-rate-limit", fmt.Sprintf("GitHub's API rate limit left for ghrunner fell below %d requests: provisions will wait or fail until it resets.", s.RateLimitLow))
 	g.Namespace, g.MetricName, g.Dimensions = aws.String(metricsNamespace), aws.String("GitHubRateRemaining"), s.dims("function", "provision")
 	g.Statistic, g.Period, g.Threshold, g.ComparisonOperator = cwtypes.StatisticMinimum, aws.Int32(300), aws.Float64(float64(s.RateLimitLow)), cwtypes.ComparisonOperatorLessThanThreshold
 	return append(out, r, g)
+}
+
+// listenerPollsDescription is the listener alarm's description.
+const listenerPollsDescription = "No poll of a scale set's message session answered for 2 minutes (ListenerPolls of the listener): " +
+	"the listener is down or stuck, or GitHub refuses its sessions, and the scale sets' jobs wait. " +
+	"See ghrunner status (each scale set's session holder, last poll and last error) and the listener's log."
+
+// listenerAlarm fires when the listener's polls stop. The listener reports
+// its polls every 15 s (lambdas/listener/seen.go), a zero when none
+// answered, and a poll answers within a minute (GitHub holds it open about
+// 50 s): a minute without a poll is a listener that polls nothing. Unlike
+// the others, missing data breaches: a listener that died writes no line
+// at all. Two minutes in a row, so that a report landing late does not
+// page.
+func (s monitoringSpec) listenerAlarm(a alarm) alarm {
+	a.Namespace, a.MetricName, a.Dimensions = aws.String(metricsNamespace), aws.String("ListenerPolls"), s.dims("function", "listener")
+	a.Statistic, a.Period, a.Threshold, a.ComparisonOperator = cwtypes.StatisticSum, aws.Int32(60), aws.Float64(1), cwtypes.ComparisonOperatorLessThanThreshold
+	a.EvaluationPeriods, a.DatapointsToAlarm, a.TreatMissingData = aws.Int32(2), aws.Int32(2), aws.String("breaching")
+	return a
 }
 
 // dashboard is the dashboard body: time to a runner, hits and misses, the
@@ -178,6 +204,16 @@ func (s monitoringSpec) dashboard() string {
 	}
 	add("Errors by function", "Sum", errs)
 	add("GitHub rate limit left", "Minimum", [][]any{series("GitHubRateRemaining", "function", "provision")})
+	if s.Listener {
+		// A pool without a scale set has no such series: it charts nothing.
+		sets := [][]any{append(series("ListenerPolls", "function", "listener"), map[string]any{"label": "polls answered"})}
+		for _, p := range s.Pools {
+			sets = append(sets, append(series("JobQueuedToStartedSeconds", "function", "listener", "pool", p), map[string]any{"stat": "p95", "label": p + " queued to started p95 (s)"}),
+				append(series("AssignedJobs", "function", "listener", "pool", p), map[string]any{"stat": "Maximum", "label": p + " assigned jobs"}),
+				append(series("LiveRuns", "function", "listener", "pool", p), map[string]any{"stat": "Maximum", "label": p + " live runs"}))
+		}
+		add("Scale sets: the listener's polls, jobs' wait, assigned jobs and live runs", "Sum", sets)
+	}
 	body, _ := json.Marshal(map[string]any{"widgets": widgets})
 	return string(body)
 }

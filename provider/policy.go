@@ -84,9 +84,9 @@ func parseARN(arn string) (arnParts, error) {
 //     records are keyed <role id>:<instance id> (state.InstanceKey), which
 //     is ${aws:userid} of the instance-profile session EC2 gives the
 //     instance, so LeadingKeys = ${aws:userid} matches exactly one item, the
-//     caller's. Never pool, run or token items, another instance's record,
-//     puts, deletes, queries or scans. The Null clause keeps ForAllValues
-//     from holding for a request without a key;
+//     caller's. Never pool, run, token or scale set status items, another
+//     instance's record, puts, deletes, queries or scans. The Null clause
+//     keeps ForAllValues from holding for a request without a key;
 //   - of its record it may write only what the agent owns
 //     (state.AgentAttributes: its signals, heartbeat, lease extension and
 //     runner fields), never runId, pool, owner, instanceId, uses or jitSeq.

@@ -61,7 +61,11 @@ var commands = []command{
 			if err != nil {
 				return nil, nil, err
 			}
-			v := ops.StatusView{Pools: pools, Scheduled: last}
+			sets, err := ops.ScaleSets(ctx, in.store)
+			if err != nil {
+				return nil, nil, err
+			}
+			v := ops.StatusView{Pools: pools, Scheduled: last, ScaleSets: sets}
 			return v, func(w *tabwriter.Writer) { renderStatus(w, v, time.Now()) }, nil
 		}
 	}},

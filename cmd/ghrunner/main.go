@@ -28,7 +28,8 @@ Shows what a ghrunner deployment holds, from its state table.
 Commands:
   status               every pool: instances by state, the idle window active now
                        and its idle count, the oldest idle instance, runs in flight;
-                       when refresh and scale-down last ran and what they did
+                       when refresh and scale-down last ran and what they did; each
+                       scale set: its session's holder, last poll, jobs and last error
   instances            live instances, by pool and state (--pool P, --state S)
   runs                 the runs in flight: their pool, status, label and instances by state
   run <runId>          a run and the records of the instances it was given

@@ -60,6 +60,10 @@ func renderStatus(w *tabwriter.Writer, v ops.StatusView, now time.Time) {
 		printf(w, "%s\t%s\t%s\t%s\n", p.Pool, cmp.Or(p.RunnerSpec, "-"), cmp.Or(p.RunnerTarget, "-"), cmp.Or(strings.Join(versions, ", "), "-"))
 	}
 	printf(w, "\n")
+	if len(v.ScaleSets) > 0 {
+		renderScaleSets(w, v.ScaleSets, now)
+		printf(w, "\n")
+	}
 	printf(w, "SCHEDULED\tLAST RUN\tTOOK\tRESULT\tWHAT IT DID\n")
 	for _, r := range v.Scheduled {
 		result := "ok"

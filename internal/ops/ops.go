@@ -36,6 +36,9 @@ type StatusView struct {
 	// Scheduled are the last runs of refresh and scale-down (absent:
 	// not run yet).
 	Scheduled []state.LastRun `json:"scheduled"`
+	// ScaleSets are the pools' scale sets and what their listener saw
+	// (scalesets.go).
+	ScaleSets []ScaleSetView `json:"scaleSets"`
 }
 
 // Scheduled reads the last run of each scheduled function.

@@ -77,6 +77,22 @@ func waitSession(t testing.TB, gh *fakegithub.Server, name, not string, within t
 	}
 }
 
+// waitStatus waits until pool linux's scale set status (what ghrunner
+// status shows) names holder as its session's, and a poll answered if
+// polled (written once per report, every 15 s).
+func waitStatus(t *testing.T, store *state.Store, scaleSet, holder string, polled bool, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(200 * time.Millisecond) {
+		st, err := store.GetScaleSetStatus(context.Background(), "linux")
+		if err == nil && st != nil && st.Holder == holder && (!polled || st.PolledAt > 0) && st.ScaleSet == scaleSet && st.ScaleSetID != 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the scale set's status: %+v %v; want held by %q (a poll answered: %v)", st, err, holder, polled)
+		}
+	}
+}
+
 // waitIdle waits until instance id is idle in the pool again: released,
 // reaped, wiped, checked and queued for the next claim.
 func waitIdle(t testing.TB, store *state.Store, id string, within time.Duration) *state.Instance {
@@ -107,7 +123,7 @@ func TestE2E_AScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob(t *testing.T
 	sb, d, fn := deployedScaleSet(t, "linux-scale")
 	store := state.New(sb.AWS.DynamoDB(), d.Table)
 	warm := warmOne(t, fn, d, store, "78201")
-	waitSession(t, sb.GitHub, "linux-scale", "", time.Minute)
+	holder := waitSession(t, sb.GitHub, "linux-scale", "", time.Minute)
 	calls := sb.Invocations()
 
 	first := sb.GitHub.EnqueueJob("linux-scale", "echo secret-of-the-first >$HOME/left-behind; echo first")
@@ -136,6 +152,9 @@ func TestE2E_AScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob(t *testing.T
 	if starts := sb.ECSTaskStarts()[d.ListenerService]; starts != 1 {
 		t.Errorf("the listener's task started %d times, want once", starts)
 	}
+	// What ghrunner status shows of the scale set: its session's holder
+	// and a poll answered (written once per report, every 15 s).
+	waitStatus(t, store, "linux-scale", holder, true, 30*time.Second)
 }
 
 // noneHeld fails unless, within two minutes, no instance of the linux pool
@@ -198,7 +217,8 @@ func TestE2E_AListenerKilledMidJobLeaksNothingAndItsSuccessorFinishesTheRun(t *t
 	if err != nil || j.Result != "succeeded" || !strings.HasSuffix(j.Runner, warm) {
 		t.Fatalf("the job: %+v %v", j, err)
 	}
-	waitSession(t, sb.GitHub, "linux-scale", holder, time.Minute)
+	successor := waitSession(t, sb.GitHub, "linux-scale", holder, time.Minute)
+	waitStatus(t, store, "linux-scale", successor, false, 30*time.Second)
 	waitIdle(t, store, warm, time.Minute)
 	noneHeld(t, sb, store)
 }

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -66,6 +67,12 @@ type Config struct {
 	// Retry is the first wait after a session is refused or ends with an
 	// error; it doubles to RetryMax (defaults 2 s and 60 s).
 	Retry, RetryMax time.Duration
+	// Status keeps each scale set's status (seen.go); nil: none kept.
+	Status StatusWriter
+	// Metrics receives the listener's EMF lines (stdout, as the
+	// functions'), with Environment as their environment; nil: none.
+	Metrics     io.Writer
+	Environment string
 }
 
 // ServePool serves pool p's scale set until ctx ends: the scale set is made
@@ -85,8 +92,11 @@ func ServePool(ctx context.Context, c Config, api API, p *state.PoolConfig) erro
 		retryMax = time.Minute
 	}
 	wait := retry
+	sn := newSeen(c, p, log)
+	go sn.loop(ctx)
 	for {
-		err := servePoolOnce(ctx, c, api, p, log)
+		err := servePoolOnce(ctx, c, api, p, log, sn)
+		sn.ended(ctx, err)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -100,7 +110,7 @@ func ServePool(ctx context.Context, c Config, api API, p *state.PoolConfig) erro
 	}
 }
 
-func servePoolOnce(ctx context.Context, c Config, api API, p *state.PoolConfig, log *slog.Logger) error {
+func servePoolOnce(ctx context.Context, c Config, api API, p *state.PoolConfig, log *slog.Logger, sn *seen) error {
 	set, err := ensureScaleSet(ctx, api, p)
 	if err != nil {
 		return err
@@ -118,13 +128,14 @@ func servePoolOnce(ctx context.Context, c Config, api API, p *state.PoolConfig, 
 		}
 	}()
 	log.Info("message session held", "scaleSet", set.Name, "scaleSetId", set.ID, "sessionId", sess.Session().SessionID.String())
+	sn.taken(ctx, set, scaler.Live)
 	if err := scaler.adopt(ctx); err != nil {
 		return fmt.Errorf("find the scale set's runs: %w", err)
 	}
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go scaler.reconcileLoop(rctx)
-	l, err := sslistener.New(sess, sslistener.Config{ScaleSetID: set.ID, MaxRunners: scaler.max, Logger: log})
+	l, err := sslistener.New(sn.watch(sess), sslistener.Config{ScaleSetID: set.ID, MaxRunners: scaler.max, Logger: log}, sslistener.WithMetricsRecorder(sn))
 	if err != nil {
 		return err
 	}

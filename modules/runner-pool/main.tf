@@ -211,4 +211,6 @@ resource "ghrunner_monitoring" "this" {
   alarm_topic_arn             = local.alarm_topic_arn
   pool_miss_ratio_threshold   = var.monitoring.pool_miss_ratio_threshold
   github_rate_limit_threshold = var.monitoring.github_rate_limit_threshold
+  # A pool with a scale set needs the listener: its polls stopping alarms.
+  listener = anytrue([for p in values(var.pools) : p.scale_set != null])
 }
