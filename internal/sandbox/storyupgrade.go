@@ -135,8 +135,7 @@ func (st *Story) checkRelease(ctx context.Context) {
 	if v == "" {
 		return
 	}
-	st.check(fmt.Sprintf("since v%s: every instance runs it, none was sent an update", v),
-		fmt.Sprintf("every live instance reports v%s; 0 update messages", v), func() (string, bool) {
+	look := func() (string, bool) {
 			// The index finds the live records; one batch read gets each
 			// whole (the index does not project runnerVersion).
 			var ids []string
@@ -173,6 +172,18 @@ func (st *Story) checkRelease(ctx context.Context) {
 			updates := len(st.sb.GitHub.UpdateMessages()) - st.rel.updates
 			return fmt.Sprintf("%d live instances: %s; %d update messages since the release", live, strings.Join(parts, ", "), updates),
 				live > 0 && versions[v] == live && updates == 0
+	}
+	// An instance that has just booted (the token pool's pre-warmed ones)
+	// reports its runner's version a moment later: "" is not yet, any
+	// other version is wrong at once. Looked at again for up to 30 s.
+	st.check(fmt.Sprintf("since v%s: every instance runs it, none was sent an update", v),
+		fmt.Sprintf("every live instance reports v%s; 0 update messages", v), func() (string, bool) {
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+				got, ok := look()
+				if ok || time.Now().After(deadline) || ctx.Err() != nil || !strings.Contains(got, `on ""`) {
+					return got, ok
+				}
+			}
 		})
 }
 
