@@ -60,6 +60,14 @@ func TestRefreshAdoptsAScaleSetsClaimPastItsLeaseWhoseRunnerRunsAJob(t *testing.
 	if len(out.Terminated) != 0 {
 		t.Errorf("terminated %+v", out.Terminated)
 	}
+	// The adoption is a lease the control plane gave: the next refresh
+	// finds nothing forged or expired in it.
+	w.now = w.now.Add(time.Minute)
+	out, err = w.refresh()
+	must(t, err)
+	if !w.alive(claimed.ID) || len(out.Terminated) != 0 || len(out.Expired) != 0 {
+		t.Fatalf("the next refresh ended the adopted instance: terminated %+v, expired %+v", out.Terminated, out.Expired)
+	}
 }
 
 // Only a runner at work keeps the claim: an idle one's instance ends as
