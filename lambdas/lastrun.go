@@ -33,6 +33,7 @@ func lastRunOf(handler string, out any, err error, seconds float64) *state.LastR
 		if o != nil {
 			r.Counts["terminated"], r.Counts["expired"], r.Counts["repooled"] = len(o.Terminated), len(o.Expired), len(o.Repooled)
 			r.Counts["prewarmed"], r.Counts["joined"], r.Counts["kept"] = len(o.Prewarmed), len(o.Joined), len(o.Kept)
+			r.Counts["adopted"] = len(o.Adopted)
 		}
 	case *scaledown.Output:
 		if o == nil && err == nil || o != nil && o.Skipped != "" {

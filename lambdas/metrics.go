@@ -125,7 +125,7 @@ func provisionMetrics(o *provision.Output) metrics.Record {
 
 // The "reason" dimension of terminations and repairs is the decision's
 // kind: refresh's (expired, stale, retired, unrecorded, interrupted;
-// repairs unrecorded, gone, lost-pool-message) and scale-down's
+// repairs unrecorded, gone, lost-pool-message, adopted) and scale-down's
 // (scale-down, orphan).
 
 func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
@@ -148,6 +148,9 @@ func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 		terms[[2]string{d.Pool, string(d.Kind)}]++
 	}
 	for _, d := range o.Repooled {
+		repairs[[2]string{d.Pool, string(d.Kind)}]++
+	}
+	for _, d := range o.Adopted { // a scale set's claim its dead listener left under a job
 		repairs[[2]string{d.Pool, string(d.Kind)}]++
 	}
 	recs := append(counted(handler, mTerminations, terms), counted(handler, mRepairs, repairs)...)

@@ -82,6 +82,7 @@ func TestTerminationsAndRepairsAreCountedByReason(t *testing.T) {
 			{Pool: "linux", Kind: refresh.KindInterrupted}},
 		Expired:   []refresh.Decision{{Pool: "linux", Kind: refresh.KindStale}, {Pool: "linux", Kind: refresh.KindRetired}},
 		Repooled:  []refresh.Decision{{Pool: "linux", Kind: refresh.KindRepooled}},
+		Adopted:   []refresh.Decision{{Pool: "linux", Kind: refresh.KindAdopted}},
 		Stuck:     []refresh.Decision{{Pool: "linux", Kind: refresh.KindStuck}},
 		Instances: map[string]map[state.State]int{"linux": {state.Idle: 3, state.Running: 2, state.Created: 0}},
 	}
@@ -96,7 +97,7 @@ func TestTerminationsAndRepairsAreCountedByReason(t *testing.T) {
 			t.Errorf("InstancesByState %s = %v (%d values), want %v", st, got, n, want)
 		}
 	}
-	for reason, want := range map[string]float64{"unrecorded": 1, "gone": 1, "lost-pool-message": 1, "interrupted": 0} {
+	for reason, want := range map[string]float64{"unrecorded": 1, "gone": 1, "lost-pool-message": 1, "adopted": 1, "interrupted": 0} {
 		if got := sum(p, "Repairs", map[string]string{"reason": reason}); got != want {
 			t.Errorf("Repairs %s = %v, want %v", reason, got, want)
 		}

@@ -99,7 +99,7 @@ func (s monitoringSpec) alarms() []alarm {
 		m.Threshold, m.ComparisonOperator = aws.Float64(s.MissRatio), cwtypes.ComparisonOperatorGreaterThanThreshold
 		out = append(out, m)
 	}
-	r := base("repairs", "Refresh repaired the table or EC2 (an instance without a live record, a record without an instance, a lost pool message): a function was killed midway or something outside ghrunner changed its instances.")
+	r := base("repairs", "Refresh repaired the table or EC2 (an instance without a live record, a record without an instance, a lost pool message, a scale set's claim adopted under its running job): a function or the listener was killed midway or something outside ghrunner changed its instances.")
 	r.Namespace, r.MetricName, r.Dimensions = aws.String(metricsNamespace), aws.String("Repairs"), s.dims("function", "refresh")
 	r.Statistic, r.Period, r.Threshold, r.ComparisonOperator = cwtypes.StatisticSum, aws.Int32(900), aws.Float64(0), cwtypes.ComparisonOperatorGreaterThanThreshold
 	for _, fn := range []string{"refresh", "scale-down"} {

@@ -198,25 +198,25 @@ func (p *provisioner) runnerName(inst *state.Instance) string {
 }
 
 // giveUp retires a member that will not become ready, within the cleanup
-// deadline. Its runner goes first: an agent whose note was never seen (its
-// record throttled, say) may have registered, and that runner would take
-// the run's jobs on an instance the run is not given. If GitHub shows it
-// running a job of the run already, the instance is adopted instead: ending
-// it would kill that job. Then a created instance is terminated (even when
-// its record cannot be read: nothing but this provision holds a created
-// instance of its assignment); a claimed one goes back to the pool only
-// once its agent says it is clean, unless EC2 is taking it back (then it
-// is expired).
+// deadline. Its runners go first (withdraw): an agent whose note was never
+// seen (its record throttled, say) may have registered, and that runner
+// would take the run's jobs on an instance the run is not given. If GitHub
+// shows one running a job of the run already, the instance is adopted
+// instead: ending it would kill that job. Then a created instance is
+// terminated (even when its record cannot be read: nothing but this
+// provision holds a created instance of its assignment); a claimed one
+// goes back to the pool only once its agent says it is clean, unless EC2
+// is taking it back (then it is expired).
 func (p *provisioner) giveUp(m *member, why error) {
 	ctx := p.cleanup
 	p.forget(m.inst.ID)
-	err := p.d.Unregister(ctx, p.req.Owner, p.runnerName(m.inst))
+	err := p.withdraw(ctx, m)
 	if github.IsBusy(err) {
 		p.keepBusy(ctx, m)
 		return
 	}
 	if err != nil {
-		p.log.Warn("give up instance: its runner could not be deleted", "instanceId", m.inst.ID, "err", err)
+		p.log.Warn("give up instance: its runners could not all be deleted", "instanceId", m.inst.ID, "err", err)
 	}
 	// The run item says it is no longer the run's, so no just-in-time
 	// runner of the run is minted for it even where its record cannot be
@@ -263,7 +263,28 @@ func (p *provisioner) giveUp(m *member, why error) {
 	}
 }
 
-// watchRunner keeps withdrawing the runner of a given-up claimed instance
+// withdraw deletes every runner of a given-up member: the first, by the
+// name provision knows it by (the one config.sh registers has no id the
+// control plane wrote), and every one its record names
+// (controlplane.RunnerIDs), read again now. The agent may have asked for
+// and been given another just-in-time runner while the instance was
+// claimed (its first exited before it was marked running): the member's
+// copy of the record predates it, and that runner, left registered with
+// the run's label, would take the run's jobs on an instance the run is not
+// given. A busy runner is among the errors (github.IsBusy); every runner
+// is tried whatever another's delete said.
+func (p *provisioner) withdraw(ctx context.Context, m *member) error {
+	err := p.d.Unregister(ctx, p.req.Owner, p.runnerName(m.inst))
+	rec, gerr := p.d.Store.Get(ctx, m.inst.Key)
+	if gerr != nil || rec.Assignment != m.inst.Assignment {
+		// Unreadable, or moved on (its runners are no longer this
+		// assignment's): those provision knows of.
+		rec = m.inst
+	}
+	return errors.Join(err, p.d.DeleteInstanceRunners(ctx, rec))
+}
+
+// watchRunner keeps withdrawing the runners of a given-up claimed instance
 // whose record could not be moved on: its agent, slowed by the same trouble
 // (a throttled record), may still register after giveUp looked (a
 // 200-workflow chaos run saw one register 6 s later), and would take the
@@ -271,7 +292,6 @@ func (p *provisioner) giveUp(m *member, why error) {
 // instance's lease and refresh end it.
 func (p *provisioner) watchRunner(ctx context.Context, m *member) {
 	until := time.Now().Add(withinCleanup(ctx, 30*time.Second))
-	name := p.runnerName(m.inst)
 	// giveUp has just looked: the first look is one interval on.
 	for time.Now().Add(2 * time.Second).Before(until) {
 		select {
@@ -279,7 +299,7 @@ func (p *provisioner) watchRunner(ctx context.Context, m *member) {
 			return
 		case <-time.After(2 * time.Second):
 		}
-		if err := p.d.Unregister(ctx, p.req.Owner, name); github.IsBusy(err) {
+		if err := p.withdraw(ctx, m); github.IsBusy(err) {
 			p.keepBusy(ctx, m)
 			return
 		}

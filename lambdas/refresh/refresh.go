@@ -15,7 +15,11 @@
 //   - liveness is judged on the control plane's clock: an agent is silent
 //     when its heartbeat counter did not move between two refreshes more
 //     than the stale limit apart; a running instance whose runner GitHub
-//     shows online is never expired for silence.
+//     shows online is never expired for silence;
+//   - a claim of a scale set's standing run is never ended under a job:
+//     when its lease ran out (its listener died before taking it as
+//     running) and GitHub shows a runner the control plane minted for it
+//     busy, it is adopted as running instead (adopt.go).
 package refresh
 
 import (
@@ -88,6 +92,7 @@ const (
 	KindPrewarmed   Kind = "prewarmed"         // launched with no run for an idle window
 	KindJoined      Kind = "joined"            // a pre-warmed instance that became idle
 	KindForged      Kind = "forged"            // a record claiming a life the control plane did not give: terminated
+	KindAdopted     Kind = "adopted"           // a scale set's claim past its lease whose runner runs a job: made running
 )
 
 // Output summarises a refresh.
@@ -99,6 +104,10 @@ type Output struct {
 	// Terminated): a run held them past max_runtime_seconds.
 	Stuck []Decision `json:"stuck,omitempty"`
 	Kept  []Decision `json:"kept,omitempty"` // silent agents kept, with why
+	// Adopted are claims of scale sets' standing runs whose lease ran out
+	// while GitHub showed their runner running a job: made running, not
+	// terminated (adopt.go).
+	Adopted []Decision `json:"adopted,omitempty"`
 	// Prewarmed were launched with no run for an active idle window;
 	// Joined are pre-warmed instances that became idle (prewarm.go).
 	Prewarmed []Decision `json:"prewarmed,omitempty"`
@@ -159,7 +168,7 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 		r.fail(fmt.Errorf("reconcile: %w", err))
 	}
 	r.out.ElapsedSeconds = time.Since(start).Seconds()
-	d.Log.Info("refresh finished", "terminated", len(r.out.Terminated), "expired", len(r.out.Expired), "repooled", len(r.out.Repooled), "kept", len(r.out.Kept), "errors", len(r.out.Errors))
+	d.Log.Info("refresh finished", "terminated", len(r.out.Terminated), "expired", len(r.out.Expired), "repooled", len(r.out.Repooled), "kept", len(r.out.Kept), "adopted", len(r.out.Adopted), "errors", len(r.out.Errors))
 	if len(r.out.Errors) > 0 {
 		return r.out, fmt.Errorf("refresh incomplete (%d errors; terminated %d, expired %d, repooled %d): %s",
 			len(r.out.Errors), len(r.out.Terminated), len(r.out.Expired), len(r.out.Repooled), r.out.Errors[0])
@@ -235,7 +244,14 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 			continue
 		}
 		if inst.Expired(r.now) {
-			expired = append(expired, inst) // its record is marked terminated below
+			switch adopted, keep := r.adoptBusy(ctx, p, inst); {
+			case adopted != nil:
+				known[inst.ID] = adopted
+				live++
+				lives = append(lives, adopted)
+			case !keep:
+				expired = append(expired, inst) // its record is marked terminated below
+			}
 			continue
 		}
 		live++
