@@ -136,42 +136,42 @@ func (st *Story) checkRelease(ctx context.Context) {
 		return
 	}
 	look := func() (string, bool) {
-			// The index finds the live records; one batch read gets each
-			// whole (the index does not project runnerVersion).
-			var ids []string
-			poolOf := map[string]string{}
-			for _, p := range Pools {
-				for _, s := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
-					recs, err := st.store.ByPoolState(ctx, p, s, time.Time{})
-					if err != nil {
-						return err.Error(), false
-					}
-					for _, r := range recs {
-						ids, poolOf[r.ID] = append(ids, r.ID), p
-					}
+		// The index finds the live records; one batch read gets each
+		// whole (the index does not project runnerVersion).
+		var ids []string
+		poolOf := map[string]string{}
+		for _, p := range Pools {
+			for _, s := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
+				recs, err := st.store.ByPoolState(ctx, p, s, time.Time{})
+				if err != nil {
+					return err.Error(), false
+				}
+				for _, r := range recs {
+					ids, poolOf[r.ID] = append(ids, r.ID), p
 				}
 			}
-			pools, err := st.store.ListPoolConfigs(ctx)
-			if err != nil {
-				return err.Error(), false
-			}
-			role := state.RolesByPool(pools)
-			full, err := st.store.ByInstanceID(ctx, ids, func(id string) []string { return []string{role[poolOf[id]]} })
-			if err != nil {
-				return err.Error(), false
-			}
-			versions, live := map[string]int{}, len(full)
-			for _, rec := range full {
-				versions[rec.RunnerVersion]++
-			}
-			var parts []string
-			for ver, n := range versions {
-				parts = append(parts, fmt.Sprintf("%d on %q", n, ver))
-			}
-			sort.Strings(parts)
-			updates := len(st.sb.GitHub.UpdateMessages()) - st.rel.updates
-			return fmt.Sprintf("%d live instances: %s; %d update messages since the release", live, strings.Join(parts, ", "), updates),
-				live > 0 && versions[v] == live && updates == 0
+		}
+		pools, err := st.store.ListPoolConfigs(ctx)
+		if err != nil {
+			return err.Error(), false
+		}
+		role := state.RolesByPool(pools)
+		full, err := st.store.ByInstanceID(ctx, ids, func(id string) []string { return []string{role[poolOf[id]]} })
+		if err != nil {
+			return err.Error(), false
+		}
+		versions, live := map[string]int{}, len(full)
+		for _, rec := range full {
+			versions[rec.RunnerVersion]++
+		}
+		var parts []string
+		for ver, n := range versions {
+			parts = append(parts, fmt.Sprintf("%d on %q", n, ver))
+		}
+		sort.Strings(parts)
+		updates := len(st.sb.GitHub.UpdateMessages()) - st.rel.updates
+		return fmt.Sprintf("%d live instances: %s; %d update messages since the release", live, strings.Join(parts, ", "), updates),
+			live > 0 && versions[v] == live && updates == 0
 	}
 	// An instance that has just booted (the token pool's pre-warmed ones)
 	// reports its runner's version a moment later: "" is not yet, any
