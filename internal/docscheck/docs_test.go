@@ -29,7 +29,7 @@ import (
 const repo = "../../"
 
 // handwritten are the docs written by hand that state facts about the code.
-var handwritten = []string{"README.md", "docs/design.md", "docs/security.md", "docs/operations.md", "docs/getting-started.md",
+var handwritten = []string{"README.md", "docs/design.md", "docs/security.md", "docs/operations.md", "docs/getting-started.md", "docs/scale-sets.md",
 	"docs/index.md", "modules/runner-pool/README.md", "modules/runner-pool/variables.tf", "modules/runner-pool/outputs.tf",
 	"examples/workflows/README.md", "docs-templates/index.md.tmpl"}
 
