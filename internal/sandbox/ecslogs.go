@@ -34,8 +34,11 @@ type taskOutput struct {
 	failed  bool // a write failed: said once, then dropped
 }
 
+// ecsLogPrefix starts every line a task writes to the sandbox's log.
+const ecsLogPrefix = "ecs "
+
 func (t *ecsTasks) output(sv *ecsService, id string, c ecstypes.ContainerDefinition, api *cloudwatchlogs.Client) (io.Writer, func()) {
-	o := &taskOutput{prefix: fmt.Sprintf("ecs %s/%s task %s: ", sv.cluster, sv.name, id[:8]), logs: t.logs}
+	o := &taskOutput{prefix: fmt.Sprintf(ecsLogPrefix+"%s/%s task %s: ", sv.cluster, sv.name, id[:8]), logs: t.logs}
 	if lc := c.LogConfiguration; lc != nil && lc.LogDriver == ecstypes.LogDriverAwslogs {
 		o.api, o.group = api, lc.Options["awslogs-group"]
 		o.stream = id

@@ -59,12 +59,20 @@ func (st *Story) checkMetrics() {
 			if path == "" {
 				return "the sandbox's logs go to no file: nothing to read the metrics from", false
 			}
-			f, err := os.Open(path)
+			raw, err := os.ReadFile(path)
 			if err != nil {
 				return err.Error(), false
 			}
-			defer f.Close()
-			points, err := metrics.Read(f)
+			// The functions' lines only: the listener's task writes EMF too,
+			// and its lines reach this shared log behind the sandbox's
+			// "ecs …: " prefix (its log group holds them as written).
+			var fns []string
+			for _, line := range strings.Split(string(raw), "\n") {
+				if !strings.HasPrefix(line, ecsLogPrefix) {
+					fns = append(fns, line)
+				}
+			}
+			points, err := metrics.Read(strings.NewReader(strings.Join(fns, "\n")))
 			if err != nil {
 				return "an EMF line CloudWatch would drop: " + err.Error(), false
 			}
