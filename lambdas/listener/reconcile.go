@@ -113,9 +113,6 @@ func (s *Scaler) reconcile(ctx context.Context) {
 			}
 			continue
 		}
-		s.mu.Lock()
-		delete(s.live, id)
-		s.mu.Unlock()
 		s.log.Info("standing run ended: releasing it", "runId", id, "why", why)
 		s.release(id)
 	}
@@ -149,9 +146,6 @@ func (s *Scaler) finishClaim(ctx context.Context, id string, rec *state.Instance
 	if rec.Threshold > time.Now().Unix() {
 		return // its agent may still start the runner
 	}
-	s.mu.Lock()
-	delete(s.live, id)
-	s.mu.Unlock()
 	s.log.Warn("claim left by an earlier listener never got its runner online: released", "runId", id, "instanceId", rec.ID)
 	s.release(id)
 }

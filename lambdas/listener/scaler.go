@@ -41,6 +41,9 @@ type Scaler struct {
 	// GitHub): the next count asks again then, not in a tight loop.
 	pauseUntil time.Time
 	failures   int
+	// assigned is GitHub's last count of jobs assigned to the scale set;
+	// releasing, the runs being released now.
+	assigned, releasing int
 	wg         sync.WaitGroup
 }
 
@@ -88,26 +91,38 @@ func (s *Scaler) newRunID() string {
 // jobs that come next (a job assigned to the scale set may take any of
 // its idle runners).
 func (s *Scaler) HandleDesiredRunnerCount(ctx context.Context, count int) (int, error) {
-	want := min(count, s.max)
 	s.mu.Lock()
+	s.assigned = count
+	s.mu.Unlock()
+	s.resize()
+	return min(count, s.max), nil
+}
+
+// resize starts a standing run for each runner the last count wants that
+// is neither live nor on its way back to the pool. An instance being
+// released is waited for (seconds: the wipe and check) rather than another
+// launched (on EC2, minutes and a second instance's cost): release calls
+// resize when it is done.
+func (s *Scaler) resize() {
+	s.mu.Lock()
+	want := min(s.assigned, s.max)
 	var ids []string
 	if time.Now().After(s.pauseUntil) {
-		for n := want - len(s.live); n > 0; n-- {
+		for n := want - len(s.live) - s.releasing; n > 0; n-- {
 			id := s.newRunID()
 			s.live[id] = &standing{}
 			ids = append(ids, id)
 		}
 	}
-	live := len(s.live)
+	live, releasing := len(s.live), s.releasing
 	s.mu.Unlock()
 	if len(ids) > 0 {
-		s.log.Info("runners wanted", "assignedJobs", count, "max", s.max, "live", live, "starting", len(ids))
+		s.log.Info("runners wanted", "assignedJobs", want, "max", s.max, "live", live, "releasing", releasing, "starting", len(ids))
 	}
 	for _, id := range ids {
 		s.wg.Add(1)
 		go s.provision(id)
 	}
-	return want, nil
 }
 
 // provision gives run id its instance, as provision does for a workflow.
@@ -116,13 +131,16 @@ func (s *Scaler) provision(id string) {
 	caller := idtoken.Identity{RepositoryID: "scaleset-" + s.setID, Repository: "scale set " + s.name, RunID: id}
 	out, err := provision.ForScaleSet(s.bg, s.d, provision.Input{RunID: id, Pool: s.pool.Name, InstanceCount: new(1)}, caller, s.setID)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err != nil {
 		delete(s.live, id)
 		s.failures++
 		wait := min(time.Duration(s.failures)*5*time.Second, time.Minute)
 		s.pauseUntil = time.Now().Add(wait)
+		s.mu.Unlock()
 		s.log.Error("standing run not provisioned; asking again later", "runId", id, "err", err, "retryIn", wait.String())
+		// Asked again then, not only at the next poll (which may be 50 s
+		// away while jobs wait).
+		time.AfterFunc(wait, s.resize)
 		return
 	}
 	s.failures = 0
@@ -130,9 +148,10 @@ func (s *Scaler) provision(id string) {
 	if st != nil && len(out.Instances) > 0 {
 		st.ready, st.instanceID = true, out.Instances[0].InstanceID
 	}
+	ended := st != nil && st.ended
+	s.mu.Unlock() // release takes it
 	s.log.Info("runner ready", "runId", id, "instances", out.Instances, "reused", out.Reused, "seconds", out.ElapsedSeconds)
-	if st != nil && st.ended {
-		delete(s.live, id)
+	if ended {
 		s.log.Info("its job ended already: releasing the run", "runId", id)
 		s.release(id)
 	}
@@ -176,18 +195,29 @@ func (s *Scaler) HandleJobCompleted(ctx context.Context, job *scaleset.JobComple
 		s.log.Info("job completed before its run's provision answered", "runId", id, "runner", job.RunnerName, "result", job.Result)
 		return nil
 	}
-	delete(s.live, id)
 	s.mu.Unlock()
 	s.log.Info("job completed: releasing its run", "runId", id, "runner", job.RunnerName, "result", job.Result)
 	s.release(id)
 	return nil
 }
 
-// release releases run id in the background.
+// release releases run id in the background; it is no longer live.
 func (s *Scaler) release(id string) {
 	s.wg.Add(1)
+	s.mu.Lock()
+	// One step: a resize between the two would see a runner neither live
+	// nor releasing, and start another.
+	delete(s.live, id)
+	s.releasing++
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			s.releasing--
+			s.mu.Unlock()
+			s.resize() // its instance is claimable again (or retired)
+		}()
 		out, err := release.ForScaleSet(s.bg, release.Deps{Deps: s.d.Deps}, id, s.setID)
 		if err != nil {
 			// The run's lease still ends: refresh retires its instance.
