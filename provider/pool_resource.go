@@ -24,6 +24,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
 
 var (
@@ -221,7 +222,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Validators:  []validator.String{stringvalidator.RegexMatches(kmsKeyARNRE, "must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)")}},
 			"agent_path": schema.StringAttribute{Optional: true,
 				Description: "Path of an agent preinstalled in the AMI. Unset: the provider uploads the agent it embeds to a private bucket and the instance downloads it with its role, checking its SHA-256.",
-				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^/[^\s'"]+$`), "must be an absolute path without spaces or quotes")}},
+				Validators:  []validator.String{stringvalidator.RegexMatches(templates.AgentPathRE, templates.AgentPathRule)}},
 			"agent_endpoint": schema.StringAttribute{Optional: true,
 				Description: "AWS endpoint URL the agent uses instead of the regional ones (a VPC endpoint, or the sandbox).",
 				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^https?://[^\s]+$`), "must be an http(s) URL")}},
@@ -235,7 +236,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"cleanup_script":    schema.StringAttribute{Optional: true, Description: "Script (starting with #!) run after every run, after the work folder is wiped."},
 			"runner_user": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ghrunner"),
 				Description: "Unprivileged user that runs the jobs; it cannot reach the instance metadata service. Default ghrunner.",
-				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`), "must be a Linux user name")}},
+				Validators:  []validator.String{stringvalidator.RegexMatches(templates.RunnerUserRE, templates.RunnerUserRule)}},
 			"keep_docker_images": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				Description: "After every run the agent puts the instance's docker daemon back as the pre-runner script left it: containers, volumes, networks and images a run made are removed, and noted images get their names back. True keeps the images runs pulled or built (a warm cache), which trusts every run: one can leave an image under a name a later run uses. Default false."},
 			"log_retention_days": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(30),
