@@ -113,7 +113,7 @@ type poolModel struct {
 }
 
 var (
-	poolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	poolNameRE = regexp.MustCompile(state.PoolNamePattern)
 	// ownerRE is GitHub's rule (internal/github.ParseOwner): a login of
 	// single hyphens between letters and digits, at most 39 (ownerOrgLenRE),
 	// and a repository name other than . and ..
@@ -156,7 +156,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "`<table>:<name>`.", PlanModifiers: keep},
 			"name": schema.StringAttribute{Required: true, Description: "Pool name, as given in provision payloads (`pool`).", PlanModifiers: replace,
-				Validators: []validator.String{stringvalidator.RegexMatches(poolNameRE, "must be 1-64 letters, digits, '-' or '_'")}},
+				Validators: []validator.String{stringvalidator.RegexMatches(poolNameRE, state.PoolNameRule)}},
 			"table": schema.StringAttribute{Required: true, Description: "Name of the state table (`ghrunner_table.name`).", PlanModifiers: replace,
 				Validators: []validator.String{stringvalidator.RegexMatches(tableNameRE, "must be 3-255 characters of A-Z a-z 0-9 _ . - (ghrunner_table.name)")}},
 			"queue_url": schema.StringAttribute{Required: true, Description: "URL of the pool's queue (`ghrunner_queue.url`).",
@@ -195,8 +195,8 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 					"and a runner left by a dead instance takes no job. Needs the table's `stream` and the `jit` function. `token`: `config.sh` with " +
 					"a registration token per run, for GitHub Enterprise Server versions without just-in-time runners (before 3.10: provision then fails saying so).",
 				Validators: []validator.String{stringvalidator.OneOf(state.RegistrationJIT, state.RegistrationToken)}},
-			"usage_class": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("spot"),
-				Description: "`spot` or `on-demand`. Default spot.", Validators: []validator.String{stringvalidator.OneOf("spot", "on-demand")}},
+			"usage_class": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(state.UsageClassSpot),
+				Description: "`spot` or `on-demand`. Default spot.", Validators: []validator.String{stringvalidator.OneOf(state.UsageClasses...)}},
 			"on_demand_fallback": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				Description: "Launch on-demand for what spot capacity cannot give. Default true."},
 			"max_instances": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultMaxInstances),
