@@ -131,7 +131,7 @@ func (r LaunchResult) capacityShort() bool {
 // instances already started: the caller must record them, or they leak.
 func (f *Fleet) Launch(ctx context.Context, req LaunchRequest) (LaunchResult, error) {
 	if f.environment == "" {
-		return LaunchResult{}, &ValidationError{Field: "environment", Problem: "the fleet has no environment"}
+		return LaunchResult{}, invalid("environment", "the fleet has no environment")
 	}
 	if err := req.Validate(); err != nil {
 		return LaunchResult{}, err
