@@ -200,13 +200,13 @@ func (w *world) createFor(runID, usageClass string, ttl time.Duration) *state.In
 func (w *world) registration() *state.Registration {
 	tok, exp, err := w.gh.RegistrationToken(ctx, "acme")
 	must(w.t, err)
-	return &state.Registration{Purpose: "register", URL: w.gh.RunnerURL("acme"), Token: tok, ExpiresAt: exp.Unix()}
+	return &state.Registration{Purpose: state.PurposeRegister, URL: w.gh.RunnerURL("acme"), Token: tok, ExpiresAt: exp.Unix()}
 }
 
 func (w *world) removal() *state.Registration {
 	tok, exp, err := w.gh.RemoveToken(ctx, "acme")
 	must(w.t, err)
-	return &state.Registration{Purpose: "remove", URL: w.gh.RunnerURL("acme"), Token: tok, ExpiresAt: exp.Unix()}
+	return &state.Registration{Purpose: state.PurposeRemove, URL: w.gh.RunnerURL("acme"), Token: tok, ExpiresAt: exp.Unix()}
 }
 
 func (w *world) wait(inst *state.Instance, ok, failed string) *state.Instance {

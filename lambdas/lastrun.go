@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
@@ -14,8 +12,7 @@ import (
 // invocation (nil for the others, and for a run skipped because another
 // held the single-flight lease).
 func lastRunOf(handler string, out any, err error, seconds float64) *state.LastRun {
-	var bad *controlplane.InputError
-	if errors.As(err, &bad) {
+	if controlplane.IsInput(err) {
 		return nil // bad input changes nothing, not even this
 	}
 	r := &state.LastRun{Handler: handler, Seconds: seconds, Counts: map[string]int{}}

@@ -8,6 +8,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/metrics"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/jitstream"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
@@ -110,10 +111,10 @@ func provisionMetrics(o *provision.Output) metrics.Record {
 		r.Add(mClaimTime, metrics.Seconds, in.ClaimedSeconds)
 		r.Add(mConfigTime, metrics.Seconds, in.ConfiguredSeconds)
 		r.Add(mReadyTime, metrics.Seconds, in.ReadySeconds)
-		if in.UsageClass == "spot" {
+		if in.UsageClass == state.UsageClassSpot {
 			spot++
 		}
-		if o.UsageClass == "spot" && in.UsageClass == "on-demand" && in.Source == "created" {
+		if o.UsageClass == state.UsageClassSpot && in.UsageClass == state.UsageClassOnDemand && in.Source == "created" {
 			fallbacks++
 		}
 	}

@@ -171,6 +171,11 @@ func TestAccPool_badInput(t *testing.T) {
 		}
 		return f.config(attr + " = " + value)
 	}
+	// unknownScript sets agent_path beside a pre-runner script known only
+	// at apply (timestamp() is unknown at plan).
+	unknownScript := func(agentPath string) string {
+		return f.config("agent_path = " + agentPath + "\npre_runner_script = \"#!/bin/sh\\n# ${timestamp()}\\n\"")
+	}
 	owner := "must be an organization (acme) or a repository (acme/api)"
 	runBadAttrs(t, []badAttr{
 		{"name with a hash", strings.Replace(f.config(""), `name               = "linux"`, `name = "linux#gpu"`, 1), attrError("name", "must be 1-64 letters, digits, '-' or '_'")},
@@ -202,8 +207,15 @@ func TestAccPool_badInput(t *testing.T) {
 		{"max instances fractional", set("max_instances", `2.5`), `max_instances`},
 		{"root volume small", set("root_volume_size", `7`), attrError("root_volume_size", "between 8 and 16384")},
 		{"root volume type", set("root_volume_type", `"st1"`), attrError("root_volume_type", "value must be one of")},
-		{"agent path with a quote", set("agent_path", `"/usr/bin/ghr'agent"`), attrError("agent_path", "must be an absolute path without spaces or quotes")},
-		{"agent path with a space", set("agent_path", `"/usr/bin/ghr agent"`), attrError("agent_path", "must be an absolute path")},
+		{"agent path with a quote", set("agent_path", `"/usr/bin/ghr'agent"`), attrError("agent_path", templates.AgentPathRule)},
+		{"agent path with a space", set("agent_path", `"/usr/bin/ghr agent"`), attrError("agent_path", templates.AgentPathRule)},
+		// The user data's rule is agent_path's own (issue 39, item 6): with a
+		// script not known until apply the plan renders no user data, and
+		// each of these passed plan, then failed at apply.
+		{"agent path with a colon", unknownScript(`"/opt/ghr:agent"`), attrError("agent_path", templates.AgentPathRule)},
+		{"agent path with a dollar", unknownScript(`"/opt/$${HOME}/agent"`), attrError("agent_path", templates.AgentPathRule)},
+		{"agent path a folder", unknownScript(`"/opt/ghrunner/"`), attrError("agent_path", templates.AgentPathRule)},
+		{"agent path with a semicolon", unknownScript(`"/opt/agent;id"`), attrError("agent_path", templates.AgentPathRule)},
 		{"endpoint not http", set("agent_endpoint", `"ftp://10.0.0.1"`), attrError("agent_endpoint", "must be an http(s) URL")},
 		{"endpoint with a newline", set("agent_endpoint", `"http://10.0.0.1\nrm -rf /"`), attrError("agent_endpoint", "must be an http(s) URL")},
 		{"endpoints of an unknown service", set("agent_endpoints", `{ sqs = "https://vpce-1.sqs.eu-west-1.vpce.amazonaws.com" }`), attrError("agent_endpoints", "value must be one of")},

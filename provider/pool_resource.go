@@ -24,6 +24,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
 
 var (
@@ -112,7 +113,7 @@ type poolModel struct {
 }
 
 var (
-	poolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	poolNameRE = regexp.MustCompile(state.PoolNamePattern)
 	// ownerRE is GitHub's rule (internal/github.ParseOwner): a login of
 	// single hyphens between letters and digits, at most 39 (ownerOrgLenRE),
 	// and a repository name other than . and ..
@@ -155,7 +156,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "`<table>:<name>`.", PlanModifiers: keep},
 			"name": schema.StringAttribute{Required: true, Description: "Pool name, as given in provision payloads (`pool`).", PlanModifiers: replace,
-				Validators: []validator.String{stringvalidator.RegexMatches(poolNameRE, "must be 1-64 letters, digits, '-' or '_'")}},
+				Validators: []validator.String{stringvalidator.RegexMatches(poolNameRE, state.PoolNameRule)}},
 			"table": schema.StringAttribute{Required: true, Description: "Name of the state table (`ghrunner_table.name`).", PlanModifiers: replace,
 				Validators: []validator.String{stringvalidator.RegexMatches(tableNameRE, "must be 3-255 characters of A-Z a-z 0-9 _ . - (ghrunner_table.name)")}},
 			"queue_url": schema.StringAttribute{Required: true, Description: "URL of the pool's queue (`ghrunner_queue.url`).",
@@ -194,8 +195,8 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 					"and a runner left by a dead instance takes no job. Needs the table's `stream` and the `jit` function. `token`: `config.sh` with " +
 					"a registration token per run, for GitHub Enterprise Server versions without just-in-time runners (before 3.10: provision then fails saying so).",
 				Validators: []validator.String{stringvalidator.OneOf(state.RegistrationJIT, state.RegistrationToken)}},
-			"usage_class": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("spot"),
-				Description: "`spot` or `on-demand`. Default spot.", Validators: []validator.String{stringvalidator.OneOf("spot", "on-demand")}},
+			"usage_class": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(state.UsageClassSpot),
+				Description: "`spot` or `on-demand`. Default spot.", Validators: []validator.String{stringvalidator.OneOf(state.UsageClasses...)}},
 			"on_demand_fallback": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				Description: "Launch on-demand for what spot capacity cannot give. Default true."},
 			"max_instances": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultMaxInstances),
@@ -221,7 +222,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Validators:  []validator.String{stringvalidator.RegexMatches(kmsKeyARNRE, "must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)")}},
 			"agent_path": schema.StringAttribute{Optional: true,
 				Description: "Path of an agent preinstalled in the AMI. Unset: the provider uploads the agent it embeds to a private bucket and the instance downloads it with its role, checking its SHA-256.",
-				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^/[^\s'"]+$`), "must be an absolute path without spaces or quotes")}},
+				Validators:  []validator.String{stringvalidator.RegexMatches(templates.AgentPathRE, templates.AgentPathRule)}},
 			"agent_endpoint": schema.StringAttribute{Optional: true,
 				Description: "AWS endpoint URL the agent uses instead of the regional ones (a VPC endpoint, or the sandbox).",
 				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^https?://[^\s]+$`), "must be an http(s) URL")}},
@@ -235,7 +236,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"cleanup_script":    schema.StringAttribute{Optional: true, Description: "Script (starting with #!) run after every run, after the work folder is wiped."},
 			"runner_user": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ghrunner"),
 				Description: "Unprivileged user that runs the jobs; it cannot reach the instance metadata service. Default ghrunner.",
-				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`), "must be a Linux user name")}},
+				Validators:  []validator.String{stringvalidator.RegexMatches(templates.RunnerUserRE, templates.RunnerUserRule)}},
 			"keep_docker_images": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				Description: "After every run the agent puts the instance's docker daemon back as the pre-runner script left it: containers, volumes, networks and images a run made are removed, and noted images get their names back. True keeps the images runs pulled or built (a warm cache), which trusts every run: one can leave an image under a name a later run uses. Default false."},
 			"log_retention_days": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(30),

@@ -83,10 +83,18 @@ type view struct {
 
 var (
 	sha256RE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	userRE     = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 	regionRE   = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
-	pathRE     = regexp.MustCompile(`^/[A-Za-z0-9._/+-]*[A-Za-z0-9._+-]$`)
 	s3RegionRE = regexp.MustCompile(`(?:^|\.)s3[.-](?:dualstack\.)?([a-z0-9-]+)(?:\.vpce)?\.amazonaws\.com(?:\.cn)?$`)
+)
+
+// The rules of runner_user and agent_path, which the user data writes into
+// a shell script unquoted. Their one home: ghrunner_pool and
+// ghrunner_user_data check them at plan with these, Render again.
+var (
+	RunnerUserRE   = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	RunnerUserRule = "must be a Linux user name (a-z, 0-9, _ and -, not starting with a digit or -, at most 32)"
+	AgentPathRE    = regexp.MustCompile(`^/[A-Za-z0-9._/+-]*[A-Za-z0-9._+-]$`)
+	AgentPathRule  = "must be an absolute file path of A-Z a-z 0-9 . _ / + -"
 )
 
 // Render validates u, naming the first bad field, and returns the user data.
@@ -114,8 +122,8 @@ func (u UserData) view() (view, error) {
 	if user == "" {
 		user = DefaultRunnerUser
 	}
-	if !userRE.MatchString(user) {
-		return view{}, fmt.Errorf("runner_user: %q must be a Linux user name (a-z, 0-9, _ and -, not starting with a digit or -, at most 32)", user)
+	if !RunnerUserRE.MatchString(user) {
+		return view{}, fmt.Errorf("runner_user: %q %s", user, RunnerUserRule)
 	}
 	if u.Agent.RunnerUser != "" && u.Agent.RunnerUser != user {
 		return view{}, fmt.Errorf("runner_user: %q differs from agent.runnerUser %q: set one of them", user, u.Agent.RunnerUser)
@@ -157,8 +165,8 @@ func (u UserData) view() (view, error) {
 	case (u.AgentPath == "") == (u.AgentURL == ""):
 		return view{}, fmt.Errorf("agent_path, agent_url: set exactly one (a binary preinstalled in the AMI, or an S3 object to download)")
 	case u.AgentPath != "":
-		if !pathRE.MatchString(u.AgentPath) {
-			return view{}, fmt.Errorf("agent_path: %q must be an absolute file path of A-Z a-z 0-9 . _ / + -", u.AgentPath)
+		if !AgentPathRE.MatchString(u.AgentPath) {
+			return view{}, fmt.Errorf("agent_path: %q %s", u.AgentPath, AgentPathRule)
 		}
 		if u.AgentSHA256 != "" {
 			return view{}, fmt.Errorf("agent_sha256: only checked on a download; leave it empty with agent_path")

@@ -56,7 +56,7 @@ func (a *Agent) register(ctx context.Context, rec *state.Instance) {
 		a.registerJIT(ctx, rec, reg)
 		return
 	}
-	if reg.Assignment != rec.Assignment || reg.Purpose != "register" || reg.Token == "" {
+	if reg.Assignment != rec.Assignment || reg.Purpose != state.PurposeRegister || reg.Token == "" {
 		a.signal(ctx, rec, state.SignalRegFailed, "no registration material for this assignment in the record")
 		return
 	}
@@ -171,7 +171,7 @@ func (a *Agent) dropRunner(ctx context.Context, rec *state.Instance) []string {
 		problems = append(problems, err.Error())
 	}
 	reg := rec.Registration
-	if reg != nil && reg.Assignment == rec.Assignment && reg.Purpose == "remove" && reg.Token != "" {
+	if reg != nil && reg.Assignment == rec.Assignment && reg.Purpose == state.PurposeRemove && reg.Token != "" {
 		if err := a.removable(); err != nil {
 			problems = append(problems, err.Error())
 		} else if err := retry(ctx, 3, func() error { return a.Runner.Remove(ctx, reg.Token) }); err != nil {

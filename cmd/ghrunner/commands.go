@@ -102,7 +102,7 @@ var commands = []command{
 		interval := fs.Duration("interval", time.Second, "how often to read the run (each read is a GetItem and a BatchGetItem)")
 		return func(ctx context.Context, in invocation) (any, func(*tabwriter.Writer), error) {
 			if *interval < 100*time.Millisecond {
-				return nil, nil, &ops.BadInputError{Field: "--interval", Rule: "must be at least 100ms"}
+				return nil, nil, ops.BadInput("--interval", "must be at least 100ms")
 			}
 			enc := json.NewEncoder(in.stdout)
 			return nil, nil, ops.Tail(ctx, in.store, in.arg, *interval, func(e ops.Event) {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fielderr"
 )
 
 // maxMessage bounds every refusal's message: the caller's log gets it back,
@@ -41,7 +43,7 @@ func TestDecodeBadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var v sample
 			err := Decode([]byte(c.payload), &v)
-			var ie *InputError
+			var ie *fielderr.Error
 			if !errors.As(err, &ie) || !strings.Contains(ie.Rule, c.rule) || (c.field != "" && ie.Field != c.field) {
 				t.Fatalf("Decode = %v, want field %q rule containing %q", err, c.field, c.rule)
 			}
@@ -98,7 +100,7 @@ func TestDecodeNone(t *testing.T) {
 		{`{"":1}`, ": unknown field"},
 	} {
 		err := DecodeNone([]byte(c.payload))
-		var ie *InputError
+		var ie *fielderr.Error
 		if !errors.As(err, &ie) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("DecodeNone(%q) = %v, want %q", c.payload, err, c.want)
 		}
@@ -106,7 +108,7 @@ func TestDecodeNone(t *testing.T) {
 }
 
 // FuzzDecodeNone: refresh's and scale-down's payload check never panics,
-// refuses with an InputError and a short message, and accepts only an empty
+// refuses with a *fielderr.Error and a short message, and accepts only an empty
 // object (or nothing).
 func FuzzDecodeNone(f *testing.F) {
 	f.Add([]byte(`{}`))
@@ -128,9 +130,9 @@ func FuzzDecodeNone(f *testing.F) {
 
 func checkRefusal(t *testing.T, payload []byte, err error) {
 	t.Helper()
-	var ie *InputError
+	var ie *fielderr.Error
 	if !errors.As(err, &ie) {
-		t.Fatalf("%q: a %T, not an InputError: %v", payload, err, err)
+		t.Fatalf("%q: a %T, not a *fielderr.Error: %v", payload, err, err)
 	}
 	if msg := err.Error(); len(msg) > maxMessage || !utf8.ValidString(ie.Field) {
 		t.Fatalf("%q: message of %d bytes, field %q", payload, len(msg), ie.Field)

@@ -23,7 +23,7 @@ type TokenVerifier interface {
 // for a second pool). GitHub's run ids are numbers unique per GitHub
 // instance, so no other workflow run's runId can take either form, and a
 // re-run (same run_id, next run_attempt) still names its run's runs.
-// Every refusal is an *InputError naming idToken or runId.
+// Every refusal is a payload refusal (IsInput) naming idToken or runId.
 //
 // A token serves one purpose: op (provision, release) of runID. Its use is
 // recorded in the state table until it expires (state.UseToken), and the

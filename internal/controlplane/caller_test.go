@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fielderr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/idtoken"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state/statetest"
@@ -37,7 +38,7 @@ func TestAJobNamesOnlyRunsOfItsOwnWorkflowRun(t *testing.T) {
 		"50011": false, "500": false, "5002": false, "x5001": false, "5001_2": false, "5001.2": false,
 	} {
 		_, err := d.Caller(context.Background(), "provision", "token-"+runID, runID)
-		var in *InputError
+		var in *fielderr.Error
 		switch {
 		case ok && err != nil:
 			t.Errorf("runId %s: %v, want it accepted for run_id 5001", runID, err)
@@ -102,7 +103,7 @@ func TestATokenServesOneCallAndItsRetriesNeverAnother(t *testing.T) {
 		{"that release sent again", "release", "tok-B", "5001", ""},
 	} {
 		err := call(c.op, c.token, c.runID)
-		var in *InputError
+		var in *fielderr.Error
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v, want it accepted", c.what, err)

@@ -172,7 +172,7 @@ func (d *Deps) RemovalFor(ctx context.Context, owner string) (*state.Registratio
 	if err != nil {
 		return nil, fmt.Errorf("GitHub remove token for %s: %w", owner, err)
 	}
-	return &state.Registration{Purpose: "remove", URL: d.GitHub.RunnerURL(owner), Token: tok, ExpiresAt: exp.Unix()}, nil
+	return &state.Registration{Purpose: state.PurposeRemove, URL: d.GitHub.RunnerURL(owner), Token: tok, ExpiresAt: exp.Unix()}, nil
 }
 
 // RegistrationFor returns the registration material for a runner of owner.
@@ -181,7 +181,7 @@ func (d *Deps) RegistrationFor(ctx context.Context, owner string) (*state.Regist
 	if err != nil {
 		return nil, fmt.Errorf("GitHub registration token for %s: %w", owner, err)
 	}
-	return &state.Registration{Purpose: "register", URL: d.GitHub.RunnerURL(owner), Token: tok, ExpiresAt: exp.Unix()}, nil
+	return &state.Registration{Purpose: state.PurposeRegister, URL: d.GitHub.RunnerURL(owner), Token: tok, ExpiresAt: exp.Unix()}, nil
 }
 
 // Repool waits until the agent confirms the idle instance is clean for its

@@ -14,39 +14,34 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fielderr"
 )
 
-// InputError is a payload the function refuses: it names the field and the
-// rule, and nothing was changed.
-type InputError struct {
-	Field string
-	Rule  string
-}
+// A payload the function refuses is a *fielderr.Error of source
+// fielderr.Payload: it names the field and the rule, and nothing was
+// changed (IsInput).
 
-func (e *InputError) Error() string {
-	if e.Field == "" {
-		return "invalid payload: " + e.Rule
-	}
-	return fmt.Sprintf("invalid payload: %s: %s", e.Field, e.Rule)
-}
-
-// Invalid returns an *InputError.
+// Invalid returns the *fielderr.Error refusing a payload's field.
 func Invalid(field, format string, args ...any) error {
-	return &InputError{Field: field, Rule: fmt.Sprintf(format, args...)}
+	return fielderr.New(fielderr.Payload, field, format, args...)
 }
+
+// IsInput says whether err is a payload the function refused.
+func IsInput(err error) bool { return fielderr.Is(err, fielderr.Payload) }
 
 // Decode parses a JSON payload into v strictly: unknown fields, wrong types,
 // trailing data and an empty payload are refused with the field named.
 func Decode(payload []byte, v any) error {
 	if len(bytes.TrimSpace(payload)) == 0 || string(bytes.TrimSpace(payload)) == "null" {
-		return &InputError{Rule: "empty payload; send a JSON object"}
+		return &fielderr.Error{Source: fielderr.Payload, Rule: "empty payload; send a JSON object"}
 	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil {
 		if _, extra := dec.Token(); !errors.Is(extra, io.EOF) {
-			return &InputError{Rule: "trailing data after the JSON object"}
+			return &fielderr.Error{Source: fielderr.Payload, Rule: "trailing data after the JSON object"}
 		}
 		return exactKeys(payload, v)
 	}
@@ -56,18 +51,18 @@ func Decode(payload []byte, v any) error {
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
 		if field == "" {
-			return &InputError{Rule: fmt.Sprintf("want a JSON object, got %s", typeErr.Value)}
+			return &fielderr.Error{Source: fielderr.Payload, Rule: fmt.Sprintf("want a JSON object, got %s", typeErr.Value)}
 		}
-		return &InputError{Field: field, Rule: fmt.Sprintf("want %s, got %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)}
+		return &fielderr.Error{Source: fielderr.Payload, Field: field, Rule: fmt.Sprintf("want %s, got %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)}
 	case errors.As(err, &syntaxErr):
-		return &InputError{Rule: fmt.Sprintf("not valid JSON at byte %d: %v", syntaxErr.Offset, err)}
+		return &fielderr.Error{Source: fielderr.Payload, Rule: fmt.Sprintf("not valid JSON at byte %d: %v", syntaxErr.Offset, err)}
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &InputError{Rule: "not valid JSON: it ends too early"}
+		return &fielderr.Error{Source: fielderr.Payload, Rule: "not valid JSON: it ends too early"}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return &InputError{Field: clip(name), Rule: "unknown field"}
+		return &fielderr.Error{Source: fielderr.Payload, Field: clip(name), Rule: "unknown field"}
 	default:
-		return &InputError{Rule: err.Error()}
+		return &fielderr.Error{Source: fielderr.Payload, Rule: err.Error()}
 	}
 }
 
@@ -101,9 +96,9 @@ func exactKeys(payload []byte, v any) error {
 		field := clip(quoted[1 : len(quoted)-1])
 		switch {
 		case !known[k]:
-			return &InputError{Field: field, Rule: "unknown field (names are case-sensitive)"}
+			return &fielderr.Error{Source: fielderr.Payload, Field: field, Rule: "unknown field (names are case-sensitive)"}
 		case seen[k]:
-			return &InputError{Field: field, Rule: "given more than once"}
+			return &fielderr.Error{Source: fielderr.Payload, Field: field, Rule: "given more than once"}
 		}
 		seen[k] = true
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fielderr"
 )
 
 type sample struct {
@@ -31,7 +33,7 @@ func TestDecodeNamesTheField(t *testing.T) {
 	for _, c := range cases {
 		var v sample
 		err := Decode([]byte(c.payload), &v)
-		var ie *InputError
+		var ie *fielderr.Error
 		if !errors.As(err, &ie) || ie.Field != c.field || !strings.Contains(ie.Rule, c.rule) {
 			t.Errorf("Decode(%s) = %v, want field %q rule containing %q", c.payload, err, c.field, c.rule)
 		}
@@ -61,9 +63,9 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		var v sample
 		err := Decode(payload, &v)
-		var ie *InputError
+		var ie *fielderr.Error
 		if err != nil && !errors.As(err, &ie) {
-			t.Fatalf("Decode returned a %T, not an InputError: %v", err, err)
+			t.Fatalf("Decode returned a %T, not a *fielderr.Error: %v", err, err)
 		}
 	})
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/idtoken"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/provider"
 )
@@ -172,8 +173,9 @@ func staticDefault(t *testing.T, a schema.Attribute) (string, bool) {
 }
 
 // The module's pools object defaults what ghrunner_pool defaults to the
-// same values (max_instances 20, usage_class spot, ...), and names pools by
-// the rule ghrunner_pool's name has.
+// same values (max_instances 20, usage_class spot, ...), and names pools,
+// scale sets and usage classes by the rules ghrunner_pool has (their one
+// home, internal/state: the module is HCL and writes them out).
 func TestTheModulesPoolDefaultsAndNameRuleAreThePoolResources(t *testing.T) {
 	_, pool := variables(t)
 	s := poolSchema(t)
@@ -200,6 +202,18 @@ func TestTheModulesPoolDefaultsAndNameRuleAreThePoolResources(t *testing.T) {
 	name := s.Attributes["name"].(schema.StringAttribute)
 	if rule == nil || len(name.Validators) != 1 {
 		t.Fatalf("variables.tf's pool name rule %v, ghrunner_pool's name validators %v", rule, name.Validators)
+	}
+	// The module writes out the rules it cannot have the provider's Go
+	// check for it: each as its one home in internal/state has it.
+	if rule[1] != state.PoolNamePattern {
+		t.Errorf("variables.tf's pool name rule is %s; state.PoolNamePattern is %s", rule[1], state.PoolNamePattern)
+	}
+	if ss := regexp.MustCompile(`regex\("([^"]+)", p\.scale_set\.name\)`).FindStringSubmatch(read(t, "modules/runner-pool/variables.tf")); ss == nil || ss[1] != state.ScaleSetNamePattern {
+		t.Errorf("variables.tf's scale set name rule %v; state.ScaleSetNamePattern is %s", ss, state.ScaleSetNamePattern)
+	}
+	classes := regexp.MustCompile(`contains\(\[([^\]]*)\], p\.usage_class\)`).FindStringSubmatch(read(t, "modules/runner-pool/variables.tf"))
+	if want := `"` + strings.Join(state.UsageClasses, `", "`) + `"`; classes == nil || classes[1] != want {
+		t.Errorf("variables.tf's usage classes %v; state.UsageClasses are %s", classes, want)
 	}
 	module := regexp.MustCompile(rule[1])
 	for _, sample := range []string{"linux", "linux-large_2", strings.Repeat("a", 64), strings.Repeat("a", 65), "", "a.b", "a b", "gpu/x"} {

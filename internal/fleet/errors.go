@@ -22,9 +22,10 @@ func IsThrottling(err error) bool {
 	return code == "EC2ThrottledException"
 }
 
-// IsCapacity reports an API error saying EC2 has no capacity for the request
-// now; see IsCapacityCode.
-func IsCapacity(err error) bool { return IsCapacityCode(awserr.Code(err)) }
+// IsEC2CapacityShortage reports an API error saying EC2 has no capacity for
+// the request now (not the pool's cap: state.IsPoolAtCap); see
+// IsEC2CapacityShortageCode.
+func IsEC2CapacityShortage(err error) bool { return IsEC2CapacityShortageCode(awserr.Code(err)) }
 
 // capacityCodes are the documented EC2 error codes meaning "not enough
 // capacity for this request right now" — the failures another usage class,
@@ -46,8 +47,8 @@ var capacityCodes = map[string]bool{
 	"SpotMaxPriceTooLow":                   true, // spot price above the maximum price
 }
 
-// IsCapacityCode reports a capacity error code (see capacityCodes).
-func IsCapacityCode(code string) bool { return capacityCodes[code] }
+// IsEC2CapacityShortageCode reports a capacity error code (see capacityCodes).
+func IsEC2CapacityShortageCode(code string) bool { return capacityCodes[code] }
 
 // IsProfilePropagation reports EC2 refusing an instance profile as invalid,
 // as it does for several seconds after IAM made it (IAM is eventually
@@ -73,11 +74,11 @@ var quotaCodes = map[string]bool{
 func IsQuotaCode(code string) bool { return quotaCodes[code] }
 
 // IsRetryableCode reports a launch error that the same launch may not meet
-// a little later: capacity (IsCapacityCode), the account's quotas
+// a little later: capacity (IsEC2CapacityShortageCode), the account's quotas
 // (IsQuotaCode) and a subnet out of free addresses. EC2's error reference
 // says of InsufficientInstanceCapacity to wait a few minutes and try
 // again, or to try other instance types or Availability Zones; a
 // provision does both within its deadline (lambdas/provision/retry.go).
 func IsRetryableCode(code string) bool {
-	return IsCapacityCode(code) || IsQuotaCode(code) || code == "InsufficientFreeAddressesInSubnet"
+	return IsEC2CapacityShortageCode(code) || IsQuotaCode(code) || code == "InsufficientFreeAddressesInSubnet"
 }

@@ -35,19 +35,19 @@ func TestErrorClassifiers(t *testing.T) {
 		{nil, false, false, false},
 	}
 	for _, c := range cases {
-		if awserr.IsNotFound(c.err) != c.notFound || IsCapacity(c.err) != c.capacity || IsThrottling(c.err) != c.throttl {
-			t.Errorf("%v: IsNotFound %v, IsCapacity %v, IsThrottling %v; want %v, %v, %v",
-				c.err, awserr.IsNotFound(c.err), IsCapacity(c.err), IsThrottling(c.err), c.notFound, c.capacity, c.throttl)
+		if awserr.IsNotFound(c.err) != c.notFound || IsEC2CapacityShortage(c.err) != c.capacity || IsThrottling(c.err) != c.throttl {
+			t.Errorf("%v: IsNotFound %v, IsEC2CapacityShortage %v, IsThrottling %v; want %v, %v, %v",
+				c.err, awserr.IsNotFound(c.err), IsEC2CapacityShortage(c.err), IsThrottling(c.err), c.notFound, c.capacity, c.throttl)
 		}
 	}
 	for _, code := range []string{"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
 		"InsufficientReservedInstanceCapacity", "UnfulfillableCapacity", "MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow"} {
-		if !IsCapacityCode(code) {
-			t.Errorf("IsCapacityCode(%s) = false", code)
+		if !IsEC2CapacityShortageCode(code) {
+			t.Errorf("IsEC2CapacityShortageCode(%s) = false", code)
 		}
 	}
-	if IsCapacityCode("") || IsCapacityCode("insufficientinstancecapacity") {
-		t.Error("IsCapacityCode accepts a code EC2 does not send")
+	if IsEC2CapacityShortageCode("") || IsEC2CapacityShortageCode("insufficientinstancecapacity") {
+		t.Error("IsEC2CapacityShortageCode accepts a code EC2 does not send")
 	}
 }
 

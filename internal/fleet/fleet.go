@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
 // EC2 tag keys (docs/design.md). Every instance of a deployment carries
@@ -29,10 +31,10 @@ const (
 	TagBypassRemoval  = "ghr:bypass-removal"
 )
 
-// Usage classes of an instance.
+// Usage classes of an instance: the pool's (state.UsageClasses).
 const (
-	Spot     = "spot"
-	OnDemand = "on-demand"
+	Spot     = state.UsageClassSpot
+	OnDemand = state.UsageClassOnDemand
 )
 
 // EC2API is the part of *ec2.Client the fleet uses.

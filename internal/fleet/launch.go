@@ -95,7 +95,7 @@ func (r LaunchResult) Detail() string {
 			s += " (EC2 does not know the launch template's instance profile: IAM made it moments ago and " +
 				"the launch waited ProfileWait for it, or the profile was deleted)"
 		}
-		if !IsCapacityCode(e.Code) && e.Message != "" && !seen[s] {
+		if !IsEC2CapacityShortageCode(e.Code) && e.Message != "" && !seen[s] {
 			seen[s] = true
 			why = append(why, s)
 		}
@@ -114,7 +114,7 @@ func (r LaunchResult) ids() []string {
 
 func (r LaunchResult) capacityShort() bool {
 	for _, e := range r.Errors {
-		if IsCapacityCode(e.Code) {
+		if IsEC2CapacityShortageCode(e.Code) {
 			return true
 		}
 	}
@@ -131,7 +131,7 @@ func (r LaunchResult) capacityShort() bool {
 // instances already started: the caller must record them, or they leak.
 func (f *Fleet) Launch(ctx context.Context, req LaunchRequest) (LaunchResult, error) {
 	if f.environment == "" {
-		return LaunchResult{}, &ValidationError{Field: "environment", Problem: "the fleet has no environment"}
+		return LaunchResult{}, invalid("environment", "the fleet has no environment")
 	}
 	if err := req.Validate(); err != nil {
 		return LaunchResult{}, err

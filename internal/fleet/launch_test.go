@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fielderr"
 )
 
 // pairsSent lists the type@subnet overrides of a CreateFleet request, sorted.
@@ -451,13 +452,13 @@ func TestLaunchValidates(t *testing.T) {
 		req := valid
 		c.change(&req)
 		_, err := f.Launch(ctx, req)
-		var ve *ValidationError
+		var ve *fielderr.Error
 		if !errors.As(err, &ve) || ve.Field != c.field || !strings.Contains(err.Error(), c.field) {
-			t.Errorf("%s: Launch = %v, want a ValidationError naming the field", c.field, err)
+			t.Errorf("%s: Launch = %v, want a *fielderr.Error naming the field", c.field, err)
 		}
 	}
 	_, err := New(w, "").Launch(ctx, valid)
-	var ve *ValidationError
+	var ve *fielderr.Error
 	if !errors.As(err, &ve) || ve.Field != "environment" {
 		t.Errorf("a fleet without environment launched: %v", err)
 	}

@@ -73,7 +73,7 @@ const idsPerCall = 150
 // failing the whole call, and pages stay bounded by PageSize.
 func (f *Fleet) List(ctx context.Context, flt Filter) ([]Instance, error) {
 	if f.environment == "" {
-		return nil, &ValidationError{Field: "environment", Problem: "the fleet has no environment"}
+		return nil, invalid("environment", "the fleet has no environment")
 	}
 	filters, err := f.filters(flt)
 	if err != nil {

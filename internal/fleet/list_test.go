@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fielderr"
 )
 
 // launchSeven makes seven launches of two instances: pools linux (4) and
@@ -116,7 +118,7 @@ func TestListFilters(t *testing.T) {
 		t.Errorf("terminated listing %+v, want just %s", terminated, gone)
 	}
 	_, err = f.List(ctx, Filter{States: []string{"running", "runing"}})
-	var ve *ValidationError
+	var ve *fielderr.Error
 	if !errors.As(err, &ve) || ve.Field != "States[1]" {
 		t.Errorf("a misspelt state: %v", err)
 	}

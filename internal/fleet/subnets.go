@@ -53,7 +53,7 @@ func subnetRounds(subnets []string, zones map[string]string, start int) [][]stri
 // subnet.
 func (r LaunchResult) shortOfPlace() bool {
 	for _, e := range r.Errors {
-		if IsCapacityCode(e.Code) || e.Code == "InsufficientFreeAddressesInSubnet" {
+		if IsEC2CapacityShortageCode(e.Code) || e.Code == "InsufficientFreeAddressesInSubnet" {
 			return true
 		}
 	}

@@ -3,6 +3,8 @@ package fleet
 import (
 	"errors"
 	"testing"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fielderr"
 )
 
 func TestOrphanAndScaleDownTags(t *testing.T) {
@@ -58,7 +60,7 @@ func TestOrphanAndScaleDownTags(t *testing.T) {
 		t.Error("RemoveTags without keys reached EC2 or hid the instances")
 	}
 
-	var ve *ValidationError
+	var ve *fielderr.Error
 	if err := f.TagOrphan(ctx, ids[0], ""); !errors.As(err, &ve) || ve.Field != "assignment" {
 		t.Errorf("TagOrphan without assignment: %v", err)
 	}

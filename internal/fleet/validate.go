@@ -5,18 +5,15 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fielderr"
 )
 
-// ValidationError is a request the fleet refused before calling EC2.
-type ValidationError struct {
-	Field   string // as written in Go, e.g. "Count", "SubnetIDs[1]", `Tags["team"]`
-	Problem string
-}
-
-func (e *ValidationError) Error() string { return "fleet: " + e.Field + ": " + e.Problem }
-
+// invalid is a request the fleet refused before calling EC2: a
+// *fielderr.Error of source fielderr.Fleet, its field as written in Go
+// (e.g. "Count", "SubnetIDs[1]", `Tags["team"]`).
 func invalid(field, format string, args ...any) error {
-	return &ValidationError{Field: field, Problem: fmt.Sprintf(format, args...)}
+	return fielderr.New(fielderr.Fleet, field, format, args...)
 }
 
 // EC2's tag limits per resource.

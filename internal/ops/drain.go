@@ -46,7 +46,7 @@ type DrainView struct {
 // first keeps it, and the drain says so.
 func Drain(ctx context.Context, d Drainer, pool string, on bool) (*DrainView, error) {
 	if pool == "" {
-		return nil, &BadInputError{"pool", "must not be empty"}
+		return nil, BadInput("pool", "must not be empty")
 	}
 	if err := d.SetDraining(ctx, pool, on); state.IsNotFound(err) {
 		names := []string{}
@@ -55,7 +55,7 @@ func Drain(ctx context.Context, d Drainer, pool string, on bool) (*DrainView, er
 				names = append(names, p.Name)
 			}
 		}
-		return nil, &BadInputError{"pool", fmt.Sprintf("no pool %q in this table (pools: %s); nothing changed", pool, strings.Join(names, ", "))}
+		return nil, BadInput("pool", fmt.Sprintf("no pool %q in this table (pools: %s); nothing changed", pool, strings.Join(names, ", ")))
 	} else if err != nil {
 		return nil, err
 	}

@@ -9,13 +9,13 @@ package ops
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fielderr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -166,16 +166,14 @@ func Status(ctx context.Context, r Reader, now time.Time) ([]PoolStatus, error) 
 	return out, nil
 }
 
-// BadInputError names the input and the rule it broke.
-type BadInputError struct{ Field, Rule string }
-
-func (e *BadInputError) Error() string { return e.Field + ": " + e.Rule }
+// BadInput is the operator's input refused: a *fielderr.Error of source
+// fielderr.Operator, naming the input and the rule it broke.
+func BadInput(field, rule string) error {
+	return &fielderr.Error{Source: fielderr.Operator, Field: field, Rule: rule}
+}
 
 // IsBadInput says whether err is the operator's input, not the table.
-func IsBadInput(err error) bool {
-	var b *BadInputError
-	return errors.As(err, &b)
-}
+func IsBadInput(err error) bool { return fielderr.Is(err, fielderr.Operator) }
 
 // InstanceView is what ops shows of a record: everything but the GitHub
 // material (a registration token, a just-in-time configuration), of which
@@ -229,7 +227,7 @@ func View(i state.Instance) InstanceView {
 // every live state), by pool, state and id.
 func Instances(ctx context.Context, r Reader, pool string, st state.State) ([]InstanceView, error) {
 	if st != "" && !slices.Contains(LiveStates, st) {
-		return nil, &BadInputError{"--state", fmt.Sprintf("%q is not one of %s", st, joinStates(LiveStates))}
+		return nil, BadInput("--state", fmt.Sprintf("%q is not one of %s", st, joinStates(LiveStates)))
 	}
 	pools, err := r.ListPoolConfigs(ctx)
 	if err != nil {
@@ -241,7 +239,7 @@ func Instances(ctx context.Context, r Reader, pool string, st state.State) ([]In
 	}
 	if pool != "" {
 		if !slices.Contains(names, pool) {
-			return nil, &BadInputError{"--pool", fmt.Sprintf("no pool %q in this table (pools: %s)", pool, strings.Join(names, ", "))}
+			return nil, BadInput("--pool", fmt.Sprintf("no pool %q in this table (pools: %s)", pool, strings.Join(names, ", ")))
 		}
 		names = []string{pool}
 	}
@@ -288,11 +286,11 @@ type RunView struct {
 // instances as they are, whatever run they serve now).
 func Run(ctx context.Context, r Reader, runID string) (*RunView, error) {
 	if runID == "" {
-		return nil, &BadInputError{"run id", "must not be empty"}
+		return nil, BadInput("run id", "must not be empty")
 	}
 	run, err := r.GetRun(ctx, runID)
 	if state.IsNotFound(err) {
-		return nil, &BadInputError{"run id", fmt.Sprintf("no run %q in this table (runs are kept a while after they end, then expire)", runID)}
+		return nil, BadInput("run id", fmt.Sprintf("no run %q in this table (runs are kept a while after they end, then expire)", runID))
 	}
 	if err != nil {
 		return nil, err
@@ -345,14 +343,14 @@ type Writer interface {
 // instance meanwhile wins, and Retire changes nothing.
 func Retire(ctx context.Context, w Writer, instanceID, reason string) (*InstanceView, error) {
 	if instanceID == "" {
-		return nil, &BadInputError{"instance id", "must not be empty"}
+		return nil, BadInput("instance id", "must not be empty")
 	}
 	if strings.TrimSpace(reason) == "" {
 		reason = "operator"
 	}
 	rec, err := w.FindInstance(ctx, instanceID)
 	if state.IsNotFound(err) {
-		return nil, &BadInputError{"instance id", fmt.Sprintf("no record of %s in this table", instanceID)}
+		return nil, BadInput("instance id", fmt.Sprintf("no record of %s in this table", instanceID))
 	}
 	if err != nil {
 		return nil, err
@@ -362,11 +360,11 @@ func Retire(ctx context.Context, w Writer, instanceID, reason string) (*Instance
 		if rec.RunID != "" {
 			what += " for run " + rec.RunID
 		}
-		return nil, &BadInputError{"instance id", fmt.Sprintf("%s is %s: retire takes idle instances only (release its run, or wait for refresh); nothing changed", instanceID, what)}
+		return nil, BadInput("instance id", fmt.Sprintf("%s is %s: retire takes idle instances only (release its run, or wait for refresh); nothing changed", instanceID, what))
 	}
 	done, err := w.Expire(ctx, rec.Ref(), "retired: "+reason)
 	if c := state.ClauseOf(err); c != "" {
-		return nil, &BadInputError{"instance id", fmt.Sprintf("%s changed while retiring it (%s: %v); nothing changed, look again", instanceID, c, err)}
+		return nil, BadInput("instance id", fmt.Sprintf("%s changed while retiring it (%s: %v); nothing changed, look again", instanceID, c, err))
 	}
 	if err != nil {
 		return nil, err

@@ -51,7 +51,7 @@ func Seed(t *testing.T) *state.Store {
 	must(t, err)
 	inst, err := s.Create(ctx, state.NewInstance{ID: "i-busy", RoleID: opsRole, Pool: "linux", Owner: "acme", RunID: "run-7", Assignment: state.NewAssignment(),
 		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute,
-		Registration: &state.Registration{Purpose: "register", Token: "AABSECRETTOKEN", URL: "https://github.com/acme"}})
+		Registration: &state.Registration{Purpose: state.PurposeRegister, Token: "AABSECRETTOKEN", URL: "https://github.com/acme"}})
 	must(t, err)
 	must(t, s.PutSignal(ctx, inst.Key, inst.Assignment, state.SignalRegOK, "ghr-1-i-busy"))
 	_, err = s.MarkRunning(ctx, inst.Ref(), time.Hour, time.Hour)
@@ -114,7 +114,7 @@ func TestNoTokenInWhatOpsShows(t *testing.T) {
 	if strings.Contains(string(raw), "AABSECRETTOKEN") {
 		t.Fatalf("the token is in the output: %s", raw)
 	}
-	if len(run.Instances) != 1 || run.Instances[0].Registration != "register" || run.Instances[0].Signals[state.SignalRegOK].Detail != "ghr-1-i-busy" {
+	if len(run.Instances) != 1 || run.Instances[0].Registration != state.PurposeRegister || run.Instances[0].Signals[state.SignalRegOK].Detail != "ghr-1-i-busy" {
 		t.Fatalf("run view: %+v", run)
 	}
 	if _, err := ops.Run(ctx, s, "run-404"); !ops.IsBadInput(err) {

@@ -120,13 +120,13 @@ func (s runSnapshot) over(runID string) bool {
 // exist is an error.
 func Tail(ctx context.Context, r Reader, runID string, every time.Duration, emit func(Event)) error {
 	if runID == "" {
-		return &BadInputError{"run id", "must not be empty"}
+		return BadInput("run id", "must not be empty")
 	}
 	var prev *runSnapshot
 	for {
 		run, err := r.GetRun(ctx, runID)
 		if state.IsNotFound(err) && prev == nil {
-			return &BadInputError{"run id", fmt.Sprintf("no run %q in this table", runID)}
+			return BadInput("run id", fmt.Sprintf("no run %q in this table", runID))
 		}
 		if err == nil {
 			recs, rerr := runRecords(ctx, r, run)

@@ -3,6 +3,8 @@ package pool
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
 // MatchGlob reports whether s matches pattern, ignoring ASCII case. '*' matches any
@@ -45,7 +47,7 @@ type Matcher struct {
 
 // NewMatcher validates a request's usage class and instance type globs.
 func NewMatcher(usageClass string, globs []string) (Matcher, error) {
-	if usageClass != "" && usageClass != "spot" && usageClass != "on-demand" {
+	if usageClass != "" && !state.ValidUsageClass(usageClass) {
 		return Matcher{}, fmt.Errorf("usageClass: %q must be spot or on-demand", usageClass)
 	}
 	for i, g := range globs {

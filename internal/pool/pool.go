@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
 // SQSAPI holds only the SQS calls the pool makes.
@@ -45,7 +47,7 @@ func (m Message) Validate() error {
 		return errors.New("pool: required")
 	case m.InstanceType == "":
 		return errors.New("instanceType: required")
-	case m.UsageClass != "spot" && m.UsageClass != "on-demand":
+	case !state.ValidUsageClass(m.UsageClass):
 		return fmt.Errorf("usageClass: %q must be spot or on-demand", m.UsageClass)
 	case m.IdleUntil <= 0:
 		return errors.New("idleUntil: required (unix seconds)")

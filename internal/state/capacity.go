@@ -81,8 +81,9 @@ func (e *CapacityError) Error() string {
 		e.Pool, e.Live, e.Reserved, e.Max, e.Asked)
 }
 
-// IsCapacity reports whether err is a *CapacityError.
-func IsCapacity(err error) bool {
+// IsPoolAtCap reports whether err is a *CapacityError: the pool's own cap
+// (maxInstances), not EC2's capacity (fleet.IsEC2CapacityShortage).
+func IsPoolAtCap(err error) bool {
 	var ce *CapacityError
 	return errors.As(err, &ce)
 }

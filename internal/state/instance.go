@@ -53,7 +53,7 @@ type Signal struct {
 // release. It lives only in the instance's own record.
 type Registration struct {
 	Assignment string `dynamodbav:"assignment"`
-	Purpose    string `dynamodbav:"purpose"` // "register" or "remove"
+	Purpose    string `dynamodbav:"purpose"` // PurposeRegister, PurposeRemove or PurposeJIT
 	URL        string `dynamodbav:"url,omitempty"`
 	Token      string `dynamodbav:"token"`
 	ExpiresAt  int64  `dynamodbav:"expiresAt,omitempty"`

@@ -19,8 +19,15 @@ import (
 // idempotent: a configuration is written only as the successor of the last
 // one, so a redelivered or repeated request never gets two.
 
-// PurposeJIT marks a Registration that is a just-in-time configuration.
-const PurposeJIT = "jit"
+// A Registration's purposes: the record's one vocabulary for them.
+const (
+	// PurposeRegister: a registration token for config.sh.
+	PurposeRegister = "register"
+	// PurposeRemove: a remove token for config.sh remove.
+	PurposeRemove = "remove"
+	// PurposeJIT: a just-in-time configuration.
+	PurposeJIT = "jit"
+)
 
 // SignalJITNext is the agent asking for its assignment's next just-in-time
 // configuration; Detail is the number it wants.

@@ -26,7 +26,7 @@ func TestLifecycleWalkthrough(t *testing.T) {
 	}
 
 	clk.Add(10 * time.Minute)
-	idle, err := s.Release(ctx, run1.Ref(), "run-7890", 15*time.Minute, &Registration{Purpose: "remove", Token: "t-remove"})
+	idle, err := s.Release(ctx, run1.Ref(), "run-7890", 15*time.Minute, &Registration{Purpose: PurposeRemove, Token: "t-remove"})
 	must(t, err)
 	if idle.State != Idle || idle.RunID != "" || idle.Assignment == run1.Assignment || idle.Registration.Assignment != idle.Assignment {
 		t.Fatalf("released record = %+v", idle)

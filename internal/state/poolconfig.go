@@ -230,8 +230,33 @@ const (
 // ghr: tags a launch adds.
 const maxPoolTags = 40
 
+// PoolNamePattern is what a pool's name may be. It is the rule's one home:
+// PoolConfig, ghrunner_pool and ghrunner_monitoring (at plan) and provision
+// (its payload's pool) check with it, and the module's variables.tf, which
+// Terraform cannot have call Go, writes it out and a docscheck test keeps it
+// equal to this.
+const PoolNamePattern = `^[A-Za-z0-9_-]{1,64}$`
+
+// PoolNameRule says PoolNamePattern in words, for errors.
+const PoolNameRule = "must be 1-64 letters, digits, '-' or '_'"
+
+// The usage classes a pool launches with, EC2's two purchasing options. The
+// rule's one home: fleet.Spot and fleet.OnDemand are these, and PoolConfig,
+// a pool message, provision and ghrunner_pool check with ValidUsageClass or
+// UsageClasses.
+const (
+	UsageClassSpot     = "spot"
+	UsageClassOnDemand = "on-demand"
+)
+
+// UsageClasses are the usage classes, spot first (the default).
+var UsageClasses = []string{UsageClassSpot, UsageClassOnDemand}
+
+// ValidUsageClass says whether c is a usage class.
+func ValidUsageClass(c string) bool { return c == UsageClassSpot || c == UsageClassOnDemand }
+
 var (
-	poolNameRE     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	poolNameRE     = regexp.MustCompile(PoolNamePattern)
 	ownerRE        = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9._-]{1,100})?$`)
 	instanceTypeRE = regexp.MustCompile(`^[a-z0-9-]+\.[a-z0-9-]+$`)
 	cronParser     = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
@@ -241,7 +266,7 @@ var (
 func (p PoolConfig) Validate() error {
 	switch {
 	case !poolNameRE.MatchString(p.Name):
-		return fmt.Errorf("name: %q must be 1-64 letters, digits, '-' or '_'", p.Name)
+		return fmt.Errorf("name: %q %s", p.Name, PoolNameRule)
 	case !ownerRE.MatchString(p.Owner):
 		return fmt.Errorf("owner: %q must be an organization (acme) or a repository (acme/api)", p.Owner)
 	case p.QueueURL == "":
@@ -256,7 +281,7 @@ func (p PoolConfig) Validate() error {
 		return fmt.Errorf("subnetIds: at least one subnet is required")
 	case len(p.Tags) > maxPoolTags:
 		return fmt.Errorf("tags: %d tags, at most %d (EC2 allows 50 per resource and ghrunner adds its own)", len(p.Tags), maxPoolTags)
-	case p.UsageClass != "spot" && p.UsageClass != "on-demand":
+	case !ValidUsageClass(p.UsageClass):
 		return fmt.Errorf("usageClass: %q must be spot or on-demand", p.UsageClass)
 	case p.MaxInstances < 1:
 		return fmt.Errorf("maxInstances: must be at least 1, got %d", p.MaxInstances)

@@ -176,7 +176,7 @@ func TestReservationsNeverPassTheCap(t *testing.T) {
 			switch {
 			case err == nil:
 				ok.Add(1)
-			case IsCapacity(err):
+			case IsPoolAtCap(err):
 				refused.Add(1)
 			default:
 				t.Error(err)
@@ -199,7 +199,7 @@ func TestReservationsNeverPassTheCap(t *testing.T) {
 	if err := s.Reserve(ctx, "linux", "next", 3, 3, time.Minute, none); err != nil {
 		t.Fatalf("the cap is free again, yet: %v", err)
 	}
-	if err := s.Reserve(ctx, "linux", "over", 1, 3, time.Minute, none); !IsCapacity(err) {
+	if err := s.Reserve(ctx, "linux", "over", 1, 3, time.Minute, none); !IsPoolAtCap(err) {
 		t.Fatalf("a fourth instance was reserved: %v", err)
 	}
 }
@@ -219,7 +219,7 @@ func TestAReservationCountsOnlyWhatTheIndexDoesNotShow(t *testing.T) {
 	if err := s.Reserve(ctx, "linux", "b", 1, 3, time.Minute, count); err != nil {
 		t.Fatalf("an instance was counted twice (index and reservation): %v", err)
 	}
-	if err := s.Reserve(ctx, "linux", "c", 1, 3, time.Minute, count); !IsCapacity(err) {
+	if err := s.Reserve(ctx, "linux", "c", 1, 3, time.Minute, count); !IsPoolAtCap(err) {
 		t.Fatalf("a fourth instance was reserved: %v", err)
 	}
 	// b's provision died after writing its record, before settling: the

@@ -21,7 +21,7 @@ func TestRegistrationMaterialLifetime(t *testing.T) {
 	p := pooled(t, s, "i-sec-own")
 
 	req := claimReq("r-sec")
-	req.Registration = &Registration{Purpose: "register", Token: "REGTOKEN-SEC", URL: "https://github.com/acme"}
+	req.Registration = &Registration{Purpose: PurposeRegister, Token: "REGTOKEN-SEC", URL: "https://github.com/acme"}
 	c, err := s.Claim(ctx, p.Key, req)
 	must(t, err)
 	if c.Registration == nil || c.Registration.Assignment != c.Assignment {
@@ -41,9 +41,9 @@ func TestRegistrationMaterialLifetime(t *testing.T) {
 	}
 
 	// Released: the remove token arrives, bound to the new assignment.
-	idle, err := s.Release(ctx, r.Ref(), "r-sec", 15*time.Minute, &Registration{Purpose: "remove", Token: "RMTOKEN-SEC"})
+	idle, err := s.Release(ctx, r.Ref(), "r-sec", 15*time.Minute, &Registration{Purpose: PurposeRemove, Token: "RMTOKEN-SEC"})
 	must(t, err)
-	if idle.Registration == nil || idle.Registration.Assignment != idle.Assignment || idle.Registration.Purpose != "remove" {
+	if idle.Registration == nil || idle.Registration.Assignment != idle.Assignment || idle.Registration.Purpose != PurposeRemove {
 		t.Fatalf("release: registration %v", idle.Registration)
 	}
 	// A stale assignment cannot clear (or touch) the new material.
@@ -59,7 +59,7 @@ func TestRegistrationMaterialLifetime(t *testing.T) {
 	}
 
 	// Terminated: any material left (a failed deregistration) is removed.
-	again, err := s.Release(ctx, running(t, s, "i-sec-term", "r-t").Ref(), "r-t", time.Minute, &Registration{Purpose: "remove", Token: "RMTOKEN-TERM"})
+	again, err := s.Release(ctx, running(t, s, "i-sec-term", "r-t").Ref(), "r-t", time.Minute, &Registration{Purpose: PurposeRemove, Token: "RMTOKEN-TERM"})
 	must(t, err)
 	term, err := s.Terminate(ctx, again.Key, Termination{Assignment: again.Assignment})
 	must(t, err)
@@ -135,7 +135,7 @@ func TestAgentWritesCannotForge(t *testing.T) {
 // TestRegistrationNeverPrinted: the token is redacted wherever the material
 // is formatted (logs, errors).
 func TestRegistrationNeverPrinted(t *testing.T) {
-	reg := &Registration{Assignment: "a1", Purpose: "register", URL: "https://github.com/acme", Token: "AAAASECRETTOKEN"}
+	reg := &Registration{Assignment: "a1", Purpose: PurposeRegister, URL: "https://github.com/acme", Token: "AAAASECRETTOKEN"}
 	for _, out := range []string{fmt.Sprint(reg), fmt.Sprintf("%v", reg), fmt.Sprintf("%s", reg), fmt.Sprintf("%+v", Instance{ID: "i-1", Registration: reg}), fmt.Sprintf("%+v", &Instance{Registration: reg}), (&ConditionError{Key: "i-1", Transition: "t", Clause: ClauseState, Detail: fmt.Sprint(reg)}).Error()} {
 		if strings.Contains(out, "AAAASECRETTOKEN") {
 			t.Errorf("token printed: %s", out)

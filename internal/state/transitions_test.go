@@ -340,7 +340,7 @@ func TestRegistrationOnlyForItsAssignment(t *testing.T) {
 	s, _ := newStore(t)
 	p := pooled(t, s, "i-reg")
 	req := claimReq("r2")
-	req.Registration = &Registration{Purpose: "register", Token: "secret-token", URL: "https://github.com/acme"}
+	req.Registration = &Registration{Purpose: PurposeRegister, Token: "secret-token", URL: "https://github.com/acme"}
 	c, err := s.Claim(ctx, p.Key, req)
 	must(t, err)
 	if c.Registration == nil || c.Registration.Assignment != c.Assignment || c.Registration.Token != "secret-token" {

@@ -134,7 +134,7 @@ func (p *provisioner) reserve(ctx context.Context, id string, n int) error {
 		return live, nil
 	}
 	err := p.d.Store.Reserve(ctx, p.req.Pool, id, n, p.req.pool.MaxInstances, hold, count)
-	if !state.IsCapacity(err) {
+	if !state.IsPoolAtCap(err) {
 		return err
 	}
 	if reaped := p.reapExpired(ctx); reaped == 0 {

@@ -3,7 +3,6 @@ package provision
 import (
 	"context"
 	"reflect"
-	"regexp"
 	"strings"
 	"time"
 
@@ -19,8 +18,6 @@ const (
 	// a handful of types, and the request is stored in the run item.
 	MaxAllowedInstanceTypes = 64
 )
-
-var poolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ParsePayload decodes a provision payload and applies every rule that needs
 // no pool configuration (the rest — instanceCount against maxInstances, the
@@ -44,10 +41,10 @@ func ParsePayload(payload []byte) (Input, error) {
 	if in.Pool == "" {
 		return in, controlplane.Invalid("pool", "required: the name of a pool of this deployment")
 	}
-	if !poolNameRE.MatchString(in.Pool) {
-		return in, controlplane.Invalid("pool", "%s must be 1-64 letters, digits, '-' or '_' (a ghrunner_pool name)", controlplane.Quote(in.Pool))
+	if !state.ValidPoolName(in.Pool) {
+		return in, controlplane.Invalid("pool", "%s %s (a ghrunner_pool name)", controlplane.Quote(in.Pool), state.PoolNameRule)
 	}
-	if in.UsageClass != "" && in.UsageClass != "spot" && in.UsageClass != "on-demand" {
+	if in.UsageClass != "" && !state.ValidUsageClass(in.UsageClass) {
 		return in, controlplane.Invalid("usageClass", "%s must be spot or on-demand", controlplane.Quote(in.UsageClass))
 	}
 	if n := len(in.AllowedInstanceTypes); n > MaxAllowedInstanceTypes {
@@ -100,7 +97,7 @@ func parse(ctx context.Context, d *controlplane.Deps, in Input) (*request, error
 	if in.UsageClass == "" {
 		req.UsageClass = p.UsageClass
 	}
-	if req.UsageClass != "spot" && req.UsageClass != "on-demand" {
+	if !state.ValidUsageClass(req.UsageClass) {
 		return nil, controlplane.Invalid("usageClass", "%q must be spot or on-demand", in.UsageClass)
 	}
 	req.matcher, err = pool.NewMatcher(req.UsageClass, in.AllowedInstanceTypes)

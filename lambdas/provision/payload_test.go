@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fielderr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
 )
@@ -34,7 +34,7 @@ var (
 )
 
 // FuzzProvisionPayload: ParsePayload never panics; a refusal is an
-// InputError with a short message; what it accepts keeps every rule that
+// *fielderr.Error with a short message; what it accepts keeps every rule that
 // needs no pool, and survives its own encoding unchanged (the run item
 // stores it so).
 func FuzzProvisionPayload(f *testing.F) {
@@ -46,7 +46,7 @@ func FuzzProvisionPayload(f *testing.F) {
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		in, err := ParsePayload(payload)
 		if err != nil {
-			var ie *controlplane.InputError
+			var ie *fielderr.Error
 			if !errors.As(err, &ie) || len(err.Error()) > 512 {
 				t.Fatalf("%q: %T of %d bytes: %.300v", payload, err, len(err.Error()), err)
 			}
@@ -98,7 +98,7 @@ func FuzzProvisionPayload(f *testing.F) {
 // naming preflight, and nothing is provisioned.
 func TestParsePayloadRefusesAPreflightWithARequest(t *testing.T) {
 	_, err := ParsePayload([]byte(`{"preflight":true,"runId":"1","pool":"linux"}`))
-	var ie *controlplane.InputError
+	var ie *fielderr.Error
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "preflight") {
 		t.Fatalf("got %v, want an input error naming preflight", err)
 	}

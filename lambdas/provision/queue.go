@@ -62,7 +62,7 @@ func (p *provisioner) acquire(ctx context.Context, reg *state.Registration) erro
 					}
 					return err
 				}
-				if err != nil && !state.IsCapacity(err) {
+				if err != nil && !state.IsPoolAtCap(err) {
 					return err
 				}
 				short = err

@@ -98,7 +98,7 @@ func quotaCheck(ctx context.Context, q Quotas, p *state.PoolConfig) Check {
 		}
 	}
 	code, name := QuotaOnDemandStandard, "Running On-Demand Standard instances"
-	if p.UsageClass == "spot" {
+	if p.UsageClass == state.UsageClassSpot {
 		code, name = QuotaSpotStandard, "All Standard Spot Instance Requests"
 	}
 	quota, err := q.VCPUQuota(ctx, code)
@@ -116,7 +116,7 @@ func quotaCheck(ctx context.Context, q Quotas, p *state.PoolConfig) Check {
 			if float64(need) > quota {
 				c.Warning = true
 				c.Detail = fmt.Sprintf("maxInstances %d × %d vCPUs (%s) = %d vCPUs passes the account's quota %s (%s) of %g vCPUs, shared with every other instance of the region: launches beyond it fail with %s until instances end; raise the quota or lower max_instances",
-					p.MaxInstances, largest, which, need, code, name, quota, map[bool]string{true: "MaxSpotInstanceCountExceeded (on demand with on_demand_fallback)", false: "VcpuLimitExceeded"}[p.UsageClass == "spot"])
+					p.MaxInstances, largest, which, need, code, name, quota, map[bool]string{true: "MaxSpotInstanceCountExceeded (on demand with on_demand_fallback)", false: "VcpuLimitExceeded"}[p.UsageClass == state.UsageClassSpot])
 			}
 			return c
 		}

@@ -151,7 +151,7 @@ func (l *launchLog) note(got int, why LaunchErrors, err error) {
 		l.classes[e.UsageClass] = true
 		l.codes[fmt.Sprintf("%s (%s in %s, %s)", e.Code, e.InstanceType, az, e.UsageClass)]++
 		// A capacity code says it all; a quota names its limit.
-		if !fleet.IsCapacityCode(e.Code) && e.Message != "" {
+		if !fleet.IsEC2CapacityShortageCode(e.Code) && e.Message != "" {
 			l.messages[e.Code+": "+e.Message] = true
 		}
 	}

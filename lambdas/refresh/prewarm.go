@@ -67,7 +67,7 @@ func (r *refresher) topUp(ctx context.Context, p *state.PoolConfig, warm, live i
 		r.out.Prewarmed = append(r.out.Prewarmed, Decision{id, p.Name, reason, KindPrewarmed})
 	}
 	switch {
-	case state.IsCapacity(err):
+	case state.IsPoolAtCap(err):
 		r.d.Log.Info("pre-warm stopped at the pool's cap", "pool", p.Name, "launched", len(ids), "err", err)
 	case err != nil:
 		r.fail(fmt.Errorf("pre-warm pool %s: %w", p.Name, err))

@@ -324,7 +324,7 @@ func TestRefreshFreesTheCapacityOfAProvisionThatDiedBeforeItsRecords(t *testing.
 	// settling.
 	must(t, w.cp.Reserve(ctx, "linux", "lost-launch", 2, 2, time.Hour, none))
 	a, b := w.launchTagged("lost-launch"), w.launchTagged("lost-launch")
-	if err := w.cp.Reserve(ctx, "linux", "next", 1, 2, time.Hour, none); !state.IsCapacity(err) {
+	if err := w.cp.Reserve(ctx, "linux", "next", 1, 2, time.Hour, none); !state.IsPoolAtCap(err) {
 		t.Fatalf("the pool's capacity is held by the dead provision, yet: %v", err)
 	}
 	out, err := w.refresh()

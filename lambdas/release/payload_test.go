@@ -5,13 +5,13 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fielderr"
 )
 
 var fuzzRunIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
 // FuzzReleasePayload: ParsePayload never panics, refuses with a short
-// InputError, and accepts only a label-safe runId.
+// *fielderr.Error, and accepts only a label-safe runId.
 func FuzzReleasePayload(f *testing.F) {
 	f.Add([]byte(`{"runId":"1234567890"}`))
 	f.Add([]byte(`{"runId":"$(id)"}`))
@@ -19,7 +19,7 @@ func FuzzReleasePayload(f *testing.F) {
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		in, err := ParsePayload(payload)
 		if err != nil {
-			var ie *controlplane.InputError
+			var ie *fielderr.Error
 			if !errors.As(err, &ie) || len(err.Error()) > 512 {
 				t.Fatalf("%q: %T of %d bytes: %.300v", payload, err, len(err.Error()), err)
 			}

@@ -100,6 +100,9 @@ variable "pools" {
     condition     = length(var.pools) > 0
     error_message = "pools must hold at least one pool."
   }
+  # ghrunner_pool's rules, written out (Terraform cannot call the provider's
+  # Go): state.PoolNamePattern and state.UsageClasses, which docscheck keeps
+  # these equal to.
   validation {
     condition     = alltrue([for name, _ in var.pools : can(regex("^[A-Za-z0-9_-]{1,64}$", name))])
     error_message = "pool names (the keys of pools) must be 1-64 letters, digits, '-' or '_'."
