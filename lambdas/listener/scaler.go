@@ -44,7 +44,7 @@ type Scaler struct {
 	// assigned is GitHub's last count of jobs assigned to the scale set;
 	// releasing, the runs being released now.
 	assigned, releasing int
-	wg         sync.WaitGroup
+	wg                  sync.WaitGroup
 }
 
 // standing is one standing run and its instance, once known.
