@@ -161,3 +161,27 @@ func TestTheGuideScopesTheCLIConfigurationToTheDeployment(t *testing.T) {
 		t.Error("make install's hint must set TF_CLI_CONFIG_FILE on a command, not export it")
 	}
 }
+
+// The build time the guide warns of covers the one README measured for
+// make install with Go's build cache empty.
+func TestTheGuidesBuildTimeCoversTheMeasuredOne(t *testing.T) {
+	row := regexp.MustCompile("(?m)^\\| `make install`, Go's build cache empty[^|]*\\| \\*\\*(\\d+) min (\\d+) s\\*\\*").FindStringSubmatch(read(t, "README.md"))
+	if row == nil {
+		t.Fatal("README's Measured table has no row for make install with an empty build cache")
+	}
+	var minutes, seconds int
+	fmt.Sscan(row[1], &minutes)
+	fmt.Sscan(row[2], &seconds)
+	stated := regexp.MustCompile(`\*\*building takes up to about (\d+) minutes\*\*`).FindStringSubmatch(flat(read(t, "docs/getting-started.md")))
+	if stated == nil {
+		t.Fatal("the guide does not say how long the build takes (**building takes up to about N minutes**)")
+	}
+	var warned int
+	fmt.Sscan(stated[1], &warned)
+	if warned*60 < minutes*60+seconds {
+		t.Errorf("the guide says the build takes up to about %d minutes; README measured %d min %d s", warned, minutes, seconds)
+	}
+	if !strings.Contains(flat(read(t, "docs/getting-started.md")), fmt.Sprintf("measured %d min %d s", minutes, seconds)) {
+		t.Errorf("the guide does not state README's measurement (%d min %d s)", minutes, seconds)
+	}
+}
