@@ -260,11 +260,26 @@ func TestE2E_GettingStartedCommandsRunAgainstTheSandbox(t *testing.T) {
 					t.Errorf("preflight answered %q, want status preflight-ok", out)
 				}
 			}},
-		{name: "copy the workflow", match: func(s string) bool { return strings.Contains(s, "cp ") && strings.Contains(s, "ci.yml") },
+		{name: "copy the workflow", match: func(s string) bool { return strings.Contains(s, "cp <ghrunner>/examples/workflows/ci.yml") },
 			check: func(t *testing.T, _ string) {
 				// The action is referenced (uses: ...@tag), not copied.
 				if _, err := os.Stat(filepath.Join(work, ".github/workflows/ci.yml")); err != nil {
 					t.Error(err)
+				}
+			}},
+		// Before the first release: the action vendored as a local one
+		// (examples/workflows' actionlint test lints the result).
+		{name: "vendor the action", match: func(s string) bool { return strings.Contains(s, ".github/actions/ghrunner") },
+			check: func(t *testing.T, _ string) {
+				if st, err := os.Stat(filepath.Join(work, ".github/actions/ghrunner/invoke.sh")); err != nil || st.Mode()&0o100 == 0 {
+					t.Errorf("the vendored invoke.sh: %v, want an executable file", err)
+				}
+				raw, err := os.ReadFile(filepath.Join(work, ".github/workflows/ci.yml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := strings.Count(string(raw), "uses: ./.github/actions/ghrunner"); n != 2 || strings.Contains(string(raw), "ghrunner/terraform-provider-ghrunner/action@") {
+					t.Errorf("the vendored ci.yml uses the local action %d times (want 2) or still references the tag:\n%s", n, raw)
 				}
 			}},
 		{name: "provision as the workflow's job", match: func(s string) bool {
