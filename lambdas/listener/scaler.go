@@ -107,12 +107,10 @@ func (s *Scaler) resize() {
 	s.mu.Lock()
 	want := min(s.assigned, s.max)
 	var ids []string
-	if time.Now().After(s.pauseUntil) {
-		for n := want - len(s.live) - s.releasing; n > 0; n-- {
-			id := s.newRunID()
-			s.live[id] = &standing{}
-			ids = append(ids, id)
-		}
+	for n := toStart(s.assigned, s.max, len(s.live), s.releasing, time.Now().Before(s.pauseUntil)); n > 0; n-- {
+		id := s.newRunID()
+		s.live[id] = &standing{}
+		ids = append(ids, id)
 	}
 	live, releasing := len(s.live), s.releasing
 	s.mu.Unlock()
@@ -123,6 +121,17 @@ func (s *Scaler) resize() {
 		s.wg.Add(1)
 		go s.provision(id)
 	}
+}
+
+// toStart is how many standing runs to start: the runners GitHub's count of
+// assigned jobs wants, up to the scale set's maximum, less those live and
+// those being released (their instances come back in seconds); none while
+// paused after a failed provision.
+func toStart(assigned, maxRunners, live, releasing int, paused bool) int {
+	if paused {
+		return 0
+	}
+	return max(min(assigned, maxRunners)-live-releasing, 0)
 }
 
 // provision gives run id its instance, as provision does for a workflow.
