@@ -354,7 +354,7 @@ func TestAccPool_validation(t *testing.T) {
 		{`runner_version = "2.330.0"`, `"2.330.0" is not a release this provider pins`},
 		{`runner_version = "2.300.0"`, `2.300.0 is below ` + runnerrelease.Minimum},
 		{`runner_version = "next"`, `runner_version: "next" must be "latest" or a release version`},
-		{`agent_path = "relative/agent"`, `must be an absolute path`},
+		{`agent_path = "relative/agent"`, `agent_path must be an absolute file path`},
 		{`max_instances = 0`, `between 1 and 10000`},
 		{`max_provisions_per_repository = 0`, `max_provisions_per_repository value must be between 1 and 10000`},
 		{`max_queued_per_repository = 20000`, `max_queued_per_repository value must be between 1 and 10000`},
