@@ -184,34 +184,11 @@ func (c *chaos) checkScaleSet(ctx context.Context) []string {
 	}
 	// 14. No instance ran two jobs at once (a scale-set job or another):
 	// the jobs' Started-Finished spans on each instance do not overlap.
-	type span struct {
-		id         int64
-		start, end time.Time
-	}
-	byInstance := map[string][]span{}
 	all := ordinary
 	for _, j := range jobs {
 		all = append(all, j.job)
 	}
-	for _, j := range all {
-		// A job that never ended (its runner's agent killed, given up on)
-		// has no span to judge.
-		inst, ok := github.InstanceOf(j.Runner)
-		if !ok || j.Started.IsZero() || j.Finished.IsZero() {
-			continue
-		}
-		byInstance[inst] = append(byInstance[inst], span{j.ID, j.Started, j.Finished})
-	}
-	for _, inst := range sortedKeysOf(byInstance) {
-		spans := byInstance[inst]
-		for i, a := range spans {
-			for _, b := range spans[i+1:] {
-				if a.start.Before(b.end) && b.start.Before(a.end) {
-					v = append(v, fmt.Sprintf("[14] instance %s ran jobs %d and %d at once (%s-%s, %s-%s)", inst, a.id, b.id, c.at(a.start), c.at(a.end), c.at(b.start), c.at(b.end)))
-				}
-			}
-		}
-	}
+	v = append(v, jobsAtOnce(all, c.at)...)
 	// 15. Every job boundary wiped: no scale-set job saw the file an earlier
 	// job left in $HOME, nor a hostile job's leftovers.
 	for _, j := range jobs {
@@ -237,6 +214,36 @@ func (c *chaos) checkScaleSet(ctx context.Context) []string {
 		}
 	}
 	sort.Strings(v)
+	return v
+}
+
+// jobsAtOnce returns the violations of invariant 14 among jobs: two whose
+// Started-Finished spans on one instance overlap. A job that never ended
+// (its runner's agent killed, given up on) has no span to judge.
+func jobsAtOnce(jobs []fakegithub.Job, at func(time.Time) string) []string {
+	type span struct {
+		id         int64
+		start, end time.Time
+	}
+	byInstance := map[string][]span{}
+	for _, j := range jobs {
+		inst, ok := github.InstanceOf(j.Runner)
+		if !ok || j.Started.IsZero() || j.Finished.IsZero() {
+			continue
+		}
+		byInstance[inst] = append(byInstance[inst], span{j.ID, j.Started, j.Finished})
+	}
+	var v []string
+	for _, inst := range sortedKeysOf(byInstance) {
+		spans := byInstance[inst]
+		for i, a := range spans {
+			for _, b := range spans[i+1:] {
+				if a.start.Before(b.end) && b.start.Before(a.end) {
+					v = append(v, fmt.Sprintf("[14] instance %s ran jobs %d and %d at once (%s-%s, %s-%s)", inst, a.id, b.id, at(a.start), at(a.end), at(b.start), at(b.end)))
+				}
+			}
+		}
+	}
 	return v
 }
 
