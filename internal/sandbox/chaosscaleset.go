@@ -201,8 +201,15 @@ func (c *chaos) checkScaleSet(ctx context.Context) []string {
 	}
 	// 17. Never two listener tasks at once, nor other ECS trouble the
 	// sandbox saw (ECSViolations); and the listener runs at the end.
-	for _, e := range c.sb.ECSViolations() {
-		v = append(v, "[17] ECS: "+e)
+	if ev := c.sb.ECSViolations(); len(ev) > 0 {
+		// When: the tasks' starts, stops, kills and exits.
+		var when []string
+		for _, e := range c.sb.ECSTaskEvents() {
+			when = append(when, fmt.Sprintf("%s %.8s pid %d %s", e.Kind, e.TaskID, e.PID, c.at(e.At)))
+		}
+		for _, e := range ev {
+			v = append(v, fmt.Sprintf("[17] ECS: %s (the tasks: %s)", e, strings.Join(when, ", ")))
+		}
 	}
 	if c.d.ListenerService != "" {
 		running := false
