@@ -23,6 +23,14 @@ import (
 // expired, a message delivered twice (its acknowledgement lost). Agent
 // kills, instance deaths and GitHub faults hit them as they hit the rest.
 // Invariants 13-17 (checkScaleSet, and check for 16) are about them.
+//
+// Each was seen catching its violation with its control taken out (not
+// committed; README "Faults"): the agent's wipe and check skipped, 13 and
+// 15 (a job failed on the file a job before it left); the sandbox starting
+// a second listener task, 17; half the listener's releases skipped, 13 (jobs
+// starved: the pool full of unreleased runs) but not 16, since refresh ends
+// such runs at max_runtime before settling. 14 has no control to take out in
+// a run: TestInvariant14FlagsTwoJobsOnOneInstanceAtOnce shows its check.
 
 // ChaosScaleSet is the scale set the chaos run's linux pool serves.
 const ChaosScaleSet = "chaos-scale"
