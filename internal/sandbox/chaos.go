@@ -44,6 +44,7 @@ var FaultGroups = map[string]string{
 	"control-plane": "refresh and scale-down every few seconds",
 	"release":       "an actions/runner release published halfway (chaosrelease.go)",
 	"flood":         "another repository flooding provision into the pools' fair-share limits (chaosflood.go)",
+	"scaleset":      "scale-set workflows, with the listener's task killed, its queue token expired, messages delivered twice (chaosscaleset.go)",
 }
 
 // ChaosReport is what a chaos run did and found.
@@ -165,6 +166,13 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	defer doneHostile()
 	c.initFlood(pool.MaxProvisionsPerRepository, pool.MaxQueuedPerRepository, off["flood"])
 	c.maxInstances, c.maxRuntime = pool.MaxInstances, state.D(pool.Timings.WithDefaults(pool.OS).MaxRuntime)
+	if !off["scaleset"] {
+		// The listener creates the scale set when its task starts: jobs
+		// queued before would be no scale set's.
+		if err := c.waitScaleSet(ctx); err != nil {
+			return ChaosReport{}, err
+		}
+	}
 	c.start = time.Now()
 	rep := ChaosReport{Seed: o.Seed, Workflows: o.Workflows}
 
@@ -207,7 +215,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	// whatever the timing.
 	// One workflow in four runs on the token pool: the fallback for GitHub
 	// Enterprise Server meets the same faults as the default.
-	plan, pools := make([]string, o.Workflows), make([]string, o.Workflows)
+	plan, pools, ssPlan := make([]string, o.Workflows), make([]string, o.Workflows), make([]string, o.Workflows)
 	for i := range plan {
 		plan[i], pools[i] = workflowFaults[c.intn(len(workflowFaults))], PoolJIT
 		if c.intn(4) == 0 {
@@ -219,6 +227,16 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 		}
 		if i%longJobEvery == 1 && !off["long-jobs"] {
 			plan[i] = faultLongJob
+		}
+		// One workflow in four of the others is a scale-set workflow
+		// (chaosscaleset.go), with a fault of the mode; drawn only when
+		// the group plays, so that -off scaleset keeps the plan of before.
+		if !off["scaleset"] && plan[i] != faultLongJob && c.intn(4) == 0 {
+			ssPlan[i] = scaleSetFaults[c.intn(len(scaleSetFaults))]
+			if pools[i] == PoolToken {
+				c.activity["token-pool workflows"]--
+			}
+			c.activity["scale-set workflows"]++
 		}
 	}
 	sem := make(chan struct{}, o.Concurrency)
@@ -246,7 +264,12 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 				}
 				wg.Done()
 			}()
-			ok := c.workflow(ctx, fmt.Sprintf("chaos-%d-%d", o.Seed, i), pools[i], 1+c.intn(2), plan[i])
+			var ok bool
+			if ssPlan[i] != "" {
+				ok = c.scaleSetWorkflow(ctx, fmt.Sprintf("chaos-%d-%d", o.Seed, i), 2+c.intn(2), ssPlan[i])
+			} else {
+				ok = c.workflow(ctx, fmt.Sprintf("chaos-%d-%d", o.Seed, i), pools[i], 1+c.intn(2), plan[i])
+			}
 			countMu.Lock()
 			if ok {
 				okCount++
@@ -275,11 +298,16 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	explained, past := c.checkHistory(ctx)
 	rep.Violations = append(rep.Violations, past...)
 	rep.Violations = append(rep.Violations, c.checkUpdates()...)
+	rep.Violations = append(rep.Violations, c.checkScaleSet(ctx)...)
 	flooded, counts := c.checkFlood()
 	rep.Violations, rep.Flood = append(rep.Violations, flooded...), counts
 	rep.Succeeded, rep.Failed = okCount, failCount
 	c.mu.Lock()
-	rep.Faults, rep.Jobs, rep.Failures, rep.Activity, rep.Explained = c.faults, len(c.jobUses), c.failures, c.activity, explained
+	rep.Faults, rep.Jobs, rep.Failures, rep.Activity, rep.Explained = c.faults, len(c.jobUses)+len(c.ssJobs), c.failures, c.activity, explained
+	c.activity["scale-set jobs"] = len(c.ssJobs)
+	if c.d.ListenerService != "" {
+		c.activity["listener task starts"] = c.sb.ECSTaskStarts()[c.d.ListenerService]
+	}
 	// A fault that was set up but never met a request tests nothing: the
 	// test world lost its aim (as when record keys changed shape under it).
 	if c.faults[faultDDBHotItem] > 0 && c.faults[faultDDBHotRequest] == 0 {
@@ -305,7 +333,7 @@ func (c *chaos) count(fault string) {
 // settleAndCheck runs refresh every few seconds until EC2 and the records
 // agree, within the created TTL of examples/sandbox (refresh terminates an
 // instance without a record only once it is that old) plus a margin, and
-// returns the violations of invariants 1 and 4 left.
+// returns the violations of invariants 1, 4 and 16 left.
 func (c *chaos) settleAndCheck(ctx context.Context) []string {
 	const createdTTL = 60 * time.Second
 	deadline := time.Now().Add(createdTTL + 30*time.Second)

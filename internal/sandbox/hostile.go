@@ -107,6 +107,12 @@ type hostileKit struct{ drop, ww, hj string }
 // newHostileKit makes the kit under dir (ww in /tmp, where the agents'
 // wipe looks); done removes ww.
 func newHostileKit(dir string) (k hostileKit, done func(), err error) {
+	// Absolute: jobs run in their own folders, and the command's default
+	// -dir (.sandbox) is relative (make chaos's jobs wrote their drop
+	// files, and hostile daemons their reports, where nobody looked).
+	if dir, err = filepath.Abs(dir); err != nil {
+		return k, nil, err
+	}
 	k.drop = filepath.Join(dir, "hostile-drop")
 	k.ww = filepath.Join("/tmp", fmt.Sprintf("ghr-chaos-ww-%d", os.Getpid()))
 	for _, d := range []string{k.drop, k.ww, filepath.Join(k.ww, "deep")} {

@@ -13,10 +13,21 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 )
 
-// The invariants of the state the chaos run leaves behind (1-4), checked
-// until refresh has settled; observe.go checks those about the past (5-7).
+// The invariants of the state the chaos run leaves behind (1-4, and 16),
+// checked until refresh has settled; observe.go checks those about the
+// past (5-7); chaosscaleset.go those of the scale-set mode (13-17):
+//
+//	13. every job assigned to the scale set ran exactly once and succeeded
+//	    (unless an injected kill of its own agent explains it), on a runner
+//	    of the scale set whose name ends with an instance of the pool;
+//	14. no instance ran two jobs at once (jobs' Started-Finished per instance);
+//	15. every job boundary wiped: no job saw a file an earlier job left;
+//	16. after settling, no standing run (ss<id>-…) holds an instance and no
+//	    runner of the scale set is registered;
+//	17. never two listener tasks at once (sb.ECSViolations empty), and the
+//	    listener runs at the end.
 
-// check returns the violations of invariants 1 and 4, about the state
+// check returns the violations of invariants 1, 4 and 16, about the state
 // left: refresh may still settle them.
 func (c *chaos) check(ctx context.Context) []string {
 	var v []string
@@ -94,6 +105,9 @@ func (c *chaos) check(ctx context.Context) []string {
 			v = append(v, fmt.Sprintf("[4] idle instance %s still has runner %s registered", id, name))
 		}
 	}
+	// 16. After settling, no standing run of the scale set holds an
+	// instance and no runner of it is registered (chaosscaleset.go).
+	v = append(v, c.checkStanding(ctx)...)
 	sort.Strings(v)
 	return v
 }

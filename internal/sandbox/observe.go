@@ -17,6 +17,7 @@ import (
 type history struct {
 	runs     map[string]*runUse       // by runId, once provision answered ready
 	jobUses  []*jobUse                // every job waited for
+	ssJobs   []*ssJob                 // every scale-set job waited for (chaosscaleset.go)
 	kills    map[string][]kill        // injected agent kills, by instance
 	life     map[string]*life         // what the sampler saw of each instance
 	acts     map[string][]string      // what refresh and scale-down said they did, by instance

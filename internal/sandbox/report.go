@@ -37,6 +37,10 @@ func (r ChaosReport) Print(w io.Writer) {
 				a["release published at s"], a["release learned at s"], a["jobs on the new release"], a["update messages with no job waiting"])
 		}
 	}
+	if a != nil && a["scale-set workflows"] > 0 {
+		fmt.Fprintf(w, "  scale set %s: %d workflows, %d jobs (none with an invoking job); the listener's task started %d times\n",
+			ChaosScaleSet, a["scale-set workflows"], a["scale-set jobs"], a["listener task starts"])
+	}
 	if f := r.Flood; f != nil {
 		fmt.Fprintf(w, "  flood by %s (max_provisions_per_repository %d, max_queued_per_repository %d): %d provisions asked: %d answered ready (released),\n",
 			Flooder, f["max_provisions_per_repository"], f["max_queued_per_repository"], f["attempts"], f["ready"])

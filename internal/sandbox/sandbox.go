@@ -210,12 +210,19 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	taskEnv := functionEnv(awsEnv)
 	delete(taskEnv, "AWS_ACCESS_KEY_ID") // a task's credentials come from its task role
 	delete(taskEnv, "AWS_SECRET_ACCESS_KEY")
+	// Absolute: a task runs in a folder of its own, and the command's
+	// default -dir (.sandbox) is relative (make chaos's listener task
+	// failed with "…/bootstrap: not found" before).
+	ecsDir, err := filepath.Abs(filepath.Join(o.Dir, "ecs"))
+	if err != nil {
+		return nil, err
+	}
 	s.ecsTasks = startECSTasks(&ecsTasks{ecs: ecs.NewFromConfig(s.AWS.AWS, func(eo *ecs.Options) { eo.BaseEndpoint = s.AWS.Endpoint("ecs") }),
 		roleConfig: func(ctx context.Context, akid, secret, token string) (awsconf.Config, error) {
 			return awsconf.Load(ctx, awsconf.Options{Region: Region, Endpoint: s.URL, AccessKeyID: akid, SecretAccessKey: secret, SessionToken: token})
 		},
 		registry: s.registry, env: taskEnv, credURL: s.URL + "/_sandbox/ecs/credentials/",
-		credentials: s.iam.issue, dir: filepath.Join(o.Dir, "ecs"), logs: o.Logs})
+		credentials: s.iam.issue, dir: ecsDir, logs: o.Logs})
 	s.front = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	go s.front.Serve(ln)
 

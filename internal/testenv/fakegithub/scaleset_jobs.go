@@ -295,6 +295,9 @@ type ScaleSetInfo struct {
 	// Delivered counts messages answered to polls (a message delivered
 	// again counts again), Acknowledged the messages deleted.
 	Delivered, Acknowledged int
+	// Redelivered counts the acknowledgements RedeliverMessage lost: each
+	// message delivered once more.
+	Redelivered int
 }
 
 // ScaleSets lists the scale sets, by id.
@@ -304,7 +307,7 @@ func (s *Server) ScaleSets() []ScaleSetInfo {
 	var out []ScaleSetInfo
 	for _, set := range s.ss.ordered() {
 		info := ScaleSetInfo{ID: set.id, Owner: set.owner, Name: set.name, GroupID: set.groupID, Group: set.group,
-			Labels: slices.Clone(set.labels), DisableUpdate: set.disableUpdate, Delivered: set.delivered, Acknowledged: set.acked}
+			Labels: slices.Clone(set.labels), DisableUpdate: set.disableUpdate, Delivered: set.delivered, Acknowledged: set.acked, Redelivered: set.lost}
 		if set.session != nil {
 			info.SessionOwner, info.MaxCapacity = set.session.owner, set.session.capacity
 		}

@@ -49,6 +49,9 @@ type scaleSet struct {
 	session       *ssSession
 	delivered     int // messages answered to a poll (a redelivery counts again)
 	acked         int // messages deleted
+	// lose counts acknowledgements to lose (RedeliverMessage), lost
+	// those lost so far.
+	lose, lost int
 }
 
 type ssSession struct {
@@ -311,10 +314,37 @@ func (s *Server) ssDeleteMessage(w http.ResponseWriter, r *http.Request) (int, a
 	}
 	id, _ := strconv.Atoi(r.PathValue("mid"))
 	if i := slices.IndexFunc(set.session.queue, func(m ssMessage) bool { return m.id == id }); i >= 0 {
+		if set.lose > 0 {
+			// The acknowledgement is lost: the message stays and the next
+			// poll gets it again (RedeliverMessage).
+			set.lose--
+			set.lost++
+			return http.StatusNoContent, nil
+		}
 		set.session.queue = slices.Delete(set.session.queue, i, i+1)
 		set.acked++
 	}
 	return http.StatusNoContent, nil
+}
+
+// RedeliverMessage makes the scale set's next acknowledgement (a
+// DeleteMessage of a message still queued) lost: it is answered 204 but
+// the message stays, and the next poll delivers it again. The service
+// delivers a message until it is deleted (session_client.go, GetMessage:
+// "Unless a message is deleted after being processed (using
+// DeleteMessage), it will be returned again"), so a listener whose
+// delete did not reach it, or that died between processing a message and
+// deleting it, sees the message twice: the chaos run's "message delivered
+// twice". False when the scale set has no session.
+func (s *Server) RedeliverMessage(scaleSetID int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set, ok := s.ss.sets[scaleSetID]
+	if !ok || set.session == nil {
+		return false
+	}
+	set.lose++
+	return true
 }
 
 // ssAcquireJobs: the client posts the runner request ids of JobAvailable

@@ -384,6 +384,49 @@ func TestAnUnacknowledgedMessageIsDeliveredAgain(t *testing.T) {
 	}
 }
 
+// TestAMessageWhoseAcknowledgementIsLostIsDeliveredOnceMore: after
+// RedeliverMessage the next DeleteMessage is answered as usual but the
+// message stays, so the next poll delivers it again (as the service does
+// with a message not deleted); the one after that is acknowledged.
+func TestAMessageWhoseAcknowledgementIsLostIsDeliveredOnceMore(t *testing.T) {
+	fake := newScaleSetFake(t, fakegithub.ScaleSetOptions{PollWait: 200 * time.Millisecond})
+	c := newScaleSetClient(t, fake, "acme")
+	ctx := context.Background()
+	set := createScaleSet(t, c, "ssr", false)
+	if fake.RedeliverMessage(set.ID) {
+		t.Fatal("RedeliverMessage without a session: want false")
+	}
+	session, err := c.MessageSessionClient(ctx, set.ID, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close(ctx)
+	if !fake.RedeliverMessage(set.ID) {
+		t.Fatal("RedeliverMessage with a session: want true")
+	}
+	id := fake.EnqueueScaleSetJob("acme", "api", "ssr", "true")
+	first, err := session.GetMessage(ctx, 0, 1)
+	if err != nil || first == nil || len(first.JobAvailableMessages) != 1 || first.JobAvailableMessages[0].RunnerRequestID != id {
+		t.Fatalf("first message: %+v %v", first, err)
+	}
+	if err := session.DeleteMessage(ctx, first.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	again, err := session.GetMessage(ctx, first.MessageID, 1)
+	if err != nil || again == nil || again.MessageID != first.MessageID || len(again.JobAvailableMessages) != 1 {
+		t.Fatalf("after the lost acknowledgement: %+v %v, want the same message again", again, err)
+	}
+	if err := session.DeleteMessage(ctx, again.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	if next, err := session.GetMessage(ctx, again.MessageID, 1); err != nil || next != nil {
+		t.Fatalf("after the second acknowledgement: %+v %v, want the empty poll", next, err)
+	}
+	if info, _ := fake.ScaleSet(set.ID); info.Delivered != 2 || info.Acknowledged != 1 || info.Redelivered != 1 {
+		t.Fatalf("delivered %d, acknowledged %d, redelivered %d; want 2, 1, 1", info.Delivered, info.Acknowledged, info.Redelivered)
+	}
+}
+
 // TestAPollWithNothingToSayIsA202AfterTheWait: GetMessage returns nil,
 // nil (the library's reading of 202 with no body) once PollWait passed.
 func TestAPollWithNothingToSayIsA202AfterTheWait(t *testing.T) {
