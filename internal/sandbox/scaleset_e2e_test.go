@@ -3,10 +3,12 @@ package sandbox_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/actions/scaleset"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
@@ -126,6 +128,7 @@ func TestE2E_TheScaleSetMode(t *testing.T) {
 		{"a job runs on a warm pooled instance with no invoking job", aScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob},
 		{"a listener killed mid-job leaks nothing and its successor finishes the run", aListenerKilledMidJobLeaksNothingAndItsSuccessorFinishesTheRun},
 		{"a burst of jobs runs each once on clean instances across a listener kill", aBurstOfScaleSetJobsRunsEachOnceOnCleanInstancesAcrossAListenerKill},
+		{"a scale set deleted at GitHub is made again and serves the next job", aScaleSetDeletedAtGitHubIsMadeAgain},
 	} {
 		if !t.Run(part.name, func(t *testing.T) { part.play(t, sb, d, fn, store) }) {
 			return // the next part starts from what this one should have left
@@ -310,4 +313,49 @@ func aBurstOfScaleSetJobsRunsEachOnceOnCleanInstancesAcrossAListenerKill(t *test
 		t.Errorf("%d instances served 12 jobs on a scale set of at most 3 runners", len(byInstance))
 	}
 	noneHeld(t, sb, store)
+}
+
+// aScaleSetDeletedAtGitHubIsMadeAgain deletes the scale set through GitHub's
+// own client, as an administrator might: the listener's session ends with
+// it, and the listener makes the scale set again (ensureScaleSet on every
+// new session) and serves the next job that names it.
+func aScaleSetDeletedAtGitHubIsMadeAgain(t *testing.T, sb *sandbox.Sandbox, _ sandbox.Deployment, _ *lambda.Client, _ *state.Store) {
+	ctx := context.Background()
+	c, err := scaleset.NewClientWithGitHubApp(scaleset.ClientWithGitHubAppConfig{
+		GitHubConfigURL: sb.GitHub.ScaleSetConfigURL(sandbox.Org),
+		GitHubAppAuth: scaleset.GitHubAppAuth{ClientID: strconv.FormatInt(sb.GitHub.AppID, 10),
+			InstallationID: sb.GitHub.InstallationID(sandbox.Org), PrivateKey: string(sb.GitHub.PrivateKeyPEM)},
+		SystemInfo: scaleset.SystemInfo{System: "ghrunner-tests", Subsystem: "admin"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old int
+	for _, set := range sb.GitHub.ScaleSets() {
+		if set.Name == "linux-scale" {
+			old = set.ID
+		}
+	}
+	if old == 0 {
+		t.Fatal("no scale set linux-scale to delete")
+	}
+	if err := c.DeleteRunnerScaleSet(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		made := false
+		for _, set := range sb.GitHub.ScaleSets() {
+			made = made || set.Name == "linux-scale" && set.ID != old && set.SessionOwner != ""
+		}
+		if made {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the scale set was not made again within a minute: %+v", sb.GitHub.ScaleSets())
+		}
+	}
+	id := sb.GitHub.EnqueueJob("linux-scale", "echo after")
+	if j, err := sb.GitHub.WaitJob(id, time.Minute); err != nil || j.Result != "succeeded" {
+		t.Fatalf("the job after the scale set was made again: %+v %v", j, err)
+	}
 }
