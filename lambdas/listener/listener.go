@@ -93,7 +93,7 @@ func ServePool(ctx context.Context, c Config, api API, p *state.PoolConfig) erro
 	}
 	wait := retry
 	sn := newSeen(c, p, log)
-	go sn.loop(ctx)
+	go every(ctx, reportEvery, sn.report)
 	for {
 		err := servePoolOnce(ctx, c, api, p, log, sn)
 		sn.ended(ctx, err)
@@ -134,7 +134,7 @@ func servePoolOnce(ctx context.Context, c Config, api API, p *state.PoolConfig, 
 	}
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go scaler.reconcileLoop(rctx)
+	go every(rctx, reconcileEvery, scaler.reconcile)
 	l, err := sslistener.New(sn.watch(sess), sslistener.Config{ScaleSetID: set.ID, MaxRunners: scaler.max, Logger: log}, sslistener.WithMetricsRecorder(sn))
 	if err != nil {
 		return err

@@ -57,17 +57,17 @@ func (s *Scaler) adopt(ctx context.Context) error {
 	return nil
 }
 
-// reconcileLoop reads the live runs' records every reconcileEvery until
-// ctx ends.
-func (s *Scaler) reconcileLoop(ctx context.Context) {
-	t := time.NewTicker(reconcileEvery)
+// every calls f every d until ctx ends: the reconcile pass and the
+// status report.
+func every(ctx context.Context, d time.Duration, f func(context.Context)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.reconcile(ctx)
+			f(ctx)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -51,7 +50,6 @@ type Scaler struct {
 type standing struct {
 	instanceID string
 	ready      bool // provisioned: its runner is online
-	started    bool // GitHub started a job on its runner
 	// ended: the job ended before the provision answered (a job can
 	// start and end before provision sees the runner online); the run
 	// is released once it does.
@@ -166,12 +164,11 @@ func (s *Scaler) provision(id string) {
 	}
 }
 
-// HandleJobStarted notes that a runner took its job.
+// HandleJobStarted logs which run a job started on.
 func (s *Scaler) HandleJobStarted(ctx context.Context, job *scaleset.JobStarted) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id, st := s.runOfRunner(job.RunnerName); st != nil {
-		st.started = true
 		s.log.Info("job started", "runId", id, "runner", job.RunnerName, "jobId", job.JobID, "repository", job.OwnerName+"/"+job.RepositoryName)
 	}
 	return nil
@@ -283,8 +280,4 @@ func (s *Scaler) Live() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.live)
-}
-
-func (s *Scaler) String() string {
-	return fmt.Sprintf("scale set %s (%s) of pool %s", s.name, s.setID, s.pool.Name)
 }

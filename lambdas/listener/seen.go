@@ -178,20 +178,6 @@ func (s *seen) RecordJobCompleted(msg *scaleset.JobCompleted) {
 // with them.
 func (s *seen) RecordDesiredRunners(int) {}
 
-// loop reports every reportEvery until ctx ends.
-func (s *seen) loop(ctx context.Context) {
-	t := time.NewTicker(reportEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.report(ctx)
-		}
-	}
-}
-
 // report writes the scale set's metrics since the last report, and its
 // status while the session is held.
 func (s *seen) report(ctx context.Context) {
