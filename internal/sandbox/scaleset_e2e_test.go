@@ -102,7 +102,7 @@ func waitIdle(t testing.TB, store *state.Store, id string, within time.Duration)
 	deadline := time.Now().Add(within)
 	for {
 		rec, err := store.FindInstance(context.Background(), id)
-		if err == nil && rec.State == state.Idle && rec.RunID == "" && rec.PooledAt != 0 {
+		if err == nil && rec.Pooled() {
 			return rec
 		}
 		if time.Now().After(deadline) {

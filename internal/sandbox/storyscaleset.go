@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
 // StoryScaleSet is the scale set the story's JIT pool serves (StoryDeploy).
@@ -82,7 +81,7 @@ func (st *Story) pooledAgain(ctx context.Context, ids map[string]bool, within ti
 	for {
 		n := 0
 		for id := range ids {
-			if rec, err := st.store.FindInstance(ctx, id); err == nil && rec.State == state.Idle && rec.RunID == "" && rec.PooledAt != 0 {
+			if rec, err := st.store.FindInstance(ctx, id); err == nil && rec.Pooled() {
 				n++
 			}
 		}

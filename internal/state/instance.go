@@ -238,6 +238,14 @@ func (i *Instance) Clean() bool {
 	return ok
 }
 
+// Pooled reports whether the instance is back in the pool: idle, bound to
+// no run, and pooled by the control plane (PooledAt set by MarkPooled once the
+// agent said clean). Tests and the sandbox wait on it; the claim's own
+// condition is the DynamoDB expression in transitions.go.
+func (i *Instance) Pooled() bool {
+	return i.State == Idle && i.RunID == "" && i.PooledAt != 0
+}
+
 // Silent reports whether the agent's heartbeat counter has not moved for
 // longer than staleAfter, as the control plane observed it (BeatSeenAt is
 // written by the control plane with its own clock). An instance that never
