@@ -129,6 +129,7 @@ func TestE2E_TheScaleSetMode(t *testing.T) {
 		{"a listener killed mid-job leaks nothing and its successor finishes the run", aListenerKilledMidJobLeaksNothingAndItsSuccessorFinishesTheRun},
 		{"a burst of jobs runs each once on clean instances across a listener kill", aBurstOfScaleSetJobsRunsEachOnceOnCleanInstancesAcrossAListenerKill},
 		{"a scale set deleted at GitHub is made again and serves the next job", aScaleSetDeletedAtGitHubIsMadeAgain},
+		{"a job cancelled before its runner took it gives its instance back to the pool", aJobCancelledBeforeItsRunnerTookItGivesItsInstanceBack},
 	} {
 		if !t.Run(part.name, func(t *testing.T) { part.play(t, sb, d, fn, store) }) {
 			return // the next part starts from what this one should have left
@@ -358,4 +359,42 @@ func aScaleSetDeletedAtGitHubIsMadeAgain(t *testing.T, sb *sandbox.Sandbox, _ sa
 	if j, err := sb.GitHub.WaitJob(id, time.Minute); err != nil || j.Result != "succeeded" {
 		t.Fatalf("the job after the scale set was made again: %+v %v", j, err)
 	}
+}
+
+// aJobCancelledBeforeItsRunnerTookItGivesItsInstanceBack: a job is
+// assigned to the scale set and its runner comes online, but its run is
+// cancelled before the runner takes it (the fake holds the job from the
+// runner until then): GitHub's count of assigned jobs falls, the
+// listener deletes the runner nobody needs and releases its run, and the
+// instance is back in the pool, wiped and claimable; nothing is left held
+// or registered. Without the listener's trim (trim.go) the run stayed
+// standing, its instance claimed for nobody, and this failed with
+// "instance … not idle".
+func aJobCancelledBeforeItsRunnerTookItGivesItsInstanceBack(t *testing.T, sb *sandbox.Sandbox, _ sandbox.Deployment, _ *lambda.Client, store *state.Store) {
+	waitSession(t, sb.GitHub, "linux-scale", "", time.Minute)
+	sb.GitHub.HoldScaleSetJobs(true)
+	defer sb.GitHub.HoldScaleSetJobs(false)
+	id := sb.GitHub.EnqueueJob("linux-scale", "echo must-not-run")
+	var runner fakegithub.RunnerInfo
+	for deadline := time.Now().Add(time.Minute); runner.Name == ""; time.Sleep(100 * time.Millisecond) {
+		for _, r := range sb.GitHub.Runners() {
+			if r.Online && sb.GitHub.ScaleSetOf(r.ID) != 0 {
+				runner = r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no runner of the scale set online within a minute: %+v", sb.GitHub.Runners())
+		}
+	}
+	if !sb.GitHub.CancelQueuedJob(id) {
+		j, _ := sb.GitHub.Job(id)
+		t.Fatalf("the job was no longer queued when cancelled: %+v", j)
+	}
+	sb.GitHub.HoldScaleSetJobs(false)
+	inst := runner.Name[strings.LastIndex(runner.Name, "-i-")+1:]
+	waitIdle(t, store, inst, time.Minute)
+	if j, _ := sb.GitHub.Job(id); j.Runner != "" || j.Result != "cancelled" {
+		t.Errorf("the cancelled job: %+v", j)
+	}
+	noneHeld(t, sb, store)
 }

@@ -107,7 +107,7 @@ func (s *Scaler) reconcile(ctx context.Context) {
 			if st.adopted {
 				s.mu.Lock()
 				if cur := s.live[id]; cur != nil {
-					cur.ready, cur.adopted = true, false
+					cur.ready, cur.adopted, cur.readyAt = true, false, time.Now()
 				}
 				s.mu.Unlock()
 			}
@@ -116,6 +116,7 @@ func (s *Scaler) reconcile(ctx context.Context) {
 		s.log.Info("standing run ended: releasing it", "runId", id, "why", why)
 		s.release(id)
 	}
+	s.trim(ctx)
 }
 
 // finishClaim decides a claim an earlier listener's provision left: its
@@ -137,7 +138,7 @@ func (s *Scaler) finishClaim(ctx context.Context, id string, rec *state.Instance
 		}
 		s.mu.Lock()
 		if cur := s.live[id]; cur != nil {
-			cur.ready, cur.adopted = true, false
+			cur.ready, cur.adopted, cur.readyAt = true, false, time.Now()
 		}
 		s.mu.Unlock()
 		s.log.Info("claim left by an earlier listener: its runner is online, the run goes on", "runId", id, "instanceId", rec.ID)

@@ -56,6 +56,11 @@ type standing struct {
 	ended bool
 	// adopted: an earlier listener's claim, not yet running (reconcile).
 	adopted bool
+	// readyAt: when its provision answered; started: GitHub said its
+	// runner started a job (or refused to delete it as busy); trimming:
+	// its runner is being deleted as surplus (trim.go).
+	readyAt           time.Time
+	started, trimming bool
 }
 
 // newScaler makes the scaler of scale set set, served by pool p.
@@ -85,9 +90,8 @@ func (s *Scaler) newRunID() string {
 // HandleDesiredRunnerCount sizes the scale set to count, GitHub's
 // TotalAssignedJobs (never a count of messages: a response holds at most
 // 50), bounded by the scale set's maximum. It starts a standing run for
-// each runner missing; surplus runners that took no job are left to the
-// jobs that come next (a job assigned to the scale set may take any of
-// its idle runners).
+// each runner missing; surplus runners that took no job are given back by
+// the reconcile pass once they have waited trimAfter (trim.go).
 func (s *Scaler) HandleDesiredRunnerCount(ctx context.Context, count int) (int, error) {
 	s.mu.Lock()
 	s.assigned = count
@@ -153,7 +157,7 @@ func (s *Scaler) provision(id string) {
 	s.failures = 0
 	st := s.live[id]
 	if st != nil && len(out.Instances) > 0 {
-		st.ready, st.instanceID = true, out.Instances[0].InstanceID
+		st.ready, st.instanceID, st.readyAt = true, out.Instances[0].InstanceID, time.Now()
 	}
 	ended := st != nil && st.ended
 	s.mu.Unlock() // release takes it
@@ -169,6 +173,7 @@ func (s *Scaler) HandleJobStarted(ctx context.Context, job *scaleset.JobStarted)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id, st := s.runOfRunner(job.RunnerName); st != nil {
+		st.started = true
 		s.log.Info("job started", "runId", id, "runner", job.RunnerName, "jobId", job.JobID, "repository", job.OwnerName+"/"+job.RepositoryName)
 	}
 	return nil

@@ -208,7 +208,7 @@ func (s *Server) mayTake(rn *runner, j *Job) bool {
 	if set == 0 && j.ScaleSetID == 0 {
 		return slices.ContainsFunc(rn.labels, func(l string) bool { return strings.EqualFold(l, j.Label) })
 	}
-	return set != 0 && j.ScaleSetID == set && s.ss.jobs[j.ID].acquired
+	return set != 0 && j.ScaleSetID == set && s.ss.jobs[j.ID].acquired && !s.ss.hold
 }
 
 // ssJobStarted, ssJobEnded and ssJobReturned tell a scale-set job's

@@ -87,6 +87,8 @@ type scaleSetState struct {
 	sets    map[int]*scaleSet
 	runners map[int64]int    // runner id → its scale set
 	jobs    map[int64]*ssJob // scale-set job id → its scale-set state
+	// hold: no runner is handed a scale-set job (HoldScaleSetJobs).
+	hold bool
 }
 
 func newScaleSetState(o ScaleSetOptions) *scaleSetState {
