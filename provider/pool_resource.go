@@ -293,7 +293,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 
 			"launch_template_id":      schema.StringAttribute{Computed: true, Description: "Launch template id; empty after a refresh found the template deleted outside Terraform (the apply makes one).", PlanModifiers: keep},
 			"launch_template_version": schema.StringAttribute{Computed: true, Description: "Current launch template version; pooled instances of older versions are not reused."},
-			"role_name":               schema.StringAttribute{Computed: true, Description: "Instance role and instance profile name: ghr-<environment>-<region>-<pool>. A pool made by an earlier version moves to it on the next apply (a new template version); the old role is removed once no instance of the pool is live.", PlanModifiers: keep},
+			"role_name":               schema.StringAttribute{Computed: true, Description: "Instance role and instance profile name: ghr-<environment>-<region>-<pool>.", PlanModifiers: keep},
 			"instance_role_id":        schema.StringAttribute{Computed: true, Description: "IAM's id of the instance role (AROA…). Each instance's record in the state table is keyed <instance_role_id>:<instance id>, the aws:userid of the instance's session, and the role's policy allows that key only (dynamodb:LeadingKeys): an instance reads and writes its own record and no other. A role deleted or replaced outside Terraform (a new id) reads empty after a refresh, and the next plan shows the id changing with a new template version.", PlanModifiers: keep},
 			"instance_profile_arn":    schema.StringAttribute{Computed: true, Description: "Instance profile ARN; empty after a refresh found the profile deleted, or without the role (the apply makes it again).", PlanModifiers: keep},
 			"agent_bucket":            schema.StringAttribute{Computed: true, Description: "Private bucket holding the agent (empty with agent_path, or after a refresh found it deleted: the apply makes one).", PlanModifiers: keep},
@@ -463,9 +463,6 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	// The pool config item last: functions only see a pool whose template exists.
 	if diags.Append(r.putConfigItem(ctx, *plan)...); diags.HasError() {
 		return diags
-	}
-	if prior != nil {
-		diags.Append(r.retireLegacyRole(ctx, plan.Name.ValueString(), role, false)...)
 	}
 	// An older agent object stays until the pool is destroyed: instances of
 	// the previous template version may still be booting and downloading it.
