@@ -54,7 +54,7 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 		resp.Diagnostics.AddAttributeError(path.Root("stale_after_seconds"), "Heartbeats would look stale",
 			fmt.Sprintf("stale_after_seconds (%d) must be at least twice heartbeat_interval_seconds (%d)", m.StaleAfter.ValueInt64(), m.HeartbeatInterval.ValueInt64()))
 	}
-	if rt, limit, ok := effective(m.MaxRuntime, state.DefaultTimings("linux").MaxRuntime), effective(m.RuntimeCap, state.DefaultTimings("linux").RuntimeCap), !m.MaxRuntime.IsUnknown() && !m.RuntimeCap.IsUnknown(); ok && limit < rt {
+	if rt, limit, ok := effective(m.MaxRuntime, state.DefaultTimings().MaxRuntime), effective(m.RuntimeCap, state.DefaultTimings().RuntimeCap), !m.MaxRuntime.IsUnknown() && !m.RuntimeCap.IsUnknown(); ok && limit < rt {
 		resp.Diagnostics.AddAttributeError(path.Root("runtime_cap_seconds"), "Runtime cap below the running lease",
 			fmt.Sprintf("runtime_cap_seconds (%d) must be at least max_runtime_seconds (%d): the agent extends the running lease up to the cap", limit, rt))
 	}

@@ -56,7 +56,6 @@ resource "ghrunner_pool" "pool" {
   agent_endpoints         = each.value.agent_endpoints
   pre_runner_script       = each.value.pre_runner_script
   cleanup_script          = each.value.cleanup_script
-  runner_label            = each.value.runner_label
   runner_group            = each.value.runner_group
   keep_docker_images      = each.value.keep_docker_images
   registration            = each.value.registration

@@ -54,7 +54,6 @@ variable "pools" {
     agent_endpoints         = optional(map(string))
     pre_runner_script       = optional(string)
     cleanup_script          = optional(string)
-    runner_label            = optional(string, "minted")
     runner_group            = optional(string)
     keep_docker_images      = optional(bool, false)
     registration            = optional(string, "jit")
@@ -115,10 +114,6 @@ variable "pools" {
     condition = alltrue([for _, p in var.pools : p.max_queued_per_repository == null || p.max_provisions_per_repository == null ||
     try(p.max_queued_per_repository <= p.max_provisions_per_repository, false)])
     error_message = "pools[*].max_queued_per_repository must be at most max_provisions_per_repository: a waiting provision is in flight."
-  }
-  validation {
-    condition     = alltrue([for _, p in var.pools : contains(["minted", "run_id"], p.runner_label)])
-    error_message = "pools[*].runner_label must be minted (a label per run, returned by provision) or run_id (the run id: guessable)."
   }
   # The scale set rules of ghrunner_pool (state.ScaleSetNamePattern), and one
   # it cannot check: a pool sees no other pool, the module sees them all.
