@@ -101,7 +101,9 @@ func invokeEnv(t *testing.T, mode string, env []string, args ...string) run {
 	return invokeScript(t, "./invoke.sh", mode, env, args...)
 }
 
-// invokeScript is invokeEnv for the invoke.sh at script.
+// invokeScript is invokeEnv for the invoke.sh at script; one given by an
+// absolute path runs in a directory of its own, as a step runs in the
+// job's workspace, not beside the action.
 func invokeScript(t *testing.T, script, mode string, env []string, args ...string) run {
 	t.Helper()
 	dir := t.TempDir()
@@ -117,6 +119,9 @@ func invokeScript(t *testing.T, script, mode string, env []string, args ...strin
 	}
 	output := filepath.Join(dir, "github_output")
 	cmd := exec.Command(script, args...)
+	if filepath.IsAbs(script) {
+		cmd.Dir = dir
+	}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "AWS_MAX_ATTEMPTS=") &&
 			!strings.HasPrefix(kv, "AWS_REGION=") && !strings.HasPrefix(kv, "AWS_DEFAULT_REGION=") &&
@@ -356,7 +361,8 @@ func TestInvokeKeepsThePayloadsWaitSecondsAndWaitsLongerForEachCall(t *testing.T
 // Vendored as the guide does it (docs/getting-started.md: the action's
 // three files copied into .github/actions/ghrunner), the action works
 // from wherever the step runs: invoke.sh finds invoke.py beside itself,
-// not in the working directory. Without invoke.py it fails saying so.
+// not in the working directory. Without invoke.py it fails saying so,
+// before it calls anything.
 func TestTheVendoredActionRunsFromItsOwnFolder(t *testing.T) {
 	vendored := filepath.Join(t.TempDir(), ".github", "actions", "ghrunner")
 	if err := os.MkdirAll(vendored, 0o755); err != nil {
