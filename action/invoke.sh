@@ -10,7 +10,9 @@
 # runs it as a composite action.
 #
 # Needs bash, the AWS CLI and python3 (on every GitHub-hosted runner; AWS CLI
-# v1 runs on it too), which reads the JSON; jq is not required.
+# v1 runs on it too), which runs invoke.py beside this script to read and
+# write the JSON; jq is not required. Vendored, the action is its three
+# files: action.yml, invoke.sh and invoke.py.
 #
 # Environment:
 #   GHRUNNER_ROLE_ARN   a role to assume with the job's OIDC token (the
@@ -82,6 +84,10 @@ fail() {
 }
 
 command -v python3 > /dev/null 2>&1 || fail "python3 is required to read the function's response"
+here=$(CDPATH='' cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+[ -f "$here/invoke.py" ] || fail "invoke.py is missing beside invoke.sh ($here): the action is action.yml, invoke.sh and invoke.py"
+# py COMMAND ARGS: one of invoke.py's commands (it says what each does).
+py() { python3 "$here/invoke.py" "$@"; }
 
 # Under RUNNER_TEMP in a job (the runner empties it after the job), and
 # removed on exit: the tokens written here never outlive the step.
@@ -90,38 +96,12 @@ trap 'rm -rf "$work"' EXIT
 printf '%s' "$payload" > "$work/payload.json"
 
 # job_token AUDIENCE FILE writes the job's OIDC token for AUDIENCE to FILE
-# (mode 600), asked of the Actions runtime by python3, so that neither it
-# nor the request token ever is an argument (visible to other processes) or
-# in the log: ::add-mask:: hides it should anything print it later. It
-# fails the step when the job may not have a token.
+# (mode 600; invoke.py token), never an argument nor in the log:
+# ::add-mask:: hides it should anything print it later. It fails the step
+# when the job may not have a token.
 job_token() {
   local message status=0
-  message=$(python3 - "$1" "$2" <<'PY'
-import json, os, sys, urllib.parse, urllib.request
-
-audience, path = sys.argv[1:3]
-url = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_URL", "")
-request_token = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "")
-if not url or not request_token:
-    print("no OIDC token for this job: give the job that invokes ghrunner "
-          "permissions: id-token: write (a pull request from a fork gets none: see the example workflow)")
-    sys.exit(3)
-sep = "&" if "?" in url else "?"
-req = urllib.request.Request(url + sep + "audience=" + urllib.parse.quote(audience, safe=""),
-                             headers={"Authorization": "bearer " + request_token, "Accept": "application/json"})
-try:
-    with urllib.request.urlopen(req, timeout=60) as res:
-        value = json.load(res).get("value", "")
-except Exception as e:  # the message names the status, never the tokens
-    print("requesting the job's OIDC token (audience %s) failed: %s" % (audience, getattr(e, "code", type(e).__name__)))
-    sys.exit(3)
-if not value:
-    print("requesting the job's OIDC token: the answer holds no token")
-    sys.exit(3)
-with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-    f.write(value)
-PY
-) || status=$?
+  message=$(py token "$1" "$2") || status=$?
   case $status in
     0) ;;
     3) fail "$message" ;;
@@ -141,29 +121,10 @@ wait_seconds=${GHRUNNER_WAIT_SECONDS:-60}
 case $wait_seconds in
   '' | *[!0-9]*) fail "GHRUNNER_WAIT_SECONDS must be a number of seconds (1 to 300), got $wait_seconds" ;;
 esac
-# It prints the waitSeconds the payload goes with (one given in the
-# payload wins), which bounds each call's read timeout below.
+# invoke.py prepare prints the waitSeconds the payload goes with (one given
+# in the payload wins), which bounds each call's read timeout below.
 needs_token=0
-wait_sent=$(python3 - "$work/payload.json" "$wait_seconds" <<'PY'
-import json, sys
-path, wait = sys.argv[1], int(sys.argv[2])
-try:
-    with open(path) as f:
-        payload = json.load(f)
-except ValueError:
-    sys.exit(0)  # not JSON: the function says what is wrong with it
-if not isinstance(payload, dict):
-    sys.exit(0)
-if "pool" in payload and "waitSeconds" not in payload:
-    payload["waitSeconds"] = wait
-    with open(path, "w") as f:
-        json.dump(payload, f, separators=(",", ":"))
-if isinstance(payload.get("waitSeconds"), int):
-    print(payload["waitSeconds"])
-if "runId" in payload and "idToken" not in payload:
-    sys.exit(10)
-PY
-) || needs_token=$?
+wait_sent=$(py prepare "$work/payload.json" "$wait_seconds") || needs_token=$?
 case $needs_token in
   0) ;;
   10) [ -n "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ] || [ "${GITHUB_ACTIONS:-}" = "true" ] || needs_token=0 ;;
@@ -176,16 +137,7 @@ call_payload() {
   cp "$work/payload.json" "$work/call.json"
   [ "$needs_token" = 10 ] || return 0
   job_token "${GHRUNNER_AUDIENCE:-ghrunner}" "$work/id-token"
-  python3 - "$work/call.json" "$work/id-token" <<'PY' || fail "could not add the job's OIDC token to the payload"
-import json, sys
-path, token = sys.argv[1:3]
-with open(path) as f:
-    payload = json.load(f)
-with open(token) as f:
-    payload["idToken"] = f.read()
-with open(path, "w") as f:
-    json.dump(payload, f, separators=(",", ":"))
-PY
+  py add-token "$work/call.json" "$work/id-token" || fail "could not add the job's OIDC token to the payload"
   rm -f "$work/id-token"
 }
 
@@ -243,54 +195,11 @@ call() {
     "$work/response.json" > "$work/invoke.json" 2> "$work/stderr.txt"
 }
 
-# Reads a call's answer: prints the message when the function failed (exit
-# 3), a progress line when the run is still being provisioned (exit 4), the
-# response otherwise, and then writes the outputs.
+# Reads a call's answer (invoke.py answer): prints the message when the
+# function failed (exit 3), a progress line when the run is still being
+# provisioned (exit 4), the response otherwise, and then writes the outputs.
 answer() {
-  python3 - "$work/invoke.json" "$work/response.json" <<'PY'
-import json, os, sys
-
-invoke_path, response_path = sys.argv[1:3]
-
-try:
-    with open(invoke_path) as f:
-        invoke = json.load(f)
-except ValueError:
-    invoke = {}  # nothing on stdout: some CLI versions and emulators
-with open(response_path) as f:
-    raw = f.read()
-
-try:
-    body = json.loads(raw) if raw.strip() else {}
-except ValueError:
-    body = None
-
-error = isinstance(invoke, dict) and invoke.get("FunctionError")
-if error or (isinstance(body, dict) and "errorMessage" in body):
-    message = body.get("errorMessage") if isinstance(body, dict) else None
-    print(str(message or raw.strip() or error))
-    sys.exit(3)
-if body is None:
-    print("the response is not JSON: " + raw.strip()[:500])
-    sys.exit(3)
-if isinstance(body, dict) and body.get("status") == "provisioning":
-    print("run %s (label %s) still provisioning after %ds: %s" % (body.get("runId"), body.get("label"),
-          body.get("elapsedSeconds") or 0, body.get("progress") or "no progress reported"))
-    sys.exit(4)
-
-compact = json.dumps(body, separators=(",", ":"))
-print(raw.strip() or compact)
-output = os.environ.get("GITHUB_OUTPUT")
-if output:
-    with open(output, "a") as f:
-        f.write("response=" + compact + "\n")
-        # provision's answer: the label its jobs run on, and how many
-        # runners it got (fewer than asked when it accepted minInstanceCount)
-        if isinstance(body, dict) and isinstance(body.get("label"), str):
-            f.write("label=" + body["label"] + "\n")
-        if isinstance(body, dict) and isinstance(body.get("instances"), list):
-            f.write("runners=%d\n" % len(body["instances"]))
-PY
+  py answer "$work/invoke.json" "$work/response.json"
 }
 
 waited=0

@@ -98,6 +98,14 @@ func invoke(t *testing.T, mode string, args ...string) run {
 // tests may run in a GitHub Actions job), plus env.
 func invokeEnv(t *testing.T, mode string, env []string, args ...string) run {
 	t.Helper()
+	return invokeScript(t, "./invoke.sh", mode, env, args...)
+}
+
+// invokeScript is invokeEnv for the invoke.sh at script; one given by an
+// absolute path runs in a directory of its own, as a step runs in the
+// job's workspace, not beside the action.
+func invokeScript(t *testing.T, script, mode string, env []string, args ...string) run {
+	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	if err := os.Mkdir(bin, 0o755); err != nil {
@@ -110,7 +118,10 @@ func invokeEnv(t *testing.T, mode string, env []string, args ...string) run {
 		t.Fatal(err)
 	}
 	output := filepath.Join(dir, "github_output")
-	cmd := exec.Command("./invoke.sh", args...)
+	cmd := exec.Command(script, args...)
+	if filepath.IsAbs(script) {
+		cmd.Dir = dir
+	}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "AWS_MAX_ATTEMPTS=") &&
 			!strings.HasPrefix(kv, "AWS_REGION=") && !strings.HasPrefix(kv, "AWS_DEFAULT_REGION=") &&
@@ -344,5 +355,38 @@ func TestInvokeKeepsThePayloadsWaitSecondsAndWaitsLongerForEachCall(t *testing.T
 	}
 	if r := invokeEnv(t, "ok", []string{"GHRUNNER_WAIT_SECONDS=soon"}, "ci-provision", payload); r.code != 1 || !strings.Contains(r.out, "GHRUNNER_WAIT_SECONDS must be a number of seconds (1 to 300), got soon") {
 		t.Fatalf("exit %d:\n%s", r.code, r.out)
+	}
+}
+
+// Vendored as the guide does it (docs/getting-started.md: the action's
+// three files copied into .github/actions/ghrunner), the action works
+// from wherever the step runs: invoke.sh finds invoke.py beside itself,
+// not in the working directory. Without invoke.py it fails saying so,
+// before it calls anything.
+func TestTheVendoredActionRunsFromItsOwnFolder(t *testing.T) {
+	vendored := filepath.Join(t.TempDir(), ".github", "actions", "ghrunner")
+	if err := os.MkdirAll(vendored, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"action.yml", "invoke.sh", "invoke.py"} {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(vendored, f), raw, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := filepath.Join(vendored, "invoke.sh")
+	r := invokeScript(t, script, "ok", nil, "ci-provision", `{"pool":"linux","instanceCount":2}`)
+	if r.code != 0 || !strings.Contains(r.output, "label=ghr-42-abcdefghijklmnop\n") || !strings.Contains(r.payload, `"waitSeconds":60`) {
+		t.Fatalf("the vendored action: exit %d, outputs %q, payload %q\n%s", r.code, r.output, r.payload, r.out)
+	}
+	if err := os.Remove(filepath.Join(vendored, "invoke.py")); err != nil {
+		t.Fatal(err)
+	}
+	r = invokeScript(t, script, "ok", nil, "ci-provision", `{"pool":"linux"}`)
+	if r.code != 1 || !strings.Contains(r.out, "invoke.py is missing beside invoke.sh") || r.args != "" {
+		t.Fatalf("without invoke.py: exit %d, aws called with %q\n%s", r.code, r.args, r.out)
 	}
 }

@@ -57,7 +57,7 @@ type world struct {
 	gh    *github.Client
 	id    string
 	// key is the instance's record: keyed with a role id as in
-	// production, so an agent reading the bare id would find nothing.
+	// production.
 	key    state.Key
 	dir    string
 	agent  *exec.Cmd

@@ -35,7 +35,7 @@ func jitWorldWith(t testing.TB, limits controlplane.JITLimits) (*world, *control
 	w.configure(func(c *config.Config) { c.Table = w.store.Table() })
 	d := &controlplane.Deps{Store: w.store, GitHub: w.gh, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	must(t, w.store.PutPoolConfig(ctx, state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
-		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux",
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5,
 		InstanceRoleID: testRoleID}))
 	_, _, err := w.store.StartRun(ctx, state.Run{ID: "run-a", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-a-jit"})
 	must(t, err)

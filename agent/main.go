@@ -84,6 +84,13 @@ and region come from the instance metadata service (IMDSv2).
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	// The record is keyed <role id>:<instance id>: without the role the
+	// agent would read a key no record has and wait for one forever. The
+	// configuration of a template (templates, the user_data data source)
+	// may leave it out; an agent that runs may not.
+	if cfg.RoleID == "" {
+		return errors.New("config: roleId: required: the pool's instance role id (ghrunner_pool.instance_role_id), the first half of the agent's record key")
+	}
 	if *check {
 		fmt.Println("configuration is valid")
 		return nil

@@ -98,7 +98,7 @@ func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 	d.pool = state.PoolConfig{
 		Name: "linux", Owner: "acme", QueueURL: aws.ToString(q.QueueUrl), LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId),
 		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large", "m7i.large"}, SubnetIDs: []string{aws.ToString(sn.Subnet.SubnetId)},
-		UsageClass: "on-demand", MaxInstances: 20, OS: "linux", Tags: map[string]string{"cost-center": "ci"},
+		UsageClass: "on-demand", MaxInstances: 20, Tags: map[string]string{"cost-center": "ci"},
 		// Records are keyed <role id>:<instance id> as in production: a
 		// function or test reading by the bare id finds nothing.
 		InstanceRoleID: "AROALAMBDASTESTPOOL01",

@@ -49,7 +49,7 @@ func newJITFlood(t *testing.T, role, instanceID, group string) *jitFlood {
 	f.groups = &controlplane.GroupIDs{TTL: groupIDsFor}
 	must(t, f.store.PutPoolConfig(ctx, state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
 		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5,
-		OS: "linux", InstanceRoleID: role, RunnerGroup: group}))
+		InstanceRoleID: role, RunnerGroup: group}))
 	_, _, err = f.store.StartRun(ctx, state.Run{ID: "run-1", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-1-secret"})
 	must(t, err)
 	f.inst, err = f.store.Create(ctx, state.NewInstance{ID: instanceID, RoleID: role, Pool: "linux", Owner: "acme", RunID: "run-1", Assignment: state.NewAssignment(),

@@ -98,7 +98,7 @@ func giveUpWithASecondRunner(t *testing.T, busy bool) (string, giveUpStore, stat
 	q, err := cfg.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
 	must(t, err)
 	p := state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: aws.ToString(q.QueueUrl), LaunchTemplateID: "lt-0123456789abcdef0",
-		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-0123456789abcdef0"}, UsageClass: "on-demand", MaxInstances: 1, OS: "linux",
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-0123456789abcdef0"}, UsageClass: "on-demand", MaxInstances: 1,
 		InstanceRoleID: "AROAGIVEUPTESTPOOL001", Registration: state.RegistrationJIT,
 		// A boot no longer fits after the failure: no replacement, the
 		// provision fails and gives back what it holds.

@@ -131,7 +131,7 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 				Validators:  []validator.String{stringvalidator.RegexMatches(snsTopicARNRE, "must be the ARN of an SNS topic (arn:aws:sns:REGION:ACCOUNT:NAME)")}},
 			"tags":        schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags of the function, role and log group."},
 			"arn":         schema.StringAttribute{Computed: true, Description: "Function ARN.", PlanModifiers: keep},
-			"role_name":   schema.StringAttribute{Computed: true, Description: "Execution role name: ghr-<environment>-<region>-fn-<name> (IAM names are global; the region keeps two regions' deployments apart). A function made by an earlier version moves to it on the next apply.", PlanModifiers: keep},
+			"role_name":   schema.StringAttribute{Computed: true, Description: "Execution role name: ghr-<environment>-<region>-fn-<name> (IAM names are global; the region keeps two regions' deployments apart).", PlanModifiers: keep},
 			"log_group":   schema.StringAttribute{Computed: true, Description: "Log group name.", PlanModifiers: keep},
 			"code_sha256": schema.StringAttribute{Computed: true, Description: "Lambda's CodeSha256 of the deployed bundle."},
 		},
@@ -161,13 +161,6 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	}
 	if plan.ReservedConcurrency.IsUnknown() {
 		plan.ReservedConcurrency = types.Int64Value(-1)
-	}
-	if r.c != nil && !req.State.Raw.IsNull() && !plan.Name.IsUnknown() {
-		// A function made before role names carried the region moves to
-		// its new role on the next apply; the plan shows it. (On create the
-		// name stays unknown until the role is made: a failed create must
-		// not record a role it did not make.)
-		plan.RoleName = types.StringValue(r.roleName(plan.Name.ValueString()))
 	}
 	code, err := functionAsset(plan.Architecture.ValueString())
 	if err != nil {
@@ -299,12 +292,6 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 	if err := r.waitReady(ctx, name); err != nil {
 		resp.Diagnostics.AddError("Waiting for the function failed", err.Error())
 		return
-	}
-	// The role of an older naming (recorded in state, so ours), now unused.
-	if was := prior.RoleName.ValueString(); was != "" && was != r.roleName(name) {
-		if err := deleteRole(ctx, admin.IAM(r.c.aws), was, functionPolicyName); err != nil {
-			resp.Diagnostics.AddWarning("The function's previous role was left behind", fmt.Sprintf("the function uses %s now; deleting %s failed: %v. Delete it by hand.", r.roleName(name), was, err))
-		}
 	}
 	if _, err := client.TagResource(ctx, &lambda.TagResourceInput{Resource: aws.String(prior.ARN.ValueString()), Tags: tags}); err != nil {
 		resp.Diagnostics.AddError("Tagging the function failed", err.Error())

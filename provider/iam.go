@@ -66,11 +66,7 @@ func (spec roleSpec) rolePath() string {
 // belongs to something else — another kind of resource (pool "fn-x" and
 // function "x" both name their role ghr-<env>-<region>-fn-x), another
 // deployment of the environment in the region, or a person — and ensureRole changes
-// nothing and fails, naming the role and what to do. This is the strictest
-// of the rules the resources had (ghrunner_schedule's; function and pool
-// roles adopted any role of their name). A function's role has no owner tag,
-// so the roles earlier versions made for functions, tagged just like today,
-// are still adopted.
+// nothing and fails, naming the role and what to do.
 func ensureRole(ctx context.Context, svc *iam.Client, environment string, spec roleSpec) (role ensuredRole, err error) {
 	trust := spec.trust
 	if trust == "" {
@@ -236,13 +232,6 @@ func (c *clients) roleName(kind, name string) string {
 // roleNameIn is clients.roleName for a given environment and region.
 func roleNameIn(environment, region, kind, name string) string {
 	return iamName("ghr-" + environment + "-" + region + "-" + kind + name)
-}
-
-// legacyRoleName is what roleName was before it carried the region. A
-// resource made then still has its role under this name: an update moves
-// the resource to roleName's and removes this one once nothing uses it.
-func (c *clients) legacyRoleName(kind, name string) string {
-	return iamName("ghr-" + c.environment + "-" + kind + name)
 }
 
 // iamName bounds a role or instance profile name to IAM's 64 characters: a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +28,12 @@ import (
 // every refresh fails, and the alarms must say so. The bundle runs through
 // the Lambda runtime API against moto, its EMF lines are read back as
 // CloudWatch Logs extracts them, and the monitoring's alarms are evaluated
-// on them as CloudWatch would (alarmFires).
+// on them as CloudWatch would (alarmFires), with Lambda's own Errors
+// metric beside them: moto publishes no Lambda metric, so each invocation
+// that ended in a function error adds the datapoint Lambda documents (1,
+// dimension FunctionName; monitoring_lambda.go). A bundle that dies at
+// init before its first line writes none of ghrunner's metrics: only
+// Lambda's Errors alarms say so (issue 39, defect 1).
 //
 // Without the fix (the bundle returned before writing any metric when the
 // credentials could not be read, and exited at init on an invalid setting)
@@ -38,16 +45,27 @@ func TestTheAlarmsGoOffWhenTheGitHubKeyIsGoneOrASettingIsInvalid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A runtime that exits before it says anything: a bundle built for
+	// another architecture, or one killed at init.
+	dead := filepath.Join(t.TempDir(), "bootstrap")
+	if err := os.WriteFile(dead, []byte("#!/bin/sh\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ours := []string{"ci-provision-failures-linux", "ci-refresh-errors"}
+	lambdas := []string{"ci-lambda-errors-provision", "ci-lambda-errors-refresh"}
 	for _, c := range []struct {
-		name  string
-		fault func(param string, fnEnv map[string]string)
+		name      string
+		fault     func(param string, fnEnv map[string]string)
+		bootstrap string
+		want      []string
 	}{
 		{"the key removed from SSM", func(param string, _ map[string]string) {
 			if _, err := env.Config(t).SSM().DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(param)}); err != nil {
 				t.Fatal(err)
 			}
-		}},
-		{"an invalid log level", func(_ string, fnEnv map[string]string) { fnEnv["GHRUNNER_LOG_LEVEL"] = "loud" }},
+		}, bootstrap, append(ours, lambdas...)},
+		{"an invalid log level", func(_ string, fnEnv map[string]string) { fnEnv["GHRUNNER_LOG_LEVEL"] = "loud" }, bootstrap, append(ours, lambdas...)},
+		{"a runtime that exits at init without a line", func(string, map[string]string) {}, dead, lambdas},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			name := awstest.Name(t, "ghr")
@@ -69,26 +87,29 @@ func TestTheAlarmsGoOffWhenTheGitHubKeyIsGoneOrASettingIsInvalid(t *testing.T) {
 				if i == 2 {
 					calls = append(calls, bundle.HandlerProvision)
 				}
+				var failed []metrics.Point
 				for _, h := range calls {
-					if res := invokeOnce(t, bootstrap, h, fnEnv, logs); res.FunctionError == "" {
+					if res := invokeOnce(t, c.bootstrap, h, fnEnv, logs); res.FunctionError == "" {
 						t.Fatalf("%s succeeded: %s", h, res.Payload)
 					}
+					failed = append(failed, metrics.Point{Name: "Errors", Dimensions: map[string]string{"FunctionName": "ci-" + h}, Values: []float64{1}})
 				}
 				points, err := metrics.Read(strings.NewReader(logs.String()))
 				if err != nil {
 					t.Fatal(err)
 				}
-				periods, seen = append(periods, points[seen:]), len(points)
+				periods, seen = append(periods, append(points[seen:], failed...)), len(points)
 			}
-			spec := monitoringSpec{Name: "ci", Environment: name, Region: awstest.Region, Pools: []string{"linux"}, MissRatio: 0.5, RateLimitLow: 500}
+			spec := monitoringSpec{Name: "ci", Environment: name, Region: awstest.Region, Pools: []string{"linux"}, MissRatio: 0.5, RateLimitLow: 500,
+				Functions: map[string]string{bundle.HandlerProvision: "ci-provision", bundle.HandlerRefresh: "ci-refresh"}}
 			var firing []string
 			for _, a := range spec.alarms() {
 				if alarmFires(a, periods) {
 					firing = append(firing, aws.ToString(a.AlarmName))
 				}
 			}
-			if want := []string{"ci-provision-failures-linux", "ci-refresh-errors"}; !slices.Equal(firing, want) {
-				t.Errorf("alarms firing %q, want %q\nlogs:\n%s", firing, want, logs.String())
+			if !slices.Equal(firing, c.want) {
+				t.Errorf("alarms firing %q, want %q\nlogs:\n%s", firing, c.want, logs.String())
 			}
 		})
 	}
@@ -123,10 +144,12 @@ func invokeOnce(t *testing.T, bootstrap, handler string, fnEnv map[string]string
 // missing, which breaches as the alarm's TreatMissingData says
 // (notBreaching or breaching). It fires when DatapointsToAlarm of the last
 // EvaluationPeriods breach. Alarms on a metric math expression are not
-// evaluated (false).
+// evaluated (false). Points carry no namespace: ghrunner's all have the
+// environment dimension, Lambda's (AWS/Lambda) FunctionName alone.
 func alarmFires(a alarm, periods [][]metrics.Point) bool {
 	missing := aws.ToString(a.TreatMissingData)
-	if a.MetricName == nil || aws.ToString(a.Namespace) != metricsNamespace || missing != "notBreaching" && missing != "breaching" {
+	ns := aws.ToString(a.Namespace)
+	if a.MetricName == nil || ns != metricsNamespace && ns != lambdaNamespace || missing != "notBreaching" && missing != "breaching" {
 		return false
 	}
 	want := map[string]string{}

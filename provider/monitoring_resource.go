@@ -9,9 +9,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -49,6 +51,7 @@ type monitoringModel struct {
 	MissRatio    types.Float64 `tfsdk:"pool_miss_ratio_threshold"`
 	RateLimitLow types.Int64   `tfsdk:"github_rate_limit_threshold"`
 	Listener     types.Bool    `tfsdk:"listener"`
+	Functions    types.Map     `tfsdk:"functions"`
 	AlarmNames   types.List    `tfsdk:"alarm_names"`
 }
 
@@ -64,7 +67,7 @@ func (r *monitoringResource) Metadata(_ context.Context, req resource.MetadataRe
 func (r *monitoringResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "A CloudWatch dashboard of the functions' metrics (time to runners, pool hits and misses, each instance's way to ready, release, terminations by reason, errors, GitHub's rate limit) " +
-			"and alarms: per pool, a failed provision, a stuck run (a run held an instance past its lease) and a high pool-miss ratio; for the deployment, refresh repairs, failing refresh or scale-down runs, a low GitHub rate limit and, with `listener`, a scale-set listener that stopped polling. " +
+			"and alarms: per pool, a failed provision, a stuck run (a run held an instance past its lease) and a high pool-miss ratio; for the deployment, refresh repairs, failing refresh or scale-down runs, a low GitHub rate limit, with `functions` each function's failed invocations as Lambda counts them, and, with `listener`, a scale-set listener that stopped polling. " +
 			"Metrics of the provider's environment only. Missing data never alarms, but for the listener's polls.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The dashboard name.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -85,6 +88,12 @@ func (r *monitoringResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"listener": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				Description: "The deployment runs the scale-set listener (a pool has a scale_set): an alarm `<name>-listener-polls` fires when no poll of a scale set's session answered for 2 minutes in a row, " +
 					"missing data breaching (a listener that died writes nothing), and the dashboard charts the listener's polls and the scale sets' jobs. Default false: no such alarm."},
+			"functions": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+				Description: "The deployment's Lambda functions by handler (`provision`, `jit`, `release`, `refresh`, `scale-down` → `ghrunner_function.name`): an alarm `<name>-lambda-errors-<handler>` per function on Lambda's own `Errors` metric (`AWS/Lambda`, dimension `FunctionName`), " +
+					"which counts every failed invocation, also one that died before writing ghrunner's metrics (an init that exits, a timeout, out of memory). It fires on any failed invocation within 5 minutes; for `refresh` and `scale-down`, which a GitHub outage fails for as long as it lasts, " +
+					"when three 10-minute periods in a row each had one. A refused payload is a failed invocation of provision or release too. Missing data (no invocation) does not alarm.",
+				Validators: []validator.Map{mapvalidator.KeysAre(stringvalidator.OneOf(handlers...)),
+					mapvalidator.ValueStringsAre(stringvalidator.RegexMatches(functionNameRE, "must be a function name (1-64 letters, digits, '-' or '_', as ghrunner_function's name)"))}},
 			"alarm_names": schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: "The alarms made."},
 		},
 	}
@@ -95,8 +104,13 @@ func (r *monitoringResource) spec(ctx context.Context, m monitoringModel) (monit
 	if d := m.Pools.ElementsAs(ctx, &pools, false); d.HasError() {
 		return monitoringSpec{}, fmt.Errorf("pools: %v", d)
 	}
+	var functions map[string]string
+	if d := m.Functions.ElementsAs(ctx, &functions, false); d.HasError() {
+		return monitoringSpec{}, fmt.Errorf("functions: %v", d)
+	}
 	return monitoringSpec{Name: m.Name.ValueString(), Environment: r.c.environment, Region: r.c.aws.AWS.Region, Pools: pools,
-		TopicARN: m.TopicARN.ValueString(), MissRatio: m.MissRatio.ValueFloat64(), RateLimitLow: m.RateLimitLow.ValueInt64(), Listener: m.Listener.ValueBool()}, nil
+		TopicARN: m.TopicARN.ValueString(), MissRatio: m.MissRatio.ValueFloat64(), RateLimitLow: m.RateLimitLow.ValueInt64(), Listener: m.Listener.ValueBool(),
+		Functions: functions}, nil
 }
 
 // put writes the dashboard and every alarm (both are upserts) and removes
@@ -229,7 +243,7 @@ func (r *monitoringResource) read(ctx context.Context, m *monitoringModel) (bool
 			return false, err
 		}
 		for _, a := range out.MetricAlarms {
-			found[aws.ToString(a.AlarmName)] = cloudwatchAlarm{actions: a.AlarmActions, threshold: aws.ToFloat64(a.Threshold)}
+			found[aws.ToString(a.AlarmName)] = cloudwatchAlarm{actions: a.AlarmActions, threshold: aws.ToFloat64(a.Threshold), dimensions: a.Dimensions}
 		}
 	}
 	// The pools are the ones with a provision-failure alarm (an import
@@ -261,6 +275,23 @@ func (r *monitoringResource) read(ctx context.Context, m *monitoringModel) (bool
 	m.MissRatio, m.RateLimitLow = types.Float64Value(miss.threshold), types.Int64Value(int64(rate.threshold))
 	_, listener := found[name+"-listener-polls"]
 	m.Listener = types.BoolValue(listener)
+	// The state's functions, whose alarms must all be there; on import,
+	// the ones with a Lambda errors alarm, by its handler and FunctionName.
+	if m.Functions.IsNull() || m.Functions.IsUnknown() {
+		functions := map[string]string{}
+		for n, a := range found {
+			handler, ok := strings.CutPrefix(n, name+lambdaErrorsAlarmPrefix)
+			for _, d := range a.dimensions {
+				if ok && aws.ToString(d.Name) == "FunctionName" {
+					functions[handler] = aws.ToString(d.Value)
+				}
+			}
+		}
+		m.Functions = types.MapNull(types.StringType)
+		if len(functions) > 0 {
+			m.Functions, _ = types.MapValueFrom(ctx, types.StringType, functions)
+		}
+	}
 	m.TopicARN = types.StringNull()
 	if len(rate.actions) > 0 {
 		m.TopicARN = types.StringValue(rate.actions[0])
@@ -279,6 +310,7 @@ func (r *monitoringResource) read(ctx context.Context, m *monitoringModel) (bool
 }
 
 type cloudwatchAlarm struct {
-	actions   []string
-	threshold float64
+	actions    []string
+	threshold  float64
+	dimensions []cwtypes.Dimension
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ func alarmsOf(name string) (map[string]float64, map[string][]string, error) {
 	return thresholds, actions, nil
 }
 
-func checkMonitoring(name string, pools []string, topic string, missRatio float64, listener bool) resource.TestCheckFunc {
+func checkMonitoring(name string, pools []string, topic string, missRatio float64, listener bool, functions map[string]string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		dash, err := admin.CloudWatch(env.Config(&testing.T{})).GetDashboard(context.Background(), &cloudwatch.GetDashboardInput{DashboardName: aws.String(name)})
 		if err != nil {
@@ -60,7 +61,10 @@ func checkMonitoring(name string, pools []string, topic string, missRatio float6
 		if err != nil {
 			return err
 		}
-		want := 4*len(pools) + 4
+		want := 4*len(pools) + 4 + len(functions)
+		if err := checkLambdaErrorsAlarms(name, functions); err != nil {
+			return err
+		}
 		if listener {
 			want++
 			if got, ok := thresholds[name+"-listener-polls"]; !ok || got != 1 {
@@ -87,6 +91,29 @@ func checkMonitoring(name string, pools []string, topic string, missRatio float6
 	}
 }
 
+// checkLambdaErrorsAlarms: each function has its alarm on Lambda's own
+// Errors, as CloudWatch holds it.
+func checkLambdaErrorsAlarms(name string, functions map[string]string) error {
+	out, err := admin.CloudWatch(env.Config(&testing.T{})).DescribeAlarms(context.Background(), &cloudwatch.DescribeAlarmsInput{AlarmNamePrefix: aws.String(name + "-lambda-errors-")})
+	if err != nil {
+		return err
+	}
+	got := map[string]string{}
+	for _, a := range out.MetricAlarms {
+		handler := strings.TrimPrefix(aws.ToString(a.AlarmName), name+"-lambda-errors-")
+		if aws.ToString(a.Namespace) != "AWS/Lambda" || aws.ToString(a.MetricName) != "Errors" || len(a.Dimensions) != 1 ||
+			aws.ToString(a.Dimensions[0].Name) != "FunctionName" || aws.ToString(a.TreatMissingData) != "notBreaching" {
+			return fmt.Errorf("alarm %s: %s %s %v, missing data %s; want AWS/Lambda Errors by FunctionName, notBreaching", aws.ToString(a.AlarmName),
+				aws.ToString(a.Namespace), aws.ToString(a.MetricName), a.Dimensions, aws.ToString(a.TreatMissingData))
+		}
+		got[handler] = aws.ToString(a.Dimensions[0].Value)
+	}
+	if !maps.Equal(got, functions) && len(got)+len(functions) > 0 {
+		return fmt.Errorf("Lambda errors alarms for %v, want %v", got, functions)
+	}
+	return nil
+}
+
 func TestAccMonitoring_basic_update_import(t *testing.T) {
 	name := awstest.Name(t, "ghr")
 	topic := "arn:aws:sns:us-east-1:123456789012:ci-pages"
@@ -96,16 +123,18 @@ func TestAccMonitoring_basic_update_import(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				Config: monitoringConfig(name, `["linux", "gpu"]`, ""),
-				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux", "gpu"}, "", 0.5, false),
+				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux", "gpu"}, "", 0.5, false, nil),
 					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "12"),
 					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "github_rate_limit_threshold", "500")),
 			},
-			// A pool less, a topic, a threshold and a listener: the pool's
-			// alarms go, the listener's comes.
+			// A pool less, a topic, a threshold, a listener and two
+			// functions: the pool's alarms go, the listener's and the
+			// functions' come.
 			{
-				Config: monitoringConfig(name, `["linux"]`, fmt.Sprintf("  alarm_topic_arn = %q\n  pool_miss_ratio_threshold = 0.25\n  listener = true", topic)),
-				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux"}, topic, 0.25, true),
-					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "9")),
+				Config: monitoringConfig(name, `["linux"]`, fmt.Sprintf("  alarm_topic_arn = %q\n  pool_miss_ratio_threshold = 0.25\n  listener = true\n"+
+					"  functions = { provision = \"ci-provision\", refresh = \"ci-refresh\" }", topic)),
+				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux"}, topic, 0.25, true, map[string]string{"provision": "ci-provision", "refresh": "ci-refresh"}),
+					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "11")),
 			},
 			{ResourceName: "ghrunner_monitoring.ci", ImportState: true, ImportStateId: name, ImportStateVerify: true},
 		},
@@ -136,6 +165,8 @@ func TestAccMonitoring_badInput(t *testing.T) {
 		{`["Linux Pool"]`, "", "must be a pool name"},
 		{`["linux"]`, `  alarm_topic_arn = "ci-pages"`, "must be the ARN of an SNS topic"},
 		{`["linux"]`, `  pool_miss_ratio_threshold = 2`, "pool_miss_ratio_threshold"},
+		{`["linux"]`, `  functions = { listener = "ci-listener" }`, `functions(.|\n)*value must be one of`},
+		{`["linux"]`, `  functions = { provision = "arn:aws:lambda:x" }`, "must be a function name"},
 	} {
 		resource.Test(t, resource.TestCase{
 			ProtoV6ProviderFactories: factories,

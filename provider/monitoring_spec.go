@@ -27,6 +27,9 @@ type monitoringSpec struct {
 	// Listener: the deployment runs the scale-set listener, whose polls
 	// are alarmed on (a deployment without one polls nothing).
 	Listener bool
+	// Functions maps handlers to the names of their Lambda functions,
+	// whose own Errors metric is alarmed on (monitoring_lambda.go).
+	Functions map[string]string
 }
 
 // alarmNames lists the alarms of spec, in the order alarms() returns them.
@@ -56,7 +59,8 @@ type alarm = cloudwatch.PutMetricAlarmInput
 // alarms are the deployment's alarms: per pool, failed provisions and the
 // share of workflows the pool could not serve warm; for the deployment,
 // repairs refresh had to make, failed scheduled runs and GitHub's rate
-// limit running low; with a listener, its polls stopping. Missing data is
+// limit running low; per function named, Lambda's own count of its failed
+// invocations; with a listener, its polls stopping. Missing data is
 // not breaching (a quiet deployment does not page), but for the listener's
 // polls (listenerAlarm).
 func (s monitoringSpec) alarms() []alarm {
@@ -109,6 +113,7 @@ func (s monitoringSpec) alarms() []alarm {
 		e.EvaluationPeriods, e.DatapointsToAlarm = aws.Int32(3), aws.Int32(3)
 		out = append(out, e)
 	}
+	out = append(out, s.lambdaErrorsAlarms(base)...)
 	if s.Listener {
 		out = append(out, s.listenerAlarm(base("listener-polls", listenerPollsDescription)))
 	}

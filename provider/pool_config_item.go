@@ -160,8 +160,8 @@ func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diag
 		Name: m.Name.ValueString(), Owner: m.Owner.ValueString(), QueueURL: m.QueueURL.ValueString(),
 		LaunchTemplateID: m.LaunchTemplateID.ValueString(), LaunchTemplateVersion: m.LaunchTemplateVersion.ValueString(),
 		InstanceTypes: types_, SubnetIDs: subnets, UsageClass: m.UsageClass.ValueString(), OnDemandFallback: m.OnDemandFallback.ValueBool(),
-		MaxInstances: int(m.MaxInstances.ValueInt64()), OS: "linux", UpdatedAt: time.Now().Unix(),
-		RunnerLabel: m.RunnerLabel.ValueString(), RunnerGroup: m.RunnerGroup.ValueString(), Registration: m.Registration.ValueString(),
+		MaxInstances: int(m.MaxInstances.ValueInt64()), UpdatedAt: time.Now().Unix(),
+		RunnerGroup: m.RunnerGroup.ValueString(), Registration: m.Registration.ValueString(),
 		InstanceRoleID:             m.InstanceRoleID.ValueString(),
 		MaxProvisionsPerRepository: int(m.MaxProvisionsPR.ValueInt64()), MaxQueuedPerRepository: int(m.MaxQueuedPR.ValueInt64()),
 		Timings: state.Timings{
@@ -206,7 +206,6 @@ func (m *poolModel) setFromConfigItem(ctx context.Context, table string, cfg *st
 	m.UsageClass, m.OnDemandFallback = types.StringValue(cfg.UsageClass), types.BoolValue(cfg.OnDemandFallback)
 	m.MaxInstances = types.Int64Value(int64(cfg.MaxInstances))
 	m.MaxProvisionsPR, m.MaxQueuedPR = optionalInt(cfg.MaxProvisionsPerRepository), optionalInt(cfg.MaxQueuedPerRepository)
-	m.RunnerLabel = types.StringValue(cmp.Or(cfg.RunnerLabel, state.LabelMinted))
 	m.RunnerGroup = optional(cfg.RunnerGroup)
 	m.Registration = types.StringValue(cmp.Or(cfg.Registration, state.RegistrationToken))
 	t := cfg.Timings

@@ -112,5 +112,4 @@ func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 			return
 		}
 	}
-	resp.Diagnostics.Append(r.retireLegacyRole(ctx, st.Name.ValueString(), st.RoleName.ValueString(), true)...)
 }

@@ -2,12 +2,10 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
-	"github.com/hashicorp/terraform-plugin-framework/diag"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
@@ -94,48 +92,4 @@ func (r *poolResource) deleteInstanceRole(ctx context.Context, name string) erro
 		return err
 	}
 	return deleteRole(ctx, client, name, agentPolicyName)
-}
-
-// retireLegacyRole removes the role and instance profile the pool had before
-// role names carried the region (clients.legacyRoleName), if they are still
-// there, are this pool's (ensureRole's ownership rule) and are not current.
-// An instance keeps the profile it was launched with, and deleting its role
-// would leave its agent without credentials mid-run: while any instance of
-// the pool is live the old role stays, with a warning, and a later apply or
-// the pool's destroy removes it. On destroy (terminated true) the pool's
-// instances have just been terminated and the role goes regardless.
-func (r *poolResource) retireLegacyRole(ctx context.Context, pool, current string, terminated bool) diag.Diagnostics {
-	var diags diag.Diagnostics
-	old := r.c.legacyRoleName("", pool)
-	if old == current {
-		return diags
-	}
-	got, err := admin.IAM(r.c.aws).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(old)})
-	if awserr.IsNotFound(err) {
-		return diags
-	}
-	if err != nil {
-		diags.AddWarning("The pool's previous role was not checked", fmt.Sprintf("reading role %s: %v", old, err))
-		return diags
-	}
-	if _, ours := ownsRole(got.Role.Tags, r.c.environment, map[string]string{tagPool: pool}); !ours {
-		return diags // another deployment's, or a person's
-	}
-	var live []fleet.Instance
-	if !terminated {
-		live, err = fleet.New(r.c.aws.EC2(), r.c.environment).List(ctx, fleet.Filter{Pool: pool})
-	}
-	if err != nil {
-		diags.AddWarning("The pool's previous role was kept", fmt.Sprintf("listing the pool's instances: %v; role %s stays until a later apply", err, old))
-		return diags
-	}
-	if len(live) > 0 {
-		diags.AddWarning("The pool's previous role was kept",
-			fmt.Sprintf("%d instance(s) of pool %s may still use role %s (launched before it moved to %s); it is removed by a later apply or destroy once none is live", len(live), pool, old, current))
-		return diags
-	}
-	if err := r.deleteInstanceRole(ctx, old); err != nil {
-		diags.AddWarning("The pool's previous role was not removed", fmt.Sprintf("deleting role %s: %v; delete it by hand", old, err))
-	}
-	return diags
 }

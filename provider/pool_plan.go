@@ -54,7 +54,7 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 		resp.Diagnostics.AddAttributeError(path.Root("stale_after_seconds"), "Heartbeats would look stale",
 			fmt.Sprintf("stale_after_seconds (%d) must be at least twice heartbeat_interval_seconds (%d)", m.StaleAfter.ValueInt64(), m.HeartbeatInterval.ValueInt64()))
 	}
-	if rt, limit, ok := effective(m.MaxRuntime, state.DefaultTimings("linux").MaxRuntime), effective(m.RuntimeCap, state.DefaultTimings("linux").RuntimeCap), !m.MaxRuntime.IsUnknown() && !m.RuntimeCap.IsUnknown(); ok && limit < rt {
+	if rt, limit, ok := effective(m.MaxRuntime, state.DefaultTimings().MaxRuntime), effective(m.RuntimeCap, state.DefaultTimings().RuntimeCap), !m.MaxRuntime.IsUnknown() && !m.RuntimeCap.IsUnknown(); ok && limit < rt {
 		resp.Diagnostics.AddAttributeError(path.Root("runtime_cap_seconds"), "Runtime cap below the running lease",
 			fmt.Sprintf("runtime_cap_seconds (%d) must be at least max_runtime_seconds (%d): the agent extends the running lease up to the cap", limit, rt))
 	}
@@ -156,16 +156,10 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		}
 	}
 	if prior != nil && r.c != nil {
-		// A pool made before role names carried the region moves to its new
-		// role and instance profile (a new template version) on the next
-		// apply; the plan shows it.
-		if role := r.roleName(plan); role != prior.RoleName.ValueString() {
-			plan.RoleName, plan.InstanceProfileARN, plan.InstanceRoleID = types.StringValue(role), types.StringUnknown(), types.StringUnknown()
-		} else if prior.InstanceRoleID.ValueString() == "" {
+		if prior.InstanceRoleID.ValueString() == "" {
 			// Read found the role deleted or replaced outside Terraform (a
-			// new id), or the pool is from before record keys carried the
-			// role: the user data and the pool config must carry the id the
-			// apply reads, so the template gets a version.
+			// new id): the user data and the pool config must carry the id
+			// the apply reads, so the template gets a version.
 			plan.InstanceRoleID = types.StringUnknown()
 		}
 		// Parts Read found gone (pool_drift.go): the apply makes them again.

@@ -78,7 +78,6 @@ type poolModel struct {
 	KeepDockerImages types.Bool   `tfsdk:"keep_docker_images"`
 	LogRetentionDays types.Int64  `tfsdk:"log_retention_days"`
 	LogGroup         types.String `tfsdk:"log_group"`
-	RunnerLabel      types.String `tfsdk:"runner_label"`
 	RunnerGroup      types.String `tfsdk:"runner_group"`
 	Registration     types.String `tfsdk:"registration"`
 	RunnerVersion    types.String `tfsdk:"runner_version"`
@@ -136,7 +135,7 @@ func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest,
 func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
 	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
-	d := state.DefaultTimings("linux")
+	d := state.DefaultTimings()
 	seconds := func(desc string, def int64, min int64) schema.Int64Attribute {
 		return schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(def),
 			Description: fmt.Sprintf("%s Default %d.", desc, def), Validators: []validator.Int64{int64validator.AtLeast(min)}}
@@ -179,11 +178,6 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Validators: ids(subnetRE, "a subnet id like subnet-0123456789abcdef0")},
 			"security_group_ids": schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: "Security groups of the instances (egress to GitHub and AWS is all they need).",
 				Validators: ids(sgRE, "a security group id like sg-0123456789abcdef0")},
-			"runner_label": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(state.LabelMinted),
-				Description: "How a run's runner label is made. `minted` (default): `ghr-<runId>-<16 random characters>`, returned by provision as `label`; " +
-					"workflows use it in `runs-on`. `run_id`: the run id itself, as in ghrunner's first versions. Run ids are sequential and public, " +
-					"so with `run_id` any repository allowed to use these runners (a fork's pull request, on a public repository) can aim a job at another run's runners.",
-				Validators: []validator.String{stringvalidator.OneOf(state.LabelMinted, state.LabelRunID)}},
 			"runner_group": schema.StringAttribute{Optional: true,
 				Description: "Runner group of the organization the runners join (`config.sh --runnergroup`). The group's repository access decides which " +
 					"repositories can send jobs to the runners: create one that lists only the repositories of this pool. Unset: the organization's " +
@@ -293,7 +287,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 
 			"launch_template_id":      schema.StringAttribute{Computed: true, Description: "Launch template id; empty after a refresh found the template deleted outside Terraform (the apply makes one).", PlanModifiers: keep},
 			"launch_template_version": schema.StringAttribute{Computed: true, Description: "Current launch template version; pooled instances of older versions are not reused."},
-			"role_name":               schema.StringAttribute{Computed: true, Description: "Instance role and instance profile name: ghr-<environment>-<region>-<pool>. A pool made by an earlier version moves to it on the next apply (a new template version); the old role is removed once no instance of the pool is live.", PlanModifiers: keep},
+			"role_name":               schema.StringAttribute{Computed: true, Description: "Instance role and instance profile name: ghr-<environment>-<region>-<pool>.", PlanModifiers: keep},
 			"instance_role_id":        schema.StringAttribute{Computed: true, Description: "IAM's id of the instance role (AROA…). Each instance's record in the state table is keyed <instance_role_id>:<instance id>, the aws:userid of the instance's session, and the role's policy allows that key only (dynamodb:LeadingKeys): an instance reads and writes its own record and no other. A role deleted or replaced outside Terraform (a new id) reads empty after a refresh, and the next plan shows the id changing with a new template version.", PlanModifiers: keep},
 			"instance_profile_arn":    schema.StringAttribute{Computed: true, Description: "Instance profile ARN; empty after a refresh found the profile deleted, or without the role (the apply makes it again).", PlanModifiers: keep},
 			"agent_bucket":            schema.StringAttribute{Computed: true, Description: "Private bucket holding the agent (empty with agent_path, or after a refresh found it deleted: the apply makes one).", PlanModifiers: keep},
@@ -463,9 +457,6 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	// The pool config item last: functions only see a pool whose template exists.
 	if diags.Append(r.putConfigItem(ctx, *plan)...); diags.HasError() {
 		return diags
-	}
-	if prior != nil {
-		diags.Append(r.retireLegacyRole(ctx, plan.Name.ValueString(), role, false)...)
 	}
 	// An older agent object stays until the pool is destroyed: instances of
 	// the previous template version may still be booting and downloading it.

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -177,21 +176,21 @@ const poolExtra = `
 
 const runnerGroupExtra = `
   runner_group = "ci"
-  runner_label = "run_id"
   registration = "token"
 `
 
-// checkRunnerLabel asserts how the pool's runners are labelled and grouped.
-func (f poolFixture) checkRunnerLabel(label, group string) resource.TestCheckFunc {
+// checkRunnerGroup asserts the pool's runner group and how its runners
+// are registered.
+func (f poolFixture) checkRunnerGroup(group string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		cfg, err := f.poolConfig()
 		if err != nil {
 			return err
 		}
-		if cmp.Or(cfg.RunnerLabel, state.LabelMinted) != label || cfg.RunnerGroup != group {
-			return fmt.Errorf("pool config item: runnerLabel %q runnerGroup %q, want %q %q", cfg.RunnerLabel, cfg.RunnerGroup, label, group)
+		if cfg.RunnerGroup != group {
+			return fmt.Errorf("pool config item: runnerGroup %q, want %q", cfg.RunnerGroup, group)
 		}
-		// Just-in-time by default; the run-id label step also goes back to tokens.
+		// Just-in-time by default; the runner group step also goes back to tokens.
 		if want := map[bool]string{true: state.RegistrationJIT, false: state.RegistrationToken}[group == ""]; cfg.Registration != want {
 			return fmt.Errorf("pool config item: registration %q, want %q", cfg.Registration, want)
 		}
@@ -209,8 +208,7 @@ func TestAccPool_basic_update_import(t *testing.T) {
 				Config: f.config(fmt.Sprintf(poolExtra, 5)),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					f.checkPool(5, "#!/bin/bash\necho warm\n", "1"),
-					f.checkRunnerLabel(state.LabelMinted, ""),
-					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_label", "minted"),
+					f.checkRunnerGroup(""),
 					resource.TestCheckNoResourceAttr("ghrunner_pool.linux", "runner_group"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "architecture", "amd64"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_version", runnerrelease.Latest),
@@ -228,7 +226,7 @@ func TestAccPool_basic_update_import(t *testing.T) {
 				},
 				Config: f.config(fmt.Sprintf(poolExtra, 8) + runnerGroupExtra),
 				Check: resource.ComposeAggregateTestCheckFunc(
-					f.checkPool(8, "#!/bin/bash\necho warm\n", "1"), f.checkRunnerLabel(state.LabelRunID, "ci"),
+					f.checkPool(8, "#!/bin/bash\necho warm\n", "1"), f.checkRunnerGroup("ci"),
 					func(*terraform.State) error {
 						if cfg, err := f.poolConfig(); err != nil || !cfg.Draining {
 							return fmt.Errorf("the apply ended the operator's drain: %+v, %v", cfg, err)
@@ -343,7 +341,6 @@ func TestAccPool_validation(t *testing.T) {
 	for _, c := range []struct{ extra, want string }{
 		{`owner = "acme/api/x"`, `must be an organization`},
 		{`usage_class = "reserved"`, `value must be one of`},
-		{`runner_label = "guessable"`, `runner_label value must be one of`},
 		{`owner = "acme/api"` + "\n" + `runner_group = "ci"`, `Runner groups belong to organizations`},
 		{`heartbeat_interval_seconds = 30` + "\n" + `stale_after_seconds = 40`, `at least twice heartbeat_interval_seconds`},
 		{`idle_windows = [{ cron = "every minute", idle_count = 1 }]`, `not a 5-field cron`},

@@ -50,8 +50,7 @@ type Config struct {
 	// RoleID is the id of the pool's instance role (IAM's RoleId, AROA…).
 	// The agent's record is keyed "<role id>:<instance id>", the
 	// ${aws:userid} of its instance-profile session, and the role may
-	// touch no other key. Empty: the bare instance id (pools made before
-	// records were keyed by role; the role's policy then denies it).
+	// touch no other key. The agent refuses to start without it.
 	RoleID string `json:"roleId,omitempty"`
 	// Region overrides the region read from IMDS.
 	Region string `json:"region,omitempty"`

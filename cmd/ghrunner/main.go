@@ -21,31 +21,6 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
-const usage = `usage: ghrunner [--table T] [--region R] [--profile P] [--endpoint URL] <command> [flags]
-
-Shows what a ghrunner deployment holds, from its state table.
-
-Commands:
-  status               every pool: instances by state, the idle window active now
-                       and its idle count, the oldest idle instance, runs in flight;
-                       when refresh and scale-down last ran and what they did; each
-                       scale set: its session's holder, last poll, jobs and last error
-  instances            live instances, by pool and state (--pool P, --state S)
-  runs                 the runs in flight: their pool, status, label and instances by state
-  run <runId>          a run and the records of the instances it was given
-  tail <runId>         follow a run: its status, its instances' states and signals as they
-                       change (--interval D), until it is released and its instances are
-                       pooled or gone; one line per change, or one JSON object with --json
-  retire <instanceId>  take an idle instance out of the pool (--reason R): its lease ends,
-                       refresh terminates it; refused for an instance serving a run
-  drain <pool>         the pool takes no new run, pools nothing and keeps nothing idle;
-                       its idle instances are retired now, its runs finish (--off ends it)
-
-retire and drain are the commands that write (dynamodb:UpdateItem on the table).
-
-Every command takes --json. Global flags:
-`
-
 func main() {
 	// Ctrl-C ends a tail cleanly; the other commands finish their reads.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -64,7 +39,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	region := global.String("region", env.Region, "AWS region (env AWS_REGION)")
 	profile := global.String("profile", os.Getenv("AWS_PROFILE"), "shared config profile (env AWS_PROFILE)")
 	endpoint := global.String("endpoint", env.Endpoint, "AWS endpoint, e.g. the sandbox's (env AWS_ENDPOINT_URL)")
-	global.Usage = func() { fmt.Fprint(stderr, usage); global.PrintDefaults() }
+	global.Usage = func() { usage(stderr); global.PrintDefaults() }
 	if err := global.Parse(args); err != nil {
 		return exitUsage(err)
 	}

@@ -38,7 +38,7 @@ func seeded(t *testing.T) string {
 	s := statetest.NewStore(t, env)
 	if err := s.PutPoolConfig(context.Background(), state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
 		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand",
-		MaxInstances: 5, OS: "linux", Registration: state.RegistrationJIT, InstanceRoleID: opsRole,
+		MaxInstances: 5, Registration: state.RegistrationJIT, InstanceRoleID: opsRole,
 		Runner: state.RunnerSpec{Version: runnerrelease.Latest, Arch: "amd64"}}); err != nil {
 		t.Fatal(err)
 	}

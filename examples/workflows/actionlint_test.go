@@ -97,7 +97,7 @@ func TestTheWorkflowsAndTheActionPassActionlint(t *testing.T) {
 			t.Errorf("the vendored ci.yml's job %s: permissions %v, want contents: read (the checkout) and id-token: write", job, j.Permissions)
 		}
 	}
-	for _, f := range []string{"action.yml", "invoke.sh"} {
+	for _, f := range []string{"action.yml", "invoke.sh", "invoke.py"} {
 		if st, err := os.Stat(filepath.Join(project, ".github/actions/ghrunner", f)); err != nil || (f == "invoke.sh" && st.Mode()&0o100 == 0) {
 			t.Errorf("the vendored action's %s: %v (invoke.sh must stay executable)", f, err)
 		}

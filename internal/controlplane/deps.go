@@ -78,7 +78,7 @@ func (d *Deps) Pool(ctx context.Context, name string) (*state.PoolConfig, error)
 	if err != nil {
 		return nil, err
 	}
-	p.Timings = p.Timings.WithDefaults(p.OS)
+	p.Timings = p.Timings.WithDefaults()
 	if d.pools == nil {
 		d.pools = map[string]*state.PoolConfig{}
 	}
@@ -87,20 +87,17 @@ func (d *Deps) Pool(ctx context.Context, name string) (*state.PoolConfig, error)
 }
 
 // PoolOf is the pool a record belongs to by its key: the pool whose
-// instance role id the key starts with (a record with a bare key, which no
-// instance can write, by its pool attribute). It sets the record's pool and
+// instance role id the key starts with. It sets the record's pool and
 // owner from that pool, whatever the record said: an instance can write its
 // own record, never its key (docs/security.md, T6).
 func (d *Deps) PoolOf(ctx context.Context, inst *state.Instance) (*state.PoolConfig, error) {
-	name := inst.Pool
-	if role := inst.Key.RoleID(); role != "" {
-		var err error
-		if name, err = d.poolOfRole(ctx, role); err != nil {
-			return nil, err
-		}
-		if name == "" {
-			return nil, fmt.Errorf("record %s: no pool has instance role %s: %w", inst.Key, role, state.ErrNotFound)
-		}
+	role := inst.Key.RoleID()
+	name, err := d.poolOfRole(ctx, role)
+	if err != nil {
+		return nil, err
+	}
+	if role == "" || name == "" {
+		return nil, fmt.Errorf("record %s: no pool has instance role %q: %w", inst.Key, role, state.ErrNotFound)
 	}
 	p, err := d.Pool(ctx, name)
 	if err != nil {

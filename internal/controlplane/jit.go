@@ -58,7 +58,7 @@ func MintWhy(rec *state.Instance, run *state.Run, p *state.PoolConfig, now time.
 		return "instance " + rec.Key.InstanceID() + " is not one of run " + run.ID + "'s (never was, or given up)"
 	case p == nil || p.Name != run.Pool:
 		return "pool " + run.Pool + " of run " + run.ID + " not found"
-	case rec.Key.RoleID() != "" && rec.Key.RoleID() != p.InstanceRoleID:
+	case rec.Key.RoleID() != p.InstanceRoleID:
 		return "record " + string(rec.Key) + " is not of pool " + p.Name + "'s instance role"
 	}
 	return ""

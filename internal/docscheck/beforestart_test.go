@@ -65,20 +65,20 @@ func TestTheGuideNamesEveryPreflightCheck(t *testing.T) {
 }
 
 // The idle caveat, in README and the guide, is the code's: the default
-// minimum running time (Linux and Windows), scale-down's default
+// minimum running time, scale-down's default
 // schedule, and examples/complete's pools (linux-large without a window,
 // linux's pre_runner_script installing build-essential).
 func TestTheIdleCaveatIsTheCodesDefaults(t *testing.T) {
-	linux, windows := state.DefaultTimings("linux").MinRunningTime, state.DefaultTimings("windows").MinRunningTime
+	minRun := state.DefaultTimings().MinRunningTime
 	vars, _ := variables(t)
-	caveat := fmt.Sprintf("scale-down (%s by default, `scale_down_schedule`) terminates each idle instance older than the pool's\n`min_running_time_seconds` (%d minutes by default on Linux, %d on Windows)",
-		spoken(vars["scale_down_schedule"]), linux/60, windows/60)
+	caveat := fmt.Sprintf("scale-down (%s by default, `scale_down_schedule`) terminates each idle instance older than the pool's\n`min_running_time_seconds` (%d minutes by default)",
+		spoken(vars["scale_down_schedule"]), minRun/60)
 	if !strings.Contains(flat(read(t, "README.md")), flat(caveat)) {
 		t.Errorf("README.md's \"waits warm\" lacks its caveat as the code has it:\n%s", caveat)
 	}
 	guide := flat(read(t, "docs/getting-started.md"))
-	want := fmt.Sprintf("(`scale_down_schedule`, %s by default) terminates each idle instance older than the\npool's `min_running_time_seconds` (%d minutes by default on Linux, %d on Windows)",
-		spoken(vars["scale_down_schedule"]), linux/60, windows/60)
+	want := fmt.Sprintf("(`scale_down_schedule`, %s by default) terminates each idle instance older than the\npool's `min_running_time_seconds` (%d minutes by default)",
+		spoken(vars["scale_down_schedule"]), minRun/60)
 	if !strings.Contains(guide, flat(want)) {
 		t.Errorf("the guide's **How warm the pools are** does not say:\n%s", want)
 	}

@@ -25,7 +25,6 @@ type Instance struct {
 	SubnetID    string
 	AZ          string
 	UsageClass  string // Spot or OnDemand, from the instance's lifecycle
-	Platform    string // "windows", or "" for Linux
 	Tags        map[string]string
 }
 
@@ -152,7 +151,6 @@ func fromEC2(i types.Instance) Instance {
 		LaunchTime:   aws.ToTime(i.LaunchTime),
 		SubnetID:     aws.ToString(i.SubnetId),
 		UsageClass:   OnDemand, // EC2 leaves the lifecycle out for on-demand
-		Platform:     strings.ToLower(string(i.Platform)),
 		Tags:         make(map[string]string, len(i.Tags)),
 	}
 	if i.State != nil {

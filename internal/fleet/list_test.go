@@ -139,7 +139,7 @@ func TestListDescribesAnInstance(t *testing.T) {
 	}
 	got := listed[0]
 	if got.ID != res.Instances[0].InstanceID || got.InstanceType != testTypes[0] || got.State != "running" || got.SubnetID != n.subnets[0] ||
-		got.AZ != n.azs[0] || got.UsageClass != Spot || got.Platform != "" || got.LaunchTime.IsZero() {
+		got.AZ != n.azs[0] || got.UsageClass != Spot || got.LaunchTime.IsZero() {
 		t.Errorf("listed %+v", got)
 	}
 	want := map[string]string{TagEnvironment: f.Environment(), TagPool: "linux", TagOwner: "acme", TagAssignment: "as-1", "team": "ci"}

@@ -38,10 +38,10 @@ func Seed(t *testing.T) *state.Store {
 	s := statetest.NewStore(t, env)
 	for _, p := range []state.PoolConfig{
 		{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1", LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"},
-			SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux", Registration: state.RegistrationJIT, InstanceRoleID: opsRole,
+			SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, Registration: state.RegistrationJIT, InstanceRoleID: opsRole,
 			IdleWindows: []state.IdleWindow{{Cron: "* * * * *", TimeZone: "UTC", IdleCount: 2, EvictionStrategy: "oldest_first"}}},
 		{Name: "win", Owner: "acme", QueueURL: "https://sqs/q2", LaunchTemplateID: "lt-2", LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"},
-			SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 3, OS: "linux"},
+			SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 3},
 	} {
 		must(t, s.PutPoolConfig(ctx, p))
 	}
@@ -216,7 +216,7 @@ func TestRunsListsTheRunsThatHoldInstances(t *testing.T) {
 func TestTailFollowsARunUntilItIsOver(t *testing.T) {
 	s := statetest.NewStore(t, env)
 	must(t, s.PutPoolConfig(ctx, state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1", LaunchTemplateVersion: "1",
-		InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux", InstanceRoleID: opsRole}))
+		InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, InstanceRoleID: opsRole}))
 	_, _, err := s.StartRun(ctx, state.Run{ID: "run-9", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-9-x"})
 	must(t, err)
 	inst, err := s.Create(ctx, state.NewInstance{ID: "i-9", RoleID: opsRole, Pool: "linux", Owner: "acme", RunID: "run-9", Assignment: state.NewAssignment(),

@@ -165,7 +165,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	}
 	defer doneHostile()
 	c.initFlood(pool.MaxProvisionsPerRepository, pool.MaxQueuedPerRepository, off["flood"])
-	c.maxInstances, c.maxRuntime = pool.MaxInstances, state.D(pool.Timings.WithDefaults(pool.OS).MaxRuntime)
+	c.maxInstances, c.maxRuntime = pool.MaxInstances, state.D(pool.Timings.WithDefaults().MaxRuntime)
 	if !off["scaleset"] {
 		// The listener creates the scale set when its task starts: jobs
 		// queued before would be no scale set's.

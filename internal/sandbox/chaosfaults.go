@@ -45,7 +45,7 @@ func (c *chaos) dynamoAnswer(req DynamoRequest) DynamoAnswer {
 	now := time.Now()
 	for _, k := range req.Keys {
 		// c.hot holds instance ids; instance records are keyed
-		// <role id>:<instance id> (a record from before, by the bare id).
+		// <role id>:<instance id>.
 		id := k
 		if _, after, ok := strings.Cut(k, ":"); ok {
 			id = after

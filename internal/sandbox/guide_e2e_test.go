@@ -274,6 +274,9 @@ func TestE2E_GettingStartedCommandsRunAgainstTheSandbox(t *testing.T) {
 				if st, err := os.Stat(filepath.Join(work, ".github/actions/ghrunner/invoke.sh")); err != nil || st.Mode()&0o100 == 0 {
 					t.Errorf("the vendored invoke.sh: %v, want an executable file", err)
 				}
+				if _, err := os.Stat(filepath.Join(work, ".github/actions/ghrunner/invoke.py")); err != nil {
+					t.Errorf("the vendored invoke.py (invoke.sh runs it): %v", err)
+				}
 				raw, err := os.ReadFile(filepath.Join(work, ".github/workflows/ci.yml"))
 				if err != nil {
 					t.Fatal(err)

@@ -170,16 +170,14 @@ type Key string
 // id>", which is exactly ${aws:userid} of the instance-profile session EC2
 // gives the instance. The instance role's policy allows only
 // dynamodb:LeadingKeys = ${aws:userid}, so an instance reads and writes its
-// own record and no other (docs/security.md, T2). An empty roleID gives the
-// bare instance id: records made before keys carried the role, and tests.
+// own record and no other (docs/security.md, T2). Store.Create refuses an
+// empty roleID.
 func InstanceKey(roleID, instanceID string) Key {
-	if roleID == "" {
-		return Key(instanceID)
-	}
 	return Key(roleID + ":" + instanceID)
 }
 
-// RoleID is the instance role id the key starts with, "" for a bare key.
+// RoleID is the instance role id the key starts with, "" for a key that
+// is not an instance's.
 func (k Key) RoleID() string {
 	role, _, found := strings.Cut(string(k), ":")
 	if !found {

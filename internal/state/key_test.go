@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,60 +14,55 @@ func TestARecordKeyIsTheAWSUserIDOfTheInstancesSession(t *testing.T) {
 	if got := InstanceKey("AROAEXAMPLEROLEID0001", "i-0abc"); got != "AROAEXAMPLEROLEID0001:i-0abc" {
 		t.Fatalf("key %s", got)
 	}
-	if got := InstanceKey("", "i-0abc"); got != "i-0abc" {
-		t.Fatalf("key without a role %s, want the bare id of records made before keys carried the role", got)
-	}
 	p := PoolConfig{Name: testPool, InstanceRoleID: testRole}
 	if got := p.RecordKey("i-0abc"); got != InstanceKey(testRole, "i-0abc") {
 		t.Fatalf("pool record key %s", got)
 	}
 }
 
-func TestRecordsAreFoundByInstanceIDUnderEitherKey(t *testing.T) {
+// A record keyed by the bare instance id could be read and written by no
+// instance (its role's policy allows only <role id>:<instance id>): a
+// create without the pool's role is refused and writes nothing.
+func TestARecordWithoutItsPoolsRoleIsRefused(t *testing.T) {
+	s, _ := newStore(t)
+	_, err := s.Create(ctx, NewInstance{ID: "i-norole", Pool: testPool, Owner: testOwner, RunID: "r1", Assignment: NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "roleId") {
+		t.Fatalf("create without a role: %v, want refused naming roleId", err)
+	}
+	if got, err := s.GetMany(ctx, []Key{"i-norole", InstanceKey(testRole, "i-norole")}); err != nil || len(got) != 0 {
+		t.Fatalf("after the refused create: %v, %v; want no record", got, err)
+	}
+}
+
+func TestRecordsAreFoundByInstanceIDUnderTheirPoolsRole(t *testing.T) {
 	s, _ := newStore(t)
 	keyed := created(t, s, "i-keyed", "r1")
-	legacy, err := s.Create(ctx, NewInstance{ID: "i-legacy", Pool: testPool, Owner: testOwner, RunID: "r2", Assignment: NewAssignment(),
-		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
+	got, err := s.ByInstanceID(ctx, []string{"i-keyed", "i-none"}, func(string) []string { return []string{testRole} })
 	must(t, err)
-	if legacy.Key != "i-legacy" || keyed.Key != InstanceKey(testRole, "i-keyed") {
-		t.Fatalf("keys %s and %s", legacy.Key, keyed.Key)
-	}
-	// The same instance with a terminated record under one key and a live
-	// one under the other: the live one is the instance's.
-	dead, err := s.Create(ctx, NewInstance{ID: "i-keyed", Pool: testPool, Owner: testOwner, RunID: "r0", Assignment: NewAssignment(),
-		InstanceType: "c7i.large", UsageClass: "on-demand", TTL: 10 * time.Minute})
-	must(t, err)
-	_, err = s.Terminate(ctx, dead.Key, Termination{Assignment: dead.Assignment})
-	must(t, err)
-
-	got, err := s.ByInstanceID(ctx, []string{"i-keyed", "i-legacy", "i-none"}, func(string) []string { return []string{testRole} })
-	must(t, err)
-	if len(got) != 2 || got["i-keyed"].Key != keyed.Key || got["i-keyed"].State != Created || got["i-legacy"].Key != legacy.Key {
+	if len(got) != 1 || got["i-keyed"].Key != keyed.Key || got["i-keyed"].State != Created {
 		t.Fatalf("by instance id: %+v", got)
 	}
-	// Without the role, a role-keyed record is not found: callers must
-	// name the pool's role (refresh would otherwise take the instance for
-	// one without a record).
-	if got, _ := s.ByInstanceID(ctx, []string{"i-keyed"}, func(string) []string { return nil }); got["i-keyed"].State != Terminated {
-		t.Fatalf("without the role: %+v", got["i-keyed"])
+	// Without the role, nothing is found: callers must name the pool's
+	// role (refresh would otherwise take the instance for one without a
+	// record).
+	if got, _ := s.ByInstanceID(ctx, []string{"i-keyed"}, func(string) []string { return nil }); len(got) != 0 {
+		t.Fatalf("without the role: %+v", got)
 	}
 
 	must(t, s.PutPoolConfig(ctx, PoolConfig{Name: testPool, Owner: testOwner, QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1", LaunchTemplateVersion: "1",
-		InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux", InstanceRoleID: testRole}))
-	for id, want := range map[string]Key{"i-keyed": keyed.Key, "i-legacy": legacy.Key} {
-		rec, err := s.FindInstance(ctx, id)
-		if err != nil || rec.Key != want {
-			t.Errorf("find %s: %+v, %v; want the record keyed %s", id, rec, err, want)
-		}
+		InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, InstanceRoleID: testRole}))
+	if rec, err := s.FindInstance(ctx, "i-keyed"); err != nil || rec.Key != keyed.Key {
+		t.Errorf("find i-keyed: %+v, %v; want the record keyed %s", rec, err, keyed.Key)
 	}
 	if _, err := s.FindInstance(ctx, "i-none"); !IsNotFound(err) {
 		t.Errorf("find an unknown instance: %v, want not found", err)
 	}
 }
 
-// Once every record carries its role, the look-up under the bare id costs
-// nothing: 150 role-keyed records are read with 2 batch reads, not 4.
-func TestRecordsKeyedByRoleAreFoundWithoutASecondRead(t *testing.T) {
+// ByInstanceID reads in BatchGetItem's pages of 100 keys, one read per
+// page: 150 records take 2.
+func TestRecordsAreReadByInstanceIDInBatchesOfAHundred(t *testing.T) {
 	s, _ := newStore(t)
 	var ids []string
 	for i := range 150 {

@@ -11,7 +11,7 @@ import (
 // state, lease, cap or an age beyond every lease is named. (With
 // LifeNotGiven returning "" the forged rows fail, each naming its want.)
 func TestARecordClaimsNoLifeTheControlPlaneDidNotGiveIt(t *testing.T) {
-	tm := DefaultTimings("linux")
+	tm := DefaultTimings()
 	now := time.Unix(1_800_000_000, 0)
 	n := now.Unix()
 	// honest is a record as the control plane leaves it in st, its lease

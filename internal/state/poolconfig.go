@@ -44,23 +44,20 @@ type Timings struct {
 	RuntimeCap int64 `dynamodbav:"runtimeCap" json:"runtimeCap,omitempty"`
 }
 
-// DefaultTimings returns the defaults for an operating system ("linux" or
-// "windows": Windows needs a longer minimum running time).
-func DefaultTimings(os string) Timings {
+// DefaultTimings returns the timings a pool has where it sets none. Pools
+// are Linux only (the provider refuses a Windows image).
+func DefaultTimings() Timings {
 	t := Timings{
 		CreatedTTL: 600, ClaimTTL: 300, MaxRuntime: 3600, IdleTTL: 900, BootTime: 300,
 		MinRunningTime: 300, HeartbeatInterval: 15, StaleAfter: 60, MaxAge: 86400, MaxUses: 50, ReleaseWait: 120,
 		RuntimeCap: 6 * 3600, // GitHub's limit for one job; raise it for longer runs
 	}
-	if os == "windows" {
-		t.MinRunningTime = 900
-	}
 	return t
 }
 
-// WithDefaults fills the zero fields from DefaultTimings(os).
-func (t Timings) WithDefaults(os string) Timings {
-	d := DefaultTimings(os)
+// WithDefaults fills the zero fields from DefaultTimings.
+func (t Timings) WithDefaults() Timings {
+	d := DefaultTimings()
 	fill := func(v *int64, def int64) {
 		if *v == 0 {
 			*v = def
@@ -108,7 +105,6 @@ type PoolConfig struct {
 	UsageClass            string       `dynamodbav:"usageClass" json:"usageClass"`
 	OnDemandFallback      bool         `dynamodbav:"onDemandFallback" json:"onDemandFallback"`
 	MaxInstances          int          `dynamodbav:"maxInstances" json:"maxInstances"`
-	OS                    string       `dynamodbav:"os" json:"os"`
 	Timings               Timings      `dynamodbav:"timings" json:"timings"`
 	IdleWindows           []IdleWindow `dynamodbav:"idleWindows" json:"idleWindows"`
 	// SubnetZones is the Availability Zone of each subnet (the provider
@@ -119,9 +115,6 @@ type PoolConfig struct {
 	// tags: the deployment's default tags and the pool's (cost allocation,
 	// tag-enforcing SCPs).
 	Tags map[string]string `dynamodbav:"tags,omitempty" json:"tags,omitempty"`
-	// RunnerLabel is how a run's runner label is made: LabelMinted (the
-	// default, also when empty) or LabelRunID.
-	RunnerLabel string `dynamodbav:"runnerLabel,omitempty" json:"runnerLabel,omitempty"`
 	// RunnerGroup is the organization's runner group the runners join;
 	// empty: its default group.
 	RunnerGroup string `dynamodbav:"runnerGroup,omitempty" json:"runnerGroup,omitempty"`
@@ -215,17 +208,6 @@ const (
 // JIT says whether the pool's runners are just-in-time runners.
 func (p *PoolConfig) JIT() bool { return p.Registration == RegistrationJIT }
 
-// How a run's runner label is made.
-const (
-	// LabelMinted: ghr-<runId>-<16 random characters>, which provision
-	// returns; no one can aim a job at the runners without being told it.
-	LabelMinted = "minted"
-	// LabelRunID: the runId itself, as ghrunner's first versions did. Run
-	// ids are sequential and public: any repository allowed to use the
-	// runners can aim a job at another run's runners.
-	LabelRunID = "run_id"
-)
-
 // maxPoolTags leaves room, within EC2's 50 tags per resource, for the
 // ghr: tags a launch adds.
 const maxPoolTags = 40
@@ -285,10 +267,6 @@ func (p PoolConfig) Validate() error {
 		return fmt.Errorf("usageClass: %q must be spot or on-demand", p.UsageClass)
 	case p.MaxInstances < 1:
 		return fmt.Errorf("maxInstances: must be at least 1, got %d", p.MaxInstances)
-	case p.OS != "linux" && p.OS != "windows":
-		return fmt.Errorf("os: %q must be linux or windows", p.OS)
-	case p.RunnerLabel != "" && p.RunnerLabel != LabelMinted && p.RunnerLabel != LabelRunID:
-		return fmt.Errorf("runnerLabel: %q must be %s or %s", p.RunnerLabel, LabelMinted, LabelRunID)
 	case p.Registration != "" && p.Registration != RegistrationJIT && p.Registration != RegistrationToken:
 		return fmt.Errorf("registration: %q must be %s or %s", p.Registration, RegistrationJIT, RegistrationToken)
 	}

@@ -61,8 +61,8 @@ func validPool() PoolConfig {
 	return PoolConfig{
 		Name: "linux-large", Owner: "acme", QueueURL: "http://q", LaunchTemplateID: "lt-1", LaunchTemplateVersion: "3",
 		InstanceTypes: []string{"c7i.large", "m7i.large"}, SubnetIDs: []string{"subnet-a"}, UsageClass: "spot",
-		MaxInstances: 20, OS: "linux",
-		IdleWindows: []IdleWindow{{Cron: "* 8-18 * * 1-5", TimeZone: "Europe/Berlin", IdleCount: 3, EvictionStrategy: "oldest_first"}},
+		MaxInstances: 20,
+		IdleWindows:  []IdleWindow{{Cron: "* 8-18 * * 1-5", TimeZone: "Europe/Berlin", IdleCount: 3, EvictionStrategy: "oldest_first"}},
 	}
 }
 
@@ -81,7 +81,6 @@ func TestPoolConfigValidation(t *testing.T) {
 		{"subnetIds:", func(p *PoolConfig) { p.SubnetIDs = nil }},
 		{"usageClass:", func(p *PoolConfig) { p.UsageClass = "reserved" }},
 		{"maxInstances:", func(p *PoolConfig) { p.MaxInstances = 0 }},
-		{"os:", func(p *PoolConfig) { p.OS = "macos" }},
 		{"registration:", func(p *PoolConfig) { p.Registration = "pat" }},
 		{"timings.idleTTL:", func(p *PoolConfig) { p.Timings.IdleTTL = -1 }},
 		{"timings.staleAfter:", func(p *PoolConfig) { p.Timings.HeartbeatInterval, p.Timings.StaleAfter = 15, 20 }},
@@ -121,33 +120,33 @@ func TestPoolConfigValidation(t *testing.T) {
 func TestPoolConfigItems(t *testing.T) {
 	s, _ := newStore(t)
 	a := validPool()
-	a.Timings = a.Timings.WithDefaults(a.OS)
+	a.Timings = a.Timings.WithDefaults()
 	b := validPool()
-	b.Name, b.OS, b.UsageClass = "windows", "windows", "on-demand"
-	b.Timings = Timings{MaxRuntime: 7200}.WithDefaults(b.OS)
-	b.Registration, b.ScaleSet = RegistrationJIT, &ScaleSetConfig{Name: "Windows.Big_1", MaxRunners: 20}
+	b.Name, b.UsageClass = "linux-xl", "on-demand"
+	b.Timings = Timings{MaxRuntime: 7200}.WithDefaults()
+	b.Registration, b.ScaleSet = RegistrationJIT, &ScaleSetConfig{Name: "Linux.Big_1", MaxRunners: 20}
 	must(t, s.PutPoolConfig(ctx, a))
 	must(t, s.PutPoolConfig(ctx, b))
-	got, err := s.GetPoolConfig(ctx, "windows")
+	got, err := s.GetPoolConfig(ctx, "linux-xl")
 	must(t, err)
 	if got.ScaleSet == nil || *got.ScaleSet != *b.ScaleSet {
-		t.Fatalf("windows scale set = %+v, want %+v", got.ScaleSet, b.ScaleSet)
+		t.Fatalf("linux-xl scale set = %+v, want %+v", got.ScaleSet, b.ScaleSet)
 	}
-	if got.Timings.MinRunningTime != 900 || got.Timings.MaxRuntime != 7200 || got.Timings.IdleTTL != 900 || got.UpdatedAt == 0 {
-		t.Fatalf("windows timings = %+v", got.Timings)
+	if got.Timings.MinRunningTime != 300 || got.Timings.MaxRuntime != 7200 || got.Timings.IdleTTL != 900 || got.UpdatedAt == 0 {
+		t.Fatalf("linux-xl timings = %+v", got.Timings)
 	}
 	if D(got.Timings.ClaimTTL) != 5*time.Minute {
 		t.Fatalf("claim TTL = %v", D(got.Timings.ClaimTTL))
 	}
 	list, err := s.ListPoolConfigs(ctx)
 	must(t, err)
-	if len(list) != 2 || list[0].Name != "linux-large" || list[1].Name != "windows" || list[0].IdleWindows[0].TimeZone != "Europe/Berlin" {
+	if len(list) != 2 || list[0].Name != "linux-large" || list[1].Name != "linux-xl" || list[0].IdleWindows[0].TimeZone != "Europe/Berlin" {
 		t.Fatalf("list = %+v", list)
 	}
 	must(t, s.DeletePoolConfig(ctx, "linux-large"))
 	list, err = s.ListPoolConfigs(ctx)
 	must(t, err)
-	if len(list) != 1 || list[0].Name != "windows" {
+	if len(list) != 1 || list[0].Name != "linux-xl" {
 		t.Fatalf("after delete: %+v", list)
 	}
 	if _, err := s.GetPoolConfig(ctx, "linux-large"); !IsNotFound(err) {

@@ -255,21 +255,9 @@ func (s *Store) GetMany(ctx context.Context, keys []Key) (map[Key]*Instance, err
 // ByInstanceID reads the records of instances known only by id (from EC2,
 // or a runner's name), by instance id. roleIDs names the instance roles an
 // instance's record may be keyed with: its pool's, or every pool's when its
-// pool is unknown. An instance not found so is looked for once more under
-// the bare id of records made before keys carried the role: an instance
-// launched before an upgrade is never taken for one without a record, and
-// the second read costs nothing once every record carries its role (an
-// instance has one record, under one key). A live record wins over a
-// terminated one.
+// pool is unknown. An instance has one record, under its pool's role.
 func (s *Store) ByInstanceID(ctx context.Context, ids []string, roleIDs func(instanceID string) []string) (map[string]*Instance, error) {
 	out := make(map[string]*Instance, len(ids))
-	keep := func(found map[Key]*Instance) {
-		for _, rec := range found {
-			if prev := out[rec.ID]; prev == nil || prev.State == Terminated {
-				out[rec.ID] = rec
-			}
-		}
-	}
 	var keys []Key
 	for _, id := range ids {
 		for _, role := range roleIDs(id) {
@@ -282,23 +270,15 @@ func (s *Store) ByInstanceID(ctx context.Context, ids []string, roleIDs func(ins
 	if err != nil {
 		return nil, err
 	}
-	keep(found)
-	keys = keys[:0]
-	for _, id := range ids {
-		if out[id] == nil {
-			keys = append(keys, InstanceKey("", id))
-		}
+	for _, rec := range found {
+		out[rec.ID] = rec
 	}
-	if found, err = s.GetMany(ctx, keys); err != nil {
-		return nil, err
-	}
-	keep(found)
 	return out, nil
 }
 
 // FindInstance reads the record of an instance known by its id alone, its
 // pool unknown (an operator's command line): under each pool's instance
-// role, and under the bare id. Other callers know the pool and read by key.
+// role. Other callers know the pool and read by key.
 func (s *Store) FindInstance(ctx context.Context, instanceID string) (*Instance, error) {
 	pools, err := s.ListPoolConfigs(ctx)
 	if err != nil {

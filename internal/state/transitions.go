@@ -299,7 +299,8 @@ func (s *Store) diagnose(ctx context.Context, c change, key Key, old map[string]
 type NewInstance struct {
 	ID string
 	// RoleID is the id of the pool's instance role (PoolConfig.InstanceRoleID):
-	// the record's key is InstanceKey(RoleID, ID).
+	// the record's key is InstanceKey(RoleID, ID). Required: a record keyed
+	// otherwise is one no instance could read or write.
 	RoleID                string
 	Pool                  string
 	Owner                 string
@@ -318,8 +319,8 @@ type NewInstance struct {
 
 // Create puts the created record if none exists for the instance.
 func (s *Store) Create(ctx context.Context, n NewInstance) (*Instance, error) {
-	if n.ID == "" || n.Pool == "" || n.Assignment == "" || n.TTL <= 0 {
-		return nil, fmt.Errorf("create record: id, pool, assignment and a positive TTL are required")
+	if n.ID == "" || n.RoleID == "" || n.Pool == "" || n.Assignment == "" || n.TTL <= 0 {
+		return nil, fmt.Errorf("create record: id, roleId, pool, assignment and a positive TTL are required")
 	}
 	now := s.now()
 	inst := Instance{

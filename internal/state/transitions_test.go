@@ -360,7 +360,7 @@ func TestRegistrationOnlyForItsAssignment(t *testing.T) {
 
 func TestCreateRetriedAfterItsWriteLandedSucceeds(t *testing.T) {
 	s, _ := newStore(t)
-	n := NewInstance{ID: "i-retried", Pool: testPool, Owner: "acme", RunID: "run-1", Assignment: NewAssignment(), TTL: time.Minute}
+	n := NewInstance{ID: "i-retried", RoleID: testRole, Pool: testPool, Owner: "acme", RunID: "run-1", Assignment: NewAssignment(), TTL: time.Minute}
 	if _, err := s.Create(ctx, n); err != nil {
 		t.Fatal(err)
 	}

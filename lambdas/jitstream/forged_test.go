@@ -106,7 +106,7 @@ func (r *rig) forge(key state.Key, attrs map[string]string) {
 func TestTheControlPlaneTakesARecordsPoolAndOwnerFromItsKey(t *testing.T) {
 	r := newRig(t)
 	must(t, r.store.PutPoolConfig(ctx, state.PoolConfig{Name: "gpu", Owner: "other-org", QueueURL: "https://sqs/q2", LaunchTemplateID: "lt-2",
-		LaunchTemplateVersion: "1", InstanceTypes: []string{"g6.xlarge"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux",
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"g6.xlarge"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5,
 		InstanceRoleID: "AROAJITSTREAMGPU00001", Registration: state.RegistrationToken}))
 	r.forge(r.inst.Key, map[string]string{"pool": "gpu", "owner": "other-org"})
 	rec, err := r.store.Get(ctx, r.inst.Key)
@@ -128,7 +128,7 @@ func (r *rig) otherOwner(owner string) *state.Instance {
 	r.t.Helper()
 	const role = "AROAJITSTREAMOTHER001"
 	must(r.t, r.store.PutPoolConfig(ctx, state.PoolConfig{Name: "linux-" + owner, Owner: owner, QueueURL: "https://sqs/q3", LaunchTemplateID: "lt-3",
-		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux", InstanceRoleID: role}))
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, InstanceRoleID: role}))
 	_, _, err := r.store.StartRun(ctx, state.Run{ID: "run-" + owner, Pool: "linux-" + owner, Owner: owner, InstanceCount: 1, Request: "{}", Label: "ghr-run-" + owner})
 	must(r.t, err)
 	inst, err := r.store.Create(ctx, state.NewInstance{ID: "i-0" + owner, RoleID: role, Pool: "linux-" + owner, Owner: owner, RunID: "run-" + owner, Assignment: state.NewAssignment(),

@@ -61,7 +61,7 @@ func newRig(t *testing.T) *rig {
 	r.deps = jitstream.Deps{Deps: &controlplane.Deps{Store: r.store, GitHub: gh, Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		Now: func() time.Time { return time.Now().Add(r.ahead) }}
 	must(t, r.store.PutPoolConfig(ctx, state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs/q", LaunchTemplateID: "lt-1",
-		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, OS: "linux", InstanceRoleID: testRole}))
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: "on-demand", MaxInstances: 5, InstanceRoleID: testRole}))
 	_, _, err = r.store.StartRun(ctx, state.Run{ID: "run-1", Pool: "linux", Owner: "acme", InstanceCount: 1, Request: "{}", Label: "ghr-run-1-secret"})
 	must(t, err)
 	inst, err := r.store.Create(ctx, state.NewInstance{ID: "i-0abc", RoleID: testRole, Pool: "linux", Owner: "acme", RunID: "run-1", Assignment: state.NewAssignment(),

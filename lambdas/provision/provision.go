@@ -246,7 +246,7 @@ func provisionRun(ctx context.Context, deps Deps, req *request, caller idtoken.I
 	request.IDToken, request.WaitSeconds = "", nil
 	canonical, _ := json.Marshal(request)
 	run, created, err := d.Store.StartRun(ctx, state.Run{ID: req.RunID, Pool: req.Pool, Owner: req.Owner, InstanceCount: req.count, Request: string(canonical),
-		Label:        newLabel(req.RunID, req.pool.RunnerLabel),
+		Label:        newLabel(req.RunID),
 		RepositoryID: caller.RepositoryID, Repository: caller.Repository, WorkflowRunID: caller.RunID, RunAttempt: caller.RunAttempt,
 		ScaleSet: scaleSet})
 	if run != nil && !created {
@@ -277,7 +277,7 @@ func provisionRun(ctx context.Context, deps Deps, req *request, caller idtoken.I
 	}
 	ctx, cancel := context.WithDeadline(ctx, start.Add(req.timeout))
 	defer cancel()
-	p := &provisioner{d: d, fleet: fleet, req: req, label: runLabel(run), start: start, cleanup: cleanup, repo: caller.RepositoryID, log: d.Log.With("runId", req.RunID, "pool", req.Pool)}
+	p := &provisioner{d: d, fleet: fleet, req: req, label: run.Label, start: start, cleanup: cleanup, repo: caller.RepositoryID, log: d.Log.With("runId", req.RunID, "pool", req.Pool)}
 	if !created {
 		return p.join(ctx, run)
 	}

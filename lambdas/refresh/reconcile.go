@@ -51,7 +51,7 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 	grace := map[string]time.Duration{}
 	maxGrace := time.Duration(0)
 	for _, p := range pools {
-		g := state.D(p.Timings.WithDefaults(p.OS).CreatedTTL)
+		g := state.D(p.Timings.WithDefaults().CreatedTTL)
 		grace[p.Name] = g
 		maxGrace = max(maxGrace, g)
 	}

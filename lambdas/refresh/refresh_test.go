@@ -100,7 +100,7 @@ func newWorld(t *testing.T) *world {
 	w.cp.Now = func() time.Time { return w.now }
 	w.fleet = fleet.New(w.ec2, w.name)
 	w.pool = state.PoolConfig{Name: "linux", Owner: "acme", QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/unused", LaunchTemplateID: "lt-0123456789abcdef0",
-		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-0123456789abcdef0"}, UsageClass: "on-demand", MaxInstances: 10, OS: "linux",
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-0123456789abcdef0"}, UsageClass: "on-demand", MaxInstances: 10,
 		InstanceRoleID: "AROAREFRESHTESTPOOL01", // records keyed <role id>:<instance id>, as in production
 		Timings:        state.Timings{CreatedTTL: 60, ClaimTTL: 30, MaxRuntime: 600, IdleTTL: 300, BootTime: 30, HeartbeatInterval: 5, StaleAfter: 60}}
 	must(t, w.cp.PutPoolConfig(ctx, w.pool))

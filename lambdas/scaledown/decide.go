@@ -202,7 +202,6 @@ func decidePool(in Input, idx runnerIndex, poolName string, insts []fleet.Instan
 		d := Decision{InstanceID: inst.ID, Pool: poolName, Owner: inst.Tags[fleet.TagOwner]}
 		rec := in.Records[inst.ID]
 		age := in.Now.Sub(inst.LaunchTime)
-		// The pool's OS sets the default (Linux 5 min, Windows 15 min).
 		minRun := state.D(pool.Timings.MinRunningTime)
 		switch {
 		case !known:

@@ -15,10 +15,10 @@ import (
 var now = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC) // Monday 11:00 in Berlin
 
 func pools() map[string]state.PoolConfig {
-	p := state.PoolConfig{Name: "linux", Owner: "acme", OS: "linux", IdleWindows: []state.IdleWindow{
+	p := state.PoolConfig{Name: "linux", Owner: "acme", IdleWindows: []state.IdleWindow{
 		{Cron: "* 8-17 * * 1-5", TimeZone: "Europe/Berlin", IdleCount: 1, EvictionStrategy: "oldest_first"},
 	}}
-	p.Timings = p.Timings.WithDefaults("linux")
+	p.Timings = p.Timings.WithDefaults()
 	return map[string]state.PoolConfig{"linux": p}
 }
 
@@ -27,7 +27,6 @@ type row struct {
 	name       string
 	age        time.Duration
 	tags       map[string]string
-	platform   string
 	pool       func(*state.PoolConfig) // changes to the linux pool
 	rec        *state.Instance         // nil: no record
 	runners    []github.Runner         // the owner's listing
@@ -141,7 +140,7 @@ func TestDecisionTable(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			inst := fleet.Instance{ID: "i-1", LaunchTime: now.Add(-r.age), Tags: r.tags, Platform: r.platform}
+			inst := fleet.Instance{ID: "i-1", LaunchTime: now.Add(-r.age), Tags: r.tags}
 			ps := pools()
 			if r.pool != nil {
 				p := ps["linux"]
@@ -183,10 +182,10 @@ func TestDecisionTable(t *testing.T) {
 // the active window; oldest_first keeps the newest.
 func TestIdleQuotaPerPoolAndEviction(t *testing.T) {
 	in := Input{Now: now, Pools: pools(), Records: map[string]*state.Instance{}, Runners: map[string][]github.Runner{}}
-	other := state.PoolConfig{Name: "windows", Owner: "acme", OS: "windows", IdleWindows: []state.IdleWindow{{Cron: "* * * * *", TimeZone: "UTC", IdleCount: 1, EvictionStrategy: "newest_first"}}}
-	other.Timings = other.Timings.WithDefaults("windows")
-	in.Pools["windows"] = other
-	for i, pool := range []string{"linux", "linux", "linux", "windows", "windows"} {
+	other := state.PoolConfig{Name: "linux-xl", Owner: "acme", IdleWindows: []state.IdleWindow{{Cron: "* * * * *", TimeZone: "UTC", IdleCount: 1, EvictionStrategy: "newest_first"}}}
+	other.Timings = other.Timings.WithDefaults()
+	in.Pools["linux-xl"] = other
+	for i, pool := range []string{"linux", "linux", "linux", "linux-xl", "linux-xl"} {
 		id := "i-" + string(rune('a'+i))
 		in.Instances = append(in.Instances, fleet.Instance{ID: id, LaunchTime: now.Add(-time.Duration(i+1) * time.Hour), Tags: map[string]string{fleet.TagPool: pool, fleet.TagOwner: "acme"}})
 		r := rec(state.Idle, clean)

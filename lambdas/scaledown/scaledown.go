@@ -182,7 +182,7 @@ func gather(ctx context.Context, d *controlplane.Deps, ec2 EC2, gh controlplane.
 	}
 	owners := map[string]bool{}
 	for _, p := range pools {
-		p.Timings = p.Timings.WithDefaults(p.OS)
+		p.Timings = p.Timings.WithDefaults()
 		in.Pools[p.Name] = p
 		owners[p.Owner] = true
 	}

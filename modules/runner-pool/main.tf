@@ -56,7 +56,6 @@ resource "ghrunner_pool" "pool" {
   agent_endpoints         = each.value.agent_endpoints
   pre_runner_script       = each.value.pre_runner_script
   cleanup_script          = each.value.cleanup_script
-  runner_label            = each.value.runner_label
   runner_group            = each.value.runner_group
   keep_docker_images      = each.value.keep_docker_images
   registration            = each.value.registration
@@ -213,4 +212,7 @@ resource "ghrunner_monitoring" "this" {
   github_rate_limit_threshold = var.monitoring.github_rate_limit_threshold
   # A pool with a scale set needs the listener: its polls stopping alarms.
   listener = anytrue([for p in values(var.pools) : p.scale_set != null])
+  # Lambda's own count of each function's failed invocations: also the
+  # ones that die before writing a metric of ours.
+  functions = { for h, f in ghrunner_function.fn : h => f.name }
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -189,8 +190,15 @@ func TestModuleApplyDestroy(t *testing.T) {
 	got := out.Runners.Value
 	if got.TableName != "ci-state" || got.FunctionNames["provision"] != "ci-provision" || got.FunctionNames["scale-down"] != "ci-scale-down" ||
 		len(got.QueueURLs) != 2 || got.ScheduleNames["refresh"] != "ci-refresh" || !strings.HasSuffix(got.InvokerRole, ":role/ghr-modtest-us-east-1-invoke-ci") ||
-		got.Dashboard != "ci" || len(got.Alarms) != 12 || got.AlarmTopic != "arn:aws:sns:us-east-1:123456789012:ci-alarms" || got.LogGroups["linux-large"] != "/ghrunner/modtest/linux-large" {
+		got.Dashboard != "ci" || len(got.Alarms) != 17 || got.AlarmTopic != "arn:aws:sns:us-east-1:123456789012:ci-alarms" || got.LogGroups["linux-large"] != "/ghrunner/modtest/linux-large" {
 		t.Fatalf("outputs %+v", got)
+	}
+	// Two pools' 4 alarms, the deployment's 4 and one on Lambda's own
+	// Errors per function.
+	for h := range got.FunctionNames {
+		if !slices.Contains(got.Alarms, "ci-lambda-errors-"+h) {
+			t.Errorf("no Lambda errors alarm for function %s among %q", h, got.Alarms)
+		}
 	}
 	// The jit function is fed by the table's stream (the mapping is kept
 	// by the moto proxy: awstest/mappings.go).

@@ -54,7 +54,6 @@ variable "pools" {
     agent_endpoints         = optional(map(string))
     pre_runner_script       = optional(string)
     cleanup_script          = optional(string)
-    runner_label            = optional(string, "minted")
     runner_group            = optional(string)
     keep_docker_images      = optional(bool, false)
     registration            = optional(string, "jit")
@@ -115,10 +114,6 @@ variable "pools" {
     condition = alltrue([for _, p in var.pools : p.max_queued_per_repository == null || p.max_provisions_per_repository == null ||
     try(p.max_queued_per_repository <= p.max_provisions_per_repository, false)])
     error_message = "pools[*].max_queued_per_repository must be at most max_provisions_per_repository: a waiting provision is in flight."
-  }
-  validation {
-    condition     = alltrue([for _, p in var.pools : contains(["minted", "run_id"], p.runner_label)])
-    error_message = "pools[*].runner_label must be minted (a label per run, returned by provision) or run_id (the run id: guessable)."
   }
   # The scale set rules of ghrunner_pool (state.ScaleSetNamePattern), and one
   # it cannot check: a pool sees no other pool, the module sees them all.
@@ -223,7 +218,7 @@ variable "function_vpc" {
 }
 
 variable "monitoring" {
-  description = "A CloudWatch dashboard named after prefix and alarms (ghrunner_monitoring): per pool, failed provisions, stuck runs, a runner version GitHub will refuse within a week and a pool-miss ratio above pool_miss_ratio_threshold; refresh repairs; failing refresh or scale-down runs; GitHub's rate limit below github_rate_limit_threshold; when a pool has a scale_set, the scale-set listener polling nothing for 2 minutes. alarm_topic_arn: an SNS topic the alarms notify when they fire and when they clear; or alarm_emails: the module makes that topic (<prefix>-alarms, ghrunner_alarm_topic) and subscribes these addresses (each confirms by mail). With neither the alarms notify no one, and plan warns. A failed refresh or scale-down run is not sent to the topic (a GitHub outage fails refresh every minute): the alarm on three failing periods in a row is. Null: no dashboard and no alarms."
+  description = "A CloudWatch dashboard named after prefix and alarms (ghrunner_monitoring): per pool, failed provisions, stuck runs, a runner version GitHub will refuse within a week and a pool-miss ratio above pool_miss_ratio_threshold; refresh repairs; failing refresh or scale-down runs; each function's failed invocations as Lambda counts them (AWS/Lambda Errors: also one that died before writing a metric); GitHub's rate limit below github_rate_limit_threshold; when a pool has a scale_set, the scale-set listener polling nothing for 2 minutes. alarm_topic_arn: an SNS topic the alarms notify when they fire and when they clear; or alarm_emails: the module makes that topic (<prefix>-alarms, ghrunner_alarm_topic) and subscribes these addresses (each confirms by mail). With neither the alarms notify no one, and plan warns. A failed refresh or scale-down run is not sent to the topic (a GitHub outage fails refresh every minute): the alarm on three failing periods in a row is. Null: no dashboard and no alarms."
   type = object({
     alarm_topic_arn             = optional(string)
     alarm_emails                = optional(list(string), [])

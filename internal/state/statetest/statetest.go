@@ -31,7 +31,7 @@ func NewStore(t testing.TB, env *awstest.Moto, opts ...state.TableOptions) *stat
 type Spec struct {
 	ID, Pool, Owner, InstanceType, UsageClass string
 	// RoleID is the pool's instance role id (the record's key is
-	// <RoleID>:<ID>); empty: the bare instance id.
+	// <RoleID>:<ID>); required, as Store.Create requires it.
 	RoleID string
 }
 
