@@ -129,6 +129,7 @@ type Server struct {
 	onRegister      func(Registration)
 	groups          map[string][]string    // organization → runner group names
 	groupAccess     map[string]GroupAccess // "org/name" (lower case) → who it admits; none: all, no public
+	repoVisibility  map[string]string      // "org/repo" (lower case) → "public"; none: private
 	jobs            map[int64]*Job
 	jobWake         chan struct{}
 	faults          []*Fault
@@ -218,10 +219,14 @@ const (
 
 // Job is a queued unit of work for runners with its label.
 type Job struct {
-	ID     int64
-	Label  string
-	Repo   string
-	Script string
+	ID    int64
+	Label string
+	// Owner is the organization of the job's repository Repo (its name);
+	// "" for EnqueueJob's jobs, taken for a repository of the runner's
+	// own organization (groupaccess.go). Workflow is its workflow ref
+	// ("": none).
+	Owner, Repo, Workflow string
+	Script                string
 	// Post runs after Script however it ended, cancelled too, as an
 	// action's post step does (EnqueueJobWithPost).
 	Post     string
@@ -316,6 +321,7 @@ func NewServer(o Options) *Server {
 		runners:         map[int64]*runner{},
 		groups:          map[string][]string{},
 		groupAccess:     map[string]GroupAccess{},
+		repoVisibility:  map[string]string{},
 		jobs:            map[int64]*Job{},
 		jobWake:         make(chan struct{}),
 		counts:          map[string]int{},
