@@ -130,6 +130,7 @@ type Server struct {
 	groups          map[string][]string    // organization → runner group names
 	groupAccess     map[string]GroupAccess // "org/name" (lower case) → who it admits; none: all, no public
 	repoVisibility  map[string]string      // "org/repo" (lower case) → "public"; none: private
+	repoIDs         map[string]int64       // "org/repo" (lower case) → its id (repos.go)
 	jobs            map[int64]*Job
 	jobWake         chan struct{}
 	faults          []*Fault
@@ -322,6 +323,7 @@ func NewServer(o Options) *Server {
 		groups:          map[string][]string{},
 		groupAccess:     map[string]GroupAccess{},
 		repoVisibility:  map[string]string{},
+		repoIDs:         map[string]int64{},
 		jobs:            map[int64]*Job{},
 		jobWake:         make(chan struct{}),
 		counts:          map[string]int{},
