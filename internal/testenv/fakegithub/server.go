@@ -14,7 +14,9 @@
 // to it: config.sh exchanges its token at /actions/runner-registration as
 // the real runner does, then uses a private protocol under /_fake/ to
 // register, hold a session, take jobs and report them. Tests queue jobs per
-// label with EnqueueJob and wait for them with WaitJob. It also serves the
+// label with EnqueueJob (or, from a repository, EnqueueJobFrom: only a
+// runner whose runner group admits the repository takes it,
+// groupaccess.go) and wait for them with WaitJob. It also serves the
 // Actions service's side of runner scale sets to github.com/actions/scaleset
 // (scaleset_routes.go).
 package fakegithub
