@@ -66,7 +66,10 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 		case !strings.Contains(owner, "/") && m.RunnerGroup.IsNull():
 			resp.Diagnostics.AddAttributeWarning(path.Root("runner_group"), "Runners join the organization's default group",
 				fmt.Sprintf("Every repository of %s allowed to use the default runner group can send jobs to this pool's runners. "+
-					"Create a runner group that lists only this pool's repositories and set runner_group to its name.", owner))
+					"Create a runner group that lists only this pool's repositories and set runner_group to its name. "+
+					"Which repositories a group admits is GitHub's to say, not checkable at plan time: "+
+					"preflight with {\"preflight\": true, \"repositories\": [...]} reads the group and says whether it admits yours "+
+					"(the default group admits no public repository unless told to).", owner))
 		}
 	}
 	if prov, queued := m.MaxProvisionsPR, m.MaxQueuedPR; !prov.IsNull() && !prov.IsUnknown() && !queued.IsNull() && !queued.IsUnknown() && queued.ValueInt64() > prov.ValueInt64() {

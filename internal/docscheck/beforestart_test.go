@@ -35,7 +35,7 @@ func guideBlock(t *testing.T, marker string) string {
 // role, which provision has no way to assume.
 func TestTheGuideNamesEveryPreflightCheck(t *testing.T) {
 	names := map[string]bool{}
-	for _, f := range []string{"lambdas/provision/preflight.go", "lambdas/provision/scalesetaccess.go", "lambdas/provision/quota.go"} {
+	for _, f := range []string{"lambdas/provision/preflight.go", "lambdas/provision/groupaccess.go", "lambdas/provision/quota.go"} {
 		for _, m := range regexp.MustCompile(`Check\{Check: "([a-z-]+)"`).FindAllStringSubmatch(read(t, f), -1) {
 			names[m[1]] = true
 		}

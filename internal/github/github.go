@@ -471,59 +471,6 @@ func (c *Client) DeleteRunner(ctx context.Context, owner string, id int64) error
 	return fmt.Errorf("delete runner %d of %s: %w", id, o, err)
 }
 
-// RunnerGroupID returns the id of an organization's runner group by name
-// (runner groups belong to organizations, not repositories).
-func (c *Client) RunnerGroupID(ctx context.Context, org, name string) (int64, error) {
-	g, err := c.RunnerGroup(ctx, org, name)
-	return g.ID, err
-}
-
-// RunnerGroup is one runner group of an organization and whom it admits
-// (GitHub's runner-groups-org object).
-type RunnerGroup struct {
-	ID   int64
-	Name string
-	// Visibility is "all" (every repository of the organization),
-	// "selected" or "private".
-	Visibility               string
-	AllowsPublicRepositories bool
-	Default                  bool
-}
-
-// RunnerGroup finds an organization's runner group by name (the default
-// group when name is empty); github.IsNotFound when it has none of that
-// name.
-func (c *Client) RunnerGroup(ctx context.Context, org, name string) (RunnerGroup, error) {
-	o, err := ParseOwner(org)
-	if err != nil {
-		return RunnerGroup{}, err
-	}
-	if o.IsRepo() {
-		return RunnerGroup{}, fmt.Errorf("runner group %q: %s is a repository; runner groups belong to organizations", name, o)
-	}
-	cl, err := c.forOwner(ctx, o)
-	if err != nil {
-		return RunnerGroup{}, err
-	}
-	opts := &gh.ListOrgRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: 100}}
-	for {
-		page, resp, err := cl.Actions.ListOrganizationRunnerGroups(ctx, o.Org, opts)
-		if err != nil {
-			return RunnerGroup{}, fmt.Errorf("list the runner groups of %s: %w", o, classify(err))
-		}
-		for _, g := range page.RunnerGroups {
-			if g.GetName() == name || name == "" && g.GetDefault() {
-				return RunnerGroup{ID: g.GetID(), Name: g.GetName(), Visibility: g.GetVisibility(),
-					AllowsPublicRepositories: g.GetAllowsPublicRepositories(), Default: g.GetDefault()}, nil
-			}
-		}
-		if resp.NextPage == 0 {
-			return RunnerGroup{}, fmt.Errorf("runner group %q of %s: %w", name, o, ErrNotFound)
-		}
-		opts.Page = resp.NextPage
-	}
-}
-
 func fromGitHub(r *gh.Runner) Runner {
 	out := Runner{ID: r.GetID(), Name: r.GetName(), OS: r.GetOS(), Status: r.GetStatus(), Busy: r.GetBusy()}
 	for _, l := range r.Labels {

@@ -17,6 +17,9 @@ const (
 	// MaxAllowedInstanceTypes bounds the globs of one request: a pool has
 	// a handful of types, and the request is stored in the run item.
 	MaxAllowedInstanceTypes = 64
+	// MaxPreflightRepositories bounds a preflight's repositories: each
+	// costs a GitHub request per organization pool.
+	MaxPreflightRepositories = 100
 )
 
 // ParsePayload decodes a provision payload and applies every rule that needs
@@ -30,10 +33,13 @@ func ParsePayload(payload []byte) (Input, error) {
 		return in, err
 	}
 	if in.Preflight {
-		if alone := (Input{Preflight: true}); !reflect.DeepEqual(in, alone) {
-			return in, controlplane.Invalid("preflight", "comes alone: a payload is either {\"preflight\": true} or a provision request")
+		if alone := (Input{Preflight: true, Repositories: in.Repositories}); !reflect.DeepEqual(in, alone) {
+			return in, controlplane.Invalid("preflight", "comes alone, or with repositories: a payload is either {\"preflight\": true, \"repositories\": [...]} or a provision request")
 		}
-		return in, nil
+		return in, checkRepositories(in.Repositories)
+	}
+	if in.Repositories != nil {
+		return in, controlplane.Invalid("repositories", "only with preflight: a provision request's repository is its OIDC token's")
 	}
 	if err := controlplane.CheckRunID(in.RunID); err != nil {
 		return in, err
@@ -121,4 +127,18 @@ func parse(ctx context.Context, d *controlplane.Deps, in Input) (*request, error
 		req.timeout = max(time.Until(dl)-rollbackReserve, time.Until(dl)/2)
 	}
 	return req, nil
+}
+
+// checkRepositories: a preflight's repositories are owner/name, at most
+// MaxPreflightRepositories of them.
+func checkRepositories(repos []string) error {
+	if len(repos) > MaxPreflightRepositories {
+		return controlplane.Invalid("repositories", "at most %d, got %d", MaxPreflightRepositories, len(repos))
+	}
+	for _, r := range repos {
+		if o, err := github.ParseOwner(r); err != nil || !o.IsRepo() {
+			return controlplane.Invalid("repositories", "%s must be a repository, owner/name (acme/app)", controlplane.Quote(r))
+		}
+	}
+	return nil
 }

@@ -20,6 +20,7 @@ func TestParsePayloadAccepts(t *testing.T) {
 		`{"runId":"1234567890-2","pool":"linux-large","instanceCount":3,"usageClass":"spot","allowedInstanceTypes":["c*","m7i.*"],"owner":"acme/api","timeoutSeconds":900}`,
 		`{"runId":"a","pool":"p","instanceCount":null,"owner":"acme","timeoutSeconds":30}`,
 		`{"preflight":true}`,
+		`{"preflight":true,"repositories":["acme/app","other-org/site"]}`,
 		`{"runId":"a","pool":"p","waitSeconds":60}`,
 	} {
 		if _, err := ParsePayload([]byte(p)); err != nil {
@@ -53,7 +54,7 @@ func FuzzProvisionPayload(f *testing.F) {
 			return
 		}
 		if in.Preflight {
-			if !reflect.DeepEqual(in, Input{Preflight: true}) {
+			if !reflect.DeepEqual(in, Input{Preflight: true, Repositories: in.Repositories}) {
 				t.Fatalf("accepted a preflight with more: %+v", in)
 			}
 			return
@@ -101,6 +102,28 @@ func TestParsePayloadRefusesAPreflightWithARequest(t *testing.T) {
 	var ie *fielderr.Error
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "preflight") {
 		t.Fatalf("got %v, want an input error naming preflight", err)
+	}
+}
+
+// A preflight's repositories are owner/name, and only a preflight names
+// them: anything else is refused naming repositories and the rule.
+func TestPreflightRepositoriesMustBeRepositoriesOfAPreflight(t *testing.T) {
+	for payload, rule := range map[string]string{
+		`{"preflight":true,"repositories":["acme"]}`:               `"acme" must be a repository, owner/name`,
+		`{"preflight":true,"repositories":["acme/app/x"]}`:         `must be a repository, owner/name`,
+		`{"preflight":true,"repositories":[""]}`:                   `must be a repository, owner/name`,
+		`{"runId":"1","pool":"linux","repositories":["acme/app"]}`: "only with preflight",
+		`{"preflight":true,"repositories":["acme/a","acme/\n"]}`:   `must be a repository, owner/name`,
+	} {
+		_, err := ParsePayload([]byte(payload))
+		var ie *fielderr.Error
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "repositories") || !strings.Contains(err.Error(), rule) {
+			t.Errorf("%s: got %v, want an input error naming repositories and saying %q", payload, err, rule)
+		}
+	}
+	many := `{"preflight":true,"repositories":["acme/r"` + strings.Repeat(`,"acme/r"`, MaxPreflightRepositories) + `]}`
+	if _, err := ParsePayload([]byte(many)); err == nil || !strings.Contains(err.Error(), "repositories: at most 100") {
+		t.Errorf("%d repositories: %v", MaxPreflightRepositories+1, err)
 	}
 }
 

@@ -13,9 +13,13 @@ import (
 // per pool, that EC2 would let it launch from the pool's template with the
 // pool's tags (CreateFleet with DryRun) and terminate one of the pool's
 // instances (TerminateInstances with DryRun, when one is live); per owner,
-// that the GitHub credentials may list its runners; per pool with a runner
-// group, that the organization has the group; per pool, whether its
-// maximum fits the account's vCPU quota (a warning: quota.go). A denied request comes
+// that the GitHub credentials may list its runners; per organization pool
+// with a runner group, that the organization has the group, and, given
+// the repositories that will invoke provision ({"preflight": true,
+// "repositories": [...]}), that the pool's group (the Default group when
+// it names none) admits those of its organization (groupaccess.go); per
+// pool, whether its maximum fits the account's vCPU quota (a warning:
+// quota.go). A denied request comes
 // back as the check's detail, naming the action, instead of as a failed
 // workflow after the first deploy.
 
@@ -33,7 +37,7 @@ type Check struct {
 
 // preflight runs the checks; its status is preflight-ok when every check
 // passed, preflight-failed otherwise.
-func preflight(ctx context.Context, deps Deps, start time.Time) (*Output, error) {
+func preflight(ctx context.Context, deps Deps, repos []string, start time.Time) (*Output, error) {
 	d := deps.Deps
 	pools, err := d.Store.ListPoolConfigs(ctx)
 	if err != nil {
@@ -49,18 +53,20 @@ func preflight(ctx context.Context, deps Deps, start time.Time) (*Output, error)
 		out.Checks = append(out.Checks, c)
 	}
 	owners := map[string]bool{}
+	public := map[string]bool{} // repositories' visibility, read once (groupaccess.go)
 	for i := range pools {
 		p := &pools[i]
 		owners[p.Owner] = true
-		if p.RunnerGroup != "" {
+		if gr, ok := d.GitHub.(groupReader); ok {
+			for _, c := range groupChecks(ctx, gr, p, repos, public) {
+				if !c.OK {
+					out.Status = "preflight-failed"
+				}
+				out.Checks = append(out.Checks, c)
+			}
+		} else if p.RunnerGroup != "" {
 			_, err := d.GitHub.RunnerGroupID(ctx, p.Owner, p.RunnerGroup)
 			add(Check{Check: "runner-group", Pool: p.Name, Owner: p.Owner}, err)
-		}
-		if c, ok := scaleSetAccessCheck(ctx, d.GitHub, p); ok {
-			if !c.OK {
-				out.Status = "preflight-failed"
-			}
-			out.Checks = append(out.Checks, c)
 		}
 		add(Check{Check: "launch", Pool: p.Name}, deps.EC2.CanLaunch(ctx, LaunchSpec{Pool: p, Types: p.InstanceTypes, UsageClass: p.UsageClass,
 			Count: 1, Owner: p.Owner, Assignment: "preflight"}))

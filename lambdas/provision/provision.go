@@ -47,9 +47,14 @@ type Input struct {
 	// stays at its cap until the provision must stop waiting (queue.go);
 	// its jobs then queue on its label. Default: instanceCount.
 	MinInstanceCount *int `json:"minInstanceCount,omitempty"`
-	// Preflight, alone in a payload, checks instead of provisioning
-	// (preflight.go).
+	// Preflight, alone in a payload (or with Repositories), checks
+	// instead of provisioning (preflight.go).
 	Preflight bool `json:"preflight,omitempty"`
+	// Repositories, with Preflight only, are the repositories whose
+	// workflows will invoke provision (the module's invoker_repositories):
+	// preflight checks that each organization pool's runner group admits
+	// those of its organization (groupaccess.go).
+	Repositories []string `json:"repositories,omitempty"`
 	// WaitSeconds (1 to 300) bounds how long a call for a run another
 	// call provisions already waits before it answers status
 	// "provisioning": not ready yet, ask again (join.go). invoke.sh sends
@@ -196,7 +201,7 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 		return nil, err
 	}
 	if in.Preflight {
-		return preflight(ctx, deps, start)
+		return preflight(ctx, deps, in.Repositories, start)
 	}
 	req, err := parse(ctx, d, in)
 	if err != nil {

@@ -253,9 +253,7 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) (int, any) {
 	list := []map[string]any{}
 	for i := start; i < end; i++ {
 		g := runnerGroupJSON(r, org, i+1, names[i])
-		if a, ok := s.groupAccess[strings.ToLower(org+"/"+names[i])]; ok {
-			g["visibility"], g["allows_public_repositories"] = a.Visibility, a.AllowsPublicRepositories
-		}
+		s.groupAccessJSON(r, org, i+1, names[i], g)
 		list = append(list, g)
 	}
 	return http.StatusOK, map[string]any{"total_count": len(names), "runner_groups": list}

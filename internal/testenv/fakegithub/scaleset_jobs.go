@@ -1,6 +1,7 @@
 package fakegithub
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"slices"
@@ -39,22 +40,32 @@ func (s *Server) EnqueueScaleSetJob(owner, repo, name, script string) int64 {
 		panic(fmt.Sprintf("fakegithub: %s has no scale set named %q", owner, name))
 	}
 	s.nextID++
-	j := &Job{ID: s.nextID, Label: name, Repo: repo, Script: script, State: JobQueued, Queued: time.Now(), done: make(chan struct{})}
+	org, _, _ := strings.Cut(owner, "/")
+	j := &Job{ID: s.nextID, Label: name, Owner: org, Repo: repo, Workflow: defaultWorkflow(org, repo), Script: script, State: JobQueued, Queued: time.Now(), done: make(chan struct{})}
 	s.jobs[j.ID] = j
-	s.toScaleSet(j, set, owner)
+	if s.admits(set.owner, set.group, j) {
+		// A scale set hears only of the jobs its runner group admits
+		// (groupaccess.go); any other stays queued, for a runner with
+		// the label whose group admits it.
+		s.toScaleSet(j, set, owner)
+	}
 	s.wake()
 	return j.ID
 }
 
 // routeToScaleSet makes a job EnqueueJob queued a scale-set job when its
 // label is a scale set's name or one of its labels (the oldest such
-// scale set). Called with s.mu held.
+// scale set whose runner group admits the job: groupaccess.go). Called
+// with s.mu held.
 func (s *Server) routeToScaleSet(j *Job) {
 	for _, set := range s.ss.ordered() {
 		if strings.EqualFold(set.name, j.Label) || slices.ContainsFunc(set.labels, func(l string) bool { return strings.EqualFold(l, j.Label) }) {
 			org, repo, isRepo := strings.Cut(set.owner, "/")
-			if isRepo {
+			if isRepo && j.Owner == "" {
 				j.Repo = repo
+			}
+			if !s.admits(set.owner, set.group, j) {
+				continue
 			}
 			s.toScaleSet(j, set, org)
 			return
@@ -91,7 +102,7 @@ func (s *Server) jobMessage(kind string, j *Job) map[string]any {
 	sj := s.ss.jobs[j.ID]
 	m := map[string]any{
 		"messageType": kind, "runnerRequestId": j.ID, "repositoryName": j.Repo, "ownerName": sj.owner,
-		"jobId": jobGUID(j.ID), "jobWorkflowRef": fmt.Sprintf("%s/%s/.github/workflows/ci.yml@refs/heads/main", sj.owner, j.Repo),
+		"jobId": jobGUID(j.ID), "jobWorkflowRef": cmp.Or(j.Workflow, defaultWorkflow(sj.owner, j.Repo)),
 		"jobDisplayName": fmt.Sprintf("job %d", j.ID), "workflowRunId": j.ID, "eventName": "workflow_dispatch",
 		"requestLabels": []string{j.Label}, "queueTime": j.Queued.UTC(), "scaleSetAssignTime": sj.assigned.UTC(),
 		"runnerAssignTime": j.Started.UTC(), "finishTime": j.Finished.UTC(),
@@ -201,12 +212,14 @@ func (s *Server) pickupLapsed(id int64, gen int) {
 }
 
 // mayTake says whether runner rn may take job j: a runner of a scale set
-// only its scale set's acquired jobs, any other runner only jobs of no
-// scale set, with a label it has. Called with s.mu held.
+// only its scale set's acquired jobs (its group admitted them when they
+// were routed to it), any other runner only jobs of no scale set, with a
+// label it has, that its runner group admits (groupaccess.go). Called
+// with s.mu held.
 func (s *Server) mayTake(rn *runner, j *Job) bool {
 	set := s.ss.runners[rn.id]
 	if set == 0 && j.ScaleSetID == 0 {
-		return slices.ContainsFunc(rn.labels, func(l string) bool { return strings.EqualFold(l, j.Label) })
+		return slices.ContainsFunc(rn.labels, func(l string) bool { return strings.EqualFold(l, j.Label) }) && s.admits(rn.owner, rn.group, j)
 	}
 	return set != 0 && j.ScaleSetID == set && s.ss.jobs[j.ID].acquired && !s.ss.hold
 }

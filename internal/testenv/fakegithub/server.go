@@ -14,7 +14,9 @@
 // to it: config.sh exchanges its token at /actions/runner-registration as
 // the real runner does, then uses a private protocol under /_fake/ to
 // register, hold a session, take jobs and report them. Tests queue jobs per
-// label with EnqueueJob and wait for them with WaitJob. It also serves the
+// label with EnqueueJob (or, from a repository, EnqueueJobFrom: only a
+// runner whose runner group admits the repository takes it,
+// groupaccess.go) and wait for them with WaitJob. It also serves the
 // Actions service's side of runner scale sets to github.com/actions/scaleset
 // (scaleset_routes.go).
 package fakegithub
@@ -129,6 +131,8 @@ type Server struct {
 	onRegister      func(Registration)
 	groups          map[string][]string    // organization → runner group names
 	groupAccess     map[string]GroupAccess // "org/name" (lower case) → who it admits; none: all, no public
+	repoVisibility  map[string]string      // "org/repo" (lower case) → "public"; none: private
+	repoIDs         map[string]int64       // "org/repo" (lower case) → its id (repos.go)
 	jobs            map[int64]*Job
 	jobWake         chan struct{}
 	faults          []*Fault
@@ -218,10 +222,14 @@ const (
 
 // Job is a queued unit of work for runners with its label.
 type Job struct {
-	ID     int64
-	Label  string
-	Repo   string
-	Script string
+	ID    int64
+	Label string
+	// Owner is the organization of the job's repository Repo (its name);
+	// "" for EnqueueJob's jobs, taken for a repository of the runner's
+	// own organization (groupaccess.go). Workflow is its workflow ref
+	// ("": none).
+	Owner, Repo, Workflow string
+	Script                string
 	// Post runs after Script however it ended, cancelled too, as an
 	// action's post step does (EnqueueJobWithPost).
 	Post     string
@@ -316,6 +324,8 @@ func NewServer(o Options) *Server {
 		runners:         map[int64]*runner{},
 		groups:          map[string][]string{},
 		groupAccess:     map[string]GroupAccess{},
+		repoVisibility:  map[string]string{},
+		repoIDs:         map[string]int64{},
 		jobs:            map[int64]*Job{},
 		jobWake:         make(chan struct{}),
 		counts:          map[string]int{},

@@ -166,8 +166,23 @@ func drive(t *testing.T, fake *fakegithub.Server, jit bool) []ghapi.Exchange {
 		t.Fatalf("delete a busy runner: %v", err)
 	}
 	fake.AddRunnerGroup("acme", "large")
+	fake.SetRunnerGroupAccess("acme", "large", fakegithub.GroupAccess{Visibility: "selected", Repositories: []string{"api", "site"},
+		RestrictedToWorkflows: true, SelectedWorkflows: []string{"acme/api/.github/workflows/ci.yml@main"}})
+	fake.SetRepositoryVisibility("acme/site", "public")
 	group, err := c.RunnerGroupID(ctx, "acme", "large")
 	must("runner group", err)
+	repos, err := c.RunnerGroupRepositories(ctx, "acme", group)
+	must("runner group repositories", err)
+	if len(repos) != 2 {
+		t.Fatalf("runner group repositories: %v, want acme/api and acme/site", repos)
+	}
+	for repo, want := range map[string]bool{"acme/api": false, "acme/site": true} {
+		public, err := c.RepositoryPublic(ctx, repo)
+		must("repository "+repo, err)
+		if public != want {
+			t.Fatalf("repository %s public: %v, want %v", repo, public, want)
+		}
+	}
 	// Just-in-time runners, where the version has them (a 404 where not).
 	_, err = c.GenerateJITConfig(ctx, "acme", "ghr-2-1-i-jit", group, []string{"run-2"})
 	if jit {
