@@ -17,9 +17,11 @@ import (
 // `make install` built (no second build), packed the way .goreleaser.yml
 // names a release's files (zip, binary, SHA256SUMS, manifest), laid out as
 // a filesystem mirror (the packed layout), and verified against the zh:
-// hash SHA256SUMS states, as an install from the registry is; the module
-// written by scripts/module-tree, standing alone. terraform validate then
-// runs the packed provider. make release-check does the same with a real
+// hash SHA256SUMS states, as an install from the registry is; the
+// manifest's protocols are the ones the binary serves in its handshake
+// (terraform learns them from the Registry, not from the binary); the
+// module written by scripts/module-tree, standing alone. terraform validate
+// then runs the packed provider. make release-check does the same with a real
 // goreleaser snapshot.
 func TestTheReleasedProviderAndThePublishedModuleInstallWithTerraformInit(t *testing.T) {
 	install(t)
@@ -36,6 +38,22 @@ func TestTheReleasedProviderAndThePublishedModuleInstallWithTerraformInit(t *tes
 		names.Binary != "terraform-provider-ghrunner_v"+version || names.Checksums != "terraform-provider-ghrunner_"+version+"_SHA256SUMS" {
 		t.Errorf("release names %+v, want %s holding terraform-provider-ghrunner_v%s", names, want, version)
 	}
+	// The Registry reads the protocols from the manifest, which SHA256SUMS
+	// covers with the zip; they are the ones the binary serves.
+	if want := "terraform-provider-ghrunner_" + version + "_manifest.json"; names.Manifest != want {
+		t.Errorf("manifest %s, want %s", names.Manifest, want)
+	}
+	if sums := releasecheck.Sums(t, filepath.Join(dist, names.Checksums)); len(sums) != 2 || sums[names.Archive] == "" || sums[names.Manifest] == "" {
+		t.Errorf("%s lists %v, want the zip and the manifest", names.Checksums, sums)
+	}
+	protocols, err := releasecheck.ManifestProtocols(filepath.Join(dist, names.Manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if served := releasecheck.ServedProtocol(t, bins[0]); len(protocols) != 1 || protocols[0] != served+".0" {
+		t.Errorf("the manifest names protocols %v; the provider serves protocol %s", protocols, served)
+	}
+
 	cliConfig, zh := releasecheck.Mirror(t, "../..", dist, version, t.TempDir())
 
 	work := t.TempDir()

@@ -4,7 +4,8 @@
 // for this machine's platform made from a built provider the way
 // goreleaser makes them (Pack), and `terraform init` installing the
 // provider from a filesystem mirror laid out from a release's files and
-// verified against its SHA256SUMS (InstallFromMirror).
+// verified against its SHA256SUMS (Mirror, Init), and the plugin protocols
+// a registry manifest names and a provider binary serves (protocol.go).
 package releasecheck
 
 import (

@@ -12,8 +12,9 @@ import (
 )
 
 // A real goreleaser snapshot (release --snapshot --clean: every platform,
-// SHA256SUMS signed with a throwaway key imported as the release workflow
-// imports the real one) installs with terraform init from a filesystem
+// SHA256SUMS signed with a throwaway key imported by
+// scripts/release-gpg-setup, which leaves goreleaser's plain gpg signing
+// without a prompt as the workflow's import action does) installs with terraform init from a filesystem
 // mirror, verified against the zh: hash its SHA256SUMS states; the
 // signature verifies. make test does the same with the provider make
 // install built (modules/runner-pool, release_test.go).
