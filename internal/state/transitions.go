@@ -146,6 +146,16 @@ func usesBelow(max int) check {
 		}}
 }
 
+// noRebalance refuses an instance whose agent said EC2 recommends
+// rebalancing it (SignalRebalance, any assignment).
+func noRebalance() check {
+	return check{ClauseRebalance,
+		func(b *builder) string { return "attribute_not_exists(" + b.name("signals."+SignalRebalance) + ")" },
+		func(i *Instance) (bool, string) {
+			return !i.HasRebalance(), "EC2 recommended rebalancing the instance"
+		}}
+}
+
 func launchedAfter(t int64) check {
 	return check{ClauseAge,
 		func(b *builder) string { return b.name("launchedAt") + " > " + b.value(t) },
@@ -494,7 +504,8 @@ type ClaimRequest struct {
 	RunnerTarget *runnerrelease.Target
 }
 
-// Claim moves a clean, unexpired idle instance of the same pool and owner to
+// Claim moves a clean, unexpired idle instance of the same pool and owner,
+// whose agent never said EC2 recommends rebalancing it, to
 // claimed for req.RunID under a new assignment. A duplicate or stale pool
 // message can never claim twice: only one conditional write wins.
 func (s *Store) Claim(ctx context.Context, key Key, req ClaimRequest) (*Instance, error) {
@@ -503,7 +514,7 @@ func (s *Store) Claim(ctx context.Context, key Key, req ClaimRequest) (*Instance
 	}
 	now := s.now()
 	checks := []check{exists(), attrIs(ClausePool, "pool", req.Pool), stateIn(Idle), noRunID(), leaseLive(now),
-		signalBound(SignalRemoveRegOK, ""), attrIs(ClauseOwner, "owner", req.Owner)}
+		signalBound(SignalRemoveRegOK, ""), attrIs(ClauseOwner, "owner", req.Owner), noRebalance()}
 	if req.LaunchTemplateVersion != "" {
 		checks = append(checks, attrIs(ClauseTemplate, "launchTemplateVersion", req.LaunchTemplateVersion))
 	}

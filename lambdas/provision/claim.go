@@ -29,7 +29,7 @@ func (p *provisioner) claim(ctx context.Context, n int, reg *state.Registration)
 	}}
 	res, err := p.d.Queue(p.req.pool).Take(ctx, n, p.req.matcher, claimer.Claim)
 	for _, old := range claimer.Retire {
-		p.d.Expire(ctx, old.Ref(), "not reusable: launch template, use count or age")
+		p.d.Expire(ctx, old.Ref(), "not reusable: launch template, use count, age or a rebalance recommendation")
 	}
 	p.adopt(ctx, claimer.Instances, "reused")
 	p.mu.Lock()
