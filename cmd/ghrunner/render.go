@@ -47,6 +47,13 @@ func renderStatus(w *tabwriter.Writer, v ops.StatusView, now time.Time) {
 		if len(refused) > 0 {
 			printf(w, "pool %s: just-in-time requests refused (ghrunner instances says why): %s\n", p.Pool, strings.Join(refused, ", "))
 		}
+		if b := p.SpotBreaker; b != nil && b.Open {
+			launches := "launches on-demand"
+			if !b.OnDemand {
+				launches = "launches spot all the same (the pool has no on_demand_fallback)"
+			}
+			printf(w, "pool %s: spot breaker open for %s (%d interruptions in %s): %s\n", p.Pool, until(b.OpenUntil, now), b.Interruptions, state.SpotBreakerWindow, launches)
+		}
 	}
 	printf(w, "\n")
 	// The runner release each pool is to run, and what its instances run.

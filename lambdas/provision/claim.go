@@ -76,7 +76,7 @@ func (p *provisioner) create(ctx context.Context, n int, reg *state.Registration
 	if err := p.reserve(ctx, assignment, n); err != nil {
 		return nil, err
 	}
-	launched, why, err := p.fleet.Launch(ctx, LaunchSpec{Pool: p.req.pool, Types: p.req.types, UsageClass: p.req.UsageClass, Count: n, Owner: p.req.Owner, Assignment: assignment})
+	launched, why, err := p.fleet.Launch(ctx, LaunchSpec{Pool: p.req.pool, Types: p.req.types, UsageClass: p.launchClass(ctx), Count: n, Owner: p.req.Owner, Assignment: assignment})
 	p.launches().note(len(launched), why, err)
 	recorded, rerr := p.record(ctx, launched, assignment, reg)
 	p.adopt(ctx, recorded, "created")

@@ -98,6 +98,9 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 	}
 	for _, inst := range gone {
 		r.deleteRunner(ctx, inst)
+		if _, interrupted := inst.SignalFor(state.SignalInterrupted); interrupted {
+			r.noteInterruption(ctx, inst)
+		}
 	}
 	return nil
 }

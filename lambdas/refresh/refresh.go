@@ -118,8 +118,11 @@ type Output struct {
 	Instances map[string]map[state.State]int `json:"instances,omitempty"`
 	// RunnerVersions are each pool's runner versions (versions.go).
 	RunnerVersions map[string]PoolVersions `json:"runnerVersions,omitempty"`
-	Errors         []string                `json:"errors,omitempty"`
-	ElapsedSeconds float64                 `json:"elapsedSeconds"`
+	// SpotBreakers are the spot pools' breakers, after this refresh's
+	// interruptions (spot.go).
+	SpotBreakers   map[string]BreakerView `json:"spotBreakers,omitempty"`
+	Errors         []string               `json:"errors,omitempty"`
+	ElapsedSeconds float64                `json:"elapsedSeconds"`
 	// Skipped says why nothing was done (another invocation was running).
 	Skipped string `json:"skipped,omitempty"`
 }
@@ -167,6 +170,7 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	if err := r.reconcile(ctx, pools, known, unread); err != nil {
 		r.fail(fmt.Errorf("reconcile: %w", err))
 	}
+	r.spotBreakers(ctx, pools)
 	r.out.ElapsedSeconds = time.Since(start).Seconds()
 	d.Log.Info("refresh finished", "terminated", len(r.out.Terminated), "expired", len(r.out.Expired), "repooled", len(r.out.Repooled), "kept", len(r.out.Kept), "adopted", len(r.out.Adopted), "errors", len(r.out.Errors))
 	if len(r.out.Errors) > 0 {
