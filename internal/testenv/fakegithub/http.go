@@ -72,6 +72,7 @@ func (s *Server) routes() http.Handler {
 		}
 	}
 	route("GET /orgs/{org}/actions/runner-groups", authToken, s.listGroups, "per_page", "page")
+	route("POST /repos/{org}/{repo}/actions/runs/{run_id}/rerun-failed-jobs", authToken, s.rerunFailedJobs)
 	route(CountLatestRelease, authToken, s.latestRelease)
 	for _, pattern := range s.extra {
 		route(pattern, authToken, func(http.ResponseWriter, *http.Request) (int, any) { return http.StatusOK, map[string]any{} })
