@@ -48,6 +48,7 @@ const (
 	mJITRefused        = "JITRequestsRefused"
 	mBreakerLaunches   = "OnDemandBySpotBreaker"
 	mBreakerOpen       = "SpotBreakerOpen"
+	mReruns            = "SpotJobReruns"
 )
 
 // invocationMetrics turns one invocation's result into metric records:
@@ -170,6 +171,17 @@ func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 	}
 	recs = append(recs, perPool(handler, mPrewarmed, warmed)...)
 	recs = append(recs, perPool(handler, mSpotInterruptions, interrupted)...)
+	// Jobs lost to spot interruptions, by what refresh did: asked for a
+	// re-run, re-run, not re-run (a workflow's own run), failed.
+	reruns := map[[2]string]int{}
+	for _, d := range o.Reruns {
+		reruns[[2]string{d.Pool, string(d.Kind)}]++
+	}
+	for k, n := range reruns {
+		r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": k[0], "result": k[1]}}
+		r.Add(mReruns, metrics.Count, float64(n))
+		recs = append(recs, r)
+	}
 	for p, b := range o.SpotBreakers {
 		r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": p}}
 		r.Add(mBreakerOpen, metrics.Count, b2f(b.Open))

@@ -123,7 +123,11 @@ type Instance struct {
 	// and leaseCap it is outside AgentAttributes, so an instance cannot
 	// move it; refresh retires a record whose threshold passes it
 	// (liveness.go). 0 on records written before it existed.
-	LeaseLimit       int64             `dynamodbav:"leaseLimit,omitempty"`
+	LeaseLimit int64 `dynamodbav:"leaseLimit,omitempty"`
+	// LastRunID is the run the instance served last, kept by its release
+	// (the control plane's; the instance role cannot name it): refresh
+	// finds the job a spot interruption cost through it (rerun.go).
+	LastRunID        string            `dynamodbav:"lastRunId,omitempty"`
 	Signals          map[string]Signal `dynamodbav:"signals"`
 	InstanceType     string            `dynamodbav:"instanceType"`
 	UsageClass       string            `dynamodbav:"usageClass"`

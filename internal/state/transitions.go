@@ -454,7 +454,7 @@ func (s *Store) toRunning(ctx context.Context, name string, r Ref, maxRuntime, r
 // then deregisters and signals UD_REMOVE_REG_OK for the new assignment.
 func (s *Store) Release(ctx context.Context, r Ref, runID string, idleTTL time.Duration, removal *Registration) (*Instance, error) {
 	now := s.now()
-	return s.toIdle(ctx, "running→idle", r, append(bound(r), stateIn(Running), runIDIs(runID), leaseLive(now), jitSeqIs(r.JITSeq)), idleTTL, removal)
+	return s.toIdle(ctx, "running→idle", r, runID, append(bound(r), stateIn(Running), runIDIs(runID), leaseLive(now), jitSeqIs(r.JITSeq)), idleTTL, removal)
 }
 
 // Unclaim moves a claimed instance whose registration failed or timed out back
@@ -462,16 +462,22 @@ func (s *Store) Release(ctx context.Context, r Ref, runID string, idleTTL time.D
 // the agent confirms it is clean.
 func (s *Store) Unclaim(ctx context.Context, r Ref, idleTTL time.Duration, removal *Registration) (*Instance, error) {
 	now := s.now()
-	return s.toIdle(ctx, "claimed→idle", r, append(bound(r), stateIn(Claimed), leaseLive(now)), idleTTL, removal)
+	return s.toIdle(ctx, "claimed→idle", r, "", append(bound(r), stateIn(Claimed), leaseLive(now)), idleTTL, removal)
 }
 
-func (s *Store) toIdle(ctx context.Context, name string, r Ref, checks []check, idleTTL time.Duration, removal *Registration) (*Instance, error) {
+// toIdle gives the instance back to the pool; runID, when known, stays as
+// its lastRunId.
+func (s *Store) toIdle(ctx context.Context, name string, r Ref, runID string, checks []check, idleTTL time.Duration, removal *Registration) (*Instance, error) {
 	next := NewAssignment()
+	set := map[string]any{"assignment": next}
+	if runID != "" {
+		set["lastRunId"] = runID
+	}
 	c := change{
 		transition: name,
 		key:        r.Key,
 		checks:     checks,
-		set:        withState(map[string]any{"assignment": next}, r.Pool, Idle, s.now(), s.now()+secs(idleTTL)),
+		set:        withState(set, r.Pool, Idle, s.now(), s.now()+secs(idleTTL)),
 		// jitRunners stays: release deletes them after this write, and a
 		// retirement after a failed delete deletes them again.
 		remove:  []string{AttrRunID, "pooledAt", "jitSeq", "jitServed", "jitMintedAt"},
