@@ -241,7 +241,7 @@ type Job struct {
 	// id); RerunOf is the job a re-run copied, RerunAs the job that
 	// re-ran this one (0: none), rerun.go.
 	WorkflowRun, RerunOf, RerunAs int64
-	Output        string
+	Output                        string
 	// When it was queued, handed to a runner (zero again if the runner
 	// never confirmed it and it went back to the queue) and settled:
 	// wall-clock times, for the timings the sandbox and benchmarks show.
