@@ -255,3 +255,21 @@ func TestAnOpenSpotBreakerShowsInStatus(t *testing.T) {
 		}
 	}
 }
+
+// A run that lost an instance to spot says so in ghrunner run, with what
+// refresh did about its job.
+func TestARunsInstanceLostToSpotShowsInRun(t *testing.T) {
+	table := seeded(t)
+	s := state.New(env.Config(t).DynamoDB(), table)
+	bg := context.Background()
+	if _, _, err := s.StartRun(bg, state.Run{ID: "4242", Pool: "linux", InstanceCount: 1, Request: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NoteRunInterrupted(bg, "4242", "i-0lost", "its job is not re-run: re-run all its jobs"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, "--table", table, "run", "4242")
+	if code != 0 || !regexp.MustCompile(`(?m)^lost to spot\s+i-0lost: its job is not re-run: re-run all its jobs$`).MatchString(out) {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -118,6 +118,9 @@ func renderRun(w *tabwriter.Writer, v *ops.RunView, now time.Time) {
 	}
 	printf(w, "status\t%s%s\n", v.Status, map[bool]string{true: " (" + v.Detail + ")", false: ""}[v.Detail != ""])
 	printf(w, "instances asked\t%d\n", v.InstanceCount)
+	if len(v.Interrupted) > 0 {
+		printf(w, "lost to spot\t%s: %s\n", strings.Join(v.Interrupted, ", "), dash(v.Rerun))
+	}
 	printf(w, "started\t%s\n", time.Unix(v.CreatedAt, 0).UTC().Format(time.RFC3339))
 	printf(w, "updated\t%s\n\n", time.Unix(v.UpdatedAt, 0).UTC().Format(time.RFC3339))
 	printf(w, "INSTANCE\tSTATE\tNOW SERVES\tRUNNER\tSIGNALS (this assignment)\n")

@@ -315,6 +315,10 @@ type RunView struct {
 	CreatedAt     int64           `json:"createdAt"`
 	UpdatedAt     int64           `json:"updatedAt"`
 	Instances     []InstanceView  `json:"instances"`
+	// Interrupted are its instances EC2 took back after a spot notice,
+	// Rerun what was done about their jobs (state.Run).
+	Interrupted []string `json:"interrupted,omitempty"`
+	Rerun       string   `json:"rerun,omitempty"`
 }
 
 // Run reads a run and its instances' records (consistent reads: the
@@ -336,7 +340,8 @@ func Run(ctx context.Context, r Reader, runID string) (*RunView, error) {
 	}
 	v := &RunView{ID: run.ID, Pool: run.Pool, Owner: run.Owner, Label: run.Label, Status: run.Status, Detail: run.Detail,
 		Repository: run.Repository, RepositoryID: run.RepositoryID, WorkflowRun: run.WorkflowRunID, RunAttempt: run.RunAttempt,
-		InstanceCount: run.InstanceCount, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt, Instances: []InstanceView{}}
+		InstanceCount: run.InstanceCount, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt, Instances: []InstanceView{},
+		Interrupted: run.Interrupted, Rerun: run.Rerun}
 	for _, id := range slices.Sorted(slices.Values(run.InstanceIDs)) {
 		if rec := recs[id]; rec != nil {
 			v.Instances = append(v.Instances, View(*rec))
