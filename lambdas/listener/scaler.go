@@ -173,6 +173,11 @@ func (s *Scaler) HandleJobStarted(ctx context.Context, job *scaleset.JobStarted)
 	id, st := s.runOfRunner(job.RunnerName)
 	s.mu.Unlock()
 	if st == nil {
+		// Not a runner whose provision answered (yet): its record names
+		// the run (a short job starts, and may end, before it answers).
+		id = s.runOfRecord(ctx, job.RunnerName)
+	}
+	if id == "" {
 		return nil
 	}
 	repo := job.OwnerName + "/" + job.RepositoryName
