@@ -20,6 +20,9 @@
 //   - a just-in-time runner that ended without a job is followed by the
 //     next only after a backoff, and by none after jitIdleCap in a row
 //     (jitcap.go);
+//   - EC2's rebalance recommendation is said (UD_REBALANCE, until the
+//     record holds it) and stops nothing: the runner keeps its job, and
+//     the control plane claims the instance no more;
 //   - when the lease has passed (counted on the monotonic clock, never the
 //     wall clock, which may be minutes off; plus a grace), or the record is
 //     terminated or never appears, the instance terminates itself, even with
