@@ -319,18 +319,8 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 	}
 	// A running instance whose lease ran out was held by a run past its
 	// runtime (a hung job, or a workflow that never released): a stuck run.
-	for i, d := range r.out.Terminated[before:] {
-		if inst := known[d.InstanceID]; inst != nil {
-			// A spot instance whose lease release ended at once for its
-			// interruption notice (controlplane.Repool), EC2 about to
-			// take it back or gone already: its interruption is counted
-			// here, as reconcile counts one it finds gone (spot.go).
-			if sig, interrupted := inst.Signals[state.SignalInterrupted]; interrupted {
-				r.out.Terminated[before+i].Kind = KindInterrupted
-				r.noteInterruption(ctx, inst)
-				r.lostJob(ctx, inst, sig)
-			}
-		}
+	r.interruptedAmong(ctx, r.out.Terminated[before:], known)
+	for _, d := range r.out.Terminated[before:] {
 		if inst := known[d.InstanceID]; inst != nil && inst.State == state.Running {
 			r.out.Stuck = append(r.out.Stuck, Decision{d.InstanceID, p.Name, "run " + inst.RunID + " held it past its lease", KindStuck})
 		}

@@ -60,3 +60,22 @@ func (r *refresher) spotBreakers(ctx context.Context, pools []state.PoolConfig) 
 		r.out.SpotBreakers[p.Name] = v
 	}
 }
+
+// interruptedAmong counts, among the instances refresh just terminated for
+// an expired lease, those whose agent had said a spot interruption notice:
+// release ends such a lease at once (controlplane.Repool), so refresh may
+// end the record before it finds the instance gone (reconcile.go). Their
+// decisions become KindInterrupted.
+func (r *refresher) interruptedAmong(ctx context.Context, decisions []Decision, known map[string]*state.Instance) {
+	for i, d := range decisions {
+		inst := known[d.InstanceID]
+		if inst == nil {
+			continue
+		}
+		if sig, interrupted := inst.Signals[state.SignalInterrupted]; interrupted {
+			decisions[i].Kind = KindInterrupted
+			r.noteInterruption(ctx, inst)
+			r.lostJob(ctx, inst, sig)
+		}
+	}
+}

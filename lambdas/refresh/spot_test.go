@@ -2,8 +2,10 @@ package refresh_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
 )
 
 // Two spot instances EC2 took back after their notice, within the
@@ -36,5 +38,25 @@ func TestTwoSpotInterruptionsOpenThePoolsBreakerAndALostInstanceDoesNotCount(t *
 	must(t, err)
 	if !stored.Open(w.now) {
 		t.Fatalf("stored breaker %+v is not open", stored)
+	}
+}
+
+// Release ends the lease of an instance whose agent said a spot notice at
+// once: refresh, ending that record before EC2 took the instance, still
+// counts the interruption.
+func TestAnInterruptedInstanceWhoseLeaseReleaseEndedCountsAsInterrupted(t *testing.T) {
+	w := newWorld(t)
+	w.pool.UsageClass, w.pool.OnDemandFallback = state.UsageClassSpot, true
+	must(t, w.cp.PutPoolConfig(ctx, w.pool))
+	inst, agent := w.running("run-a", 0)
+	must(t, agent.PutSignal(ctx, inst.Key, inst.Assignment, state.SignalInterrupted, "terminate"))
+	idle, err := w.cp.Release(ctx, inst.Ref(), "run-a", 5*time.Minute, nil)
+	must(t, err)
+	_, err = w.cp.Expire(ctx, idle.Ref(), "spot interruption notice") // as controlplane.Repool does
+	must(t, err)
+	out, err := w.refresh()
+	must(t, err)
+	if len(out.Terminated) != 1 || out.Terminated[0].Kind != refresh.KindInterrupted || out.SpotBreakers["linux"].Recent != 1 {
+		t.Fatalf("terminated %+v, breaker %+v; want the instance ended as interrupted and counted", out.Terminated, out.SpotBreakers["linux"])
 	}
 }
