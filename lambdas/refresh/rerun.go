@@ -20,6 +20,13 @@ import (
 // breaker is open and the pool allows it. A workflow's own run (provision
 // mode) is not re-run: its jobs name the run's label, whose runners its
 // release took away (docs/operations.md).
+//
+// Why the run's failed jobs and not the one job (POST
+// .../actions/jobs/{job_id}/rerun): that route takes the job's REST id,
+// and the scale set's messages name a job by the Actions service's GUID
+// only (scaleset JobMessageBase.JobID); finding the REST id would mean
+// listing the run's jobs by runner name, one more read per interruption
+// for a re-run that still must wait for the run to complete.
 
 // Rerunner asks GitHub to re-run a workflow run's failed jobs
 // (*github.Client).

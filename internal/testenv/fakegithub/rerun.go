@@ -23,9 +23,12 @@ import (
 //     for actions: write, the permission of the actions category's writes
 //     in GitHub's permission tables (not part of the description), and
 //     answers 403 "Resource not accessible by integration" without it;
-//   - a run still in progress: 403 "This workflow is already running"
-//     (cli/cli issue 9221, metabase/metabase pull request 70916; the
-//     description documents no 403 for this operation at all);
+//   - a run still in progress: 403 (cli/cli issue 9221: `gh run rerun
+//     --failed` of a run not finished yet; NVIDIA-NeMo/RL pull request
+//     1193: "The workflow run containing this job is already running" for
+//     a job's re-run), with "This workflow is already running" as
+//     metabase/metabase pull request 70916 reports for the run's failed
+//     jobs; the description documents no 403 for this operation at all;
 //   - a run with no failed job: 403 "This workflow run cannot be
 //     retried" (metabase/metabase pull request 70916), the fake's guess
 //     of which refusal applies.
