@@ -255,7 +255,7 @@ func (b *execEnv) run(ctx context.Context, log *slog.Logger, payload json.RawMes
 		prewarm := func(ctx context.Context, p *state.PoolConfig, n int) ([]string, error) {
 			return provision.Prewarm(ctx, launch, p, n)
 		}
-		out, err = refresh.Handle(ctx, refresh.Deps{Deps: d, EC2: refresh.FleetEC2{Fleet: b.fleet}, Prewarm: prewarm, ReleasesEvery: b.releasesEvery}, payload)
+		out, err = refresh.Handle(ctx, refresh.Deps{Deps: d, EC2: refresh.FleetEC2{Fleet: b.fleet}, Prewarm: prewarm, Reruns: gh, ReleasesEvery: b.releasesEvery}, payload)
 	case bundle.HandlerScaleDown:
 		out, err = scaledown.Handle(ctx, scaledown.Deps{Deps: d, EC2: b.fleet}, payload)
 	case bundle.HandlerJIT:

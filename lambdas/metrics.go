@@ -46,6 +46,9 @@ const (
 	mByRunnerVersion   = "InstancesByRunnerVersion"
 	mVersionLeft       = "RunnerVersionSecondsLeft"
 	mJITRefused        = "JITRequestsRefused"
+	mBreakerLaunches   = "OnDemandBySpotBreaker"
+	mBreakerOpen       = "SpotBreakerOpen"
+	mReruns            = "SpotJobReruns"
 )
 
 // invocationMetrics turns one invocation's result into metric records:
@@ -106,7 +109,7 @@ func provisionMetrics(o *provision.Output) metrics.Record {
 	r.Add(mProvisionFail, metrics.Count, 0)
 	r.Add(mPoolHits, metrics.Count, float64(o.Reused))
 	r.Add(mPoolMisses, metrics.Count, float64(o.Created))
-	spot, fallbacks := 0, 0
+	spot, fallbacks, byBreaker := 0, 0, 0
 	for _, in := range o.Instances {
 		r.Add(mClaimTime, metrics.Seconds, in.ClaimedSeconds)
 		r.Add(mConfigTime, metrics.Seconds, in.ConfiguredSeconds)
@@ -115,11 +118,18 @@ func provisionMetrics(o *provision.Output) metrics.Record {
 			spot++
 		}
 		if o.UsageClass == state.UsageClassSpot && in.UsageClass == state.UsageClassOnDemand && in.Source == "created" {
-			fallbacks++
+			// The pool's spot breaker, when it was open, chose on-demand
+			// before EC2 was asked: no fallback from a spot shortage.
+			if o.SpotBreaker {
+				byBreaker++
+			} else {
+				fallbacks++
+			}
 		}
 	}
 	r.Add(mSpot, metrics.Count, float64(spot))
 	r.Add(mFallbacks, metrics.Count, float64(fallbacks))
+	r.Add(mBreakerLaunches, metrics.Count, float64(byBreaker))
 	r.Add(mClaimsRefused, metrics.Count, float64(o.ClaimsRefused))
 	return r
 }
@@ -161,6 +171,22 @@ func refreshMetrics(handler string, o *refresh.Output) []metrics.Record {
 	}
 	recs = append(recs, perPool(handler, mPrewarmed, warmed)...)
 	recs = append(recs, perPool(handler, mSpotInterruptions, interrupted)...)
+	// Jobs lost to spot interruptions, by what refresh did: asked for a
+	// re-run, re-run, not re-run (a workflow's own run), failed.
+	reruns := map[[2]string]int{}
+	for _, d := range o.Reruns {
+		reruns[[2]string{d.Pool, string(d.Kind)}]++
+	}
+	for k, n := range reruns {
+		r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": k[0], "result": k[1]}}
+		r.Add(mReruns, metrics.Count, float64(n))
+		recs = append(recs, r)
+	}
+	for p, b := range o.SpotBreakers {
+		r := metrics.Record{Dimensions: map[string]string{"function": handler, "pool": p}}
+		r.Add(mBreakerOpen, metrics.Count, b2f(b.Open))
+		recs = append(recs, r)
+	}
 	stuck := map[string]int{}
 	for _, d := range o.Stuck {
 		stuck[d.Pool]++

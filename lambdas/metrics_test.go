@@ -156,3 +156,32 @@ func TestARunnerVersionAnInstanceMadeUpMintsNoMetricSeries(t *testing.T) {
 		}
 	}
 }
+
+// Instances a spot request got on-demand because the pool's spot breaker
+// was open are counted as the breaker's, not as capacity fallbacks; every
+// refresh says, per spot pool, whether its breaker is open, and what it
+// did about jobs lost to spot.
+func TestTheSpotBreakerIsSeenInTheMetrics(t *testing.T) {
+	out := &provision.Output{Pool: "linux", Status: "ready", Created: 2, UsageClass: "spot", SpotBreaker: true, Instances: []provision.Instance{
+		{Source: "created", UsageClass: "on-demand"}, {Source: "created", UsageClass: "on-demand"},
+	}}
+	p := read(t, invocationMetrics(bundle.HandlerProvision, nil, out, false, 1, -1))
+	pool := map[string]string{"function": "provision", "pool": "linux"}
+	if got, fb := sum(p, "OnDemandBySpotBreaker", pool), sum(p, "OnDemandFallbacks", pool); got != 2 || fb != 0 {
+		t.Errorf("OnDemandBySpotBreaker = %v, OnDemandFallbacks = %v; want 2 and 0", got, fb)
+	}
+	rf := &refresh.Output{SpotBreakers: map[string]refresh.BreakerView{"linux": {Open: true, Recent: 2}, "arm": {Recent: 1}},
+		Reruns: []refresh.Decision{{Pool: "linux", Kind: refresh.KindRerunPending}, {Pool: "linux", Kind: refresh.KindRerun}, {Pool: "arm", Kind: refresh.KindNotRerun}}}
+	p = read(t, invocationMetrics(bundle.HandlerRefresh, nil, rf, false, 1, -1))
+	for pl, want := range map[string]float64{"linux": 1, "arm": 0} {
+		if got, n := metrics.Sum(p, "SpotBreakerOpen", map[string]string{"pool": pl}); got != want || n != 1 {
+			t.Errorf("SpotBreakerOpen %s = %v (%d values), want %v", pl, got, n, want)
+		}
+	}
+	// What refresh did about jobs lost to spot, by result.
+	for dims, want := range map[[2]string]float64{{"linux", "rerun-pending"}: 1, {"linux", "rerun"}: 1, {"arm", "not-rerun"}: 1, {"arm", "rerun"}: 0} {
+		if got := sum(p, "SpotJobReruns", map[string]string{"pool": dims[0], "result": dims[1]}); got != want {
+			t.Errorf("SpotJobReruns %v = %v, want %v", dims, got, want)
+		}
+	}
+}

@@ -72,6 +72,37 @@ func (c *Client) Spot(ctx context.Context) (*SpotAction, error) {
 	return &a, nil
 }
 
+// Rebalance is EC2's rebalance recommendation for a spot instance: the
+// instance is at elevated risk of interruption (AWS EC2 User Guide, "EC2
+// instance rebalance recommendations"). It may come well before the
+// two-minute notice, with it, or not at all.
+type Rebalance struct {
+	NoticeTime time.Time `json:"noticeTime"`
+}
+
+// Rebalance returns the rebalance recommendation, or nil when there is none:
+// the item events/recommendations/rebalance exists only once EC2 made one
+// (the metadata service answers 404 before, and on an on-demand instance).
+func (c *Client) Rebalance(ctx context.Context) (*Rebalance, error) {
+	out, err := c.c.GetMetadata(ctx, &imds.GetMetadataInput{Path: "events/recommendations/rebalance"})
+	if err != nil {
+		if notFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("rebalance recommendation from IMDS: %w", err)
+	}
+	defer out.Content.Close()
+	raw, err := io.ReadAll(out.Content)
+	if err != nil {
+		return nil, err
+	}
+	var r Rebalance
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("rebalance recommendation: %w", err)
+	}
+	return &r, nil
+}
+
 func notFound(err error) bool {
 	var re *smithyhttp.ResponseError
 	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound

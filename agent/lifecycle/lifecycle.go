@@ -20,6 +20,9 @@
 //   - a just-in-time runner that ended without a job is followed by the
 //     next only after a backoff, and by none after jitIdleCap in a row
 //     (jitcap.go);
+//   - EC2's rebalance recommendation is said (UD_REBALANCE, until the
+//     record holds it) and stops nothing: the runner keeps its job, and
+//     the control plane claims the instance no more;
 //   - when the lease has passed (counted on the monotonic clock, never the
 //     wall clock, which may be minutes off; plus a grace), or the record is
 //     terminated or never appears, the instance terminates itself, even with
@@ -61,9 +64,11 @@ type EC2 interface {
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
 
-// Spot reads the spot interruption notice.
+// Spot reads the spot interruption notice and the rebalance
+// recommendation.
 type Spot interface {
 	Spot(ctx context.Context) (*imds.SpotAction, error)
+	Rebalance(ctx context.Context) (*imds.Rebalance, error)
 }
 
 var errHalted = errors.New("the instance is going away: runner not started")
@@ -302,7 +307,17 @@ func (a *Agent) spotLoop(ctx context.Context) {
 	if a.Spot == nil {
 		return
 	}
+	var rebalance *imds.Rebalance
 	for sleep(ctx, 5*time.Second) {
+		if rebalance == nil {
+			if r, err := a.Spot.Rebalance(ctx); err == nil && r != nil {
+				a.Log.Warn("rebalance recommendation: the runner keeps its job, the instance takes no next one", "noticeTime", r.NoticeTime)
+				rebalance = r
+			}
+		}
+		if rebalance != nil {
+			a.sayRebalance(ctx, rebalance)
+		}
 		notice, err := a.Spot.Spot(ctx)
 		if err != nil || notice == nil {
 			continue
@@ -315,6 +330,18 @@ func (a *Agent) spotLoop(ctx context.Context) {
 		a.halt()
 		return
 	}
+}
+
+// sayRebalance writes the rebalance signal on the record until the record
+// holds one (of any assignment: it outlives assignments, and the control
+// plane claims no instance that has it). It stops nothing: a job running
+// goes on, and the instance is retired once idle.
+func (a *Agent) sayRebalance(ctx context.Context, r *imds.Rebalance) {
+	rec := a.lease.current()
+	if rec == nil || rec.State == state.Terminated || rec.HasRebalance() {
+		return
+	}
+	a.signal(ctx, rec, state.SignalRebalance, "noticeTime "+r.NoticeTime.UTC().Format(time.RFC3339))
 }
 
 // startRunner starts run.sh, unless the instance is going away.

@@ -219,3 +219,57 @@ func TestRefusedJITRequestsAreShown(t *testing.T) {
 		t.Fatalf("instances --json: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// An open spot breaker shows in status: for how long, after how many
+// interruptions, and what its pool launches meanwhile; --json says the same.
+func TestAnOpenSpotBreakerShowsInStatus(t *testing.T) {
+	table := seeded(t)
+	s := state.New(env.Config(t).DynamoDB(), table)
+	bg := context.Background()
+	if err := s.PutPoolConfig(bg, state.PoolConfig{Name: "spotty", Owner: "acme", QueueURL: "https://sqs/q2", LaunchTemplateID: "lt-2",
+		LaunchTemplateVersion: "1", InstanceTypes: []string{"c7i.large"}, SubnetIDs: []string{"subnet-1"}, UsageClass: state.UsageClassSpot, OnDemandFallback: true,
+		MaxInstances: 5, InstanceRoleID: "AROACLITESTPOOL000002", Runner: state.RunnerSpec{Version: runnerrelease.Latest, Arch: "amd64"}}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, "--table", table, "status")
+	if code != 0 || strings.Contains(out, "spot breaker") {
+		t.Fatalf("status before any interruption: exit %d, want no breaker line\n%s%s", code, out, errOut)
+	}
+	for _, id := range []string{"i-gone-1", "i-gone-2"} {
+		if _, err := s.NoteSpotInterruption(bg, "spotty", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut = cli(t, "--table", table, "status")
+	if code != 0 || !regexp.MustCompile(`(?m)^pool spotty: spot breaker open for (29m\d+s|30m0s) \(2 interruptions in 15m0s\): launches on-demand$`).MatchString(out) {
+		t.Fatalf("status with the breaker open: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, "--table", table, "status", "--json")
+	var v ops.StatusView
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil {
+		t.Fatalf("status --json: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, p := range v.Pools {
+		if want := p.Pool == "spotty"; (p.SpotBreaker != nil && p.SpotBreaker.Open && p.SpotBreaker.OnDemand && p.SpotBreaker.Interruptions == 2) != want {
+			t.Fatalf("status --json, pool %s: spot breaker %+v", p.Pool, p.SpotBreaker)
+		}
+	}
+}
+
+// A run that lost an instance to spot says so in ghrunner run, with what
+// refresh did about its job.
+func TestARunsInstanceLostToSpotShowsInRun(t *testing.T) {
+	table := seeded(t)
+	s := state.New(env.Config(t).DynamoDB(), table)
+	bg := context.Background()
+	if _, _, err := s.StartRun(bg, state.Run{ID: "4242", Pool: "linux", InstanceCount: 1, Request: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NoteRunInterrupted(bg, "4242", "i-0lost", "its job is not re-run: re-run all its jobs"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, "--table", table, "run", "4242")
+	if code != 0 || !regexp.MustCompile(`(?m)^lost to spot\s+i-0lost: its job is not re-run: re-run all its jobs$`).MatchString(out) {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+}

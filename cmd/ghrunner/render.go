@@ -47,6 +47,13 @@ func renderStatus(w *tabwriter.Writer, v ops.StatusView, now time.Time) {
 		if len(refused) > 0 {
 			printf(w, "pool %s: just-in-time requests refused (ghrunner instances says why): %s\n", p.Pool, strings.Join(refused, ", "))
 		}
+		if b := p.SpotBreaker; b != nil && b.Open {
+			launches := "launches on-demand"
+			if !b.OnDemand {
+				launches = "launches spot all the same (the pool has no on_demand_fallback)"
+			}
+			printf(w, "pool %s: spot breaker open for %s (%d interruptions in %s): %s\n", p.Pool, until(b.OpenUntil, now), b.Interruptions, state.SpotBreakerWindow, launches)
+		}
 	}
 	printf(w, "\n")
 	// The runner release each pool is to run, and what its instances run.
@@ -111,6 +118,9 @@ func renderRun(w *tabwriter.Writer, v *ops.RunView, now time.Time) {
 	}
 	printf(w, "status\t%s%s\n", v.Status, map[bool]string{true: " (" + v.Detail + ")", false: ""}[v.Detail != ""])
 	printf(w, "instances asked\t%d\n", v.InstanceCount)
+	if len(v.Interrupted) > 0 {
+		printf(w, "lost to spot\t%s: %s\n", strings.Join(v.Interrupted, ", "), dash(v.Rerun))
+	}
 	printf(w, "started\t%s\n", time.Unix(v.CreatedAt, 0).UTC().Format(time.RFC3339))
 	printf(w, "updated\t%s\n\n", time.Unix(v.UpdatedAt, 0).UTC().Format(time.RFC3339))
 	printf(w, "INSTANCE\tSTATE\tNOW SERVES\tRUNNER\tSIGNALS (this assignment)\n")

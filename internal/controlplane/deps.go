@@ -201,6 +201,12 @@ func (d *Deps) Repool(ctx context.Context, idle *state.Instance, p *state.PoolCo
 		d.expire(ctx, clean.Ref(), "spot interruption notice")
 		return false, "spot interruption notice"
 	}
+	if clean.HasRebalance() {
+		// EC2 recommends rebalancing a spot instance, the early sign of
+		// its interruption: it ran its job to the end, but takes no next.
+		d.expire(ctx, clean.Ref(), "EC2 recommended rebalancing the spot instance")
+		return false, "rebalance recommendation"
+	}
 	if p.Draining {
 		// An operator drains the pool: nothing goes back into it.
 		d.expire(ctx, clean.Ref(), "pool draining")

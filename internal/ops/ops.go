@@ -27,6 +27,7 @@ type Reader interface {
 	GetMany(ctx context.Context, keys []state.Key) (map[state.Key]*state.Instance, error)
 	ByInstanceID(ctx context.Context, ids []string, roleIDs func(instanceID string) []string) (map[string]*state.Instance, error)
 	GetLastRun(ctx context.Context, handler string) (*state.LastRun, error)
+	GetSpotBreaker(ctx context.Context, pool string) (*state.SpotBreaker, error)
 }
 
 // StatusView is ghrunner status: the pools, and what the scheduled
@@ -87,6 +88,37 @@ type PoolStatus struct {
 	// its current assignment the control plane refused by what they
 	// would cost (absent: none).
 	JITRefused map[string]int `json:"jitRefused,omitempty"`
+	// SpotBreaker is a spot pool's breaker now (absent: an on-demand pool).
+	SpotBreaker *SpotBreakerStatus `json:"spotBreaker,omitempty"`
+}
+
+// SpotBreakerStatus is a spot pool's breaker (state.SpotBreaker) now.
+type SpotBreakerStatus struct {
+	Open bool `json:"open"`
+	// OpenUntil is when its launches may use spot again (0: closed).
+	OpenUntil int64 `json:"openUntil,omitempty"`
+	// Interruptions counts those within the breaker's window.
+	Interruptions int `json:"interruptions"`
+	// OnDemand says whether an open breaker launches on-demand: only
+	// where the pool allows it (on_demand_fallback).
+	OnDemand bool `json:"onDemand"`
+}
+
+// spotBreaker reads a spot pool's breaker (nil for an on-demand pool).
+func spotBreaker(ctx context.Context, r Reader, p state.PoolConfig, now time.Time) (*SpotBreakerStatus, error) {
+	if p.UsageClass != state.UsageClassSpot {
+		return nil, nil
+	}
+	b, err := r.GetSpotBreaker(ctx, p.Name)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s, spot breaker: %w", p.Name, err)
+	}
+	out := &SpotBreakerStatus{Open: b.Open(now), Interruptions: len(b.Recent(now))}
+	if out.Open {
+		out.OpenUntil = b.OpenUntil
+		_, out.OnDemand = state.LaunchClass(state.UsageClassSpot, &p, b, now)
+	}
+	return out, nil
 }
 
 // live lists the records of pool in st: the index finds them, a
@@ -133,6 +165,9 @@ func Status(ctx context.Context, r Reader, now time.Time) ([]PoolStatus, error) 
 		}
 		if w, ok := p.ActiveWindow(now); ok {
 			ps.IdleWindow = &w
+		}
+		if ps.SpotBreaker, err = spotBreaker(ctx, r, p, now); err != nil {
+			return nil, err
 		}
 		runs := map[string]bool{}
 		for _, st := range LiveStates {
@@ -280,6 +315,10 @@ type RunView struct {
 	CreatedAt     int64           `json:"createdAt"`
 	UpdatedAt     int64           `json:"updatedAt"`
 	Instances     []InstanceView  `json:"instances"`
+	// Interrupted are its instances EC2 took back after a spot notice,
+	// Rerun what was done about their jobs (state.Run).
+	Interrupted []string `json:"interrupted,omitempty"`
+	Rerun       string   `json:"rerun,omitempty"`
 }
 
 // Run reads a run and its instances' records (consistent reads: the
@@ -301,7 +340,8 @@ func Run(ctx context.Context, r Reader, runID string) (*RunView, error) {
 	}
 	v := &RunView{ID: run.ID, Pool: run.Pool, Owner: run.Owner, Label: run.Label, Status: run.Status, Detail: run.Detail,
 		Repository: run.Repository, RepositoryID: run.RepositoryID, WorkflowRun: run.WorkflowRunID, RunAttempt: run.RunAttempt,
-		InstanceCount: run.InstanceCount, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt, Instances: []InstanceView{}}
+		InstanceCount: run.InstanceCount, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt, Instances: []InstanceView{},
+		Interrupted: run.Interrupted, Rerun: run.Rerun}
 	for _, id := range slices.Sorted(slices.Values(run.InstanceIDs)) {
 		if rec := recs[id]; rec != nil {
 			v.Instances = append(v.Instances, View(*rec))

@@ -21,14 +21,15 @@ type Claimer struct {
 	// Instances are the records this claimer won, as written.
 	Instances []*state.Instance
 	// Retire are idle instances that can no longer be reused (old launch
-	// template, too many uses, too old): their message is dropped and the
+	// template, too many uses, too old, EC2 recommends rebalancing): their message is dropped and the
 	// caller should expire them rather than leave them idle.
 	Retire []*state.Instance
 }
 
 // Claim is a ClaimFunc. How a refused claim is read:
 //   - another owner: the message is put back for a request of that owner;
-//   - not reusable any more (template, uses, age): stale, and listed in Retire;
+//   - not reusable any more (template, uses, age, rebalance): stale, and
+//     listed in Retire;
 //   - gone, taken, expired, not clean for its current assignment, or another
 //     pool: stale, because the message is from an earlier pooling of the
 //     instance; its current pooling, if any, sent a message of its own.
@@ -54,7 +55,7 @@ func (c *Claimer) Claim(ctx context.Context, m Message) (Outcome, error) {
 		return PutBack, err
 	case state.ClauseOwner:
 		return PutBack, nil
-	case state.ClauseTemplate, state.ClauseUses, state.ClauseAge:
+	case state.ClauseTemplate, state.ClauseUses, state.ClauseAge, state.ClauseRebalance:
 		if current != nil {
 			c.Retire = append(c.Retire, current)
 		}

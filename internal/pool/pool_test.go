@@ -275,6 +275,21 @@ func TestClaimerSortsRefusals(t *testing.T) {
 	}
 }
 
+// An instance whose agent said EC2 recommends rebalancing it is, like a
+// worn one, dropped from the queue and handed back to be retired.
+func TestClaimerRetiresAnInstanceEC2RecommendsRebalancing(t *testing.T) {
+	s := statetest.NewStore(t, env)
+	p := statetest.Pooled(t, s, statetest.Spec{ID: "i-r1", RoleID: poolRole, Pool: "linux", Owner: "acme", InstanceType: "c7i.large", UsageClass: "spot"})
+	if err := s.PutSignal(ctx, p.Key, p.Assignment, state.SignalRebalance, "noticeTime 2026-11-28T22:00:00Z"); err != nil {
+		t.Fatal(err)
+	}
+	m := Message{InstanceID: p.ID, Pool: "linux", InstanceType: "c7i.large", UsageClass: "spot", IdleUntil: p.Threshold}
+	c := &Claimer{Store: s, RoleID: poolRole, Request: claimRequest("r1")}
+	if o, err := c.Claim(ctx, m); o != Stale || err != nil || len(c.Retire) != 1 || len(c.Instances) != 0 {
+		t.Fatalf("rebalance recommended: %v %v retire=%d claimed=%d, want Stale and one to retire", o, err, len(c.Retire), len(c.Instances))
+	}
+}
+
 // BenchmarkClaimRace races provisions through the queue for 20 pooled
 // instances of acme (setup excluded), once with our long poll (WaitSeconds 1)
 // and once, in the same run, with the peer design's short polling

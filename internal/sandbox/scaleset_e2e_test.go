@@ -155,7 +155,14 @@ func aScaleSetJobRunsOnAWarmPooledInstanceWithNoInvokingJob(t *testing.T, sb *sa
 	if !strings.HasSuffix(j.Runner, warm) {
 		t.Errorf("the first job ran on runner %s, want one of the warm instance %s", j.Runner, warm)
 	}
-	waitIdle(t, store, warm, time.Minute)
+	// The listener recorded the job's workflow run on the standing run
+	// that took it: what refresh re-runs should spot take the instance
+	// under the job (issue 37).
+	if rec := waitIdle(t, store, warm, time.Minute); rec.LastRunID == "" {
+		t.Errorf("the released instance %s names no last run", warm)
+	} else if run, err := store.GetRun(context.Background(), rec.LastRunID); err != nil || run.Job == nil || run.Job.WorkflowRunID != first || !strings.HasSuffix(run.Job.Repository, "/repo") {
+		t.Errorf("standing run %s after its job: %+v %v; want the job's workflow run %d recorded", rec.LastRunID, run, err, first)
+	}
 
 	second := sb.GitHub.EnqueueJob("linux-scale", "test ! -e $HOME/left-behind && echo clean")
 	j, err = sb.GitHub.WaitJob(second, 90*time.Second)

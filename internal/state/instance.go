@@ -26,19 +26,24 @@ const (
 
 // Signal names written by the agent (docs/design.md).
 const (
-	SignalOK                 = "UD_OK"
-	SignalFailed             = "UD_FAILED"
-	SignalRegOK              = "UD_REG_OK"
-	SignalRegFailed          = "UD_REG_FAILED"
-	SignalRemoveRegOK        = "UD_REMOVE_REG_OK"
-	SignalRemoveRegFailed    = "UD_REMOVE_REG_FAILED"
-	SignalInterrupted        = "UD_INTERRUPTED"
+	SignalOK              = "UD_OK"
+	SignalFailed          = "UD_FAILED"
+	SignalRegOK           = "UD_REG_OK"
+	SignalRegFailed       = "UD_REG_FAILED"
+	SignalRemoveRegOK     = "UD_REMOVE_REG_OK"
+	SignalRemoveRegFailed = "UD_REMOVE_REG_FAILED"
+	SignalInterrupted     = "UD_INTERRUPTED"
+	// SignalRebalance is EC2's rebalance recommendation for a spot
+	// instance, the early sign of an interruption. Unlike the others it
+	// outlives its assignment: once written, no claim takes the instance
+	// again (HasRebalance).
+	SignalRebalance          = "UD_REBALANCE"
 	kindInstance             = "instance"
 	terminatedRecordsKeepFor = 7 * 24 * time.Hour
 )
 
 // Signals lists every signal name the agent may write.
-var Signals = []string{SignalOK, SignalFailed, SignalRegOK, SignalRegFailed, SignalRemoveRegOK, SignalRemoveRegFailed, SignalInterrupted, SignalJITNext}
+var Signals = []string{SignalOK, SignalFailed, SignalRegOK, SignalRegFailed, SignalRemoveRegOK, SignalRemoveRegFailed, SignalInterrupted, SignalRebalance, SignalJITNext}
 
 // Signal is one slot of the signals map: which assignment it answers, when,
 // and the agent's detail (an error message for the FAILED signals).
@@ -118,7 +123,11 @@ type Instance struct {
 	// and leaseCap it is outside AgentAttributes, so an instance cannot
 	// move it; refresh retires a record whose threshold passes it
 	// (liveness.go). 0 on records written before it existed.
-	LeaseLimit       int64             `dynamodbav:"leaseLimit,omitempty"`
+	LeaseLimit int64 `dynamodbav:"leaseLimit,omitempty"`
+	// LastRunID is the run the instance served last, kept by its release
+	// (the control plane's; the instance role cannot name it): refresh
+	// finds the job a spot interruption cost through it (rerun.go).
+	LastRunID        string            `dynamodbav:"lastRunId,omitempty"`
 	Signals          map[string]Signal `dynamodbav:"signals"`
 	InstanceType     string            `dynamodbav:"instanceType"`
 	UsageClass       string            `dynamodbav:"usageClass"`
@@ -227,6 +236,14 @@ func (i *Instance) SignalFor(name string) (Signal, bool) {
 		return Signal{}, false
 	}
 	return s, true
+}
+
+// HasRebalance reports whether the agent ever said EC2 recommends
+// rebalancing the instance, for any assignment: the recommendation is the
+// instance's, not a run's, and only makes the instance less claimable.
+func (i *Instance) HasRebalance() bool {
+	_, ok := i.Signals[SignalRebalance]
+	return ok
 }
 
 // Clean reports whether the agent confirmed it is deregistered and wiped for

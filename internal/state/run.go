@@ -63,6 +63,22 @@ type Run struct {
 	// configuration is minted for it (controlplane.MintWhy), and the
 	// listener releases it when its job ends. Empty for a workflow's run.
 	ScaleSet string `dynamodbav:"scaleSet,omitempty"`
+	// Job is the job a scale set's standing run took, as GitHub's
+	// JobStarted message named it (the listener writes it): what a re-run
+	// after a spot interruption asks GitHub to run again (rerun.go).
+	Job *RunJob `dynamodbav:"job,omitempty"`
+	// Interrupted are the run's instances EC2 took back after their spot
+	// interruption notice, and Rerun what refresh did about their jobs
+	// (rerun.go): for people, nothing decides on them.
+	Interrupted []string `dynamodbav:"interrupted,stringset,omitempty"`
+	Rerun       string   `dynamodbav:"rerun,omitempty"`
+}
+
+// RunJob is the job of a standing run: its repository (acme/api) and its
+// workflow run's id at GitHub.
+type RunJob struct {
+	Repository    string `dynamodbav:"repository" json:"repository"`
+	WorkflowRunID int64  `dynamodbav:"workflowRunId" json:"workflowRunId"`
 }
 
 // RunKey is the partition key of a run item.

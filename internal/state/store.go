@@ -69,11 +69,12 @@ const (
 	ClauseOwner      Clause = "owner"      // the instance belongs to another owner
 	ClausePool       Clause = "pool"       // the instance belongs to another pool
 	ClauseTemplate   Clause = "launchTemplateVersion"
-	ClauseUses       Clause = "uses"    // reused too many times
-	ClauseAge        Clause = "age"     // too old to be reused
-	ClauseChanged    Clause = "changed" // the record changed between the write and its diagnosis
-	ClauseStatus     Clause = "status"  // a run item is in another status
-	ClausePayload    Clause = "payload" // a run item exists with another request
+	ClauseUses       Clause = "uses"      // reused too many times
+	ClauseAge        Clause = "age"       // too old to be reused
+	ClauseRebalance  Clause = "rebalance" // EC2 recommended rebalancing the spot instance
+	ClauseChanged    Clause = "changed"   // the record changed between the write and its diagnosis
+	ClauseStatus     Clause = "status"    // a run item is in another status
+	ClausePayload    Clause = "payload"   // a run item exists with another request
 )
 
 // ConditionError is returned when a conditional write lost: Clause tells

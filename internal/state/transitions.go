@@ -146,6 +146,16 @@ func usesBelow(max int) check {
 		}}
 }
 
+// noRebalance refuses an instance whose agent said EC2 recommends
+// rebalancing it (SignalRebalance, any assignment).
+func noRebalance() check {
+	return check{ClauseRebalance,
+		func(b *builder) string { return "attribute_not_exists(" + b.name("signals."+SignalRebalance) + ")" },
+		func(i *Instance) (bool, string) {
+			return !i.HasRebalance(), "EC2 recommended rebalancing the instance"
+		}}
+}
+
 func launchedAfter(t int64) check {
 	return check{ClauseAge,
 		func(b *builder) string { return b.name("launchedAt") + " > " + b.value(t) },
@@ -445,7 +455,7 @@ func (s *Store) toRunning(ctx context.Context, name string, r Ref, maxRuntime, r
 // then deregisters and signals UD_REMOVE_REG_OK for the new assignment.
 func (s *Store) Release(ctx context.Context, r Ref, runID string, idleTTL time.Duration, removal *Registration) (*Instance, error) {
 	now := s.now()
-	return s.toIdle(ctx, "running→idle", r, append(bound(r), stateIn(Running), runIDIs(runID), leaseLive(now), jitSeqIs(r.JITSeq)), idleTTL, removal)
+	return s.toIdle(ctx, "running→idle", r, runID, append(bound(r), stateIn(Running), runIDIs(runID), leaseLive(now), jitSeqIs(r.JITSeq)), idleTTL, removal)
 }
 
 // Unclaim moves a claimed instance whose registration failed or timed out back
@@ -453,16 +463,22 @@ func (s *Store) Release(ctx context.Context, r Ref, runID string, idleTTL time.D
 // the agent confirms it is clean.
 func (s *Store) Unclaim(ctx context.Context, r Ref, idleTTL time.Duration, removal *Registration) (*Instance, error) {
 	now := s.now()
-	return s.toIdle(ctx, "claimed→idle", r, append(bound(r), stateIn(Claimed), leaseLive(now)), idleTTL, removal)
+	return s.toIdle(ctx, "claimed→idle", r, "", append(bound(r), stateIn(Claimed), leaseLive(now)), idleTTL, removal)
 }
 
-func (s *Store) toIdle(ctx context.Context, name string, r Ref, checks []check, idleTTL time.Duration, removal *Registration) (*Instance, error) {
+// toIdle gives the instance back to the pool; runID, when known, stays as
+// its lastRunId.
+func (s *Store) toIdle(ctx context.Context, name string, r Ref, runID string, checks []check, idleTTL time.Duration, removal *Registration) (*Instance, error) {
 	next := NewAssignment()
+	set := map[string]any{"assignment": next}
+	if runID != "" {
+		set["lastRunId"] = runID
+	}
 	c := change{
 		transition: name,
 		key:        r.Key,
 		checks:     checks,
-		set:        withState(map[string]any{"assignment": next}, r.Pool, Idle, s.now(), s.now()+secs(idleTTL)),
+		set:        withState(set, r.Pool, Idle, s.now(), s.now()+secs(idleTTL)),
 		// jitRunners stays: release deletes them after this write, and a
 		// retirement after a failed delete deletes them again.
 		remove:  []string{AttrRunID, "pooledAt", "jitSeq", "jitServed", "jitMintedAt"},
@@ -495,7 +511,8 @@ type ClaimRequest struct {
 	RunnerTarget *runnerrelease.Target
 }
 
-// Claim moves a clean, unexpired idle instance of the same pool and owner to
+// Claim moves a clean, unexpired idle instance of the same pool and owner,
+// whose agent never said EC2 recommends rebalancing it, to
 // claimed for req.RunID under a new assignment. A duplicate or stale pool
 // message can never claim twice: only one conditional write wins.
 func (s *Store) Claim(ctx context.Context, key Key, req ClaimRequest) (*Instance, error) {
@@ -504,7 +521,7 @@ func (s *Store) Claim(ctx context.Context, key Key, req ClaimRequest) (*Instance
 	}
 	now := s.now()
 	checks := []check{exists(), attrIs(ClausePool, "pool", req.Pool), stateIn(Idle), noRunID(), leaseLive(now),
-		signalBound(SignalRemoveRegOK, ""), attrIs(ClauseOwner, "owner", req.Owner)}
+		signalBound(SignalRemoveRegOK, ""), attrIs(ClauseOwner, "owner", req.Owner), noRebalance()}
 	if req.LaunchTemplateVersion != "" {
 		checks = append(checks, attrIs(ClauseTemplate, "launchTemplateVersion", req.LaunchTemplateVersion))
 	}

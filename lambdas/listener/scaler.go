@@ -168,13 +168,29 @@ func (s *Scaler) provision(id string) {
 	}
 }
 
-// HandleJobStarted logs which run a job started on.
+// HandleJobStarted records, in the run a job started on, the job's
+// repository and workflow run: what refresh re-runs should EC2 take the
+// instance back under the job (refresh/rerun.go). A record that fails
+// costs only that re-run.
 func (s *Scaler) HandleJobStarted(ctx context.Context, job *scaleset.JobStarted) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if id, st := s.runOfRunner(job.RunnerName); st != nil {
-		st.started = true
-		s.log.Info("job started", "runId", id, "runner", job.RunnerName, "jobId", job.JobID, "repository", job.OwnerName+"/"+job.RepositoryName)
+	id, st := s.runOfRunner(job.RunnerName)
+	if st != nil {
+		st.started = true // never given back as surplus (trim.go)
+	}
+	s.mu.Unlock()
+	if st == nil {
+		// Not a runner whose provision answered (yet): its record names
+		// the run (a short job starts, and may end, before it answers).
+		id = s.runOfRecord(ctx, job.RunnerName)
+	}
+	if id == "" {
+		return nil
+	}
+	repo := job.OwnerName + "/" + job.RepositoryName
+	s.log.Info("job started", "runId", id, "runner", job.RunnerName, "jobId", job.JobID, "repository", repo)
+	if err := s.d.Store.SetRunJob(ctx, id, state.RunJob{Repository: repo, WorkflowRunID: job.WorkflowRunID}); err != nil {
+		s.log.Warn("job of a standing run not recorded: it is not re-run should its instance be interrupted", "runId", id, "err", err)
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func (p *provisioner) claim(ctx context.Context, n int, reg *state.Registration)
 	}}
 	res, err := p.d.Queue(p.req.pool).Take(ctx, n, p.req.matcher, claimer.Claim)
 	for _, old := range claimer.Retire {
-		p.d.Expire(ctx, old.Ref(), "not reusable: launch template, use count or age")
+		p.d.Expire(ctx, old.Ref(), "not reusable: launch template, use count, age or a rebalance recommendation")
 	}
 	p.adopt(ctx, claimer.Instances, "reused")
 	p.mu.Lock()
@@ -76,7 +76,7 @@ func (p *provisioner) create(ctx context.Context, n int, reg *state.Registration
 	if err := p.reserve(ctx, assignment, n); err != nil {
 		return nil, err
 	}
-	launched, why, err := p.fleet.Launch(ctx, LaunchSpec{Pool: p.req.pool, Types: p.req.types, UsageClass: p.req.UsageClass, Count: n, Owner: p.req.Owner, Assignment: assignment})
+	launched, why, err := p.fleet.Launch(ctx, LaunchSpec{Pool: p.req.pool, Types: p.req.types, UsageClass: p.launchClass(ctx), Count: n, Owner: p.req.Owner, Assignment: assignment})
 	p.launches().note(len(launched), why, err)
 	recorded, rerr := p.record(ctx, launched, assignment, reg)
 	p.adopt(ctx, recorded, "created")

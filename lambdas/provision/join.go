@@ -114,6 +114,7 @@ func (p *provisioner) output() *Output {
 	out.UsageClass = p.req.UsageClass
 	p.mu.Lock()
 	out.ClaimsRefused = p.refused
+	out.SpotBreaker = p.byBreaker
 	p.mu.Unlock()
 	out.ElapsedSeconds = time.Since(p.start).Seconds()
 	out.QueuedSeconds = p.queued.Seconds()

@@ -105,6 +105,10 @@ type Output struct {
 	// UsageClass is the one asked for (the pool's when the payload gave
 	// none): a created on-demand instance of a spot request is a fallback.
 	UsageClass string `json:"usageClass"`
+	// SpotBreaker says the pool's spot breaker was open: instances were
+	// created on-demand for a spot request (state.SpotBreaker), counted
+	// apart from a capacity fallback.
+	SpotBreaker bool `json:"spotBreaker,omitempty"`
 	// ClaimsRefused counts pool messages whose instance could not be
 	// claimed: another provision took it first, or the message was stale.
 	ClaimsRefused  int     `json:"claimsRefused"`
@@ -347,7 +351,10 @@ type provisioner struct {
 	created int
 	reused  int
 	refused int // pool messages whose claim was refused
-	tried   *launchLog
+	// byBreaker: a launch used on-demand because the pool's spot breaker
+	// was open (spotbreaker.go).
+	byBreaker bool
+	tried     *launchLog
 }
 
 // member is an instance of this run and how far it got.

@@ -85,8 +85,11 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 		reason, kind := ReasonGone, KindGone
 		// The record (read whole by pool) says whether its agent heard a
 		// spot interruption notice: EC2 took the instance back, which is
-		// no repair but the price of spot.
-		if _, interrupted := inst.SignalFor(state.SignalInterrupted); interrupted {
+		// no repair but the price of spot. The notice counts under any
+		// assignment: a release may have come between it and EC2 (the
+		// runner's job failed, the run was released), and an instance
+		// that had one is never pooled again (controplane.Repool).
+		if _, interrupted := inst.Signals[state.SignalInterrupted]; interrupted {
 			reason, kind = ReasonGoneInterrupted, KindInterrupted
 		}
 		if _, err := r.d.Store.Terminate(ctx, inst.Key, state.Termination{Assignment: inst.Assignment, Reason: reason}); err == nil {
@@ -98,6 +101,10 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 	}
 	for _, inst := range gone {
 		r.deleteRunner(ctx, inst)
+		if sig, interrupted := inst.Signals[state.SignalInterrupted]; interrupted {
+			r.noteInterruption(ctx, inst)
+			r.lostJob(ctx, inst, sig)
+		}
 	}
 	return nil
 }

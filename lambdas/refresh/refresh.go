@@ -52,6 +52,9 @@ type Deps struct {
 	// Prewarm launches n instances of a pool that belong to no run
 	// (provision.Prewarm in the bundle); nil: refresh does not pre-warm.
 	Prewarm func(ctx context.Context, p *state.PoolConfig, n int) ([]string, error)
+	// Reruns re-runs jobs lost to spot interruptions (*github.Client in
+	// the bundle); nil: refresh asks for none (rerun.go).
+	Reruns Rerunner
 	// ReleasesEvery is how often refresh asks GitHub for actions/runner's
 	// latest release (versions.go); 0: DefaultReleasesEvery.
 	ReleasesEvery time.Duration
@@ -118,8 +121,14 @@ type Output struct {
 	Instances map[string]map[state.State]int `json:"instances,omitempty"`
 	// RunnerVersions are each pool's runner versions (versions.go).
 	RunnerVersions map[string]PoolVersions `json:"runnerVersions,omitempty"`
-	Errors         []string                `json:"errors,omitempty"`
-	ElapsedSeconds float64                 `json:"elapsedSeconds"`
+	// SpotBreakers are the spot pools' breakers, after this refresh's
+	// interruptions (spot.go).
+	SpotBreakers map[string]BreakerView `json:"spotBreakers,omitempty"`
+	// Reruns are what refresh did about jobs lost to spot interruptions
+	// (rerun.go).
+	Reruns         []Decision `json:"reruns,omitempty"`
+	Errors         []string   `json:"errors,omitempty"`
+	ElapsedSeconds float64    `json:"elapsedSeconds"`
 	// Skipped says why nothing was done (another invocation was running).
 	Skipped string `json:"skipped,omitempty"`
 }
@@ -167,6 +176,8 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	if err := r.reconcile(ctx, pools, known, unread); err != nil {
 		r.fail(fmt.Errorf("reconcile: %w", err))
 	}
+	r.spotBreakers(ctx, pools)
+	r.rerunPending(ctx, pools, deps.Reruns)
 	r.out.ElapsedSeconds = time.Since(start).Seconds()
 	d.Log.Info("refresh finished", "terminated", len(r.out.Terminated), "expired", len(r.out.Expired), "repooled", len(r.out.Repooled), "kept", len(r.out.Kept), "adopted", len(r.out.Adopted), "errors", len(r.out.Errors))
 	if len(r.out.Errors) > 0 {
@@ -308,6 +319,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 	}
 	// A running instance whose lease ran out was held by a run past its
 	// runtime (a hung job, or a workflow that never released): a stuck run.
+	r.interruptedAmong(ctx, r.out.Terminated[before:], known)
 	for _, d := range r.out.Terminated[before:] {
 		if inst := known[d.InstanceID]; inst != nil && inst.State == state.Running {
 			r.out.Stuck = append(r.out.Stuck, Decision{d.InstanceID, p.Name, "run " + inst.RunID + " held it past its lease", KindStuck})
@@ -355,6 +367,12 @@ func (r *refresher) expire(ctx context.Context, p *state.PoolConfig, inst *state
 func (r *refresher) repool(ctx context.Context, p *state.PoolConfig, inst *state.Instance) {
 	if p.Draining {
 		r.expire(ctx, p, inst, KindRetired, "pool draining")
+		return
+	}
+	// What release's pooling refuses (controlplane.Repool), refused here
+	// too: a spot instance EC2 is taking back, or recommends rebalancing.
+	if _, interrupted := inst.Signals[state.SignalInterrupted]; interrupted || inst.HasRebalance() {
+		r.expire(ctx, p, inst, KindRetired, "spot interruption notice or rebalance recommendation")
 		return
 	}
 	if p.JIT() {

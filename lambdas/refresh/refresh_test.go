@@ -138,7 +138,7 @@ func (w *world) running(run string, agentClock time.Duration) (*state.Instance, 
 	agent := state.New(w.db, w.name)
 	agent.Now = func() time.Time { return w.now.Add(agentClock) }
 	inst, err := w.cp.Create(ctx, state.NewInstance{ID: id, RoleID: w.pool.InstanceRoleID, Pool: "linux", Owner: "acme", RunID: run, Assignment: state.NewAssignment(),
-		InstanceType: "c7i.large", UsageClass: "on-demand", LaunchedAt: w.now.Add(-2 * time.Hour), TTL: time.Minute})
+		InstanceType: "c7i.large", UsageClass: w.pool.UsageClass, LaunchedAt: w.now.Add(-2 * time.Hour), TTL: time.Minute})
 	must(w.t, err)
 	must(w.t, agent.Heartbeat(ctx, w.pool.RecordKey(id)))
 	must(w.t, agent.PutSignal(ctx, w.pool.RecordKey(id), inst.Assignment, state.SignalRegOK, ""))

@@ -287,7 +287,8 @@ func idleDecision(now time.Time, runners []github.Runner, pool state.PoolConfig,
 
 // unclaimable says which rule of state.Claim refuses every claim of the
 // idle instance ("" when a claim may take it): the pool's launch template
-// version, its maxUses, its maxAge. Timings are completed from defaults.
+// version, its maxUses, its maxAge, its agent's rebalance recommendation.
+// Timings are completed from defaults.
 func unclaimable(pool state.PoolConfig, rec *state.Instance, now time.Time) string {
 	t := pool.Timings
 	switch {
@@ -297,6 +298,8 @@ func unclaimable(pool state.PoolConfig, rec *state.Instance, now time.Time) stri
 		return fmt.Sprintf("used %d times, the pool's maxUses is %d", rec.Uses, t.MaxUses)
 	case t.MaxAge > 0 && rec.LaunchedAt <= now.Unix()-t.MaxAge:
 		return fmt.Sprintf("launched %s ago, the pool's maxAge is %s", now.Sub(time.Unix(rec.LaunchedAt, 0)).Truncate(time.Minute), state.D(t.MaxAge))
+	case rec.HasRebalance():
+		return "EC2 recommended rebalancing the spot instance (" + state.SignalRebalance + ")"
 	}
 	return ""
 }

@@ -51,6 +51,9 @@ func rec(st state.State, mut ...func(*state.Instance)) *state.Instance {
 func clean(r *state.Instance) {
 	r.Signals[state.SignalRemoveRegOK] = state.Signal{Assignment: r.Assignment}
 }
+func rebalanced(r *state.Instance) {
+	r.Signals[state.SignalRebalance] = state.Signal{Assignment: r.Assignment, Detail: "noticeTime 2026-11-23T09:58:00Z"}
+}
 func expired(r *state.Instance) { r.Threshold = now.Add(-time.Minute).Unix() }
 func withRunner(id int64) func(*state.Instance) {
 	return func(r *state.Instance) { r.GithubRunnerID = id }
@@ -134,6 +137,12 @@ func TestDecisionTable(t *testing.T) {
 			rec: rec(state.Idle, clean), want: Terminate, reason: `launch template version "3", the pool launches "4"`},
 		{name: "idle within the quota, its launch template version is the pool's", age: time.Hour, tags: plain, pool: func(p *state.PoolConfig) { p.LaunchTemplateVersion = "3" },
 			rec: rec(state.Idle, clean), want: Renew},
+		// EC2's rebalance recommendation (issue 37): an idle instance is
+		// retired, a running one keeps its job.
+		{name: "idle within the quota, its agent said EC2 recommends rebalancing", age: time.Hour, tags: plain, rec: rec(state.Idle, clean, rebalanced),
+			want: Terminate, reason: "EC2 recommended rebalancing"},
+		{name: "running a job, its agent said EC2 recommends rebalancing", age: time.Hour, tags: plain, rec: rec(state.Running, rebalanced),
+			runners: []github.Runner{{ID: 7, Name: "ghr-1-i-1", Busy: true}}, want: Keep},
 		// A cut-off run's leftovers (defect 12).
 		{name: "record terminated, instance still in EC2", age: time.Hour, tags: plain, rec: rec(state.Running, terminated), want: Terminate, reason: "its record is terminated (lease expired)"},
 		{name: "record terminated, instance younger than the boot time", age: time.Second, tags: plain, rec: rec(state.Idle, terminated), want: Terminate},

@@ -74,6 +74,7 @@ func (s *Server) routes() http.Handler {
 	route("GET /orgs/{org}/actions/runner-groups", authToken, s.listGroups, "per_page", "page")
 	route("GET /orgs/{org}/actions/runner-groups/{id}/repositories", authToken, s.listGroupRepositories, "per_page", "page")
 	route("GET /repos/{org}/{repo}", authToken, s.getRepository)
+	route("POST /repos/{org}/{repo}/actions/runs/{run_id}/rerun-failed-jobs", authToken, s.rerunFailedJobs)
 	route(CountLatestRelease, authToken, s.latestRelease)
 	for _, pattern := range s.extra {
 		route(pattern, authToken, func(http.ResponseWriter, *http.Request) (int, any) { return http.StatusOK, map[string]any{} })

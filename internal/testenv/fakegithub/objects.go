@@ -60,8 +60,9 @@ func account(r *http.Request, login string, id int64, kind string) map[string]an
 }
 
 // appPermissions are the App's: runners of organizations and of
-// repositories (Administration), and metadata, which every App has.
-var appPermissions = map[string]string{"organization_self_hosted_runners": "write", "administration": "write", "metadata": "read"}
+// repositories (Administration), re-running jobs (Actions, rerun.go), and
+// metadata, which every App has.
+var appPermissions = map[string]string{"organization_self_hosted_runners": "write", "administration": "write", "actions": "write", "metadata": "read"}
 
 // appJSON is GET /app's integration.
 func (s *Server) appJSON(r *http.Request) map[string]any {
@@ -97,7 +98,7 @@ func (s *Server) installationJSON(r *http.Request, in *installation) map[string]
 		"repositories_url":     api + "installation/repositories",
 		"html_url":             fmt.Sprintf("%sorganizations/%s/settings/installations/%d", web, in.account, in.id),
 		"events":               []string{},
-		"permissions":          appPermissions,
+		"permissions":          s.permissions(),
 		"created_at":           created, "updated_at": created,
 		"suspended_by": nil, "suspended_at": nil,
 	}

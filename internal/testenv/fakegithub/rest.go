@@ -55,7 +55,7 @@ func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) (int, any) 
 		return http.StatusCreated, map[string]any{
 			"token":                tok,
 			"expires_at":           exp.UTC().Format(time.RFC3339),
-			"permissions":          appPermissions,
+			"permissions":          s.permissions(),
 			"repository_selection": selection,
 		}
 	}

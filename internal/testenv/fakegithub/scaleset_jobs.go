@@ -103,7 +103,7 @@ func (s *Server) jobMessage(kind string, j *Job) map[string]any {
 	m := map[string]any{
 		"messageType": kind, "runnerRequestId": j.ID, "repositoryName": j.Repo, "ownerName": sj.owner,
 		"jobId": jobGUID(j.ID), "jobWorkflowRef": cmp.Or(j.Workflow, defaultWorkflow(sj.owner, j.Repo)),
-		"jobDisplayName": fmt.Sprintf("job %d", j.ID), "workflowRunId": j.ID, "eventName": "workflow_dispatch",
+		"jobDisplayName": fmt.Sprintf("job %d", j.ID), "workflowRunId": j.workflowRun(), "eventName": "workflow_dispatch",
 		"requestLabels": []string{j.Label}, "queueTime": j.Queued.UTC(), "scaleSetAssignTime": sj.assigned.UTC(),
 		"runnerAssignTime": j.Started.UTC(), "finishTime": j.Finished.UTC(),
 	}

@@ -156,6 +156,7 @@ type Server struct {
 	refusal         string
 	idp             oidcIssuer // the Actions OIDC issuer (oidc.go)
 	ss              *scaleSetState
+	withheld        map[string]bool // App permissions taken away (rerun.go)
 }
 
 type installation struct {
@@ -244,7 +245,11 @@ type Job struct {
 	ExitCode      int
 	Result        string // succeeded, failed or cancelled, once completed
 	ScaleSetID    int    // the scale set the job is for (0: any runner with its label)
-	Output        string
+	// WorkflowRun is the id of the job's workflow run (0: the job's own
+	// id); RerunOf is the job a re-run copied, RerunAs the job that
+	// re-ran this one (0: none), rerun.go.
+	WorkflowRun, RerunOf, RerunAs int64
+	Output                        string
 	// When it was queued, handed to a runner (zero again if the runner
 	// never confirmed it and it went back to the queue) and settled:
 	// wall-clock times, for the timings the sandbox and benchmarks show.
@@ -327,6 +332,7 @@ func NewServer(o Options) *Server {
 		repoVisibility:  map[string]string{},
 		repoIDs:         map[string]int64{},
 		jobs:            map[int64]*Job{},
+		withheld:        map[string]bool{},
 		jobWake:         make(chan struct{}),
 		counts:          map[string]int{},
 		rateLimit:       o.RateLimit,

@@ -1,7 +1,7 @@
 // Package imdsstub serves the part of the EC2 instance metadata service
 // (IMDSv2) the agent reads, for one instance: session tokens, instance id,
-// region, instance tags, the instance profile's credentials and the spot
-// interruption notice. Tests and the
+// region, instance tags, the instance profile's credentials, the spot
+// interruption notice and the rebalance recommendation. Tests and the
 // sandbox run one per instance.
 package imdsstub
 
@@ -27,6 +27,7 @@ type Server struct {
 	mu     sync.Mutex
 	tags   map[string]string
 	spot   []byte // the instance-action document, nil when none
+	rebal  []byte // the rebalance recommendation document, nil when none
 	role   string // the instance profile's role; "" when the instance has none
 	creds  []byte // its credentials document
 	tokens map[string]time.Time
@@ -54,6 +55,18 @@ func (s *Server) InterruptSpot(action string, at time.Time) {
 	doc, _ := json.Marshal(map[string]string{"action": action, "time": at.UTC().Format(time.RFC3339)})
 	s.mu.Lock()
 	s.spot = doc
+	s.mu.Unlock()
+}
+
+// RecommendRebalance publishes a rebalance recommendation, as EC2 does for
+// a spot instance at elevated risk of interruption: the item
+// events/recommendations/rebalance appears with the time of the
+// recommendation as noticeTime, and stays (AWS EC2 User Guide, "EC2
+// instance rebalance recommendations"; before it, the path is 404).
+func (s *Server) RecommendRebalance(at time.Time) {
+	doc, _ := json.Marshal(map[string]string{"noticeTime": at.UTC().Format(time.RFC3339)})
+	s.mu.Lock()
+	s.rebal = doc
 	s.mu.Unlock()
 }
 
@@ -144,6 +157,8 @@ func (s *Server) lookup(path string) ([]byte, bool) {
 		return []byte(s.role), s.role != ""
 	case "/latest/meta-data/spot/instance-action":
 		return s.spot, s.spot != nil
+	case "/latest/meta-data/events/recommendations/rebalance":
+		return s.rebal, s.rebal != nil
 	case "/latest/meta-data/tags/instance", "/latest/meta-data/tags/instance/":
 		keys := make([]string, 0, len(s.tags))
 		for k := range s.tags {

@@ -1,0 +1,62 @@
+package refresh_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
+)
+
+// Two spot instances EC2 took back after their notice, within the
+// breaker's window, open the pool's spot breaker; an instance lost without
+// a notice is no interruption and does not count.
+func TestTwoSpotInterruptionsOpenThePoolsBreakerAndALostInstanceDoesNotCount(t *testing.T) {
+	w := newWorld(t)
+	w.pool.UsageClass, w.pool.OnDemandFallback = state.UsageClassSpot, true
+	must(t, w.cp.PutPoolConfig(ctx, w.pool))
+	first, agent := w.running("run-a", 0)
+	must(t, agent.PutSignal(ctx, first.Key, first.Assignment, state.SignalInterrupted, "terminate"))
+	lost, _ := w.running("run-b", 0)
+	_, err := w.fleet.Terminate(ctx, []string{first.ID, lost.ID})
+	must(t, err)
+	out, err := w.refresh()
+	must(t, err)
+	if b := out.SpotBreakers["linux"]; b.Open || b.Recent != 1 {
+		t.Fatalf("breaker after one interruption and one lost instance = %+v, want closed with 1", b)
+	}
+	second, agent := w.running("run-c", 0)
+	must(t, agent.PutSignal(ctx, second.Key, second.Assignment, state.SignalInterrupted, "terminate"))
+	_, err = w.fleet.Terminate(ctx, []string{second.ID})
+	must(t, err)
+	out, err = w.refresh()
+	must(t, err)
+	if b := out.SpotBreakers["linux"]; !b.Open || b.Recent != 2 || b.OpenUntil != w.now.Add(state.SpotBreakerCooldown).Unix() {
+		t.Fatalf("breaker after two interruptions = %+v, want open for %s", b, state.SpotBreakerCooldown)
+	}
+	stored, err := w.cp.GetSpotBreaker(ctx, "linux")
+	must(t, err)
+	if !stored.Open(w.now) {
+		t.Fatalf("stored breaker %+v is not open", stored)
+	}
+}
+
+// Release ends the lease of an instance whose agent said a spot notice at
+// once: refresh, ending that record before EC2 took the instance, still
+// counts the interruption.
+func TestAnInterruptedInstanceWhoseLeaseReleaseEndedCountsAsInterrupted(t *testing.T) {
+	w := newWorld(t)
+	w.pool.UsageClass, w.pool.OnDemandFallback = state.UsageClassSpot, true
+	must(t, w.cp.PutPoolConfig(ctx, w.pool))
+	inst, agent := w.running("run-a", 0)
+	must(t, agent.PutSignal(ctx, inst.Key, inst.Assignment, state.SignalInterrupted, "terminate"))
+	idle, err := w.cp.Release(ctx, inst.Ref(), "run-a", 5*time.Minute, nil)
+	must(t, err)
+	_, err = w.cp.Expire(ctx, idle.Ref(), "spot interruption notice") // as controlplane.Repool does
+	must(t, err)
+	out, err := w.refresh()
+	must(t, err)
+	if len(out.Terminated) != 1 || out.Terminated[0].Kind != refresh.KindInterrupted || out.SpotBreakers["linux"].Recent != 1 {
+		t.Fatalf("terminated %+v, breaker %+v; want the instance ended as interrupted and counted", out.Terminated, out.SpotBreakers["linux"])
+	}
+}
