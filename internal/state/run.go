@@ -48,7 +48,7 @@ type Run struct {
 	UpdatedAt int64    `dynamodbav:"updatedAt"`
 	ExpiresAt int64    `dynamodbav:"expiresAt"`
 	// Label is what the run's runners register with and its jobs name in
-	// runs-on (PoolConfig.RunnerLabel says how it is made).
+	// runs-on, minted by provision (ghr-<runId>-<16 random characters>).
 	Label string `dynamodbav:"label,omitempty"`
 	// Whose run it is, from the verified OIDC token of the job that
 	// provisioned it: only that workflow run may join or release it
