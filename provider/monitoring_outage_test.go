@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -63,8 +64,8 @@ func TestTheAlarmsGoOffWhenTheGitHubKeyIsGoneOrASettingIsInvalid(t *testing.T) {
 			if _, err := env.Config(t).SSM().DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(param)}); err != nil {
 				t.Fatal(err)
 			}
-		}, bootstrap, append(ours, lambdas...)},
-		{"an invalid log level", func(_ string, fnEnv map[string]string) { fnEnv["GHRUNNER_LOG_LEVEL"] = "loud" }, bootstrap, append(ours, lambdas...)},
+		}, bootstrap, ours},
+		{"an invalid log level", func(_ string, fnEnv map[string]string) { fnEnv["GHRUNNER_LOG_LEVEL"] = "loud" }, bootstrap, ours},
 		{"a runtime that exits at init without a line", func(string, map[string]string) {}, dead, lambdas},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -137,24 +138,19 @@ func invokeOnce(t *testing.T, bootstrap, handler string, fnEnv map[string]string
 	return res
 }
 
-// alarmFires evaluates a single-metric alarm as CloudWatch does on
-// periods, the points of consecutive periods (the last is the newest):
-// each period's datapoint is the alarm's statistic over the values of the
-// metric with exactly the alarm's dimensions; a period without one is
+// alarmFires evaluates an alarm as CloudWatch does on periods, the points
+// of consecutive periods (the last is the newest): each period's
+// datapoint is the alarm's statistic over the values of the metric with
+// exactly the alarm's dimensions (for a metric math alarm, its expression
+// over its metrics' datapoints: periodValue); a period without one is
 // missing, which breaches as the alarm's TreatMissingData says
 // (notBreaching or breaching). It fires when DatapointsToAlarm of the last
-// EvaluationPeriods breach. Alarms on a metric math expression are not
-// evaluated (false). Points carry no namespace: ghrunner's all have the
-// environment dimension, Lambda's (AWS/Lambda) FunctionName alone.
+// EvaluationPeriods breach. Points carry no namespace: ghrunner's all have
+// the environment dimension, Lambda's (AWS/Lambda) FunctionName alone.
 func alarmFires(a alarm, periods [][]metrics.Point) bool {
 	missing := aws.ToString(a.TreatMissingData)
-	ns := aws.ToString(a.Namespace)
-	if a.MetricName == nil || ns != metricsNamespace && ns != lambdaNamespace || missing != "notBreaching" && missing != "breaching" {
+	if missing != "notBreaching" && missing != "breaching" {
 		return false
-	}
-	want := map[string]string{}
-	for _, d := range a.Dimensions {
-		want[aws.ToString(d.Name)] = aws.ToString(d.Value)
 	}
 	n := int(aws.ToInt32(a.EvaluationPeriods))
 	need := int(aws.ToInt32(a.DatapointsToAlarm))
@@ -163,28 +159,13 @@ func alarmFires(a alarm, periods [][]metrics.Point) bool {
 	}
 	breaching := 0
 	for _, points := range periods[max(0, len(periods)-n):] {
-		var values []float64
-		for _, p := range points {
-			if p.Name == aws.ToString(a.MetricName) && maps.Equal(p.Dimensions, want) {
-				values = append(values, p.Values...)
-			}
+		v, ok, known := periodValue(a, points)
+		if !known {
+			return false
 		}
-		if len(values) == 0 {
+		if !ok {
 			breaching += b2i(missing == "breaching")
 			continue
-		}
-		var v float64
-		switch a.Statistic {
-		case cwtypes.StatisticSum:
-			for _, x := range values {
-				v += x
-			}
-		case cwtypes.StatisticMinimum:
-			v = slices.Min(values)
-		case cwtypes.StatisticMaximum:
-			v = slices.Max(values)
-		default:
-			return false
 		}
 		th := aws.ToFloat64(a.Threshold)
 		switch a.ComparisonOperator {
@@ -195,6 +176,74 @@ func alarmFires(a alarm, periods [][]metrics.Point) bool {
 		}
 	}
 	return breaching >= need
+}
+
+// periodValue is an alarm's datapoint in one period's points (ok false:
+// none); known false for an alarm this evaluator cannot read: a statistic
+// other than Sum, Minimum, Maximum, or an expression other than
+// uncountedExpression's form "<id> - FILL(<id>, 0)".
+func periodValue(a alarm, points []metrics.Point) (v float64, ok, known bool) {
+	if len(a.Metrics) == 0 {
+		ns := aws.ToString(a.Namespace)
+		if a.MetricName == nil || ns != metricsNamespace && ns != lambdaNamespace {
+			return 0, false, false
+		}
+		return statValue(aws.ToString(a.MetricName), a.Dimensions, string(a.Statistic), points)
+	}
+	vals, have := map[string]float64{}, map[string]bool{}
+	var expr string
+	for _, q := range a.Metrics {
+		if q.Expression != nil {
+			expr = aws.ToString(q.Expression)
+			continue
+		}
+		m := q.MetricStat
+		v, ok, known := statValue(aws.ToString(m.Metric.MetricName), m.Metric.Dimensions, aws.ToString(m.Stat), points)
+		if !known {
+			return 0, false, false
+		}
+		vals[aws.ToString(q.Id)], have[aws.ToString(q.Id)] = v, ok
+	}
+	var x, y string
+	if _, err := fmt.Sscanf(expr, "%s - FILL(%s 0)", &x, &y); err != nil || !strings.HasSuffix(y, ",") {
+		return 0, false, false
+	}
+	y = strings.TrimSuffix(y, ",")
+	if !have[x] {
+		return 0, false, true
+	}
+	return vals[x] - vals[y], true, true
+}
+
+// statValue is stat over the values of the points named name with exactly
+// dims.
+func statValue(name string, dims []cwtypes.Dimension, stat string, points []metrics.Point) (v float64, ok, known bool) {
+	want := map[string]string{}
+	for _, d := range dims {
+		want[aws.ToString(d.Name)] = aws.ToString(d.Value)
+	}
+	var values []float64
+	for _, p := range points {
+		if p.Name == name && maps.Equal(p.Dimensions, want) {
+			values = append(values, p.Values...)
+		}
+	}
+	if len(values) == 0 {
+		return 0, false, true
+	}
+	switch cwtypes.Statistic(stat) {
+	case cwtypes.StatisticSum:
+		for _, x := range values {
+			v += x
+		}
+	case cwtypes.StatisticMinimum:
+		v = slices.Min(values)
+	case cwtypes.StatisticMaximum:
+		v = slices.Max(values)
+	default:
+		return 0, false, false
+	}
+	return v, true, true
 }
 
 func b2i(b bool) int {

@@ -243,7 +243,13 @@ func (r *monitoringResource) read(ctx context.Context, m *monitoringModel) (bool
 			return false, err
 		}
 		for _, a := range out.MetricAlarms {
-			found[aws.ToString(a.AlarmName)] = cloudwatchAlarm{actions: a.AlarmActions, threshold: aws.ToFloat64(a.Threshold), dimensions: a.Dimensions}
+			dims := a.Dimensions
+			for _, q := range a.Metrics { // a metric math alarm's metrics
+				if q.MetricStat != nil && q.MetricStat.Metric != nil {
+					dims = append(dims, q.MetricStat.Metric.Dimensions...)
+				}
+			}
+			found[aws.ToString(a.AlarmName)] = cloudwatchAlarm{actions: a.AlarmActions, threshold: aws.ToFloat64(a.Threshold), dimensions: dims}
 		}
 	}
 	// The pools are the ones with a provision-failure alarm (an import

@@ -91,8 +91,9 @@ func checkMonitoring(name string, pools []string, topic string, missRatio float6
 	}
 }
 
-// checkLambdaErrorsAlarms: each function has its alarm on Lambda's own
-// Errors, as CloudWatch holds it.
+// checkLambdaErrorsAlarms: each function has its alarm on the errors
+// Lambda counted and ghrunner did not, as CloudWatch holds it: Lambda's
+// Errors by FunctionName, ghrunner's by function, their difference.
 func checkLambdaErrorsAlarms(name string, functions map[string]string) error {
 	out, err := admin.CloudWatch(env.Config(&testing.T{})).DescribeAlarms(context.Background(), &cloudwatch.DescribeAlarmsInput{AlarmNamePrefix: aws.String(name + "-lambda-errors-")})
 	if err != nil {
@@ -101,12 +102,21 @@ func checkLambdaErrorsAlarms(name string, functions map[string]string) error {
 	got := map[string]string{}
 	for _, a := range out.MetricAlarms {
 		handler := strings.TrimPrefix(aws.ToString(a.AlarmName), name+"-lambda-errors-")
-		if aws.ToString(a.Namespace) != "AWS/Lambda" || aws.ToString(a.MetricName) != "Errors" || len(a.Dimensions) != 1 ||
-			aws.ToString(a.Dimensions[0].Name) != "FunctionName" || aws.ToString(a.TreatMissingData) != "notBreaching" {
-			return fmt.Errorf("alarm %s: %s %s %v, missing data %s; want AWS/Lambda Errors by FunctionName, notBreaching", aws.ToString(a.AlarmName),
-				aws.ToString(a.Namespace), aws.ToString(a.MetricName), a.Dimensions, aws.ToString(a.TreatMissingData))
+		var fn, expr string
+		for _, q := range a.Metrics {
+			if q.Expression != nil {
+				expr = aws.ToString(q.Expression)
+			}
+			if m := q.MetricStat; m != nil && m.Metric != nil && aws.ToString(m.Metric.Namespace) == "AWS/Lambda" && aws.ToString(m.Metric.MetricName) == "Errors" &&
+				len(m.Metric.Dimensions) == 1 && aws.ToString(m.Metric.Dimensions[0].Name) == "FunctionName" {
+				fn = aws.ToString(m.Metric.Dimensions[0].Value)
+			}
 		}
-		got[handler] = aws.ToString(a.Dimensions[0].Value)
+		if fn == "" || expr != uncountedExpression || aws.ToString(a.TreatMissingData) != "notBreaching" {
+			return fmt.Errorf("alarm %s: %d queries (Lambda's of %q, expression %q), missing data %s; want Lambda's Errors by FunctionName less ghrunner's, notBreaching",
+				aws.ToString(a.AlarmName), len(a.Metrics), fn, expr, aws.ToString(a.TreatMissingData))
+		}
+		got[handler] = fn
 	}
 	if !maps.Equal(got, functions) && len(got)+len(functions) > 0 {
 		return fmt.Errorf("Lambda errors alarms for %v, want %v", got, functions)
