@@ -69,6 +69,10 @@ type Options struct {
 	// connected for more than a day is removed automatically, any other
 	// after 14 days).
 	JITUnusedAfter time.Duration
+	// EphemeralLinger is how long an ephemeral runner stays listed after
+	// its one job (default DefaultEphemeralLinger, jit.go: GitHub's time is
+	// undocumented; negative: removed at once).
+	EphemeralLinger time.Duration
 	// JITIdleAfter is how long a just-in-time runner's listener may wait
 	// for a job before GitHub removes the runner (default 4 minutes;
 	// jit.go, expireJIT). Tests set seconds (or SetJITIdleAfter).
@@ -149,6 +153,7 @@ type Server struct {
 	offlineAfter    time.Duration
 	jitUnusedAfter  time.Duration
 	jitIdleAfter    time.Duration // Options.JITIdleAfter
+	ephemeralLinger time.Duration // Options.EphemeralLinger
 	sessionRetry    time.Duration // Options.SessionRetry
 	conflictLimit   time.Duration // Options.SessionConflictLimit
 	sessionExpiry   time.Duration // Options.SessionExpiry
@@ -211,6 +216,9 @@ type runner struct {
 	// just-in-time configuration may still start after an update.
 	updateSession string
 	relaunches    int
+	// doneAt: when an ephemeral runner's one job ended; it is still
+	// listed for the linger (jit.go, jobDone).
+	doneAt time.Time
 }
 
 // Job states.
@@ -306,6 +314,9 @@ func NewServer(o Options) *Server {
 	if o.JITUnusedAfter <= 0 {
 		o.JITUnusedAfter = 24 * time.Hour
 	}
+	if o.EphemeralLinger == 0 {
+		o.EphemeralLinger = DefaultEphemeralLinger
+	}
 	if o.JITIdleAfter <= 0 {
 		o.JITIdleAfter = DefaultJITIdleAfter
 	}
@@ -331,6 +342,7 @@ func NewServer(o Options) *Server {
 		offlineAfter:    o.OfflineAfter,
 		jitUnusedAfter:  o.JITUnusedAfter,
 		jitIdleAfter:    o.JITIdleAfter,
+		ephemeralLinger: o.EphemeralLinger,
 		noDisableUpdate: o.NoDisableUpdate,
 		sessionRetry:    o.SessionRetry,
 		conflictLimit:   o.SessionConflictLimit,
