@@ -7,9 +7,10 @@ import (
 
 // Listener sessions, as actions/runner (v2.336.0, the release this
 // provider pins) and GitHub's service handle them. Invariants of the fake:
-// a runner has at most one session; a session lives while its listener
-// was heard from within SessionExpiry; only a session's own listener ends
-// it early (DELETE, as run.sh does on SIGINT/SIGTERM).
+// a runner has at most one session; another listener gets it only once
+// its listener has not been heard from for SessionExpiry; before that only
+// its own listener ends it (DELETE, as run.sh does on SIGINT/SIGTERM), or
+// a test playing GitHub (ExpireSession).
 //
 // A second listener (src/Runner.Listener/MessageListener.cs and
 // BrokerMessageListener.cs, CreateSessionAsync and
