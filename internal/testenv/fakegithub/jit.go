@@ -188,7 +188,9 @@ func (s *Server) expireJIT() {
 // (offline, not busy) for a while after its job ended, and whoever lists
 // runners then must neither count it as a live runner nor miss it as
 // gone. The fake keeps it Options.EphemeralLinger (DefaultEphemeralLinger:
-// a few seconds, our guess at "soon"); it takes no further job meanwhile.
+// a few seconds, our guess at "soon"). It takes no further job meanwhile:
+// its listener ended after the job, and its configuration starts no other
+// (sessionCreate).
 const DefaultEphemeralLinger = 3 * time.Second
 
 // jobDone ends an ephemeral runner's life once its one job is over: listed

@@ -231,7 +231,7 @@ func (s *Server) nextJob(rn *runner) *Job {
 		if j.State != JobQueued || best != nil && j.ID > best.ID {
 			continue
 		}
-		if rn.doneAt.IsZero() && s.mayTake(rn, j) {
+		if s.mayTake(rn, j) {
 			best = j
 		}
 	}

@@ -197,3 +197,29 @@ func TestABare403OfAPollIsDeprecationUpTo2336AndRetriedAfter(t *testing.T) {
 		})
 	}
 }
+
+// GitHub refusing a listening runner's version says so by the error kind
+// RunnerVersionTooOld (session.go), which every release reads as a
+// deprecated version, also those after #4633 that retry a bare 403. Shown
+// to fail with the poll's refusal answered without its kind (the 2.337.0
+// listener retries and never ends).
+func TestARunnerRefusedForItsVersionWhileListeningEndsAsDeprecatedAfter2336Too(t *testing.T) {
+	r := newRig(t)
+	r.installAs("2.337.0")
+	if out, code := r.configure("behind", "--labels", "run-1", "--no-default-labels", "--disableupdate"); code != 0 {
+		t.Fatalf("config.sh: %d\n%s", code, out)
+	}
+	bin, _ := fakegithub.BuildRunner()
+	tgz, _ := fakegithub.RunnerTarballOf(bin, "2.338.0")
+	r.fake.PublishRunnerRelease("2.338.0", tgz, time.Now().Add(-29*24*time.Hour))
+	p := r.start()
+	eventually(t, 5*time.Second, "listener online", func() bool { return r.only().Online })
+	r.advance(2 * 24 * time.Hour) // 31 days after the next release
+	if err := p.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("run.sh: %v\n%s", err, p.out.String())
+	}
+	if out := p.out.String(); !strings.Contains(out, "Runner version v2.337.0 is deprecated and cannot receive messages.") ||
+		!strings.Contains(out, "Runner listener exit with terminated error") {
+		t.Fatalf("a 2.337.0 listener refused for its version:\n%s\nwant the deprecation and TerminatedError", out)
+	}
+}
