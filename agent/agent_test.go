@@ -80,9 +80,10 @@ func buildAgent(t testing.TB) string {
 }
 
 // fakeSessionRetry: a runner the tests kill is restarted by the agent, and
-// the new listener retries its session (held by the dead one until the
-// runner is offline, 5 s) every half second, not every 30 s as the real
-// one does.
+// the new listener retries its session every half second, not every 30 s
+// as the real one does; the fake scales the rest from it (fakegithub
+// session.go): the listener gives up after 4 s with exit 5, before the dead
+// listener's session lapses (5 s), and the agent starts it again.
 const fakeSessionRetry = 500 * time.Millisecond
 
 func newWorld(t testing.TB, preRunner string) *world {

@@ -86,3 +86,38 @@ func TestTheOldestGHESWithJustInTimeRunnersServesEveryCallOfAJITPool(t *testing.
 		t.Fatal("the just-in-time runner is still registered")
 	}
 }
+
+// Issue 37, item 11: per version, a delete of a busy runner is ErrBusy and
+// a just-in-time name already taken ErrNameTaken, whether the version's
+// description documents the answer (github.com, GHES 3.13 on) or it was
+// only observed (GHES 3.9 to 3.12: fakegithub.ObservedAnswers), for an
+// organization and a repository alike. Shown to fail with classify not
+// mapping a DELETE's 422 to ErrBusy, and with GenerateJITConfig not
+// mapping a 409 to ErrNameTaken.
+func TestEveryVersionsBusyDeleteAndTakenNameAreTypedErrorsDocumentedOrObserved(t *testing.T) {
+	for _, version := range fakegithub.Versions() {
+		how := map[int]string{422: "documented", 409: "documented"}
+		for _, o := range fakegithub.ObservedAnswers(version) {
+			how[o.Status] = "observed"
+		}
+		t.Run(version, func(t *testing.T) {
+			fake, c, _ := world(t, fakegithub.Options{Orgs: []string{"acme"}, Version: version})
+			for _, owner := range []string{"acme", "acme/api"} {
+				busy := fake.AddRunner(owner, state.RunnerName(1, "i-0abc"), true, "run-1")
+				if err := c.DeleteRunner(ctx, owner, busy); !IsBusy(err) {
+					t.Errorf("%s, %s: delete a busy runner (422, %s): %v, want IsBusy", version, owner, how[422], err)
+				}
+				if version == fakegithub.OldestGHES {
+					continue // no just-in-time runners
+				}
+				name := state.JITRunnerName(2, 1, "i-0abc")
+				if _, err := c.GenerateJITConfig(ctx, owner, name, 1, []string{"run-2"}); err != nil {
+					t.Fatalf("%s, %s: generate-jitconfig: %v", version, owner, err)
+				}
+				if _, err := c.GenerateJITConfig(ctx, owner, name, 1, []string{"run-2"}); !IsNameTaken(err) || IsBusy(err) {
+					t.Errorf("%s, %s: generate-jitconfig for a taken name (409, %s): %v, want IsNameTaken", version, owner, how[409], err)
+				}
+			}
+		})
+	}
+}

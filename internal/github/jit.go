@@ -29,9 +29,9 @@ func IsNameTaken(err error) bool { return errors.Is(err, ErrNameTaken) }
 
 // GenerateJITConfig asks GitHub for a just-in-time runner of owner (an
 // organization or a repository) named name, in runner group groupID (1 is
-// Default; GitHub requires one), with the given labels (1 to 100, GitHub
-// adds self-hosted and the OS and architecture). A 422 is bad input, never
-// ErrBusy.
+// Default; GitHub requires one), with the given labels (1 to 100: the
+// runner has these and no others, not config.sh's self-hosted, OS and
+// architecture; fakegithub jit.go). A 422 is bad input, never ErrBusy.
 func (c *Client) GenerateJITConfig(ctx context.Context, owner, name string, groupID int64, labels []string) (JITConfig, error) {
 	switch {
 	case name == "":

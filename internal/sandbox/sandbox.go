@@ -181,9 +181,10 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	}
 	s.Capacity = ec2capacity.New(s.AWS.EC2())
 	// A listener restarted after its predecessor was killed retries its
-	// session every half second rather than every 30 s: the old session
-	// lapses once the runner is offline (5 s), and the story's timings
-	// stay those of the runner starting.
+	// session every half second rather than every 30 s, and the fake
+	// scales the rest from it (fakegithub session.go): the listener gives
+	// up after 4 s, the old session lapses after 5 s, and the story's
+	// timings stay those of the runner starting.
 	// A killed scale-set listener's session ends after 5 s nobody polls
 	// it (GitHub's own time is undocumented): its successor takes over.
 	s.GitHub = fakegithub.NewServer(fakegithub.Options{Orgs: []string{Org}, SessionRetry: 500 * time.Millisecond,

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -451,5 +452,37 @@ func TestARepooledJITInstanceLeavesNoRunnerOfItsEarlierRun(t *testing.T) {
 	}
 	if _, ok := w.fake.Runner(other); !ok {
 		t.Errorf("a runner of another instance was deleted")
+	}
+}
+
+// Issue 37, item 11: the finished just-in-time runner of the released run
+// may still be listed when refresh repools its instance, and GitHub may
+// remove it between refresh's listing and its delete (fakegithub jit.go,
+// the linger): the delete's 404 is no failure, and the instance is pooled,
+// not lost. Shown to fail with deleteLeftoverRunners taking the 404 for an
+// error (the instance stays unpooled).
+func TestARepooledJITInstanceWhoseFinishedRunnerGitHubRemovesMeanwhileIsPooled(t *testing.T) {
+	w := newWorld(t)
+	sqsc := env.Config(t).SQS()
+	q, err := sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(w.name)})
+	must(t, err)
+	w.pool.QueueURL, w.pool.Registration = aws.ToString(q.QueueUrl), state.RegistrationJIT
+	must(t, w.cp.PutPoolConfig(ctx, w.pool))
+	inst, agent := w.running("seed", 0)
+	finished := w.fake.AddRunner("acme", state.JITRunnerName(1, 1, inst.ID), false, "seed")
+	w.fake.SetOnline(finished, false)
+	inst, err = w.cp.Release(ctx, inst.Ref(), "seed", 5*time.Minute, nil)
+	must(t, err)
+	must(t, agent.PutSignal(ctx, inst.Key, inst.Assignment, state.SignalRemoveRegOK, ""))
+	// Listed, then gone by the time refresh deletes it.
+	w.fake.Inject(fakegithub.Fault{Method: "DELETE", Path: "/actions/runners/" + strconv.FormatInt(finished, 10), Status: 404, Count: 1})
+
+	out, err := w.refresh()
+	must(t, err)
+	if len(out.Repooled) != 1 || out.Repooled[0].InstanceID != inst.ID {
+		t.Fatalf("refresh repooled %+v, want %s", out.Repooled, inst.ID)
+	}
+	if n := w.fake.Count("DELETE /orgs/{org}/actions/runners/{id}"); n != 1 {
+		t.Fatalf("%d deletes of the finished runner, want 1 (answered 404)", n)
 	}
 }

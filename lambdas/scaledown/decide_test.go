@@ -124,6 +124,18 @@ func TestDecisionTable(t *testing.T) {
 			runners: []github.Runner{{ID: 7, Name: "ghr-1-2-i-1"}, {ID: 9, Name: "ghr-1-3-i-1"}}, want: Renew, deregister: []int64{7, 9}},
 		{name: "idle, a just-in-time runner of a later use registered (claimed since the read)", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
 			runners: []github.Runner{{ID: 8, Name: "ghr-2-1-i-1", Status: "online"}}, want: Keep, reason: "of a later use is registered"},
+		// An ephemeral runner may stay listed, offline and idle, a while
+		// after its job (issue 37, item 11; fakegithub jit.go, the
+		// linger): it is neither the instance's live runner nor a sign of
+		// a lost one.
+		{name: "running, its finished just-in-time runner still listed beside the next one running a job", age: time.Hour, tags: plain, rec: rec(state.Running),
+			runners: []github.Runner{{ID: 7, Name: "ghr-1-1-i-1", Status: "offline"}, {ID: 8, Name: "ghr-1-2-i-1", Status: "online", Busy: true}}, want: Keep, reason: "never terminated while its lease holds"},
+		{name: "running, only its finished just-in-time runner listed (the next not registered yet)", age: time.Hour, tags: plain, pool: noQuota, rec: rec(state.Running),
+			runners: []github.Runner{{ID: 7, Name: "ghr-1-1-i-1", Status: "offline"}}, want: Keep, reason: "never terminated while its lease holds"},
+		{name: "idle after its release, its finished just-in-time runner still listed: kept and the runner removed", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
+			runners: []github.Runner{{ID: 7, Name: "ghr-1-2-i-1", Status: "offline"}}, want: Renew, deregister: []int64{7}},
+		{name: "idle beyond the quota, its finished just-in-time runner still listed", age: time.Hour, tags: plain, pool: noQuota, rec: rec(state.Idle, clean),
+			runners: []github.Runner{{ID: 7, Name: "ghr-1-2-i-1", Status: "offline"}}, want: Terminate, deregister: []int64{7}},
 		{name: "idle, runner of its last use online and busy", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),
 			runners: []github.Runner{{ID: 7, Name: "ghr-1-i-1", Status: "online", Busy: true}}, want: Keep, reason: "is running a job right now"},
 		{name: "idle, a runner named like ours for another instance", age: time.Hour, tags: plain, rec: rec(state.Idle, clean),

@@ -34,11 +34,18 @@ type rig struct {
 }
 
 func newRig(t *testing.T) *rig {
-	r := &rig{t: t}
 	// A listener refused a live session retries 10 times a second here,
 	// 300 times as often as the real one: the tests that meet a conflict
 	// wait for it to end or for the listener to give up.
-	r.fake = fakegithub.NewServer(fakegithub.Options{Orgs: []string{"acme"}, Now: r.clock, SessionRetry: 100 * time.Millisecond, SessionConflictLimit: 2 * time.Second})
+	return newRigWith(t, fakegithub.Options{SessionRetry: 100 * time.Millisecond, SessionConflictLimit: 2 * time.Second})
+}
+
+// newRigWith is a rig whose fake has the options o (its organization and
+// clock are the rig's).
+func newRigWith(t *testing.T, o fakegithub.Options) *rig {
+	r := &rig{t: t}
+	o.Orgs, o.Now = []string{"acme"}, r.clock
+	r.fake = fakegithub.NewServer(o)
 	t.Cleanup(r.fake.Close)
 	var err error
 	r.gh, err = github.New(github.Config{BaseURL: r.fake.URL(), AppID: r.fake.AppID, PrivateKeyPEM: r.fake.PrivateKeyPEM})

@@ -68,8 +68,15 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request) (int,
 	if req.WorkFolder == "" {
 		req.WorkFolder = "_work"
 	}
-	// The labels a runner of the default set carries, then the custom ones.
-	labels := append([]string{"self-hosted", "Linux", "X64"}, req.Labels...)
+	// Only the labels asked for. The description's example asks for
+	// "self-hosted", "X64" and "macOS" itself and its runner has exactly
+	// the four labels asked (system names read-only: runnerJSON); a
+	// listener started with --jitconfig only writes the configuration's
+	// files (actions/runner src/Runner.Listener/Runner.cs, GetJitConfig)
+	// and registers nothing, and the default labels are config.sh's alone
+	// (ConfigurationManager.cs, CreateNewAgent: unless
+	// --no-default-labels).
+	labels := slices.Clone(req.Labels)
 	s.nextID++
 	rn := &runner{id: s.nextID, owner: owner, name: req.Name, os: "Linux", labels: labels, group: group,
 		secret: randomToken("secret_"), jit: true, created: s.now()}
@@ -159,12 +166,16 @@ func (s *Server) expireJIT() {
 	for id, rn := range s.runners {
 		switch {
 		case !rn.jit:
+		case !rn.doneAt.IsZero():
+			if s.now().Sub(rn.doneAt) >= s.ephemeralLinger {
+				delete(s.runners, id)
+				s.unregistered(id, "ephemeral")
+			}
 		case !rn.listened && s.now().Sub(rn.created) > s.jitUnusedAfter:
 			delete(s.runners, id)
 			s.unregistered(id, "jit-unused")
 		case rn.listened && !rn.busy && s.now().Sub(rn.listenedAt) > s.jitIdleAfter:
-			// Not busy: a just-in-time runner that finished its one job
-			// is gone already (jobDone), so this one took none.
+			// Not busy, not done: a just-in-time runner that took no job.
 			s.abandon(rn, "")
 			delete(s.runners, id)
 			s.unregistered(id, "jit-idle")
@@ -172,9 +183,24 @@ func (s *Server) expireJIT() {
 	}
 }
 
-// jobDone removes an ephemeral runner once its one job is over.
+// Ephemeral linger. GitHub removes an ephemeral runner once its one job is
+// over, but how soon is not documented: the runner may still be listed
+// (offline, not busy) for a while after its job ended, and whoever lists
+// runners then must neither count it as a live runner nor miss it as
+// gone. The fake keeps it Options.EphemeralLinger (DefaultEphemeralLinger:
+// a few seconds, our guess at "soon"). It takes no further job meanwhile:
+// its listener ended after the job, and its configuration starts no other
+// (sessionCreate).
+const DefaultEphemeralLinger = 3 * time.Second
+
+// jobDone ends an ephemeral runner's life once its one job is over: listed
+// for the linger, then removed (expireJIT).
 func (s *Server) jobDone(rn *runner) {
-	if rn.jit {
+	if !rn.jit {
+		return
+	}
+	rn.doneAt = s.now()
+	if s.ephemeralLinger <= 0 {
 		delete(s.runners, rn.id)
 		s.unregistered(rn.id, "ephemeral")
 	}

@@ -34,19 +34,26 @@ func TestAJITRunnerTakesOneJobAndIsGone(t *testing.T) {
 	if err != nil || job.ExitCode != 0 {
 		t.Fatalf("first job: %+v %v\n%s", job, err, p.out.String())
 	}
+	if err := p.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("run.sh: %v", err)
+	}
+	// Issue 37, item 11: still listed, offline and idle, for the linger
+	// (jit.go); then removed. Shown to fail with the runner removed at
+	// once, as the fake did.
+	if rs := r.fake.Runners(); len(rs) != 1 || rs[0].Online || rs[0].Busy {
+		t.Fatalf("runners right after the one job: %+v, want the finished runner still listed, offline and idle", rs)
+	}
+	r.advance(fakegithub.DefaultEphemeralLinger)
+	if rs := r.fake.Runners(); len(rs) != 0 {
+		t.Fatalf("runners after the one job and the linger: %+v, want none (GitHub removes an ephemeral runner)", rs)
+	}
 	// The timings the sandbox reports: queued, handed over, finished;
 	// the registration online (first listener) before it took the job.
 	reg := r.fake.History()[0]
 	if job.Queued.IsZero() || job.Started.Before(job.Queued) || job.Finished.Before(job.Started) ||
-		reg.Online.Before(reg.From) || job.Started.Before(reg.Online) || reg.To.Before(job.Finished) {
-		t.Fatalf("timings: job queued %v started %v finished %v; registration %v online %v ended %v",
-			job.Queued, job.Started, job.Finished, reg.From, reg.Online, reg.To)
-	}
-	if err := p.wait(t, 10*time.Second); err != nil {
-		t.Fatalf("run.sh: %v", err)
-	}
-	if rs := r.fake.Runners(); len(rs) != 0 {
-		t.Fatalf("runners after the one job: %+v, want none (GitHub removes an ephemeral runner)", rs)
+		reg.Online.Before(reg.From) || job.Started.Before(reg.Online) || reg.To.Before(job.Finished) || reg.EndedBy != "ephemeral" {
+		t.Fatalf("timings: job queued %v started %v finished %v; registration %v online %v ended %v by %q",
+			job.Queued, job.Started, job.Finished, reg.From, reg.Online, reg.To, reg.EndedBy)
 	}
 	if job, _ := r.fake.Job(second); job.State != "queued" {
 		t.Fatalf("the second job was taken too: %+v", job)

@@ -160,118 +160,6 @@ func (s *Server) listener(r *http.Request) (*runner, int, any) {
 	return rn, 0, nil
 }
 
-// Session conflicts, as actions/runner's listener meets them
-// (src/Runner.Listener/MessageListener.cs, CreateSessionAsync and
-// IsSessionCreationExceptionRetriable): a listener whose session the
-// service refuses with TaskAgentSessionConflictException because another
-// listener of the runner holds one says "A session for this runner
-// already exists.", waits _sessionCreationRetryInterval (30 s) and asks
-// again; once the conflicts counted times 30 s reach
-// _sessionConflictRetryLimit (4 minutes: the 8th conflict) it says "Stop
-// retry on SessionConflictException after retried for 240 seconds." and
-// returns SessionConflict, which Runner.cs turns into exit code 5
-// (Constants.Runner.ReturnCode.SessionConflict) and run-helper.sh into
-// "Runner listener exit with Session Conflict error, stop the service, no
-// retry needed." and exit 0. The first listener keeps its session
-// throughout. How long the service keeps the session of a listener that
-// died without deleting it is not documented: the fake holds it while the
-// runner is online (OfflineAfter since its listener was last heard).
-// The fake tells its listener the interval and the limit in the 409's
-// answer (retryMillis, limitMillis: fields of the fake's own protocol).
-
-// sessionConflict: the request's session is not the runner's (another
-// listener took the runner over after this one went silent).
-func sessionConflict() (int, any) {
-	return http.StatusConflict, apiError(http.StatusConflict, "A session for this runner already exists.")
-}
-
-// pollWait is how long a poll waits for a job: short enough that the
-// runner's polls keep it online.
-func (s *Server) pollWait() time.Duration { return min(time.Second, s.offlineAfter/2) }
-
-func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (int, any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rn, status, body := s.listener(r)
-	if rn == nil {
-		return status, body
-	}
-	if msg := s.versionRefused(r); msg != "" {
-		return http.StatusForbidden, apiError(http.StatusForbidden, msg)
-	}
-	if s.refuseListeners > 0 {
-		// RefuseListeners: this listener ends at once, without a job.
-		s.refuseListeners--
-		return http.StatusForbidden, apiError(http.StatusForbidden, s.refusal)
-	}
-	if rn.jit && rn.listened && rn.relaunches == 0 {
-		// A just-in-time configuration starts one listener, and one more
-		// after each update message: the listener run.sh launches again
-		// once the update is in place (releases.go; agent's
-		// TestARunnerThatUpdatedItselfRunsItsJobAndTheInstallStaysAtItsTarget
-		// fails without it). That GitHub takes the same configuration
-		// again then is what run.sh's relaunch implies; it is not
-		// documented.
-		return http.StatusNotFound, apiError(http.StatusNotFound, "The runner registration has been deleted from the server.")
-	}
-	if rn.jit && rn.listened {
-		rn.relaunches--
-	}
-	if rn.session != "" && s.online(rn) {
-		// Another listener holds a live session: this one is refused
-		// and retries; the first keeps its session (see
-		// sessionConflictRetry).
-		return http.StatusConflict, map[string]any{
-			"message":     "A session for this runner already exists.",
-			"retryMillis": s.sessionRetry.Milliseconds(),
-			"limitMillis": s.conflictLimit.Milliseconds(),
-		}
-	}
-	if !rn.listened {
-		s.cameOnline(rn.id)
-		rn.listenedAt = s.now()
-	}
-	rn.listened = true
-	session := randomToken("session_")
-	// A new listener for a runner whose last one went silent (killed,
-	// its session never deleted): the job the old one was handed is
-	// settled first.
-	s.abandon(rn, session)
-	rn.session, rn.lastSeen = session, s.now()
-	return http.StatusOK, map[string]any{
-		"sessionId":       session,
-		"heartbeatMillis": max(s.offlineAfter/3, 50*time.Millisecond).Milliseconds(),
-	}
-}
-
-func (s *Server) sessionDelete(w http.ResponseWriter, r *http.Request) (int, any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rn, status, body := s.listener(r)
-	if rn == nil {
-		return status, body
-	}
-	if rn.session == r.Header.Get(sessionHeader) {
-		s.abandon(rn, "")
-		rn.session = ""
-	}
-	return http.StatusNoContent, nil
-}
-
-func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) (int, any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rn, status, body := s.listener(r)
-	if rn == nil {
-		return status, body
-	}
-	if rn.session != r.Header.Get(sessionHeader) {
-		return sessionConflict()
-	}
-	rn.lastSeen = s.now()
-	return http.StatusNoContent, nil
-}
-
 // poll hands the runner the oldest queued job of one of its labels,
 // waiting a little for one; it also keeps the runner online.
 func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
@@ -291,9 +179,9 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
 			return status, body
 		}
 		session := r.Header.Get(sessionHeader)
-		if rn.session != session {
+		if !s.ownSession(rn, r) {
 			s.mu.Unlock()
-			return sessionConflict()
+			return sessionInvalid()
 		}
 		if r.Context().Err() != nil {
 			s.mu.Unlock()
@@ -302,7 +190,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) (int, any) {
 		rn.lastSeen = s.now()
 		if msg := s.versionRefused(r); msg != "" {
 			s.mu.Unlock()
-			return http.StatusForbidden, apiError(http.StatusForbidden, msg)
+			return brokerError(http.StatusForbidden, kindVersionTooOld, msg)
 		}
 		if msg := s.updateFor(r, rn, session); msg != nil && !rn.busy {
 			s.mu.Unlock()

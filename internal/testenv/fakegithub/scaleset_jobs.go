@@ -252,8 +252,9 @@ func (s *Server) ssJobReturned(j *Job) {
 // ssGenerateJIT registers a just-in-time runner of the scale set
 // (client.go, GenerateJitRunnerConfig: {name, workFolder} →
 // {runner, encodedJITConfig}). The runner is the REST path's just-in-time
-// runner (jit.go): ephemeral, one listener, removed when idle or unused;
-// its labels are the scale set's, its group the scale set's, and its
+// runner (jit.go): ephemeral, one listener, removed when idle or unused,
+// and a linger after its job; its labels are the scale set's, its group
+// the scale set's, and its
 // DisableUpdate the scale set's RunnerSetting. A taken name is refused
 // with AgentExistsException, which the client maps to RunnerExistsError
 // (errors.go); the status, 409, is not documented.

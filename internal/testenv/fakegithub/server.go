@@ -71,16 +71,24 @@ type Options struct {
 	// connected for more than a day is removed automatically, any other
 	// after 14 days).
 	JITUnusedAfter time.Duration
+	// EphemeralLinger is how long an ephemeral runner stays listed after
+	// its one job (default DefaultEphemeralLinger, jit.go: GitHub's time is
+	// undocumented; negative: removed at once).
+	EphemeralLinger time.Duration
 	// JITIdleAfter is how long a just-in-time runner's listener may wait
 	// for a job before GitHub removes the runner (default 4 minutes;
 	// jit.go, expireJIT). Tests set seconds (or SetJITIdleAfter).
 	JITIdleAfter time.Duration
 	// SessionRetry is how long a listener waits before it asks again for
-	// a session another listener holds, and SessionConflictLimit how long
-	// it keeps asking before it exits 5 (defaults: the real listener's 30
-	// seconds and 4 minutes, runnerproto.go). Tests that restart a
-	// killed listener set them short.
-	SessionRetry, SessionConflictLimit time.Duration
+	// a session another listener holds, SessionConflictLimit how long it
+	// keeps asking before it exits 5, and SessionExpiry how long GitHub
+	// keeps the session of a listener it no longer hears from (session.go).
+	// Defaults: the real listener's 30 s, then the limit 8 retries (the
+	// real 4 minutes) and the expiry five fourths of the limit (5 minutes;
+	// undocumented, session.go says why), so a test that sets SessionRetry
+	// alone scales all three. The expiry is at least 2 s: longer than a
+	// live listener's poll (pollWait).
+	SessionRetry, SessionConflictLimit, SessionExpiry time.Duration
 	// Version is which GitHub the fake is: APIGitHubCom (the default) or
 	// a GitHub Enterprise Server release, "ghes-3.9" to "ghes-3.19",
 	// serving only what that release's REST API description has
@@ -149,8 +157,10 @@ type Server struct {
 	offlineAfter    time.Duration
 	jitUnusedAfter  time.Duration
 	jitIdleAfter    time.Duration // Options.JITIdleAfter
+	ephemeralLinger time.Duration // Options.EphemeralLinger
 	sessionRetry    time.Duration // Options.SessionRetry
 	conflictLimit   time.Duration // Options.SessionConflictLimit
+	sessionExpiry   time.Duration // Options.SessionExpiry
 	// RefuseListeners: how many more listeners to turn away, and why.
 	refuseListeners int
 	refusal         string
@@ -211,6 +221,9 @@ type runner struct {
 	// just-in-time configuration may still start after an update.
 	updateSession string
 	relaunches    int
+	// doneAt: when an ephemeral runner's one job ended; it is still
+	// listed for the linger (jit.go, jobDone).
+	doneAt time.Time
 }
 
 // Job states.
@@ -306,10 +319,16 @@ func NewServer(o Options) *Server {
 		o.SessionRetry = 30 * time.Second
 	}
 	if o.SessionConflictLimit <= 0 {
-		o.SessionConflictLimit = 4 * time.Minute
+		o.SessionConflictLimit = 8 * o.SessionRetry
+	}
+	if o.SessionExpiry <= 0 {
+		o.SessionExpiry = max(o.SessionConflictLimit*5/4, 2*time.Second)
 	}
 	if o.JITUnusedAfter <= 0 {
 		o.JITUnusedAfter = 24 * time.Hour
+	}
+	if o.EphemeralLinger == 0 {
+		o.EphemeralLinger = DefaultEphemeralLinger
 	}
 	if o.JITIdleAfter <= 0 {
 		o.JITIdleAfter = DefaultJITIdleAfter
@@ -339,9 +358,11 @@ func NewServer(o Options) *Server {
 		offlineAfter:    o.OfflineAfter,
 		jitUnusedAfter:  o.JITUnusedAfter,
 		jitIdleAfter:    o.JITIdleAfter,
+		ephemeralLinger: o.EphemeralLinger,
 		noDisableUpdate: o.NoDisableUpdate,
 		sessionRetry:    o.SessionRetry,
 		conflictLimit:   o.SessionConflictLimit,
+		sessionExpiry:   o.SessionExpiry,
 		rewrite:         o.Rewrite,
 		extra:           o.ExtraRoutes,
 		ss:              newScaleSetState(o.ScaleSet),

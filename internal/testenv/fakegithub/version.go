@@ -49,6 +49,39 @@ type features struct {
 	nameFilter bool
 }
 
+// Observed is an answer the fake gives where a version's description
+// documents none: what such servers were seen to answer.
+type Observed struct {
+	// Operation is the start of the operation ids it applies to.
+	Operation string
+	Status    int
+	Why       string
+}
+
+// ObservedAnswers lists the answers the fake gives as version does
+// although its description does not document them. GHES 3.9 to 3.12 answer
+// a delete of a runner that runs a job 422 ("still running a job") and
+// (3.10 to 3.12, the ones with just-in-time runners) a generate-jitconfig
+// for a name another runner has 409, as github.com and GHES 3.13 on do and
+// document; the 3.9 to 3.12 descriptions list only 204 for the delete and
+// 201, 404 and 422 for generate-jitconfig (@octokit/openapi 16.6.0,
+// generated/ghes-3.9.json to ghes-3.12.json). internal/testenv/ghapi
+// allows these and no other undocumented statuses, and internal/github
+// reads them as the documented ones (ErrBusy, ErrNameTaken).
+func ObservedAnswers(version string) []Observed {
+	minor, ok := ghesMinor(version)
+	if !ok || minor >= 13 {
+		return nil
+	}
+	out := []Observed{{Operation: "actions/delete-self-hosted-runner-from-", Status: 422,
+		Why: "422 for deleting a runner that runs a job, observed on GHES 3.9 to 3.12 and documented from 3.13 on"}}
+	if minor >= 10 {
+		out = append(out, Observed{Operation: "actions/generate-runner-jitconfig-for-", Status: 409,
+			Why: "409 for a just-in-time runner whose name is taken, observed on GHES 3.10 to 3.12 and documented from 3.13 on"})
+	}
+	return out
+}
+
 // featuresOf parses Options.Version.
 func featuresOf(version string) (features, error) {
 	if version == "" || version == APIGitHubCom {

@@ -631,54 +631,9 @@ func listen() int {
 		stop()
 	}()
 
-	var sess sessionInfo
-	conflicts := 0
-	for {
-		status, msg, err := call(ctx, http.MethodPost, l.url("runners/%d/session")+versionQuery(l.settings.DisableUpdate), l.auth(), "", nil, &sess)
-		if err == nil && status == http.StatusConflict {
-			// Another listener holds the session: retry, then exit 5
-			// (fakegithub runnerproto.go: MessageListener.cs).
-			retry, limit := time.Duration(sess.RetryMillis)*time.Millisecond, time.Duration(sess.LimitMillis)*time.Millisecond
-			if retry <= 0 { // the real listener's
-				retry, limit = 30*time.Second, 4*time.Minute
-			}
-			conflicts++
-			fmt.Fprintln(os.Stderr, "A session for this runner already exists.")
-			if conflicts > 1 && time.Duration(conflicts)*retry >= limit {
-				fmt.Fprintf(os.Stderr, "Stop retry on SessionConflictException after retried for %g seconds.\n", limit.Seconds())
-				fmt.Fprintln(os.Stderr, "Failed to create session. A session for this runner already exists.")
-				return codeSessionConflict
-			}
-			if conflicts == 1 {
-				fmt.Fprintf(os.Stderr, "%s: Runner connect error: A session for this runner already exists.. Retrying until reconnected.\n", stamp())
-			}
-			sleep(ctx, retry)
-			if ctx.Err() != nil {
-				return codeSuccess
-			}
-			continue
-		}
-		if err == nil && (status == http.StatusNotFound || status == http.StatusUnauthorized) {
-			fmt.Fprintln(os.Stderr, deletedMessage)
-			return codeTerminatedError
-		}
-		if err == nil && status == http.StatusForbidden {
-			// A refusal that no retry changes (Server.RefuseListeners: a
-			// deprecated version, say): the listener ends at once.
-			fmt.Fprintf(os.Stderr, "%s: An error occurred: %s\n", stamp(), msg)
-			if strings.Contains(msg, "is deprecated and cannot receive messages") {
-				return deprecatedCode()
-			}
-			return codeTerminatedError
-		}
-		if err == nil && status < 300 {
-			break
-		}
-		if ctx.Err() != nil {
-			return codeSuccess
-		}
-		fmt.Fprintf(os.Stderr, "%s: Failed to create a session (%v, HTTP %d). Retrying until reconnected.\n", stamp(), err, status)
-		sleep(ctx, time.Second)
+	sess, code, ok := l.createSession(ctx)
+	if !ok {
+		return code
 	}
 	l.session = sess.SessionID
 	// github.com moves every runner to its newer service at its first
@@ -728,6 +683,8 @@ func listen() int {
 			TargetVersion  string `json:"targetVersion"`
 			DownloadURL    string `json:"downloadUrl"`
 			SHA256Checksum string `json:"sha256Checksum"`
+			// A refusal's kind (the broker's BrokerError.errorKind).
+			ErrorKind string `json:"errorKind"`
 		}
 		pctx, cancelPoll := context.WithCancel(ctx)
 		if upd != nil {
@@ -747,9 +704,9 @@ func listen() int {
 			// Whatever the poll got is dropped: a job not acknowledged
 			// goes back to the queue.
 		case status == http.StatusForbidden:
-			// GitHub refuses the version (AccessDeniedException, ErrorCode 1).
-			fmt.Fprintf(os.Stderr, "An error occured: %s\n", msg)
-			return deprecatedCode()
+			if code, goOn := l.forbidden(ctx, job.ErrorKind, msg, &sess); !goOn {
+				return code
+			}
 		case status == http.StatusOK && job.Type == "RunnerRefresh":
 			if upd == nil {
 				upd = startUpdate(l.workFolder(), job.TargetVersion, job.DownloadURL, job.SHA256Checksum)
@@ -773,9 +730,6 @@ func listen() int {
 		case status == http.StatusUnauthorized:
 			fmt.Fprintln(os.Stderr, "Runner registration has been deleted from the server, please re-configure.")
 			return codeTerminatedError
-		case status == http.StatusConflict:
-			fmt.Fprintln(os.Stderr, "A session for this runner already exists.")
-			return codeSessionConflict
 		case status == http.StatusOK && job.ID != 0:
 			l.take(ctx, sess, job.ID, job.Repo, job.Label, job.Script, job.Post)
 			if l.settings.Ephemeral {
@@ -1006,8 +960,8 @@ func call(ctx context.Context, method, u, auth, session string, body, out any) (
 	if resp.StatusCode >= 300 {
 		var msg struct{ Message string }
 		json.Unmarshal(data, &msg)
-		if resp.StatusCode == http.StatusConflict && out != nil {
-			json.Unmarshal(data, out) // a session conflict's retry timing
+		if (resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusForbidden) && out != nil {
+			json.Unmarshal(data, out) // a session conflict's retry timing, a refusal's kind
 		}
 		return resp.StatusCode, msg.Message, nil
 	}
