@@ -67,7 +67,7 @@ func (r *monitoringResource) Metadata(_ context.Context, req resource.MetadataRe
 func (r *monitoringResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "A CloudWatch dashboard of the functions' metrics (time to runners, pool hits and misses, each instance's way to ready, release, terminations by reason, errors, GitHub's rate limit) " +
-			"and alarms: per pool, a failed provision, a stuck run (a run held an instance past its lease) and a high pool-miss ratio; for the deployment, refresh repairs, failing refresh or scale-down runs, a low GitHub rate limit, with `functions` each function's failed invocations as Lambda counts them, and, with `listener`, a scale-set listener that stopped polling. " +
+			"and alarms: per pool, a failed provision, a stuck run (a run held an instance past its lease) and a high pool-miss ratio; for the deployment, refresh repairs, failing refresh or scale-down runs, a low GitHub rate limit, with `functions` each function's invocations that died before writing their outcome, and, with `listener`, a scale-set listener that stopped polling. " +
 			"Metrics of the provider's environment only. Missing data never alarms, but for the listener's polls.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The dashboard name.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -89,9 +89,9 @@ func (r *monitoringResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Description: "The deployment runs the scale-set listener (a pool has a scale_set): an alarm `<name>-listener-polls` fires when no poll of a scale set's session answered for 2 minutes in a row, " +
 					"missing data breaching (a listener that died writes nothing), and the dashboard charts the listener's polls and the scale sets' jobs. Default false: no such alarm."},
 			"functions": schema.MapAttribute{Optional: true, ElementType: types.StringType,
-				Description: "The deployment's Lambda functions by handler (`provision`, `jit`, `release`, `refresh`, `scale-down` → `ghrunner_function.name`): an alarm `<name>-lambda-errors-<handler>` per function on Lambda's own `Errors` metric (`AWS/Lambda`, dimension `FunctionName`), " +
-					"which counts every failed invocation, also one that died before writing ghrunner's metrics (an init that exits, a timeout, out of memory). It fires on any failed invocation within 5 minutes; for `refresh` and `scale-down`, which a GitHub outage fails for as long as it lasts, " +
-					"when three 10-minute periods in a row each had one. A refused payload is a failed invocation of provision or release too. Missing data (no invocation) does not alarm.",
+				Description: "The deployment's Lambda functions by handler (`provision`, `jit`, `release`, `refresh`, `scale-down` → `ghrunner_function.name`): an alarm `<name>-lambda-errors-<handler>` per function on the failed invocations Lambda's own `Errors` metric counts (`AWS/Lambda`, dimension `FunctionName`) and ghrunner's `Errors` does not, " +
+					"a metric math alarm: an invocation that died before writing ghrunner's metrics (an init that exits, a timeout, out of memory), never a failure the function wrote down (a refused payload, which any workflow can send, pages no one). " +
+					"It fires on one within 5 minutes; for `refresh` and `scale-down`, when three 10-minute periods in a row each had one. Missing data (no invocation) does not alarm.",
 				Validators: []validator.Map{mapvalidator.KeysAre(stringvalidator.OneOf(handlers...)),
 					mapvalidator.ValueStringsAre(stringvalidator.RegexMatches(functionNameRE, "must be a function name (1-64 letters, digits, '-' or '_', as ghrunner_function's name)"))}},
 			"alarm_names": schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: "The alarms made."},

@@ -212,7 +212,7 @@ resource "ghrunner_monitoring" "this" {
   github_rate_limit_threshold = var.monitoring.github_rate_limit_threshold
   # A pool with a scale set needs the listener: its polls stopping alarms.
   listener = anytrue([for p in values(var.pools) : p.scale_set != null])
-  # Lambda's own count of each function's failed invocations: also the
-  # ones that die before writing a metric of ours.
+  # Lambda's own count of each function's failed invocations, less ours:
+  # the ones that die before writing a metric of ours.
   functions = { for h, f in ghrunner_function.fn : h => f.name }
 }
