@@ -217,7 +217,8 @@ func retryWhile(ctx context.Context, every, limit time.Duration, transient func(
 }
 
 // roleName is the name of a role the provider makes: kind ("fn-" for a
-// function's, "sched-" for a schedule's, "" for a pool's) and the resource's
+// function's, "sched-" for a schedule's, "pool-" for a pool's, "invoke-",
+// "listener-": none is the start of another) and the resource's
 // name, after the deployment's environment and region. IAM names are global
 // to the account while everything else the provider makes is regional, so
 // without the region a second region's deployment of the same environment

@@ -89,7 +89,7 @@ func TestAccPool_logGroupAndInstanceRoleReplacedOutside(t *testing.T) {
 						t.Fatal(err)
 					}
 					// The role replaced by hand: same name, new id.
-					svc, name := admin.IAM(c), "ghr-acc-us-east-1-linux"
+					svc, name := admin.IAM(c), "ghr-acc-us-east-1-pool-linux"
 					got, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
 					if err != nil {
 						t.Fatal(err)

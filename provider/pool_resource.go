@@ -287,7 +287,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 
 			"launch_template_id":      schema.StringAttribute{Computed: true, Description: "Launch template id; empty after a refresh found the template deleted outside Terraform (the apply makes one).", PlanModifiers: keep},
 			"launch_template_version": schema.StringAttribute{Computed: true, Description: "Current launch template version; pooled instances of older versions are not reused."},
-			"role_name":               schema.StringAttribute{Computed: true, Description: "Instance role and instance profile name: ghr-<environment>-<region>-<pool>.", PlanModifiers: keep},
+			"role_name":               schema.StringAttribute{Computed: true, Description: "Instance role and instance profile name: ghr-<environment>-<region>-pool-<pool>.", PlanModifiers: keep},
 			"instance_role_id":        schema.StringAttribute{Computed: true, Description: "IAM's id of the instance role (AROA…). Each instance's record in the state table is keyed <instance_role_id>:<instance id>, the aws:userid of the instance's session, and the role's policy allows that key only (dynamodb:LeadingKeys): an instance reads and writes its own record and no other. A role deleted or replaced outside Terraform (a new id) reads empty after a refresh, and the next plan shows the id changing with a new template version.", PlanModifiers: keep},
 			"instance_profile_arn":    schema.StringAttribute{Computed: true, Description: "Instance profile ARN; empty after a refresh found the profile deleted, or without the role (the apply makes it again).", PlanModifiers: keep},
 			"agent_bucket":            schema.StringAttribute{Computed: true, Description: "Private bucket holding the agent (empty with agent_path, or after a refresh found it deleted: the apply makes one).", PlanModifiers: keep},
@@ -463,8 +463,13 @@ func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.D
 	return diags
 }
 
-// roleName is the pool's role and instance profile name.
-func (r *poolResource) roleName(m poolModel) string { return r.c.roleName("", m.Name.ValueString()) }
+// roleName is the pool's role and instance profile name. Its kind, "pool-",
+// keeps it apart from the deployment's other roles: without one a pool
+// named "listener-task" or "fn-provision" had the listener's or a
+// function's role name, and its apply failed on the ownership check.
+func (r *poolResource) roleName(m poolModel) string {
+	return r.c.roleName("pool-", m.Name.ValueString())
+}
 
 // name is the pool's launch template name (regional, so without the
 // region; the role's and profile's is clients.roleName).

@@ -212,7 +212,7 @@ func TestAccPool_basic_update_import(t *testing.T) {
 					resource.TestCheckNoResourceAttr("ghrunner_pool.linux", "runner_group"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "architecture", "amd64"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_version", runnerrelease.Latest),
-					resource.TestCheckResourceAttr("ghrunner_pool.linux", "role_name", "ghr-acc-us-east-1-linux"),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "role_name", "ghr-acc-us-east-1-pool-linux"),
 					resource.TestMatchResourceAttr("ghrunner_pool.linux", "agent_sha256", regexp.MustCompile(`^[0-9a-f]{64}$`)),
 				),
 			},
@@ -261,11 +261,11 @@ func (f poolFixture) checkNothingLeft(*terraform.State) error {
 	if err == nil && len(lts.LaunchTemplates) > 0 {
 		return fmt.Errorf("launch template ghr-acc-linux left behind")
 	}
-	if _, err := admin.IAM(c).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("ghr-acc-us-east-1-linux")}); err == nil {
-		return fmt.Errorf("role ghr-acc-us-east-1-linux left behind")
+	if _, err := admin.IAM(c).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("ghr-acc-us-east-1-pool-linux")}); err == nil {
+		return fmt.Errorf("role ghr-acc-us-east-1-pool-linux left behind")
 	}
-	if _, err := admin.IAM(c).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("ghr-acc-us-east-1-linux")}); err == nil {
-		return fmt.Errorf("instance profile ghr-acc-us-east-1-linux left behind")
+	if _, err := admin.IAM(c).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("ghr-acc-us-east-1-pool-linux")}); err == nil {
+		return fmt.Errorf("instance profile ghr-acc-us-east-1-pool-linux left behind")
 	}
 	if days, found, err := (&clients{aws: c}).logRetention(ctx, "/ghrunner/acc/linux"); err != nil || found {
 		return fmt.Errorf("log group /ghrunner/acc/linux left behind (%d days, %v)", days, err)
