@@ -91,8 +91,9 @@ type Sandbox struct {
 	instances *instancehost.Host
 	schedules *schedules
 	streams   *streams
-	registry  *registry // ECR's registry API (ecr.go)
-	ecsTasks  *ecsTasks // ECS services' tasks as processes (ecs.go)
+	registry  *registry      // ECR's registry API (ecr.go)
+	ecsTasks  *ecsTasks      // ECS services' tasks as processes (ecs.go)
+	states    instanceStates // instances stopping or booting (ec2states.go)
 	iam       *iamGate
 	evaluator *iamsim.Evaluator
 	runnerSHA string // of the fake runner's tarball the fake github.com serves
@@ -498,7 +499,7 @@ func (s *Sandbox) routes() http.Handler {
 	// request EC2 refuses for its configuration never reaches capacity.
 	// It makes one CreateFleet to moto per override it fills, so with
 	// limits set Faults.AfterCreateFleet hears each of them.
-	api := s.iam.handler(s.withIAMLag(s.Capacity.Front(s.withFaults(s.registry.withECR(s.ecsTasks.withECS(moto))))))
+	api := s.iam.handler(s.withIAMLag(s.withInstanceStates(s.Capacity.Front(s.withFaults(s.registry.withECR(s.ecsTasks.withECS(moto)))))))
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isRegistryRequest(r) {
 			s.registry.ServeHTTP(w, r) // ECR's registry API (ecr.go)
