@@ -119,20 +119,9 @@ type Agent struct {
 	// started again after it was stopped.
 	runnerMu sync.Mutex
 	halted   bool
-	// jitAsked is the just-in-time configuration last asked for, and when.
-	jitAsked   int
-	jitAskedAt time.Time
-	// jitCleaned is the just-in-time runner (its seq) whose job's
-	// leftovers were last cleaned up, before the next runner starts.
-	jitCleaned int
-	// jitIdle counts the runners that ended without a job (jitcap.go).
-	jitIdle jitIdle
-	// jitUpdateNoted is the runner (assignment/seq) whose self-update, if
-	// any, was last looked for (noteSelfUpdate).
-	jitUpdateNoted string
-	// jitStartedAt is when this process last started a just-in-time
-	// runner (zero: an earlier agent process did).
-	jitStartedAt time.Time
+	// jit is the just-in-time assignment's runners (jitmachine.go),
+	// the main loop's alone.
+	jit jitMachine
 	// up keeps the install at the record's runner target (upgrade.go).
 	up upgrader
 }
