@@ -96,12 +96,8 @@ type Agent struct {
 	Prepare func(context.Context) error
 
 	started time.Time
-	// mono is the clock leases are measured with (see monoClock); boot
-	// names the boot it counts from.
-	mono      func() time.Duration
-	boot      string
-	lease     leaseClock // the last record read, and its lease
-	anchorsMu sync.Mutex
+	// lease is the record's lease as the agent counts it (leasemachine.go).
+	lease leaseMachine
 	// local is what the runner is registered for, used by the main loop
 	// only; current is a copy for the other loops.
 	local     registration
@@ -154,7 +150,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.Now = time.Now
 	}
 	a.started = a.Now()
-	a.mono, a.boot = monoClock()
+	a.lease.mono, a.lease.boot = monoClock()
 	a.terminated = make(chan struct{})
 	a.Log = a.Log.With("instanceId", a.InstanceID)
 	if err := os.MkdirAll(a.Config.StateDir, 0o700); err != nil {
@@ -269,26 +265,6 @@ func (a *Agent) reconcile(ctx context.Context, rec *state.Instance) {
 	case rec.State == state.Idle:
 		a.confirmClean(ctx, rec)
 		a.upgradeIdle(ctx, rec)
-	}
-}
-
-func (a *Agent) heartbeatLoop(ctx context.Context) {
-	failures := 0
-	for {
-		if err := a.Store.Heartbeat(ctx, a.Key); err != nil && ctx.Err() == nil {
-			failures++
-			if !state.IsNotFound(err) {
-				a.Log.Warn("heartbeat", "err", err, "attempt", failures)
-			}
-			if !sleep(ctx, min(backoff(failures), a.Config.HeartbeatInterval.Duration)) {
-				return
-			}
-			continue
-		}
-		failures = 0
-		if !sleep(ctx, a.Config.HeartbeatInterval.Duration) {
-			return
-		}
 	}
 }
 
