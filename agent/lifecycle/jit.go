@@ -128,7 +128,7 @@ func (a *Agent) noteSelfUpdate(rec *state.Instance) {
 	if rec.RunnerTarget != nil {
 		target = rec.RunnerTarget.Version
 	}
-	a.Log.Warn("the just-in-time runner updated itself in its copy: GitHub's latest release is ahead of the install; the install stays at its target", "seq", a.local.Seq, "updatedTo", v, "installed", a.installedVersion(), "target", target)
+	a.Log.Warn("the just-in-time runner updated itself in its copy: GitHub's latest release is ahead of the install; the install stays at its target", "seq", a.local.Seq, "updatedTo", v, "installed", a.up.installedVersion(), "target", target)
 }
 
 // cleanBetweenJobs ends what a just-in-time job left before the next job

@@ -118,7 +118,7 @@ type Agent struct {
 	// jit is the just-in-time assignment's runners (jitmachine.go),
 	// the main loop's alone.
 	jit jitMachine
-	// up keeps the install at the record's runner target (upgrade.go).
+	// up keeps the install at the record's runner target (upgrader.go).
 	up upgrader
 }
 
@@ -153,6 +153,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.lease.mono, a.lease.boot = monoClock()
 	a.terminated = make(chan struct{})
 	a.Log = a.Log.With("instanceId", a.InstanceID)
+	a.up.runner, a.up.install, a.up.log = a.Runner, a.Config.RunnerDir, a.Log
 	if err := os.MkdirAll(a.Config.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
@@ -167,7 +168,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.preRunner = outcome{} // checked again, and answered, by runPreRunner
 	}
 	if a.installFailure == "" {
-		a.noteInstalled(ctx)
+		a.up.noteInstalled(ctx)
 	}
 	a.loadAnchors()
 
@@ -185,7 +186,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// A staging of a runner release (upgrade.go) ends with ctx too: Run
 	// returns once it has, so that nothing writes the runner's folders
 	// after the agent stopped (a restarted agent would stage alongside).
-	a.waitStaging()
+	a.up.wait()
 	if a.isTerminated() {
 		return ErrTerminated
 	}
