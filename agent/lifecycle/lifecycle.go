@@ -27,6 +27,14 @@
 //     wall clock, which may be minutes off; plus a grace), or the record is
 //     terminated or never appears, the instance terminates itself, even with
 //     the control plane gone.
+//
+// The Agent composes three state machines, each a type with its
+// invariants at its top and its own synchronisation: jitMachine
+// (jitmachine.go, jitcap.go: the just-in-time runners, owned by the main
+// loop's goroutine, no lock), leaseMachine (leasemachine.go, lease.go: the
+// lease as the agent counts it, a mutex for what was seen and one for the
+// saves) and upgrader (upgrader.go: the runner release's staging and swap,
+// one mutex). The Agent's own fields follow the rules given beside each.
 package lifecycle
 
 import (
@@ -76,7 +84,11 @@ var errHalted = errors.New("the instance is going away: runner not started")
 // ErrTerminated is returned by Run once the instance asked EC2 to terminate it.
 var ErrTerminated = errors.New("instance terminated itself")
 
-// Agent is the agent of one instance.
+// Agent is the agent of one instance. Its exported fields are set before
+// Run and only read afterwards. Of the rest: local, preRunner and
+// installFailure are the main loop's alone; current, interrupted and
+// terminated (closed once, termOnce) are how the other loops see them;
+// runnerMu guards halted and every start of the runner.
 type Agent struct {
 	Config     config.Config
 	InstanceID string
