@@ -281,47 +281,6 @@ func (a *Agent) reconcile(ctx context.Context, rec *state.Instance) {
 	}
 }
 
-func (a *Agent) spotLoop(ctx context.Context) {
-	if a.Spot == nil {
-		return
-	}
-	var rebalance *imds.Rebalance
-	for sleep(ctx, 5*time.Second) {
-		if rebalance == nil {
-			if r, err := a.Spot.Rebalance(ctx); err == nil && r != nil {
-				a.Log.Warn("rebalance recommendation: the runner keeps its job, the instance takes no next one", "noticeTime", r.NoticeTime)
-				rebalance = r
-			}
-		}
-		if rebalance != nil {
-			a.sayRebalance(ctx, rebalance)
-		}
-		notice, err := a.Spot.Spot(ctx)
-		if err != nil || notice == nil {
-			continue
-		}
-		a.Log.Warn("spot interruption notice", "action", notice.Action, "at", notice.Time)
-		a.interrupted.Store(true)
-		if rec := a.lease.current(); rec != nil {
-			a.signal(ctx, rec, state.SignalInterrupted, notice.Action+" at "+notice.Time.Format(time.RFC3339))
-		}
-		a.halt()
-		return
-	}
-}
-
-// sayRebalance writes the rebalance signal on the record until the record
-// holds one (of any assignment: it outlives assignments, and the control
-// plane claims no instance that has it). It stops nothing: a job running
-// goes on, and the instance is retired once idle.
-func (a *Agent) sayRebalance(ctx context.Context, r *imds.Rebalance) {
-	rec := a.lease.current()
-	if rec == nil || rec.State == state.Terminated || rec.HasRebalance() {
-		return
-	}
-	a.signal(ctx, rec, state.SignalRebalance, "noticeTime "+r.NoticeTime.UTC().Format(time.RFC3339))
-}
-
 // startRunner starts run.sh, unless the instance is going away.
 func (a *Agent) startRunner() error {
 	a.runnerMu.Lock()
