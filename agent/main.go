@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,10 +55,13 @@ func run(args []string) error {
 		fmt.Fprintf(fs.Output(), `Usage: ghrunner-agent [-config FILE] [-check] [-SETTING VALUE ...]
 
 The ghrunner instance agent. Reads its configuration from FILE (default %s),
-then GHRUNNER_* environment variables, then the flags below; the instance id
-and region come from the instance metadata service (IMDSv2).
+then GHRUNNER_* environment variables, then the flags below, each later one
+winning; the instance id and region come from the instance metadata service
+(IMDSv2). Every setting of the file is settable all three ways, by the same
+name, except %s:
+test fixtures and fault injection, which only the file sets.
 
-`, config.DefaultPath)
+`, config.DefaultPath, strings.Join(config.FileOnly, ", "))
 		fs.PrintDefaults()
 	}
 	path := fs.String("config", config.DefaultPath, "configuration file written by user data")

@@ -1,20 +1,23 @@
 // Package config is the agent's configuration: the JSON file user-data
 // writes (/etc/ghrunner/agent.json), overridden by GHRUNNER_* environment
-// variables and then by command-line flags.
+// variables and then by command-line flags (settings.go).
+//
+// Invariants: every setting of a real instance is settable the same three
+// ways (file, environment, flag); the fault-injection settings tests use
+// (FileOnly) only from the file, so no shipped flag or variable plays with
+// the agent's clock or its metadata service; Validate names the field and
+// the rule of the first setting it refuses.
 package config
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -57,7 +60,8 @@ type Config struct {
 	// Endpoint and Endpoints override AWS endpoints (VPC endpoints, emulators).
 	Endpoint  string            `json:"endpoint,omitempty"`
 	Endpoints map[string]string `json:"endpoints,omitempty"`
-	// IMDSEndpoint overrides the instance metadata endpoint (tests).
+	// IMDSEndpoint overrides the instance metadata endpoint (tests: the
+	// file only).
 	IMDSEndpoint string `json:"imdsEndpoint,omitempty"`
 
 	// RunnerDir holds the runner software (config.sh, run.sh). When
@@ -68,7 +72,7 @@ type Config struct {
 	// OSRelease names the distribution (os-release(5)): before it
 	// downloads the runner, the agent installs the libraries the runner
 	// needs with the package manager of its family. Empty:
-	// /etc/os-release; tests point it elsewhere.
+	// /etc/os-release; tests point it elsewhere (the file only).
 	OSRelease string `json:"osRelease,omitempty"`
 	// RunDir is where each assignment's runner runs: a fresh copy of
 	// RunnerDir, the runner user's, discarded when the assignment ends.
@@ -118,9 +122,12 @@ type Config struct {
 	// StopTimeout bounds the graceful stop of the runner.
 	StopTimeout Duration `json:"stopTimeout,omitempty"`
 	// JITRemovedMin: a runner removed sooner is not idle (lifecycle/jitcap.go).
+	// Its default follows GitHub's behaviour; tests shorten it (the file
+	// only).
 	JITRemovedMin Duration `json:"jitRemovedMin,omitempty"`
 	// ClockOffset shifts the agent's clock: the fault-injection suites use
-	// it to play an instance whose clock is off. Zero on real instances.
+	// it to play an instance whose clock is off. Zero on real instances
+	// (the file only).
 	ClockOffset Duration `json:"clockOffset,omitempty"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"logLevel,omitempty"`
@@ -305,95 +312,4 @@ func Load(path string, required bool) (Config, error) {
 		return c, err
 	}
 	return c, nil
-}
-
-// fields maps the JSON names of the scalar fields to setters, shared by the
-// environment and the flags.
-func (c *Config) fields() map[string]func(string) error {
-	str := func(p *string) func(string) error { return func(v string) error { *p = v; return nil } }
-	dur := func(p *Duration) func(string) error {
-		return func(v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return err
-			}
-			p.Duration = d
-			return nil
-		}
-	}
-	boolean := func(p *bool) func(string) error {
-		return func(v string) error {
-			b, err := strconv.ParseBool(v)
-			*p = b
-			return err
-		}
-	}
-	return map[string]func(string) error{
-		"table": str(&c.Table), "region": str(&c.Region), "endpoint": str(&c.Endpoint), "imdsEndpoint": str(&c.IMDSEndpoint),
-		"runnerDir": str(&c.RunnerDir), "runnerTarballUrl": str(&c.RunnerTarballURL), "runnerTarballSha256": str(&c.RunnerTarballSHA256),
-		"runDir": str(&c.RunDir), "workDir": str(&c.WorkDir), "runnerUser": str(&c.RunnerUser), "stateDir": str(&c.StateDir),
-		"preRunnerScript": str(&c.PreRunnerScript), "preRunnerTimeout": dur(&c.PreRunnerTimeout),
-		"cleanupScript": str(&c.CleanupScript), "cleanupTimeout": dur(&c.CleanupTimeout),
-		"heartbeatInterval": dur(&c.HeartbeatInterval), "idlePoll": dur(&c.IdlePoll), "assignedPoll": dur(&c.AssignedPoll),
-		"dockerHost": str(&c.DockerHost), "keepDockerImages": boolean(&c.KeepDockerImages),
-		"recordWait": dur(&c.RecordWait), "clockSkew": dur(&c.ClockSkew), "clockOffset": dur(&c.ClockOffset), "stopTimeout": dur(&c.StopTimeout), "logLevel": str(&c.LogLevel),
-	}
-}
-
-// EnvName is the environment variable of a field: GHRUNNER_ + the JSON name
-// in upper snake case (runnerDir → GHRUNNER_RUNNER_DIR).
-func EnvName(field string) string {
-	var b strings.Builder
-	b.WriteString("GHRUNNER_")
-	for i, r := range field {
-		if r >= 'A' && r <= 'Z' && i > 0 {
-			b.WriteByte('_')
-		}
-		b.WriteRune(r)
-	}
-	return strings.ToUpper(b.String())
-}
-
-func (c *Config) applyEnv(lookup func(string) (string, bool)) error {
-	for name, set := range c.fields() {
-		if v, ok := lookup(EnvName(name)); ok {
-			if err := set(v); err != nil {
-				return fmt.Errorf("%s: %w", EnvName(name), err)
-			}
-		}
-	}
-	return nil
-}
-
-// Flags adds one flag per field to fs and returns the values given; apply
-// them after Load with Apply, so flags win over the file and the environment.
-func Flags(fs *flag.FlagSet) map[string]string {
-	given := map[string]string{}
-	var names []string
-	for name := range (&Config{}).fields() {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		fs.Func(name, "overrides "+name+" of the config file (env "+EnvName(name)+")", func(v string) error {
-			given[name] = v
-			return nil
-		})
-	}
-	return given
-}
-
-// Apply sets fields by their JSON names.
-func (c *Config) Apply(values map[string]string) error {
-	fields := c.fields()
-	for name, v := range values {
-		set, ok := fields[name]
-		if !ok {
-			return fmt.Errorf("%s: unknown setting", name)
-		}
-		if err := set(v); err != nil {
-			return fmt.Errorf("-%s: %w", name, err)
-		}
-	}
-	return nil
 }

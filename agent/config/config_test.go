@@ -2,8 +2,11 @@ package config
 
 import (
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +102,65 @@ func TestEnvName(t *testing.T) {
 		if got := EnvName(in); got != want {
 			t.Errorf("EnvName(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// The fault-injection settings are no shipped flag or variable: the file
+// sets them, the flags and the environment do not.
+func TestTestSettingsAreSetOnlyFromTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.json")
+	os.WriteFile(path, []byte(`{"table":"t","clockOffset":"5m","imdsEndpoint":"http://127.0.0.1:9","osRelease":"/x/os-release","jitRemovedMin":"1s"}`), 0o600)
+	c, err := Load(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ClockOffset.Duration != 5*time.Minute || c.IMDSEndpoint != "http://127.0.0.1:9" || c.OSRelease != "/x/os-release" || c.JITRemovedMin.Duration != time.Second {
+		t.Errorf("the file's test settings were not read: %+v", c)
+	}
+	for _, name := range FileOnly {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		Flags(fs)
+		if err := fs.Parse([]string{"-" + name, "1s"}); err == nil {
+			t.Errorf("-%s is a flag", name)
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(EnvName(name), "1s")
+			if _, err := Load(path, true); err == nil || !strings.Contains(err.Error(), EnvName(name)) || !strings.Contains(err.Error(), "only in the configuration file") {
+				t.Errorf("%s in the environment: %v, want it refused by name", EnvName(name), err)
+			}
+		})
+	}
+}
+
+// Every other setting of the file is settable the same three ways.
+func TestEveryRealSettingIsAFlagAndAVariableByTheSameName(t *testing.T) {
+	var file []string // the settings of the file: Config's JSON names
+	for f := range reflect.TypeFor[Config]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		file = append(file, name)
+	}
+	if len(file) < 30 {
+		t.Fatalf("only %d settings found in Config", len(file))
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	Flags(fs)
+	c := Defaults()
+	fields := c.fields()
+	for _, name := range file {
+		_, isFlag := fields[name]
+		if isFlag == slices.Contains(FileOnly, name) || isFlag != (fs.Lookup(name) != nil) {
+			t.Errorf("%s: a flag and a variable %v, file only %v", name, isFlag, slices.Contains(FileOnly, name))
+		}
+	}
+	given := map[string]string{"roleId": "AROAEXAMPLEEXAMPLE12", "endpoints": `{"dynamodb":"http://127.0.0.1:8000"}`, "logFlush": "9s", "keepDockerImages": "true"}
+	if err := c.Apply(given); err != nil {
+		t.Fatal(err)
+	}
+	if c.RoleID != "AROAEXAMPLEEXAMPLE12" || c.Endpoints["dynamodb"] != "http://127.0.0.1:8000" || c.LogFlush.Duration != 9*time.Second || !c.KeepDockerImages {
+		t.Errorf("flags not applied: %+v", c)
+	}
+	if err := c.Apply(map[string]string{"endpoints": "dynamodb=x"}); err == nil || !strings.HasPrefix(err.Error(), "-endpoints:") {
+		t.Errorf("a malformed -endpoints: %v, want it refused by name", err)
 	}
 }

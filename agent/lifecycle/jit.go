@@ -42,13 +42,12 @@ const (
 // before reading the record again, and what ends the sleep early: the
 // runner's exit (its job is done: ask for the next configuration now).
 func (a *Agent) jitWait(assignedPoll time.Duration) (time.Duration, <-chan struct{}) {
-	if alive, _ := a.Runner.Alive(); alive {
-		return assignedPoll, a.Runner.Exited()
+	alive, _ := a.Runner.Alive()
+	wait, wake := a.jit.wait(a.local.Seq, alive, time.Now(), assignedPoll)
+	if wake {
+		return wait, a.Runner.Exited()
 	}
-	if a.jitAsked == a.local.Seq+1 && time.Since(a.jitAskedAt) < jitAnswerFor {
-		return jitAnswerPoll, nil
-	}
-	return assignedPoll, nil
+	return wait, nil
 }
 
 // registerJIT starts the runner of the assignment's first configuration.
@@ -76,17 +75,17 @@ func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
 	next := a.local.Seq + 1
 	reg := rec.Registration
 	ready := reg != nil && reg.Purpose == state.PurposeJIT && reg.Assignment == rec.Assignment && reg.Seq == next
-	if !ready && !a.jitHeld() {
+	if !ready && !a.jit.held(a.local.Assignment, time.Now()) {
 		a.askJIT(ctx, rec, next) // first: the control plane answers while the agent cleans up
 	}
-	if a.jitCleaned != a.local.Seq {
+	if a.jit.needsCleaning(a.local.Seq) {
 		if err := a.cleanBetweenJobs(ctx); err != nil {
 			a.Log.Error("clean up after a just-in-time job: the next runner waits", "err", err, "seq", a.local.Seq)
 			return // tried again on the next pass
 		}
-		a.jitCleaned = a.local.Seq
+		a.jit.cleaned(a.local.Seq)
 	}
-	if a.jitGaveUp() {
+	if a.jit.gaveUp(a.local.Assignment) {
 		a.giveUpJIT(ctx, rec)
 		return
 	}
@@ -118,11 +117,9 @@ func (a *Agent) superviseJIT(ctx context.Context, rec *state.Instance) {
 // fetched itself is never installed: only the control plane's target,
 // with its checksum, is.
 func (a *Agent) noteSelfUpdate(rec *state.Instance) {
-	key := a.local.Assignment + "/" + strconv.Itoa(a.local.Seq)
-	if a.jitUpdateNoted == key {
+	if !a.jit.firstLook(a.local.Assignment + "/" + strconv.Itoa(a.local.Seq)) {
 		return
 	}
-	a.jitUpdateNoted = key
 	v := a.Runner.SelfUpdated()
 	if v == "" {
 		return
@@ -131,7 +128,7 @@ func (a *Agent) noteSelfUpdate(rec *state.Instance) {
 	if rec.RunnerTarget != nil {
 		target = rec.RunnerTarget.Version
 	}
-	a.Log.Warn("the just-in-time runner updated itself in its copy: GitHub's latest release is ahead of the install; the install stays at its target", "seq", a.local.Seq, "updatedTo", v, "installed", a.installedVersion(), "target", target)
+	a.Log.Warn("the just-in-time runner updated itself in its copy: GitHub's latest release is ahead of the install; the install stays at its target", "seq", a.local.Seq, "updatedTo", v, "installed", a.up.installedVersion(), "target", target)
 }
 
 // cleanBetweenJobs ends what a just-in-time job left before the next job
@@ -150,17 +147,16 @@ func (a *Agent) cleanBetweenJobs(ctx context.Context) error {
 
 // askJIT asks for configuration seq, unless asked less than jitAskEvery ago.
 func (a *Agent) askJIT(ctx context.Context, rec *state.Instance, seq int) {
-	if a.jitAsked == seq && time.Since(a.jitAskedAt) < jitAskEvery {
+	if !a.jit.askDue(seq, time.Now()) {
 		return
 	}
 	if err := a.Store.PutSignal(ctx, a.Key, rec.Assignment, state.SignalJITNext, strconv.Itoa(seq)); err != nil {
 		a.Log.Warn("ask for the next just-in-time configuration", "err", err, "seq", seq)
 		return
 	}
-	if a.jitAsked != seq {
+	if a.jit.asked(seq, time.Now()) {
 		a.Log.Info("asked for the next just-in-time configuration", "seq", seq, "assignment", rec.Assignment)
 	}
-	a.jitAsked, a.jitAskedAt = seq, time.Now()
 }
 
 // noteJIT notes the runner started and records it, which also takes its
@@ -181,6 +177,6 @@ func (a *Agent) startJIT(config string) error {
 	if a.halted {
 		return errHalted
 	}
-	a.jitStartedAt = time.Now()
+	a.jit.started(time.Now())
 	return a.Runner.StartJIT(config)
 }

@@ -70,49 +70,97 @@ type jitIdle struct {
 	hold       time.Time
 }
 
-// judgeJITExit counts the runner that just exited, once, before its copy is
-// cleaned up.
-func (a *Agent) judgeJITExit() {
-	j := &a.jitIdle
-	if j.assignment != a.local.Assignment {
-		*j = jitIdle{assignment: a.local.Assignment}
+// jitExit is what the agent knows of a runner that exited.
+type jitExit struct {
+	assignment string
+	seq        int
+	ranAJob    bool
+	output     string // the tail of run.sh's output
+	// removedMin is Config.JITRemovedMin.
+	removedMin time.Duration
+}
+
+// verdict is what judge made of an exit.
+type verdict int
+
+const (
+	judgedBefore verdict = iota // the runner was judged already
+	ranAJob                     // it ran a job: the count starts again
+	removedIdle                 // GitHub removed it while it waited: not counted
+	endedIdle                   // it ended without a job: counted, held
+)
+
+// judge counts the runner that exited, once (see the invariants above).
+func (m *jitMachine) judge(e jitExit, now time.Time) verdict {
+	j := &m.idle
+	if j.assignment != e.assignment {
+		*j = jitIdle{assignment: e.assignment}
 	}
-	if j.judged == a.local.Seq {
-		return
+	if j.judged == e.seq {
+		return judgedBefore
 	}
-	j.judged = a.local.Seq
-	if a.Runner.RanAJob() {
+	j.judged = e.seq
+	if e.ranAJob {
 		j.count = 0
-		return
+		return ranAJob
 	}
-	lived := time.Since(a.jitStartedAt) // long when an earlier agent process started it
-	if out := a.Runner.OutputTail(); runner.RemovedByGitHub(out) && lived >= a.Config.JITRemovedMin.Duration {
+	// Long when an earlier agent process started it.
+	if runner.RemovedByGitHub(e.output) && m.lived(now) >= e.removedMin {
 		// Not counted: GitHub ended a runner that waited for a job longer
 		// than it keeps one. A job that forged the line (run.sh's output
 		// is the runner user's to write to) and removed its Worker trace
 		// ran a job all the same: its runner is spent, as after any job.
 		j.removed++
-		j.hold = time.Now().Add(jitRemovedHold)
-		a.Log.Info("just-in-time runner removed by GitHub while it waited for a job: replaced, not counted", "seq", a.local.Seq, "lived", lived.Round(time.Second), "removedInAssignment", j.removed, "inARow", j.count)
-		return
+		j.hold = now.Add(jitRemovedHold)
+		return removedIdle
 	}
 	j.count++
-	j.output = a.Runner.OutputTail()
-	j.hold = time.Now().Add(jitBackoff(j.count))
-	a.Log.Warn("just-in-time runner ended without taking a job", "seq", a.local.Seq, "inARow", j.count, "cap", jitIdleCap, "output", j.output)
+	j.output = e.output
+	j.hold = now.Add(jitBackoff(j.count))
+	return endedIdle
 }
 
-// jitHeld reports whether the next configuration must not be asked for
-// yet (backoff), or ever (the cap).
-func (a *Agent) jitHeld() bool {
-	return a.jitGaveUp() || time.Now().Before(a.jitIdle.hold)
+// judged reports whether runner seq of the assignment was judged already
+// (judge would change nothing): the agent then reads nothing of it.
+func (m *jitMachine) judged(assignment string, seq int) bool {
+	return m.idle.assignment == assignment && m.idle.judged == seq
 }
 
-func (a *Agent) jitGaveUp() bool {
-	return a.jitIdle.assignment == a.local.Assignment && a.jitIdle.count >= jitIdleCap
+// lived is how long the runner last started ran, until now.
+func (m *jitMachine) lived(now time.Time) time.Duration { return now.Sub(m.startedAt) }
+
+// held reports whether the next configuration of the assignment must not
+// be asked for yet (backoff), or ever (the cap).
+func (m *jitMachine) held(assignment string, now time.Time) bool {
+	return m.gaveUp(assignment) || now.Before(m.idle.hold)
+}
+
+// gaveUp reports whether the assignment gets no further runner.
+func (m *jitMachine) gaveUp(assignment string) bool {
+	return m.idle.assignment == assignment && m.idle.count >= jitIdleCap
+}
+
+// judgeJITExit judges the runner that just exited, before its copy is
+// cleaned up, and says what it made of it.
+func (a *Agent) judgeJITExit() {
+	if a.jit.judged(a.local.Assignment, a.local.Seq) {
+		return
+	}
+	now := time.Now()
+	e := jitExit{assignment: a.local.Assignment, seq: a.local.Seq, removedMin: a.Config.JITRemovedMin.Duration}
+	if e.ranAJob = a.Runner.RanAJob(); !e.ranAJob {
+		e.output = a.Runner.OutputTail()
+	}
+	j := &a.jit.idle
+	switch a.jit.judge(e, now) {
+	case removedIdle:
+		a.Log.Info("just-in-time runner removed by GitHub while it waited for a job: replaced, not counted", "seq", e.seq, "lived", a.jit.lived(now).Round(time.Second), "removedInAssignment", j.removed, "inARow", j.count)
+	case endedIdle:
+		a.Log.Warn("just-in-time runner ended without taking a job", "seq", e.seq, "inARow", j.count, "cap", jitIdleCap, "output", j.output)
+	}
 }
 
 // giveUpJIT says why the assignment gets no further runner.
 func (a *Agent) giveUpJIT(ctx context.Context, rec *state.Instance) {
-	a.signal(ctx, rec, state.SignalFailed, fmt.Sprintf("the just-in-time runner exited %d times without taking a job: %s", a.jitIdle.count, a.jitIdle.output))
+	a.signal(ctx, rec, state.SignalFailed, fmt.Sprintf("the just-in-time runner exited %d times without taking a job: %s", a.jit.idle.count, a.jit.idle.output))
 }

@@ -8,42 +8,42 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
-// monoClock returns the clock leases are measured with, time since boot,
-// and the boot it counts from ("" when it cannot tell: then anchors are not
-// kept across restarts).
-func monoClock() (func() time.Duration, string) {
-	origin, ok := sinceBoot()
-	boot := bootID()
-	start := time.Now()
-	if !ok || boot == "" {
-		return func() time.Duration { return time.Since(start) }, ""
-	}
-	return func() time.Duration {
-		if d, ok := sinceBoot(); ok {
-			return d
+// The loops that keep the instance's record alive and its lease honest:
+// the heartbeat, the lease's extensions and self-termination. They act on
+// what the lease machine (leasemachine.go) decides.
+
+// heartbeatLoop writes the record's heartbeat every HeartbeatInterval,
+// sooner after a failure.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	failures := 0
+	for {
+		if err := a.Store.Heartbeat(ctx, a.Key); err != nil && ctx.Err() == nil {
+			failures++
+			if !state.IsNotFound(err) {
+				a.Log.Warn("heartbeat", "err", err, "attempt", failures)
+			}
+			if !sleep(ctx, min(backoff(failures), a.Config.HeartbeatInterval.Duration)) {
+				return
+			}
+			continue
 		}
-		return origin + time.Since(start) // Go's monotonic clock: never backwards
-	}, boot
+		failures = 0
+		if !sleep(ctx, a.Config.HeartbeatInterval.Duration) {
+			return
+		}
+	}
 }
 
 // see takes a record read from the store or returned by a write; the lease
-// clock keeps the newest.
+// machine keeps the newest, and lease.json its anchors.
 func (a *Agent) see(rec *state.Instance) {
-	if !a.lease.observe(rec, a.mono()) || a.boot == "" {
-		return
-	}
-	a.anchorsMu.Lock()
-	defer a.anchorsMu.Unlock()
-	a.saveFile("lease.json", a.lease.anchors(a.boot))
+	a.lease.see(rec, func(an anchors) { a.saveFile("lease.json", an) })
 }
 
 // loadAnchors restores the lease clock's anchors an earlier agent process of
 // this boot saved.
 func (a *Agent) loadAnchors() {
-	var saved anchors
-	if a.boot != "" && a.loadFile("lease.json", &saved) && saved.Boot == a.boot {
-		a.lease.saved = &saved
-	}
+	a.lease.restore(func(saved *anchors) bool { return a.loadFile("lease.json", saved) })
 }
 
 func (a *Agent) runnerAlive() bool {
@@ -61,12 +61,11 @@ func (a *Agent) holding(rec *state.Instance) bool {
 // leaseLoop keeps the running lease ahead of the control plane's clock
 // while the runner registered for it is alive (see leaseClock.due). It reads
 // no record itself: the main loop's reads and the answers to its own writes
-// keep the lease clock current. It checks often (no DynamoDB call unless an
-// extension is due) because tests use leases of a few seconds.
+// keep the lease clock current. It checks often (leaseMachine.poll).
 func (a *Agent) leaseLoop(ctx context.Context) {
 	failures := 0
 	for {
-		wait := min(time.Second, max(100*time.Millisecond, a.lease.step()/16))
+		wait := a.lease.poll()
 		if failures > 0 {
 			wait = backoff(failures)
 		}
@@ -77,7 +76,7 @@ func (a *Agent) leaseLoop(ctx context.Context) {
 		if reg := a.current.Load(); reg != nil {
 			holder = reg.Assignment
 		}
-		ext, ok := a.lease.due(a.mono(), a.Now().Unix(), holder, a.runnerAlive)
+		ext, ok := a.lease.due(a.Now(), holder, a.runnerAlive)
 		if !ok {
 			failures = 0
 			continue
@@ -113,7 +112,7 @@ func (a *Agent) leaseLoop(ctx context.Context) {
 func (a *Agent) selfTerminationLoop(ctx context.Context) {
 	every := min(a.Config.HeartbeatInterval.Duration, 15*time.Second)
 	for sleep(ctx, every) {
-		if why, ok := a.lease.lapsed(a.mono(), a.Now(), a.Config.ClockSkew.Duration, a.holding); ok {
+		if why, ok := a.lease.lapsed(a.Now(), a.Config.ClockSkew.Duration, a.holding); ok {
 			a.halt()
 			a.terminateSelf(ctx, why)
 			return

@@ -27,6 +27,14 @@
 //     wall clock, which may be minutes off; plus a grace), or the record is
 //     terminated or never appears, the instance terminates itself, even with
 //     the control plane gone.
+//
+// The Agent composes three state machines, each a type with its
+// invariants at its top and its own synchronisation: jitMachine
+// (jitmachine.go, jitcap.go: the just-in-time runners, owned by the main
+// loop's goroutine, no lock), leaseMachine (leasemachine.go, lease.go: the
+// lease as the agent counts it, a mutex for what was seen and one for the
+// saves) and upgrader (upgrader.go: the runner release's staging and swap,
+// one mutex). The Agent's own fields follow the rules given beside each.
 package lifecycle
 
 import (
@@ -76,7 +84,11 @@ var errHalted = errors.New("the instance is going away: runner not started")
 // ErrTerminated is returned by Run once the instance asked EC2 to terminate it.
 var ErrTerminated = errors.New("instance terminated itself")
 
-// Agent is the agent of one instance.
+// Agent is the agent of one instance. Its exported fields are set before
+// Run and only read afterwards. Of the rest: local, preRunner and
+// installFailure are the main loop's alone; current, interrupted and
+// terminated (closed once, termOnce) are how the other loops see them;
+// runnerMu guards halted and every start of the runner.
 type Agent struct {
 	Config     config.Config
 	InstanceID string
@@ -96,12 +108,8 @@ type Agent struct {
 	Prepare func(context.Context) error
 
 	started time.Time
-	// mono is the clock leases are measured with (see monoClock); boot
-	// names the boot it counts from.
-	mono      func() time.Duration
-	boot      string
-	lease     leaseClock // the last record read, and its lease
-	anchorsMu sync.Mutex
+	// lease is the record's lease as the agent counts it (leasemachine.go).
+	lease leaseMachine
 	// local is what the runner is registered for, used by the main loop
 	// only; current is a copy for the other loops.
 	local     registration
@@ -119,21 +127,10 @@ type Agent struct {
 	// started again after it was stopped.
 	runnerMu sync.Mutex
 	halted   bool
-	// jitAsked is the just-in-time configuration last asked for, and when.
-	jitAsked   int
-	jitAskedAt time.Time
-	// jitCleaned is the just-in-time runner (its seq) whose job's
-	// leftovers were last cleaned up, before the next runner starts.
-	jitCleaned int
-	// jitIdle counts the runners that ended without a job (jitcap.go).
-	jitIdle jitIdle
-	// jitUpdateNoted is the runner (assignment/seq) whose self-update, if
-	// any, was last looked for (noteSelfUpdate).
-	jitUpdateNoted string
-	// jitStartedAt is when this process last started a just-in-time
-	// runner (zero: an earlier agent process did).
-	jitStartedAt time.Time
-	// up keeps the install at the record's runner target (upgrade.go).
+	// jit is the just-in-time assignment's runners (jitmachine.go),
+	// the main loop's alone.
+	jit jitMachine
+	// up keeps the install at the record's runner target (upgrader.go).
 	up upgrader
 }
 
@@ -165,9 +162,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.Now = time.Now
 	}
 	a.started = a.Now()
-	a.mono, a.boot = monoClock()
+	a.lease.mono, a.lease.boot = monoClock()
 	a.terminated = make(chan struct{})
 	a.Log = a.Log.With("instanceId", a.InstanceID)
+	a.up.runner, a.up.install, a.up.log = a.Runner, a.Config.RunnerDir, a.Log
 	if err := os.MkdirAll(a.Config.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
@@ -182,7 +180,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.preRunner = outcome{} // checked again, and answered, by runPreRunner
 	}
 	if a.installFailure == "" {
-		a.noteInstalled(ctx)
+		a.up.noteInstalled(ctx)
 	}
 	a.loadAnchors()
 
@@ -200,7 +198,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// A staging of a runner release (upgrade.go) ends with ctx too: Run
 	// returns once it has, so that nothing writes the runner's folders
 	// after the agent stopped (a restarted agent would stage alongside).
-	a.waitStaging()
+	a.up.wait()
 	if a.isTerminated() {
 		return ErrTerminated
 	}
@@ -281,67 +279,6 @@ func (a *Agent) reconcile(ctx context.Context, rec *state.Instance) {
 		a.confirmClean(ctx, rec)
 		a.upgradeIdle(ctx, rec)
 	}
-}
-
-func (a *Agent) heartbeatLoop(ctx context.Context) {
-	failures := 0
-	for {
-		if err := a.Store.Heartbeat(ctx, a.Key); err != nil && ctx.Err() == nil {
-			failures++
-			if !state.IsNotFound(err) {
-				a.Log.Warn("heartbeat", "err", err, "attempt", failures)
-			}
-			if !sleep(ctx, min(backoff(failures), a.Config.HeartbeatInterval.Duration)) {
-				return
-			}
-			continue
-		}
-		failures = 0
-		if !sleep(ctx, a.Config.HeartbeatInterval.Duration) {
-			return
-		}
-	}
-}
-
-func (a *Agent) spotLoop(ctx context.Context) {
-	if a.Spot == nil {
-		return
-	}
-	var rebalance *imds.Rebalance
-	for sleep(ctx, 5*time.Second) {
-		if rebalance == nil {
-			if r, err := a.Spot.Rebalance(ctx); err == nil && r != nil {
-				a.Log.Warn("rebalance recommendation: the runner keeps its job, the instance takes no next one", "noticeTime", r.NoticeTime)
-				rebalance = r
-			}
-		}
-		if rebalance != nil {
-			a.sayRebalance(ctx, rebalance)
-		}
-		notice, err := a.Spot.Spot(ctx)
-		if err != nil || notice == nil {
-			continue
-		}
-		a.Log.Warn("spot interruption notice", "action", notice.Action, "at", notice.Time)
-		a.interrupted.Store(true)
-		if rec := a.lease.current(); rec != nil {
-			a.signal(ctx, rec, state.SignalInterrupted, notice.Action+" at "+notice.Time.Format(time.RFC3339))
-		}
-		a.halt()
-		return
-	}
-}
-
-// sayRebalance writes the rebalance signal on the record until the record
-// holds one (of any assignment: it outlives assignments, and the control
-// plane claims no instance that has it). It stops nothing: a job running
-// goes on, and the instance is retired once idle.
-func (a *Agent) sayRebalance(ctx context.Context, r *imds.Rebalance) {
-	rec := a.lease.current()
-	if rec == nil || rec.State == state.Terminated || rec.HasRebalance() {
-		return
-	}
-	a.signal(ctx, rec, state.SignalRebalance, "noticeTime "+r.NoticeTime.UTC().Format(time.RFC3339))
 }
 
 // startRunner starts run.sh, unless the instance is going away.
