@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestTheListenerAlarmGoesOffWhenPollsStopAndStaysQuietWhileTheyCome(t *testi
 	minute := func(t *testing.T, polls ...int) []metrics.Point {
 		var lines bytes.Buffer
 		for i, n := range polls {
-			// Two scale sets: the alarm watches their sum.
+			// Two scale sets: linux's alarm watches linux's polls.
 			for _, pool := range []string{"linux", "gpu"} {
 				b, err := listener.ReportLines(env, pool, at.Add(time.Duration(i)*15*time.Second), n)
 				if err != nil {
@@ -37,10 +38,10 @@ func TestTheListenerAlarmGoesOffWhenPollsStopAndStaysQuietWhileTheyCome(t *testi
 		}
 		return points
 	}
-	spec := monitoringSpec{Name: "ci", Environment: env, Pools: []string{"linux", "gpu"}, MissRatio: 0.5, RateLimitLow: 500, Listener: true}
+	spec := monitoringSpec{Name: "ci", Environment: env, Pools: []string{"linux", "gpu"}, MissRatio: 0.5, RateLimitLow: 500, ScaleSetPools: []string{"linux", "gpu"}}
 	var polls alarm
 	for _, a := range spec.alarms() {
-		if aws.ToString(a.AlarmName) == "ci-listener-polls" {
+		if aws.ToString(a.AlarmName) == "ci-listener-polls-linux" {
 			polls = a
 		}
 	}
@@ -70,16 +71,54 @@ func TestTheListenerAlarmGoesOffWhenPollsStopAndStaysQuietWhileTheyCome(t *testi
 	}
 }
 
-// The alarm exists only for a deployment with a listener: one without it
-// polls nothing, and would page for ever.
-func TestOnlyADeploymentWithAListenerHasTheListenerAlarm(t *testing.T) {
-	without := monitoringSpec{Name: "ci", Environment: "ci", Pools: []string{"linux"}, MissRatio: 0.5, RateLimitLow: 500}
-	with := without
-	with.Listener = true
-	if slices.Contains(without.alarmNames(), "ci-listener-polls") {
-		t.Errorf("without a listener: alarms %q", without.alarmNames())
+// One scale set GitHub keeps refusing (its polls stop) while the
+// listener polls the other's alarms, on the refused one's alarm alone.
+// Checked: with one alarm over the listener's polls (the sum without the
+// pool, as before), the other scale set's polls kept it quiet and this
+// failed.
+func TestAScaleSetNobodyPollsAlarmsWhileTheListenerPollsAnother(t *testing.T) {
+	const env = "ci"
+	at := time.Unix(1_800_000_000, 0)
+	minute := func(t *testing.T, linux, gpu int) []metrics.Point {
+		var lines bytes.Buffer
+		for pool, n := range map[string]int{"linux": linux, "gpu": gpu} {
+			b, err := listener.ReportLines(env, pool, at, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines.Write(b)
+		}
+		points, err := metrics.Read(&lines)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return points
 	}
-	if got, want := with.alarmNames(), append(without.alarmNames(), "ci-listener-polls"); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
-		t.Errorf("with a listener: alarms %q, want %q", got, want)
+	spec := monitoringSpec{Name: "ci", Environment: env, Pools: []string{"linux", "gpu"}, MissRatio: 0.5, RateLimitLow: 500, ScaleSetPools: []string{"gpu", "linux"}}
+	periods := [][]metrics.Point{minute(t, 1, 0), minute(t, 2, 0), minute(t, 1, 0)}
+	var firing []string
+	for _, a := range spec.alarms() {
+		if alarmFires(a, periods) {
+			firing = append(firing, aws.ToString(a.AlarmName))
+		}
+	}
+	if !slices.Equal(firing, []string{"ci-listener-polls-gpu"}) {
+		t.Errorf("alarms firing %q, want only gpu's listener alarm", firing)
+	}
+}
+
+// The alarms exist only for the pools that serve a scale set: one without
+// polls nothing, and would page for ever.
+func TestOnlyAPoolServingAScaleSetHasAListenerAlarm(t *testing.T) {
+	without := monitoringSpec{Name: "ci", Environment: "ci", Pools: []string{"linux", "gpu"}, MissRatio: 0.5, RateLimitLow: 500}
+	with := without
+	with.ScaleSetPools = []string{"gpu"}
+	for _, n := range without.alarmNames() {
+		if strings.Contains(n, "listener-polls") {
+			t.Errorf("without scale sets: alarm %s", n)
+		}
+	}
+	if got, want := with.alarmNames(), append(without.alarmNames(), "ci-listener-polls-gpu"); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+		t.Errorf("with gpu's scale set: alarms %q, want %q", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -48,6 +49,39 @@ func TestMonitoringWithoutATopicWarnsThatTheAlarmsNotifyNoOne(t *testing.T) {
 		}
 		if warned != c.warn || resp.Diagnostics.HasError() {
 			t.Errorf("%s: warned %v, want %v; diagnostics %v", c.name, warned, c.warn, resp.Diagnostics)
+		}
+	}
+}
+
+// A scale_set_pools entry must be one of pools: plan refuses another,
+// naming it; unknown lists are left to apply.
+func TestAScaleSetPoolMustBeAPoolOfTheMonitoring(t *testing.T) {
+	ctx := context.Background()
+	list := func(vals ...string) tftypes.Value {
+		var vs []tftypes.Value
+		for _, v := range vals {
+			vs = append(vs, tftypes.NewValue(tftypes.String, v))
+		}
+		return tftypes.NewValue(tftypes.List{ElementType: tftypes.String}, vs)
+	}
+	for _, c := range []struct {
+		name        string
+		pools, sets tftypes.Value
+		refused     bool
+	}{
+		{"a pool of pools", list("linux", "gpu"), list("gpu"), false},
+		{"a pool not in pools", list("linux"), list("linux", "linx"), true},
+		{"pools not known yet", tftypes.NewValue(tftypes.List{ElementType: tftypes.String}, tftypes.UnknownValue), list("gpu"), false},
+	} {
+		var resp resource.ValidateConfigResponse
+		(&monitoringResource{}).ValidateConfig(ctx, resource.ValidateConfigRequest{Config: monitoringConfigWith(t, map[string]tftypes.Value{
+			"alarm_topic_arn": tftypes.NewValue(tftypes.String, "arn:aws:sns:eu-west-1:123456789012:ci-alarms"), "pools": c.pools, "scale_set_pools": c.sets})}, &resp)
+		refused := false
+		for _, d := range resp.Diagnostics.Errors() {
+			refused = refused || strings.Contains(d.Detail(), `"linx"`) && strings.Contains(d.Detail(), "not in pools")
+		}
+		if refused != c.refused || (resp.Diagnostics.HasError() && !c.refused) {
+			t.Errorf("%s: refused %v, want %v; diagnostics %v", c.name, refused, c.refused, resp.Diagnostics)
 		}
 	}
 }

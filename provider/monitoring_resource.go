@@ -15,12 +15,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -50,7 +51,7 @@ type monitoringModel struct {
 	TopicARN     types.String  `tfsdk:"alarm_topic_arn"`
 	MissRatio    types.Float64 `tfsdk:"pool_miss_ratio_threshold"`
 	RateLimitLow types.Int64   `tfsdk:"github_rate_limit_threshold"`
-	Listener     types.Bool    `tfsdk:"listener"`
+	ScaleSets    types.List    `tfsdk:"scale_set_pools"`
 	Functions    types.Map     `tfsdk:"functions"`
 	AlarmNames   types.List    `tfsdk:"alarm_names"`
 }
@@ -85,9 +86,11 @@ func (r *monitoringResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"github_rate_limit_threshold": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(500),
 				Description: "The deployment alarms when GitHub's API rate limit left falls below this. Default 500.",
 				Validators:  []validator.Int64{int64validator.AtLeast(1)}},
-			"listener": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				Description: "The deployment runs the scale-set listener (a pool has a scale_set): an alarm `<name>-listener-polls` fires when no poll of a scale set's session answered for 2 minutes in a row, " +
-					"missing data breaching (a listener that died writes nothing), and the dashboard charts the listener's polls and the scale sets' jobs. Default false: no such alarm."},
+			"scale_set_pools": schema.ListAttribute{Optional: true, Computed: true, ElementType: types.StringType,
+				Default: listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{})),
+				Description: "The pools of `pools` that serve a scale set (the listener polls their sessions): per pool an alarm `<name>-listener-polls-<pool>` fires when no poll of its scale set's session answered for 2 minutes in a row, " +
+					"missing data breaching (a listener that died writes nothing), and the dashboard charts the listener's polls and those scale sets' jobs. One per scale set: a listener that serves one scale set while GitHub refuses another's session still alarms. Default none.",
+				Validators: []validator.List{listvalidator.UniqueValues(), listvalidator.ValueStringsAre(stringvalidator.RegexMatches(poolNameRE, "must be a pool name (1-64 letters, digits, '-' or '_', as ghrunner_pool's name)"))}},
 			"functions": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 				Description: "The deployment's Lambda functions by handler (`provision`, `jit`, `release`, `refresh`, `scale-down` → `ghrunner_function.name`): an alarm `<name>-lambda-errors-<handler>` per function on the failed invocations Lambda's own `Errors` metric counts (`AWS/Lambda`, dimension `FunctionName`) and ghrunner's `Errors` does not, " +
 					"a metric math alarm: an invocation that died before writing ghrunner's metrics (an init that exits, a timeout, out of memory), never a failure the function wrote down (a refused payload, which any workflow can send, pages no one). " +
@@ -108,8 +111,12 @@ func (r *monitoringResource) spec(ctx context.Context, m monitoringModel) (monit
 	if d := m.Functions.ElementsAs(ctx, &functions, false); d.HasError() {
 		return monitoringSpec{}, fmt.Errorf("functions: %v", d)
 	}
+	var scaleSets []string
+	if d := m.ScaleSets.ElementsAs(ctx, &scaleSets, false); d.HasError() {
+		return monitoringSpec{}, fmt.Errorf("scale_set_pools: %v", d)
+	}
 	return monitoringSpec{Name: m.Name.ValueString(), Environment: r.c.environment, Region: r.c.aws.AWS.Region, Pools: pools,
-		TopicARN: m.TopicARN.ValueString(), MissRatio: m.MissRatio.ValueFloat64(), RateLimitLow: m.RateLimitLow.ValueInt64(), Listener: m.Listener.ValueBool(),
+		TopicARN: m.TopicARN.ValueString(), MissRatio: m.MissRatio.ValueFloat64(), RateLimitLow: m.RateLimitLow.ValueInt64(), ScaleSetPools: scaleSets,
 		Functions: functions}, nil
 }
 
@@ -279,8 +286,14 @@ func (r *monitoringResource) read(ctx context.Context, m *monitoringModel) (bool
 	rate := found[name+"-github-rate-limit"]
 	miss := found[name+"-pool-misses-"+pools[0]]
 	m.MissRatio, m.RateLimitLow = types.Float64Value(miss.threshold), types.Int64Value(int64(rate.threshold))
-	_, listener := found[name+"-listener-polls"]
-	m.Listener = types.BoolValue(listener)
+	scaleSets := []string{} // an empty list, as the default, never null
+	for n := range found {
+		if pool, ok := strings.CutPrefix(n, name+"-listener-polls-"); ok {
+			scaleSets = append(scaleSets, pool)
+		}
+	}
+	slices.Sort(scaleSets)
+	m.ScaleSets, _ = types.ListValueFrom(ctx, types.StringType, scaleSets)
 	// The state's functions, whose alarms must all be there; on import,
 	// the ones with a Lambda errors alarm, by its handler and FunctionName.
 	if m.Functions.IsNull() || m.Functions.IsUnknown() {

@@ -42,7 +42,7 @@ func alarmsOf(name string) (map[string]float64, map[string][]string, error) {
 	return thresholds, actions, nil
 }
 
-func checkMonitoring(name string, pools []string, topic string, missRatio float64, listener bool, functions map[string]string) resource.TestCheckFunc {
+func checkMonitoring(name string, pools []string, topic string, missRatio float64, scaleSets []string, functions map[string]string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		dash, err := admin.CloudWatch(env.Config(&testing.T{})).GetDashboard(context.Background(), &cloudwatch.GetDashboardInput{DashboardName: aws.String(name)})
 		if err != nil {
@@ -65,10 +65,10 @@ func checkMonitoring(name string, pools []string, topic string, missRatio float6
 		if err := checkLambdaErrorsAlarms(name, functions); err != nil {
 			return err
 		}
-		if listener {
+		for _, p := range scaleSets {
 			want++
-			if got, ok := thresholds[name+"-listener-polls"]; !ok || got != 1 {
-				return fmt.Errorf("listener alarm: threshold %v (made: %v), want 1", got, ok)
+			if got, ok := thresholds[name+"-listener-polls-"+p]; !ok || got != 1 {
+				return fmt.Errorf("pool %s's listener alarm: threshold %v (made: %v), want 1", p, got, ok)
 			}
 		}
 		if len(thresholds) != want {
@@ -133,7 +133,7 @@ func TestAccMonitoring_basic_update_import(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				Config: monitoringConfig(name, `["linux", "gpu"]`, ""),
-				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux", "gpu"}, "", 0.5, false, nil),
+				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux", "gpu"}, "", 0.5, nil, nil),
 					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "12"),
 					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "github_rate_limit_threshold", "500")),
 			},
@@ -141,9 +141,9 @@ func TestAccMonitoring_basic_update_import(t *testing.T) {
 			// functions: the pool's alarms go, the listener's and the
 			// functions' come.
 			{
-				Config: monitoringConfig(name, `["linux"]`, fmt.Sprintf("  alarm_topic_arn = %q\n  pool_miss_ratio_threshold = 0.25\n  listener = true\n"+
+				Config: monitoringConfig(name, `["linux"]`, fmt.Sprintf("  alarm_topic_arn = %q\n  pool_miss_ratio_threshold = 0.25\n  scale_set_pools = [\"linux\"]\n"+
 					"  functions = { provision = \"ci-provision\", refresh = \"ci-refresh\" }", topic)),
-				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux"}, topic, 0.25, true, map[string]string{"provision": "ci-provision", "refresh": "ci-refresh"}),
+				Check: resource.ComposeAggregateTestCheckFunc(checkMonitoring(name, []string{"linux"}, topic, 0.25, []string{"linux"}, map[string]string{"provision": "ci-provision", "refresh": "ci-refresh"}),
 					resource.TestCheckResourceAttr("ghrunner_monitoring.ci", "alarm_names.#", "11")),
 			},
 			{ResourceName: "ghrunner_monitoring.ci", ImportState: true, ImportStateId: name, ImportStateVerify: true},

@@ -24,9 +24,10 @@ type monitoringSpec struct {
 	TopicARN                  string
 	MissRatio                 float64 // alarm above this share of pool misses
 	RateLimitLow              int64   // alarm below this many GitHub requests left
-	// Listener: the deployment runs the scale-set listener, whose polls
-	// are alarmed on (a deployment without one polls nothing).
-	Listener bool
+	// ScaleSetPools are the pools (of Pools) that serve a scale set: the
+	// listener's polls of each one's session are alarmed on (a pool
+	// without one polls nothing).
+	ScaleSetPools []string
 	// Functions maps handlers to the names of their Lambda functions,
 	// whose own Errors metric is alarmed on (monitoring_lambda.go).
 	Functions map[string]string
@@ -114,8 +115,8 @@ func (s monitoringSpec) alarms() []alarm {
 		out = append(out, e)
 	}
 	out = append(out, s.lambdaErrorsAlarms(base)...)
-	if s.Listener {
-		out = append(out, s.listenerAlarm(base("listener-polls", listenerPollsDescription)))
+	for _, pool := range s.ScaleSetPools {
+		out = append(out, s.listenerAlarm(base("listener-polls-"+pool, listenerPollsDescription(pool)), pool))
 	}
 	g := base("github-rate-limit", fmt.Sprintf("GitHub's API rate limit left for ghrunner fell below %d requests: provisions will wait or fail until it resets.", s.RateLimitLow))
 	g.Namespace, g.MetricName, g.Dimensions = aws.String(metricsNamespace), aws.String("GitHubRateRemaining"), s.dims("function", "provision")
@@ -123,20 +124,25 @@ func (s monitoringSpec) alarms() []alarm {
 	return append(out, r, g)
 }
 
-// listenerPollsDescription is the listener alarm's description.
-const listenerPollsDescription = "No poll of a scale set's message session answered for 2 minutes (ListenerPolls of the listener): " +
-	"the listener is down or stuck, or GitHub refuses its sessions, and the scale sets' jobs wait. " +
-	"See ghrunner status (each scale set's session holder, last poll and last error) and the listener's log."
+// listenerPollsDescription is the description of pool's listener alarm.
+func listenerPollsDescription(pool string) string {
+	return fmt.Sprintf("No poll of pool %s's scale set's message session answered for 2 minutes (ListenerPolls of the listener, pool %s): ", pool, pool) +
+		"the listener is down or stuck, or GitHub refuses this scale set's session (another listener holds it, the scale set cannot be made), and its jobs wait. " +
+		"See ghrunner status (each scale set's session holder, last poll and last error) and the listener's log."
+}
 
-// listenerAlarm fires when the listener's polls stop. The listener reports
-// its polls every 15 s (lambdas/listener/seen.go), a zero when none
-// answered, and a poll answers within a minute (GitHub holds it open about
-// 50 s): a minute without a poll is a listener that polls nothing. Unlike
-// the others, missing data breaches: a listener that died writes no line
-// at all. Two minutes in a row, so that a report landing late does not
-// page.
-func (s monitoringSpec) listenerAlarm(a alarm) alarm {
-	a.Namespace, a.MetricName, a.Dimensions = aws.String(metricsNamespace), aws.String("ListenerPolls"), s.dims("function", "listener")
+// listenerAlarm fires when the listener's polls of pool's scale set stop.
+// One per scale set, not one over the listener: a listener serving two
+// scale sets whose one session GitHub keeps refusing still polls the
+// other's, and a sum over both would never alarm. The listener reports
+// each scale set's polls every 15 s (lambdas/listener/seen.go), a zero
+// when none answered, and a poll answers within a minute (GitHub holds it
+// open about 50 s): a minute without a poll is a scale set nobody serves.
+// Unlike the others, missing data breaches: a listener that died writes no
+// line at all. Two minutes in a row, so that a report landing late does
+// not page.
+func (s monitoringSpec) listenerAlarm(a alarm, pool string) alarm {
+	a.Namespace, a.MetricName, a.Dimensions = aws.String(metricsNamespace), aws.String("ListenerPolls"), s.dims("function", "listener", "pool", pool)
 	a.Statistic, a.Period, a.Threshold, a.ComparisonOperator = cwtypes.StatisticSum, aws.Int32(60), aws.Float64(1), cwtypes.ComparisonOperatorLessThanThreshold
 	a.EvaluationPeriods, a.DatapointsToAlarm, a.TreatMissingData = aws.Int32(2), aws.Int32(2), aws.String("breaching")
 	return a
@@ -209,10 +215,9 @@ func (s monitoringSpec) dashboard() string {
 	}
 	add("Errors by function", "Sum", errs)
 	add("GitHub rate limit left", "Minimum", [][]any{series("GitHubRateRemaining", "function", "provision")})
-	if s.Listener {
-		// A pool without a scale set has no such series: it charts nothing.
+	if len(s.ScaleSetPools) > 0 {
 		sets := [][]any{append(series("ListenerPolls", "function", "listener"), map[string]any{"label": "polls answered"})}
-		for _, p := range s.Pools {
+		for _, p := range s.ScaleSetPools {
 			sets = append(sets, append(series("JobQueuedToStartedSeconds", "function", "listener", "pool", p), map[string]any{"stat": "p95", "label": p + " queued to started p95 (s)"}),
 				append(series("AssignedJobs", "function", "listener", "pool", p), map[string]any{"stat": "Maximum", "label": p + " assigned jobs"}),
 				append(series("LiveRuns", "function", "listener", "pool", p), map[string]any{"stat": "Maximum", "label": p + " live runs"}))

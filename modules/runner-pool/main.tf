@@ -210,8 +210,9 @@ resource "ghrunner_monitoring" "this" {
   alarm_topic_arn             = local.alarm_topic_arn
   pool_miss_ratio_threshold   = var.monitoring.pool_miss_ratio_threshold
   github_rate_limit_threshold = var.monitoring.github_rate_limit_threshold
-  # A pool with a scale set needs the listener: its polls stopping alarms.
-  listener = anytrue([for p in values(var.pools) : p.scale_set != null])
+  # Each pool with a scale set: the listener's polls of its session
+  # stopping alarms.
+  scale_set_pools = sort([for n, p in var.pools : n if p.scale_set != null])
   # Lambda's own count of each function's failed invocations, less ours:
   # the ones that die before writing a metric of ours.
   functions = { for h, f in ghrunner_function.fn : h => f.name }
