@@ -224,6 +224,7 @@ func TestAccPool_badInput(t *testing.T) {
 		{"proxy with credentials", set("proxy", `{ url = "http://ci:hunter2@proxy.internal:3128" }`), attrError("proxy.url", "no user:password@")},
 		{"proxy a socks one", set("proxy", `{ url = "socks5://proxy.internal:1080" }`), attrError("proxy.url", "a scheme of http or https")},
 		{"proxy without a host", set("proxy", `{ url = "http://:3128" }`), attrError("proxy.url", "must be http://host[:port]")},
+		{"proxy no_proxy empty", set("proxy", `{ url = "http://proxy.internal:3128", no_proxy = [] }`), attrError("proxy.no_proxy", "list must contain at least 1")},
 		{"proxy no_proxy with a comma", set("proxy", `{ url = "http://proxy.internal:3128", no_proxy = ["a.example,b.example"] }`), attrError("proxy.no_proxy", "no spaces, commas or quotes")},
 		{"runner user root shell", set("runner_user", `"root;id"`), attrError("runner_user", "must be a Linux user name")},
 		{"runner user upper case", set("runner_user", `"Runner"`), attrError("runner_user", "must be a Linux user name")},

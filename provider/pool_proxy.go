@@ -39,7 +39,7 @@ var poolProxyAttribute = schema.SingleNestedAttribute{Optional: true,
 		"no_proxy": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 			Description: "More hosts reached directly: names, `.domain` for a domain's subdomains, IP addresses or CIDR blocks, each optionally with `:port` " +
 				"(e.g. `.amazonaws.com` when VPC endpoints serve AWS's services, or your GitHub Enterprise Server). Added to the ones always direct.",
-			Validators: []validator.List{listvalidator.ValueStringsAre(proxyFieldValidator{"noProxy"})}},
+			Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(proxyFieldValidator{"noProxy"})}},
 	},
 }
 
