@@ -27,6 +27,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/imdsstub"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/proxytest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
 )
 
@@ -69,6 +70,31 @@ type world struct {
 	unblock func()
 	// env is added to the agent's environment (stand-in tools on PATH).
 	env []string
+	// proxy, when set (viaProxy), is the pool's proxy, and the fake GitHub
+	// is named in registrations by a name only it resolves.
+	proxy  *proxytest.Proxy
+	ghName string
+}
+
+// viaProxy gives the agent a proxy (the pool's proxy setting) and names
+// the fake GitHub in registrations github.proxytest, which only the proxy
+// resolves: a runner that registers came through it. Call before start.
+func (w *world) viaProxy() *proxytest.Proxy {
+	w.proxy = proxytest.Start()
+	w.t.Cleanup(w.proxy.Close)
+	w.ghName = w.proxy.Map("github.proxytest", strings.TrimPrefix(w.fake.URL(), "http://"))
+	w.configure(func(c *config.Config) { c.Proxy = &config.Proxy{URL: w.proxy.URL()} })
+	return w.proxy
+}
+
+// runnerURL is the URL config.sh registers with: through the proxy's name
+// for the fake GitHub when there is one.
+func (w *world) runnerURL() string {
+	u := w.gh.RunnerURL("acme")
+	if w.ghName != "" {
+		u = strings.Replace(u, strings.TrimPrefix(w.fake.URL(), "http://"), w.ghName, 1)
+	}
+	return u
 }
 
 func buildAgent(t testing.TB) string {
@@ -201,13 +227,13 @@ func (w *world) createFor(runID, usageClass string, ttl time.Duration) *state.In
 func (w *world) registration() *state.Registration {
 	tok, exp, err := w.gh.RegistrationToken(ctx, "acme")
 	must(w.t, err)
-	return &state.Registration{Purpose: state.PurposeRegister, URL: w.gh.RunnerURL("acme"), Token: tok, ExpiresAt: exp.Unix()}
+	return &state.Registration{Purpose: state.PurposeRegister, URL: w.runnerURL(), Token: tok, ExpiresAt: exp.Unix()}
 }
 
 func (w *world) removal() *state.Registration {
 	tok, exp, err := w.gh.RemoveToken(ctx, "acme")
 	must(w.t, err)
-	return &state.Registration{Purpose: state.PurposeRemove, URL: w.gh.RunnerURL("acme"), Token: tok, ExpiresAt: exp.Unix()}
+	return &state.Registration{Purpose: state.PurposeRemove, URL: w.runnerURL(), Token: tok, ExpiresAt: exp.Unix()}
 }
 
 func (w *world) wait(inst *state.Instance, ok, failed string) *state.Instance {
@@ -265,10 +291,13 @@ func must(t testing.TB, err error) {
 }
 
 // TestAgentThroughThreeAssignments drives the real agent binary through
-// three runs on one instance, playing the control plane's side.
+// three runs on one instance, playing the control plane's side. The pool
+// has a proxy (issue 40 item 6): the runner reaches the fake GitHub only
+// through it, by a name only the proxy resolves.
 func TestAgentThroughThreeAssignments(t *testing.T) {
 	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w := newWorld(t, "#!/bin/sh\necho warming caches\n")
+	proxy := w.viaProxy()
 	inst := w.create("run-1", "on-demand")
 	var err error
 	w.start()
@@ -333,6 +362,14 @@ func TestAgentThroughThreeAssignments(t *testing.T) {
 	}
 	if j, _ := w.fake.Job(foreign); j.State != "queued" {
 		t.Fatalf("a job for another runId ran on this instance: %+v", j)
+	}
+	// Registrations, sessions and jobs went through the proxy, and nothing
+	// else did: IMDS and the AWS endpoint the pool lists stay direct (here
+	// both are on loopback, which Go never proxies: agent/config's
+	// TestTheProxyCarriesGitHubAndNeverIMDSOrTheListedEndpoints shows the
+	// rule for the real addresses).
+	if hosts := proxy.Hosts(); hosts["github.proxytest"] == 0 || len(hosts) != 1 {
+		t.Fatalf("the proxy was asked for %v, want github.proxytest alone", hosts)
 	}
 	rec, err := w.store.Get(ctx, w.key)
 	must(t, err)

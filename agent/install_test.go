@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,10 +141,19 @@ func TestAFailedDependencyInstallSignalsFailedOnceAndIsNotRetriedByARestart(t *t
 // A download that fails (here: a tarball whose checksum is not the one
 // configured) is said and kept the same way: one download, however often
 // the agent starts. The libraries, all installed already, run no apt-get.
+// The pool has a proxy (issue 40 item 6): the agent's own download goes
+// through it, to a name only the proxy resolves.
 func TestAFailedRunnerDownloadSignalsFailedOnceAndIsNotRetriedByARestart(t *testing.T) {
 	t.Parallel() // its own world: instance, users, fake GitHub, daemon
 	w, downloads, aptRuns := installWorld(t, []string{"libicu74", "libssl3t64", "libkrb5-3", "zlib1g", "liblttng-ust1t64"}, "exit 1",
 		func(string) string { return strings.Repeat("0", 64) })
+	proxy := w.viaProxy()
+	w.configure(func(c *config.Config) {
+		u, err := url.Parse(c.RunnerTarballURL)
+		must(t, err)
+		u.Host = proxy.Map("releases.proxytest", u.Host)
+		c.RunnerTarballURL = u.String()
+	})
 	inst := w.create("run-a", "on-demand")
 	w.start()
 	failedOnce(t, w, inst, "runner tarball checksum mismatch")
@@ -155,5 +165,8 @@ func TestAFailedRunnerDownloadSignalsFailedOnceAndIsNotRetriedByARestart(t *test
 	failedOnce(t, w, inst, "runner tarball checksum mismatch")
 	if n := downloads.Load(); n != 1 {
 		t.Fatalf("%d downloads over two starts, want 1", n)
+	}
+	if hosts := proxy.Hosts(); hosts["releases.proxytest"] != 1 || len(hosts) != 1 {
+		t.Fatalf("the proxy was asked for %v, want the download alone", hosts)
 	}
 }

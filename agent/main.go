@@ -99,6 +99,14 @@ test fixtures and fault injection, which only the file sets.
 		fmt.Println("configuration is valid")
 		return nil
 	}
+	// The pool's proxy, set on the agent itself before its first request
+	// (net/http reads the variables once): its AWS and GitHub calls go
+	// through it, and so do the runner's (agent/runner/env.go passes the
+	// variables on) and the package manager's, which inherit them.
+	for _, kv := range cfg.ProxyEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
 	// With a log group the agent's log also goes to CloudWatch; the
 	// stream buffers from the first line and sends once the instance id
 	// names it (shipLogs).

@@ -220,6 +220,12 @@ func TestAccPool_badInput(t *testing.T) {
 		{"endpoint with a newline", set("agent_endpoint", `"http://10.0.0.1\nrm -rf /"`), attrError("agent_endpoint", "must be an http(s) URL")},
 		{"endpoints of an unknown service", set("agent_endpoints", `{ sqs = "https://vpce-1.sqs.eu-west-1.vpce.amazonaws.com" }`), attrError("agent_endpoints", "value must be one of")},
 		{"endpoints not http", set("agent_endpoints", `{ s3 = "s3://bucket" }`), attrError("agent_endpoints", "must be an http(s) URL")},
+		// The proxy's rules are agent/config's (issue 40 item 6).
+		{"proxy with credentials", set("proxy", `{ url = "http://ci:hunter2@proxy.internal:3128" }`), attrError("proxy.url", "no user:password@")},
+		{"proxy a socks one", set("proxy", `{ url = "socks5://proxy.internal:1080" }`), attrError("proxy.url", "a scheme of http or https")},
+		{"proxy without a host", set("proxy", `{ url = "http://:3128" }`), attrError("proxy.url", "must be http://host[:port]")},
+		{"proxy no_proxy empty", set("proxy", `{ url = "http://proxy.internal:3128", no_proxy = [] }`), attrError("proxy.no_proxy", "list must contain at least 1")},
+		{"proxy no_proxy with a comma", set("proxy", `{ url = "http://proxy.internal:3128", no_proxy = ["a.example,b.example"] }`), attrError("proxy.no_proxy", "no spaces, commas or quotes")},
 		{"runner user root shell", set("runner_user", `"root;id"`), attrError("runner_user", "must be a Linux user name")},
 		{"runner user upper case", set("runner_user", `"Runner"`), attrError("runner_user", "must be a Linux user name")},
 		{"tarball url a file", set("runner_tarball_url", `"file:///etc/passwd"`) + "", attrError("runner_tarball_url", "must be an http(s) URL")},

@@ -29,7 +29,7 @@ import (
 // launchTemplateInputs lists what goes into a launch template version.
 func launchTemplateInputs(m poolModel) string {
 	return strings.Join([]string{m.ImageID.String(), m.SecurityGroupIDs.String(), m.RootVolumeSize.String(), m.RootVolumeType.String(), m.RootVolumeKMSKey.String(), m.RootVolumeIOPS.String(), m.RootVolumeMiBps.String(),
-		m.AgentPath.String(), m.AgentEndpoint.String(), m.AgentEndpoints.String(), m.PreRunnerScript.String(), m.CleanupScript.String(), m.RunnerUser.String(),
+		m.AgentPath.String(), m.AgentEndpoint.String(), m.AgentEndpoints.String(), m.Proxy.String(), m.PreRunnerScript.String(), m.CleanupScript.String(), m.RunnerUser.String(),
 		m.RunnerVersion.String(), m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String(), m.RoleName.String(), m.InstanceRoleID.String(), m.LogGroup.String(), m.KeepDockerImages.String()}, "\x00")
 }
 
@@ -80,6 +80,7 @@ func (r *poolResource) userData(m poolModel, arch, table, region, sum, agentURL 
 			}
 		}
 	}
+	agent.Proxy = m.proxy()
 	agent.RunnerTarballURL, agent.RunnerTarballSHA256 = m.RunnerTarballURL.ValueString(), m.RunnerTarballSHA.ValueString()
 	if agent.RunnerTarballURL == "" {
 		version := m.RunnerVersion.ValueString()
@@ -276,6 +277,7 @@ func (r *poolResource) readUserData(ctx context.Context, m *poolModel, data *ec2
 	if len(u.Agent.Endpoints) > 0 {
 		m.AgentEndpoints, _ = types.MapValueFrom(ctx, types.StringType, u.Agent.Endpoints)
 	}
+	m.Proxy = proxyValue(ctx, u.Agent.Proxy)
 	m.AgentSHA256 = types.StringValue(u.AgentSHA256)
 	m.AgentBucket = types.StringValue(bucketOf(u.AgentURL))
 	if m.Architecture.ValueString() == "" {

@@ -97,7 +97,7 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 	}
 	// Render with a stand-in checksum so size limits and script rules fail at
 	// plan time, not at apply.
-	if m.PreRunnerScript.IsUnknown() || m.CleanupScript.IsUnknown() || m.AgentPath.IsUnknown() || m.AgentEndpoint.IsUnknown() {
+	if m.PreRunnerScript.IsUnknown() || m.CleanupScript.IsUnknown() || m.AgentPath.IsUnknown() || m.AgentEndpoint.IsUnknown() || m.proxyUnrenderable() {
 		return
 	}
 	if v := m.RunnerVersion; !v.IsUnknown() && !v.IsNull() && !m.RunnerTarballURL.IsUnknown() {

@@ -72,6 +72,7 @@ type poolModel struct {
 	AgentPath        types.String `tfsdk:"agent_path"`
 	AgentEndpoint    types.String `tfsdk:"agent_endpoint"`
 	AgentEndpoints   types.Map    `tfsdk:"agent_endpoints"`
+	Proxy            types.Object `tfsdk:"proxy"`
 	PreRunnerScript  types.String `tfsdk:"pre_runner_script"`
 	CleanupScript    types.String `tfsdk:"cleanup_script"`
 	RunnerUser       types.String `tfsdk:"runner_user"`
@@ -226,6 +227,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 					mapvalidator.KeysAre(stringvalidator.OneOf("dynamodb", "ec2", "logs", "s3")),
 					mapvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^https?://[^\s'"]+$`), "must be an http(s) URL")),
 				}},
+			"proxy":             poolProxyAttribute,
 			"pre_runner_script": schema.StringAttribute{Optional: true, Description: "Script (starting with #!) run once per instance, as root, before the first registration."},
 			"cleanup_script":    schema.StringAttribute{Optional: true, Description: "Script (starting with #!) run after every run, after the work folder is wiped."},
 			"runner_user": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ghrunner"),

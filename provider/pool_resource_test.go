@@ -234,13 +234,17 @@ func TestAccPool_basic_update_import(t *testing.T) {
 						return nil
 					}),
 			},
-			// The script, the docker choice and the runner release are in
-			// the user data, the root volume's IOPS in its mapping: a new
-			// template version (and the import reads the IOPS back).
+			// The script, the docker choice, the runner release and the
+			// proxy are in the user data, the root volume's IOPS in its
+			// mapping: a new template version (and the import reads the
+			// IOPS and the proxy back).
 			{
 				Config: f.config(strings.Replace(fmt.Sprintf(poolExtra, 8), "echo warm", "echo hot", 1) + runnerGroupExtra + "  keep_docker_images = true\n  runner_version = \"2.335.1\"\n" +
-					"  root_volume_type = \"io2\"\n  root_volume_iops = 3000\n"),
+					"  root_volume_type = \"io2\"\n  root_volume_iops = 3000\n" +
+					"  proxy = { url = \"http://proxy.internal:3128\", no_proxy = [\".corp.example\"] }\n"),
 				Check: resource.ComposeAggregateTestCheckFunc(f.checkPool(8, "#!/bin/bash\necho hot\n", "2"),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "proxy.url", "http://proxy.internal:3128"),
+					resource.TestCheckResourceAttr("ghrunner_pool.linux", "proxy.no_proxy.0", ".corp.example"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "keep_docker_images", "true"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "runner_version", "2.335.1"),
 					resource.TestCheckResourceAttr("ghrunner_pool.linux", "root_volume_iops", "3000"), f.checkRootVolume("io2", 3000)),

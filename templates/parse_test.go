@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"reflect"
 	"testing"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 )
 
 // Parse inverts Render: rendering what it recovers gives the same bytes, for
@@ -14,6 +16,7 @@ func TestParseRoundTrip(t *testing.T) {
 	withURL := valid()
 	withURL.PreRunnerScript, withURL.CleanupScript, withURL.RunnerUser = nasty, "#!/bin/sh\nrm -rf /tmp/x\n", "builder"
 	withURL.Agent.Endpoint = "http://127.0.0.1:5000"
+	withURL.Agent.Proxy = &config.Proxy{URL: "http://proxy.internal:3128", NoProxy: []string{".corp.example"}}
 	preinstalled := valid()
 	preinstalled.AgentURL, preinstalled.AgentSHA256, preinstalled.AgentPath = "", "", "/usr/local/bin/ghrunner-agent"
 	for name, u := range map[string]UserData{"url": withURL, "preinstalled": preinstalled, "plain": valid()} {
@@ -27,7 +30,8 @@ func TestParseRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.PreRunnerScript != u.PreRunnerScript || got.CleanupScript != u.CleanupScript || got.AgentURL != u.AgentURL ||
-				got.AgentSHA256 != u.AgentSHA256 || got.AgentPath != u.AgentPath || got.Agent.Endpoint != u.Agent.Endpoint {
+				got.AgentSHA256 != u.AgentSHA256 || got.AgentPath != u.AgentPath || got.Agent.Endpoint != u.Agent.Endpoint ||
+				!reflect.DeepEqual(got.Agent.Proxy, u.Agent.Proxy) {
 				t.Errorf("parsed %+v\nfrom %+v", got, u)
 			}
 			if !reflect.DeepEqual(got.Agent.Table, u.Agent.Table) {

@@ -79,6 +79,8 @@ type view struct {
 	ConfigB64, PreB64, CleanupB64 string
 	AgentPath                     string
 	S3URL, SHA256, Region, IMDS   string
+	// ProxyEnv is agent.json's proxy as NAME=value (config.ProxyEnv).
+	ProxyEnv []string
 }
 
 var (
@@ -159,6 +161,7 @@ func (u UserData) view() (view, error) {
 	v := view{
 		User: user, RunnerDir: cfg.RunnerDir, WorkDir: cfg.WorkDir,
 		ConfigB64: b64(string(raw)), PreB64: b64(u.PreRunnerScript), CleanupB64: b64(u.CleanupScript),
+		ProxyEnv: cfg.ProxyEnv(),
 	}
 
 	switch {

@@ -176,7 +176,9 @@ func TestShellcheck(t *testing.T) {
 	}
 	preinstalled := valid()
 	preinstalled.AgentURL, preinstalled.AgentSHA256, preinstalled.AgentPath = "", "", "/usr/local/bin/ghrunner-agent"
-	for name, u := range map[string]UserData{"download": valid(), "preinstalled": preinstalled} {
+	proxied := valid()
+	proxied.Agent.Proxy = &config.Proxy{URL: "http://proxy.internal:3128", NoProxy: []string{".corp.example", "[fd00::1]:8080"}}
+	for name, u := range map[string]UserData{"download": valid(), "preinstalled": preinstalled, "proxied": proxied} {
 		out, err := Render(u)
 		if err != nil {
 			t.Fatal(err)

@@ -63,6 +63,10 @@ type Config struct {
 	// IMDSEndpoint overrides the instance metadata endpoint (tests: the
 	// file only).
 	IMDSEndpoint string `json:"imdsEndpoint,omitempty"`
+	// Proxy, when set, carries the agent's outbound HTTP(S), and so the
+	// runner's and the package manager's, which inherit its environment
+	// (proxy.go: ProxyEnv, which the agent sets on itself at start).
+	Proxy *Proxy `json:"proxy,omitempty"`
 
 	// RunnerDir holds the runner software (config.sh, run.sh). When
 	// RunnerTarballURL is set the tarball is downloaded and unpacked there.
@@ -210,6 +214,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("preRunnerScript: %q must be an absolute path", c.PreRunnerScript)
 	case c.CleanupScript != "" && !filepath.IsAbs(c.CleanupScript):
 		return fmt.Errorf("cleanupScript: %q must be an absolute path", c.CleanupScript)
+	}
+	if c.Proxy != nil {
+		if err := c.Proxy.Validate(); err != nil {
+			return fmt.Errorf("proxy.%w", err)
+		}
 	}
 	for _, p := range []struct{ name, v string }{
 		{"runnerDir", c.RunnerDir}, {"runDir", c.RunDir}, {"workDir", c.WorkDir}, {"stateDir", c.StateDir},

@@ -348,6 +348,35 @@ func TestModulePlanRefusesAQueueNameOverSQSsLimit(t *testing.T) {
 	}
 }
 
+// Issue 40, item 6: a pool's proxy passes through the module to
+// ghrunner_pool, whose plan refuses one with credentials in its URL,
+// naming the field and the rule. (Without the pass-through the plan
+// accepts the pool: the module's variable keeps the value to itself.)
+func TestModulePlanPassesAPoolsProxyOnToItsRules(t *testing.T) {
+	cliConfig := install(t)
+	moduleDir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := env.Network(t)
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(root, env.URL, moduleDir, n.AMI, n.Subnet)
+	cfg = strings.Replace(cfg, `      idle_windows   = [`, "      proxy          = { url = \"http://ci:hunter2@proxy.internal:3128\", no_proxy = [\".corp.example\"] }\n      idle_windows   = [", 1)
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf(t, dir, cliConfig, "init", "-input=false", "-no-color")
+	cmd := exec.Command("terraform", "plan", "-input=false", "-no-color")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
+		"AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "TF_PLUGIN_CACHE_DIR=")
+	out, err := cmd.CombinedOutput()
+	text := strings.Join(strings.Fields(string(out)), " ")
+	if err == nil || !strings.Contains(text, "proxy.url:") || !strings.Contains(text, "no user:password@") || strings.Contains(text, "hunter2") {
+		t.Fatalf("plan with a proxy URL holding credentials: %v\n%s", err, lastLines(string(out), 20))
+	}
+}
+
 // Issue 36, fair share: with a reserved concurrency for provision, a pool
 // without max_provisions_per_repository (or limits summing to it) would let
 // one repository hold every execution; plan refuses, naming both settings.

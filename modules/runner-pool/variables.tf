@@ -64,6 +64,14 @@ variable "pools" {
     runner_version        = optional(string)
     runner_tarball_url    = optional(string)
     runner_tarball_sha256 = optional(string)
+    # An HTTP(S) proxy for the instances' outbound traffic (user data,
+    # agent, runner and jobs): url = "http://host:port", no credentials;
+    # no_proxy adds hosts reached directly (IMDS, loopback and the agent
+    # endpoints always are). ghrunner_pool checks it at plan.
+    proxy = optional(object({
+      url      = string
+      no_proxy = optional(list(string))
+    }))
     idle_windows = optional(list(object({
       cron              = string
       time_zone         = optional(string, "UTC")
