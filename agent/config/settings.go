@@ -84,6 +84,15 @@ func setter(field reflect.Value) setting {
 			*p = m
 			return nil
 		}, `a JSON object such as {"dynamodb":"https://…"}`}
+	case **Proxy:
+		return setting{func(s string) error {
+			var px Proxy
+			if err := json.Unmarshal([]byte(s), &px); err != nil {
+				return fmt.Errorf(`want a JSON object such as {"url":"http://proxy:3128","noProxy":[".internal"]}: %w`, err)
+			}
+			*p = &px
+			return nil
+		}, `a JSON object such as {"url":"http://proxy:3128","noProxy":[".internal"]}`}
 	}
 	panic(fmt.Sprintf("config: no text form for a setting of type %s", field.Type()))
 }
