@@ -116,7 +116,7 @@ func jitAtBefore(t int64) check {
 // every later one until the agent asks again, passes no stream filter.
 // Refused with ClauseJITRate when the rate does not allow it now, and with
 // the clauses of PutJIT when the request is no longer one to serve.
-func (s *Store) TakeJITRequest(ctx context.Context, key Key, assignment string, seq int, at int64, every time.Duration) (*Instance, error) {
+func (s *Instances) TakeJITRequest(ctx context.Context, key Key, assignment string, seq int, at int64, every time.Duration) (*Instance, error) {
 	if assignment == "" || seq < 1 {
 		return nil, fmt.Errorf("take jit request of %s: an assignment and a number (from 1) are required", key)
 	}
@@ -137,7 +137,7 @@ func (s *Store) TakeJITRequest(ctx context.Context, key Key, assignment string, 
 // runner seen to take a job; 0 leaves it). The request is removed: it is
 // answered, and a record that still held it would be delivered again with
 // every write, this one included.
-func (s *Store) RefuseJIT(ctx context.Context, key Key, assignment string, r JITRefusal, served int) (*Instance, error) {
+func (s *Instances) RefuseJIT(ctx context.Context, key Key, assignment string, r JITRefusal, served int) (*Instance, error) {
 	if assignment == "" || r.Clause == "" {
 		return nil, fmt.Errorf("refuse jit request of %s: an assignment and the clause refused are required", key)
 	}
@@ -196,7 +196,7 @@ const MaxJITRunners = 100
 // already written) returns a *ConditionError; the caller then deletes the
 // runner it minted. It reads the record for the runners recorded so far:
 // PutJITServed is the write alone.
-func (s *Store) PutJIT(ctx context.Context, key Key, assignment string, reg Registration) (*Instance, error) {
+func (s *Instances) PutJIT(ctx context.Context, key Key, assignment string, reg Registration) (*Instance, error) {
 	cur, err := s.Get(ctx, key)
 	if err != nil && !IsNotFound(err) {
 		return nil, err
@@ -218,7 +218,7 @@ func (s *Store) PutJIT(ctx context.Context, key Key, assignment string, reg Regi
 // assignment conditions the record holds minted still; its length is
 // checked as well, and a write on a list that moved is refused
 // (ClauseJIT).
-func (s *Store) PutJITServed(ctx context.Context, key Key, assignment string, reg Registration, served int, minted []int64) (*Instance, error) {
+func (s *Instances) PutJITServed(ctx context.Context, key Key, assignment string, reg Registration, served int, minted []int64) (*Instance, error) {
 	if reg.Purpose != PurposeJIT || reg.JITConfig == "" || reg.Seq < 1 || reg.RunnerID == 0 || reg.RunnerName == "" {
 		return nil, fmt.Errorf("put jit config of %s: a %q registration with its configuration, number (from 1), runner id and name is required", key, PurposeJIT)
 	}
