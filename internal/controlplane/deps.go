@@ -130,6 +130,9 @@ func (d *Deps) poolOfRole(ctx context.Context, role string) (string, error) {
 	return "", nil
 }
 
+// Now is the control plane's clock: the store's, which tests move.
+func (d *Deps) Now() time.Time { return d.Store.Now() }
+
 // Queue returns the pool queue of a pool.
 func (d *Deps) Queue(p *state.PoolConfig) *pool.Queue { return pool.New(d.SQS, p.QueueURL) }
 

@@ -119,18 +119,6 @@ func (s *Instances) SetRunner(ctx context.Context, key Key, assignment string, r
 	return err
 }
 
-// ClearRegistration removes the registration material of assignment once it
-// has been used.
-func (s *Instances) ClearRegistration(ctx context.Context, key Key, assignment string) error {
-	_, err := s.apply(ctx, change{
-		transition: "clear registration",
-		key:        key,
-		checks:     agentBound(assignment),
-		remove:     []string{"registration"},
-	})
-	return err
-}
-
 func knownSignal(name string) bool {
 	for _, s := range Signals {
 		if s == name {

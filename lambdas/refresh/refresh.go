@@ -151,8 +151,8 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 		return &Output{Skipped: "another invocation holds the single-flight lease"}, nil
 	}
 	defer release()
-	r := &refresher{d: d, ec2: ec2, prewarm: deps.Prewarm, now: d.Store.Now(), out: &Output{Terminated: []Decision{}, Expired: []Decision{}, Repooled: []Decision{}}}
-	pools, err := d.Store.ListPoolConfigs(ctx)
+	r := &refresher{d: d, ec2: ec2, prewarm: deps.Prewarm, now: d.Now(), out: &Output{Terminated: []Decision{}, Expired: []Decision{}, Repooled: []Decision{}}}
+	pools, err := storeOf(d).ListPoolConfigs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ var liveStates = []state.State{state.Created, state.Claimed, state.Running, stat
 func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[string]*state.Instance) error {
 	var keys []state.Key
 	for _, st := range liveStates {
-		insts, err := r.d.Store.ByPoolState(ctx, p.Name, st, time.Time{})
+		insts, err := storeOf(r.d).ByPoolState(ctx, p.Name, st, time.Time{})
 		if err != nil {
 			return err
 		}
@@ -225,7 +225,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 	}
 	// The index lacks heartbeats and signals and may be stale: decide on the
 	// records themselves.
-	records, err := r.d.Store.GetMany(ctx, keys)
+	records, err := storeOf(r.d).GetMany(ctx, keys)
 	if err != nil {
 		return err
 	}
@@ -287,7 +287,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 			r.expire(ctx, p, inst, KindStale, "its agent signalled UD_FAILED: "+sig.Detail)
 			continue
 		case inst.BeatUnobserved():
-			if _, err := r.d.Store.NoteBeat(ctx, inst.Ref(), inst.Heartbeats); err != nil && state.ClauseOf(err) == "" {
+			if _, err := storeOf(r.d).NoteBeat(ctx, inst.Ref(), inst.Heartbeats); err != nil && state.ClauseOf(err) == "" {
 				r.fail(err)
 			}
 		case inst.Silent(r.now, state.D(p.Timings.StaleAfter)) || inst.NeverBeat(r.now, state.D(p.Timings.BootTime)):
@@ -355,7 +355,7 @@ func (r *refresher) silent(ctx context.Context, p *state.PoolConfig, inst *state
 // expire ends inst's lease (refresh terminates it next) and notes it; a
 // write refused because the record moved on is no failure.
 func (r *refresher) expire(ctx context.Context, p *state.PoolConfig, inst *state.Instance, kind Kind, reason string) {
-	if _, err := r.d.Store.Expire(ctx, inst.Ref(), reason); err == nil {
+	if _, err := storeOf(r.d).Expire(ctx, inst.Ref(), reason); err == nil {
 		r.out.Expired = append(r.out.Expired, Decision{inst.ID, p.Name, reason, kind})
 	} else if state.ClauseOf(err) == "" {
 		r.fail(err)
@@ -395,7 +395,7 @@ func (r *refresher) repool(ctx context.Context, p *state.PoolConfig, inst *state
 		r.fail(err)
 		return
 	}
-	if _, err := r.d.Store.MarkPooled(ctx, inst.Ref()); err == nil {
+	if _, err := storeOf(r.d).MarkPooled(ctx, inst.Ref()); err == nil {
 		r.out.Repooled = append(r.out.Repooled, Decision{inst.ID, p.Name, "clean idle instance had no pool message", KindRepooled})
 	}
 }
