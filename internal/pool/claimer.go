@@ -8,10 +8,15 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
+// Claims is the one write a Claimer makes (state.Instances' Claim).
+type Claims interface {
+	Claim(ctx context.Context, key state.Key, req state.ClaimRequest) (*state.Instance, error)
+}
+
 // Claimer claims the instances of pool messages with the state store's
 // conditional write and keeps what it got.
 type Claimer struct {
-	Store   *state.Store
+	Store   Claims
 	Request state.ClaimRequest
 	// RoleID is the pool's instance role id: messages name instances, and
 	// their records are keyed by role and instance (state.InstanceKey).

@@ -39,7 +39,7 @@ func agentBound(assignment string) []check {
 // Heartbeat records that the agent is alive: it counts one more beat (what
 // the control plane judges, on its own clock) and notes the agent's time
 // (shown to operators only: an agent's clock may be off by minutes).
-func (s *Store) Heartbeat(ctx context.Context, key Key) error {
+func (s *Instances) Heartbeat(ctx context.Context, key Key) error {
 	_, err := s.apply(ctx, change{
 		transition: "heartbeat",
 		key:        key,
@@ -56,7 +56,7 @@ func (s *Store) Heartbeat(ctx context.Context, key Key) error {
 // lease), never from its wall clock. It is refused when the lease changed
 // meanwhile (one extension per value read), when the control plane
 // expired it (threshold no longer after leaseAt) or when next passes the cap.
-func (s *Store) ExtendLease(ctx context.Context, key Key, assignment string, seen, next int64) (*Instance, error) {
+func (s *Instances) ExtendLease(ctx context.Context, key Key, assignment string, seen, next int64) (*Instance, error) {
 	if next <= seen {
 		return nil, fmt.Errorf("extend lease of %s: the new threshold %d must be after %d", key, next, seen)
 	}
@@ -71,7 +71,7 @@ func (s *Store) ExtendLease(ctx context.Context, key Key, assignment string, see
 // NoteBeat records, with the control plane's clock, that it saw the heartbeat
 // counter at beats: when a later read finds the same count more than the
 // stale limit after BeatSeenAt, the agent is silent (Instance.Silent).
-func (s *Store) NoteBeat(ctx context.Context, r Ref, beats int64) (*Instance, error) {
+func (s *Instances) NoteBeat(ctx context.Context, r Ref, beats int64) (*Instance, error) {
 	return s.apply(ctx, change{
 		transition: "note heartbeat",
 		key:        r.Key,
@@ -82,7 +82,7 @@ func (s *Store) NoteBeat(ctx context.Context, r Ref, beats int64) (*Instance, er
 
 // PutSignal writes one signal slot for the given assignment. Each name has its
 // own slot, so a late retry of one signal never overwrites another.
-func (s *Store) PutSignal(ctx context.Context, key Key, assignment, name, detail string) error {
+func (s *Instances) PutSignal(ctx context.Context, key Key, assignment, name, detail string) error {
 	if !knownSignal(name) {
 		return fmt.Errorf("signal %q: unknown; use one of %v", name, Signals)
 	}
@@ -106,7 +106,7 @@ func (s *Store) PutSignal(ctx context.Context, key Key, assignment, name, detail
 // drops the registration material, which is single-purpose. A zero runnerID
 // clears the runner after deregistration and drops the remove material it
 // used: no GitHub token stays in an idle record.
-func (s *Store) SetRunner(ctx context.Context, key Key, assignment string, runnerID int64, runnerName string) error {
+func (s *Instances) SetRunner(ctx context.Context, key Key, assignment string, runnerID int64, runnerName string) error {
 	c := change{transition: "runner", key: key, checks: agentBound(assignment), set: map[string]any{}}
 	if runnerID == 0 {
 		c.remove = []string{"githubRunnerId", "runnerName", "registration"}
@@ -116,18 +116,6 @@ func (s *Store) SetRunner(ctx context.Context, key Key, assignment string, runne
 		c.remove = []string{"registration"}
 	}
 	_, err := s.apply(ctx, c)
-	return err
-}
-
-// ClearRegistration removes the registration material of assignment once it
-// has been used.
-func (s *Store) ClearRegistration(ctx context.Context, key Key, assignment string) error {
-	_, err := s.apply(ctx, change{
-		transition: "clear registration",
-		key:        key,
-		checks:     agentBound(assignment),
-		remove:     []string{"registration"},
-	})
 	return err
 }
 
@@ -154,6 +142,6 @@ func (e *SignalFailedError) Error() string {
 
 // WaitSignal is a Watcher's WaitSignal for one wait, reading the record
 // every interval (1 s if 0).
-func (s *Store) WaitSignal(ctx context.Context, key Key, assignment, ok, failed string, every time.Duration) (*Instance, error) {
+func (s *Instances) WaitSignal(ctx context.Context, key Key, assignment, ok, failed string, every time.Duration) (*Instance, error) {
 	return NewWatcher(s, every).WaitSignal(ctx, key, assignment, ok, failed)
 }

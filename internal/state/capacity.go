@@ -92,7 +92,7 @@ func IsPoolAtCap(err error) bool {
 // for hold, if the pool's live records (count) plus the reservations in
 // force plus n stay within max. It retries when another provision changed
 // the item meanwhile.
-func (s *Store) Reserve(ctx context.Context, pool, id string, n, max int, hold time.Duration, count func(context.Context) (map[string]string, error)) error {
+func (s *Capacity) Reserve(ctx context.Context, pool, id string, n, max int, hold time.Duration, count func(context.Context) (map[string]string, error)) error {
 	return s.retryVersioned(ctx, fmt.Sprintf("reserve %d instances of %s", n, pool), func() (versioned, error) {
 		var item capacityItem
 		found, err := s.getItem(ctx, CapacityKey(pool), &item)
@@ -126,7 +126,7 @@ func (s *Store) Reserve(ctx context.Context, pool, id string, n, max int, hold t
 // launched, for hold from now (none: drop it), once their records are
 // written: they then count through the index, and the reservation only
 // while the index lags.
-func (s *Store) SettleReservation(ctx context.Context, pool, id string, launched []string, hold time.Duration) error {
+func (s *Capacity) SettleReservation(ctx context.Context, pool, id string, launched []string, hold time.Duration) error {
 	n := len(launched)
 	b := newBuilder()
 	path := b.name("reservations." + id)
@@ -153,7 +153,7 @@ func (s *Store) SettleReservation(ctx context.Context, pool, id string, launched
 // expired leases included (their instances still run until refresh or a
 // provision terminates them). It reads the index: a record written a moment
 // ago may be missing, which the reservations cover.
-func (s *Store) LiveIDs(ctx context.Context, pool string) (map[string]string, error) {
+func (s *Instances) LiveIDs(ctx context.Context, pool string) (map[string]string, error) {
 	ids := map[string]string{}
 	for _, st := range []State{Created, Claimed, Running, Idle} {
 		insts, err := s.ByPoolState(ctx, pool, st, time.Time{})
@@ -184,7 +184,7 @@ type versioned struct {
 // attempt, random, so that writers racing each other spread out). A
 // failed write is wrapped with what; after 20 attempts the item "kept
 // changing".
-func (s *Store) retryVersioned(ctx context.Context, what string, step func() (versioned, error)) error {
+func (s *core) retryVersioned(ctx context.Context, what string, step func() (versioned, error)) error {
 	for attempt := 0; ; attempt++ {
 		w, err := step()
 		if err != nil {
@@ -209,7 +209,7 @@ func (s *Store) retryVersioned(ctx context.Context, what string, step func() (ve
 // read at version (absent: found false), conditionally on it being unchanged. done false with no
 // error means another writer changed it: read again and retry
 // (retryVersioned, which pauses first); after 20 attempts that is an error.
-func (s *Store) putVersioned(ctx context.Context, next any, found bool, version int64, attempt int) (done bool, err error) {
+func (s *core) putVersioned(ctx context.Context, next any, found bool, version int64, attempt int) (done bool, err error) {
 	av, err := attributevalue.MarshalMap(next)
 	if err != nil {
 		return false, err

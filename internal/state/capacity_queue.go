@@ -45,7 +45,7 @@ func (c capacityItem) inForce(now int64) map[string]Waiter {
 
 // Ahead counts the waiters of pool in force that come before run runID,
 // whose provision began at since: 0 means it may take capacity now.
-func (s *Store) Ahead(ctx context.Context, pool, runID string, since time.Time) (int, error) {
+func (s *Capacity) Ahead(ctx context.Context, pool, runID string, since time.Time) (int, error) {
 	var item capacityItem
 	if _, err := s.getItem(ctx, CapacityKey(pool), &item); err != nil {
 		return 0, err
@@ -64,7 +64,7 @@ func (s *Store) Ahead(ctx context.Context, pool, runID string, since time.Time) 
 // pool's queue until until, or keeps it there, and prunes the waiters no
 // longer in force. When repo holds maxPlaces places already (0: no limit)
 // it returns a *ConditionError with ClauseMaxQueued and changes nothing.
-func (s *Store) Queue(ctx context.Context, pool, runID, repo string, since, until time.Time, maxPlaces int) error {
+func (s *Capacity) Queue(ctx context.Context, pool, runID, repo string, since, until time.Time, maxPlaces int) error {
 	return s.updateQueue(ctx, pool, func(w map[string]Waiter) error {
 		if n := queuePlaces(w, repo, runID); maxPlaces > 0 && n >= maxPlaces {
 			return &ConditionError{Key: CapacityKey(pool), Transition: "wait for capacity", Clause: ClauseMaxQueued,
@@ -77,13 +77,13 @@ func (s *Store) Queue(ctx context.Context, pool, runID, repo string, since, unti
 
 // Unqueue takes run runID out of pool's queue (it got its capacity, or
 // stopped waiting).
-func (s *Store) Unqueue(ctx context.Context, pool, runID string) error {
+func (s *Capacity) Unqueue(ctx context.Context, pool, runID string) error {
 	return s.updateQueue(ctx, pool, func(w map[string]Waiter) error { delete(w, runID); return nil })
 }
 
 // updateQueue changes the queue with an optimistic write on the item's
 // version, as Reserve does, keeping its reservations.
-func (s *Store) updateQueue(ctx context.Context, pool string, change func(map[string]Waiter) error) error {
+func (s *Capacity) updateQueue(ctx context.Context, pool string, change func(map[string]Waiter) error) error {
 	return s.retryVersioned(ctx, "capacity queue of "+pool, func() (versioned, error) {
 		var item capacityItem
 		found, err := s.getItem(ctx, CapacityKey(pool), &item)

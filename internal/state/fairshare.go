@@ -69,7 +69,7 @@ func admitProvision(leases map[string]int64, now int64, id string, until int64, 
 // until until, unless max (0: no limit) leases of the repository are in
 // force already: then it returns a *ConditionError with
 // ClauseMaxProvisions. repo is the repository's name, for the message.
-func (s *Store) TakeProvisionLease(ctx context.Context, pool, repoID, repo, id string, until time.Time, max int) error {
+func (s *Capacity) TakeProvisionLease(ctx context.Context, pool, repoID, repo, id string, until time.Time, max int) error {
 	key := ShareKey(pool, repoID)
 	return s.updateShare(ctx, key, func(leases map[string]int64) (map[string]int64, error) {
 		kept, n, ok := admitProvision(leases, s.now(), id, until.Unix(), max)
@@ -83,7 +83,7 @@ func (s *Store) TakeProvisionLease(ctx context.Context, pool, repoID, repo, id s
 
 // ReturnProvisionLease gives lease id of repository repoID's share of pool
 // back (its provision returned).
-func (s *Store) ReturnProvisionLease(ctx context.Context, pool, repoID, id string) error {
+func (s *Capacity) ReturnProvisionLease(ctx context.Context, pool, repoID, id string) error {
 	return s.updateShare(ctx, ShareKey(pool, repoID), func(leases map[string]int64) (map[string]int64, error) {
 		kept := map[string]int64{}
 		for k, u := range leases {
@@ -98,7 +98,7 @@ func (s *Store) ReturnProvisionLease(ctx context.Context, pool, repoID, id strin
 // updateShare changes a share item with an optimistic write on its
 // version, as Reserve does with the capacity item: two provisions of a
 // repository can never both take the last lease.
-func (s *Store) updateShare(ctx context.Context, key string, change func(map[string]int64) (map[string]int64, error)) error {
+func (s *Capacity) updateShare(ctx context.Context, key string, change func(map[string]int64) (map[string]int64, error)) error {
 	return s.retryVersioned(ctx, key, func() (versioned, error) {
 		var item shareItem
 		found, err := s.getItem(ctx, key, &item)
@@ -148,7 +148,7 @@ func (p PoolConfig) validateShare() error {
 // ProvisionLeases counts the provision leases in force in repository
 // repoID's share of pool: what the chaos run's flood watches (it reads,
 // never writes).
-func (s *Store) ProvisionLeases(ctx context.Context, pool, repoID string) (int, error) {
+func (s *Capacity) ProvisionLeases(ctx context.Context, pool, repoID string) (int, error) {
 	var item shareItem
 	if _, err := s.getItem(ctx, ShareKey(pool, repoID), &item); err != nil {
 		return 0, err
@@ -164,7 +164,7 @@ func (s *Store) ProvisionLeases(ctx context.Context, pool, repoID string) (int, 
 
 // QueuePlaces counts the places in force repository repoID holds in pool's
 // capacity queue.
-func (s *Store) QueuePlaces(ctx context.Context, pool, repoID string) (int, error) {
+func (s *Capacity) QueuePlaces(ctx context.Context, pool, repoID string) (int, error) {
 	var item capacityItem
 	if _, err := s.getItem(ctx, CapacityKey(pool), &item); err != nil {
 		return 0, err

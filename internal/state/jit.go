@@ -15,7 +15,7 @@ import (
 // assignment (JITSeq). Provision writes the first once it has claimed or
 // created the instance; after each job the runner exits and the agent asks
 // for the next with UD_JIT_NEXT (detail: the number it wants), which the
-// stream consumer answers with PutJIT. The number makes the answer
+// stream consumer answers with PutJITServed. The number makes the answer
 // idempotent: a configuration is written only as the successor of the last
 // one, so a redelivered or repeated request never gets two.
 
@@ -115,8 +115,8 @@ func jitAtBefore(t int64) check {
 // instance's rate; and it removes the request, so that this write, like
 // every later one until the agent asks again, passes no stream filter.
 // Refused with ClauseJITRate when the rate does not allow it now, and with
-// the clauses of PutJIT when the request is no longer one to serve.
-func (s *Store) TakeJITRequest(ctx context.Context, key Key, assignment string, seq int, at int64, every time.Duration) (*Instance, error) {
+// the clauses of PutJITServed when the request is no longer one to serve.
+func (s *Instances) TakeJITRequest(ctx context.Context, key Key, assignment string, seq int, at int64, every time.Duration) (*Instance, error) {
 	if assignment == "" || seq < 1 {
 		return nil, fmt.Errorf("take jit request of %s: an assignment and a number (from 1) are required", key)
 	}
@@ -137,7 +137,7 @@ func (s *Store) TakeJITRequest(ctx context.Context, key Key, assignment string, 
 // runner seen to take a job; 0 leaves it). The request is removed: it is
 // answered, and a record that still held it would be delivered again with
 // every write, this one included.
-func (s *Store) RefuseJIT(ctx context.Context, key Key, assignment string, r JITRefusal, served int) (*Instance, error) {
+func (s *Instances) RefuseJIT(ctx context.Context, key Key, assignment string, r JITRefusal, served int) (*Instance, error) {
 	if assignment == "" || r.Clause == "" {
 		return nil, fmt.Errorf("refuse jit request of %s: an assignment and the clause refused are required", key)
 	}
@@ -189,26 +189,12 @@ func hasRunID() check {
 // a day; release deletes only the ids kept and the ones the record names.
 const MaxJITRunners = 100
 
-// PutJIT writes reg, the reg.Seq-th just-in-time configuration of
+// PutJITServed writes reg, the reg.Seq-th just-in-time configuration of
 // assignment, while the instance is created, claimed or running for a run
 // under that assignment with a live lease, and only as the successor of
 // the last one written. A refused write (another run, a release, a number
 // already written) returns a *ConditionError; the caller then deletes the
-// runner it minted. It reads the record for the runners recorded so far:
-// PutJITServed is the write alone.
-func (s *Store) PutJIT(ctx context.Context, key Key, assignment string, reg Registration) (*Instance, error) {
-	cur, err := s.Get(ctx, key)
-	if err != nil && !IsNotFound(err) {
-		return nil, err
-	}
-	var minted []int64
-	if cur != nil {
-		minted = cur.JITRunners
-	}
-	return s.PutJITServed(ctx, key, assignment, reg, 0, minted)
-}
-
-// PutJITServed is PutJIT that also records served, the number of the
+// runner it minted. It also records served, the number of the
 // assignment's last runner the control plane saw take a job (0: leaves
 // what the record holds), given minted, the record's JITRunners as read
 // with jitSeq reg.Seq-1 under assignment. reg.RunnerID joins them (the
@@ -218,7 +204,7 @@ func (s *Store) PutJIT(ctx context.Context, key Key, assignment string, reg Regi
 // assignment conditions the record holds minted still; its length is
 // checked as well, and a write on a list that moved is refused
 // (ClauseJIT).
-func (s *Store) PutJITServed(ctx context.Context, key Key, assignment string, reg Registration, served int, minted []int64) (*Instance, error) {
+func (s *Instances) PutJITServed(ctx context.Context, key Key, assignment string, reg Registration, served int, minted []int64) (*Instance, error) {
 	if reg.Purpose != PurposeJIT || reg.JITConfig == "" || reg.Seq < 1 || reg.RunnerID == 0 || reg.RunnerName == "" {
 		return nil, fmt.Errorf("put jit config of %s: a %q registration with its configuration, number (from 1), runner id and name is required", key, PurposeJIT)
 	}

@@ -35,7 +35,7 @@ type lastRunItem struct {
 }
 
 // PutLastRun records a scheduled function's last run.
-func (s *Store) PutLastRun(ctx context.Context, r LastRun) error {
+func (s *Leases) PutLastRun(ctx context.Context, r LastRun) error {
 	if r.At == 0 {
 		r.At = s.now()
 	}
@@ -50,7 +50,7 @@ func (s *Store) PutLastRun(ctx context.Context, r LastRun) error {
 }
 
 // GetLastRun reads a scheduled function's last run; nil when it has not run.
-func (s *Store) GetLastRun(ctx context.Context, handler string) (*LastRun, error) {
+func (s *Leases) GetLastRun(ctx context.Context, handler string) (*LastRun, error) {
 	var it lastRunItem
 	ok, err := s.getItem(ctx, LastRunKey(handler), &it)
 	if err != nil || !ok {

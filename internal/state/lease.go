@@ -35,7 +35,7 @@ type lease struct {
 // AcquireLease takes the named lease for holder until the given time, when
 // nobody holds it or its holder's time has passed. ok is false when
 // another holder has it.
-func (s *Store) AcquireLease(ctx context.Context, name, holder string, until time.Time) (ok bool, err error) {
+func (s *Leases) AcquireLease(ctx context.Context, name, holder string, until time.Time) (ok bool, err error) {
 	switch {
 	case name == "":
 		return false, errors.New("lease: name required")
@@ -62,7 +62,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, until tim
 }
 
 // ReleaseLease gives the lease back if holder still holds it.
-func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
+func (s *Leases) ReleaseLease(ctx context.Context, name, holder string) error {
 	b := newBuilder()
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.table), Key: s.key(LeaseKey(name)),
 		UpdateExpression:         aws.String("SET " + b.name("until") + " = " + b.value(0)),

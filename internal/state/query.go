@@ -15,7 +15,7 @@ import (
 // that decides must read the record itself (Get) or write conditionally.
 
 // ByRun returns the instances assigned to runID, every page.
-func (s *Store) ByRun(ctx context.Context, runID string) ([]Instance, error) {
+func (s *Instances) ByRun(ctx context.Context, runID string) ([]Instance, error) {
 	b := newBuilder()
 	return s.query(ctx, &dynamodb.QueryInput{
 		IndexName:              aws.String(IndexByRun),
@@ -26,7 +26,7 @@ func (s *Store) ByRun(ctx context.Context, runID string) ([]Instance, error) {
 // ByPoolState returns the instances of pool in state st, oldest lease first.
 // A non-zero before keeps only leases that end before it (expired ones when
 // before is now).
-func (s *Store) ByPoolState(ctx context.Context, pool string, st State, before time.Time) ([]Instance, error) {
+func (s *Instances) ByPoolState(ctx context.Context, pool string, st State, before time.Time) ([]Instance, error) {
 	b := newBuilder()
 	cond := b.name(AttrPoolState) + " = " + b.value(PoolState(pool, st))
 	if !before.IsZero() {
@@ -38,7 +38,7 @@ func (s *Store) ByPoolState(ctx context.Context, pool string, st State, before t
 	}, b)
 }
 
-func (s *Store) query(ctx context.Context, in *dynamodb.QueryInput, b *builder) ([]Instance, error) {
+func (s *Instances) query(ctx context.Context, in *dynamodb.QueryInput, b *builder) ([]Instance, error) {
 	in.TableName = aws.String(s.table)
 	in.ExpressionAttributeNames = b.attrNames()
 	in.ExpressionAttributeValues = b.attrValues()

@@ -77,7 +77,7 @@ type rerunItem struct {
 }
 
 // SetRunJob records the job a scale set's standing run took.
-func (s *Store) SetRunJob(ctx context.Context, runID string, job RunJob) error {
+func (s *Runs) SetRunJob(ctx context.Context, runID string, job RunJob) error {
 	b := newBuilder()
 	_, err := s.updateRun(ctx, runID, "record job", b,
 		"SET "+b.name("job")+" = "+b.value(job)+", "+b.name("updatedAt")+" = "+b.value(s.now()),
@@ -88,7 +88,7 @@ func (s *Store) SetRunJob(ctx context.Context, runID string, job RunJob) error {
 // NoteRunInterrupted records in a run that EC2 took back instanceID after
 // its spot interruption notice, and what was done about its job.
 // An empty instanceID updates what was done only.
-func (s *Store) NoteRunInterrupted(ctx context.Context, runID, instanceID, rerun string) (*Run, error) {
+func (s *Runs) NoteRunInterrupted(ctx context.Context, runID, instanceID, rerun string) (*Run, error) {
 	b := newBuilder()
 	update := "SET " + b.name("rerun") + " = " + b.value(rerun) + ", " + b.name("updatedAt") + " = " + b.value(s.now())
 	if instanceID != "" {
@@ -100,7 +100,7 @@ func (s *Store) NoteRunInterrupted(ctx context.Context, runID, instanceID, rerun
 // RequestRerun puts a pending rerun for r's workflow run unless one exists
 // (created false: the run was re-run, or is waiting, already) and adds it
 // to its pool's pending set.
-func (s *Store) RequestRerun(ctx context.Context, r Rerun) (created bool, err error) {
+func (s *Reruns) RequestRerun(ctx context.Context, r Rerun) (created bool, err error) {
 	now := s.now()
 	r.Status, r.Since, r.Tries, r.TriedAt = RerunPending, now, 0, 0
 	item, err := attributevalue.MarshalMap(rerunItem{Key: r.Key(), Kind: kindRerun, ExpiresAt: now + secs(rerunsKeepFor), Rerun: r})
@@ -121,7 +121,7 @@ func (s *Store) RequestRerun(ctx context.Context, r Rerun) (created bool, err er
 }
 
 // pendingSet adds a rerun key to its pool's pending set or deletes it.
-func (s *Store) pendingSet(ctx context.Context, pool, op, key string) error {
+func (s *Reruns) pendingSet(ctx context.Context, pool, op, key string) error {
 	b := newBuilder()
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.table), Key: s.key(pendingRerunsKey(pool)),
 		UpdateExpression:         aws.String(op + " " + b.name("pending") + " " + b.value(stringSet{key}) + " SET " + b.name("kind") + " = " + b.value("reruns")),
@@ -133,13 +133,13 @@ func (s *Store) pendingSet(ctx context.Context, pool, op, key string) error {
 }
 
 // DropPendingRerun takes a rerun out of its pool's pending set.
-func (s *Store) DropPendingRerun(ctx context.Context, r Rerun) error {
+func (s *Reruns) DropPendingRerun(ctx context.Context, r Rerun) error {
 	return s.pendingSet(ctx, r.Pool, "DELETE", r.Key())
 }
 
 // PendingReruns reads the reruns of a pool's pending set (in any status:
 // the caller drops those no longer pending).
-func (s *Store) PendingReruns(ctx context.Context, pool string) ([]Rerun, error) {
+func (s *Reruns) PendingReruns(ctx context.Context, pool string) ([]Rerun, error) {
 	var set struct {
 		Pending []string `dynamodbav:"pending,stringset"`
 	}
@@ -161,7 +161,7 @@ func (s *Store) PendingReruns(ctx context.Context, pool string) ([]Rerun, error)
 }
 
 // GetRerun reads a rerun item.
-func (s *Store) GetRerun(ctx context.Context, key string) (*Rerun, error) {
+func (s *Reruns) GetRerun(ctx context.Context, key string) (*Rerun, error) {
 	var it rerunItem
 	ok, err := s.getItem(ctx, key, &it)
 	if err != nil {
@@ -176,7 +176,7 @@ func (s *Store) GetRerun(ctx context.Context, key string) (*Rerun, error) {
 // MoveRerun moves a rerun from status from to to, noting GitHub's answer
 // (detail) and, when tried, one more try now. A rerun no longer in from
 // is a ConditionError with ClauseStatus: someone else moved it.
-func (s *Store) MoveRerun(ctx context.Context, r Rerun, from, to, detail string, tried bool) (*Rerun, error) {
+func (s *Reruns) MoveRerun(ctx context.Context, r Rerun, from, to, detail string, tried bool) (*Rerun, error) {
 	b := newBuilder()
 	update := "SET " + b.name("status") + " = " + b.value(to) + ", " + b.name("detail") + " = " + b.value(detail)
 	if tried {

@@ -87,7 +87,7 @@ func RunKey(runID string) string { return "run#" + runID }
 // StartRun puts the run item if absent. When it exists already with the same
 // request it is returned with created=false, so a retried provision joins it;
 // a different request for the same runId is refused with ClausePayload.
-func (s *Store) StartRun(ctx context.Context, r Run) (run *Run, created bool, err error) {
+func (s *Runs) StartRun(ctx context.Context, r Run) (run *Run, created bool, err error) {
 	now := s.now()
 	r.Key, r.Kind, r.Status = RunKey(r.ID), kindRun, RunProvisioning
 	r.CreatedAt, r.UpdatedAt, r.ExpiresAt = now, now, now+secs(runsKeepFor)
@@ -121,7 +121,7 @@ func (s *Store) StartRun(ctx context.Context, r Run) (run *Run, created bool, er
 }
 
 // GetRun reads a run item with a consistent read.
-func (s *Store) GetRun(ctx context.Context, runID string) (*Run, error) {
+func (s *Runs) GetRun(ctx context.Context, runID string) (*Run, error) {
 	var r Run
 	ok, err := s.getItem(ctx, RunKey(runID), &r)
 	if err != nil {
@@ -135,7 +135,7 @@ func (s *Store) GetRun(ctx context.Context, runID string) (*Run, error) {
 
 // AddRunInstances records instance ids in a run that is still provisioning
 // (one given up earlier and claimed again is the run's again).
-func (s *Store) AddRunInstances(ctx context.Context, runID string, ids ...string) (*Run, error) {
+func (s *Runs) AddRunInstances(ctx context.Context, runID string, ids ...string) (*Run, error) {
 	b := newBuilder()
 	return s.updateRun(ctx, runID, "add instances", b,
 		"ADD "+b.name("instanceIds")+" "+b.value(stringSet(ids))+" DELETE "+b.name("givenUp")+" "+b.value(stringSet(ids))+
@@ -146,7 +146,7 @@ func (s *Store) AddRunInstances(ctx context.Context, runID string, ids ...string
 // GiveUpRunInstance records that the run's provision gave the instance up,
 // in any status: nothing is minted for it on the run's behalf any more
 // (controlplane.MintWhy), even while its record still names the run.
-func (s *Store) GiveUpRunInstance(ctx context.Context, runID, id string) error {
+func (s *Runs) GiveUpRunInstance(ctx context.Context, runID, id string) error {
 	b := newBuilder()
 	_, err := s.updateRun(ctx, runID, "give up "+id, b,
 		"ADD "+b.name("givenUp")+" "+b.value(stringSet{id})+" SET "+b.name("updatedAt")+" = "+b.value(s.now()),
@@ -161,7 +161,7 @@ func (r *Run) Member(instanceID string) bool {
 }
 
 // SetRunStatus moves a run from one of the from statuses to to, with detail.
-func (s *Store) SetRunStatus(ctx context.Context, runID string, to RunStatus, detail string, from ...RunStatus) (*Run, error) {
+func (s *Runs) SetRunStatus(ctx context.Context, runID string, to RunStatus, detail string, from ...RunStatus) (*Run, error) {
 	b := newBuilder()
 	in := ""
 	for i, st := range from {
@@ -177,7 +177,7 @@ func (s *Store) SetRunStatus(ctx context.Context, runID string, to RunStatus, de
 	return s.updateRun(ctx, runID, "run →"+string(to), b, update, b.name("status")+" IN ("+in+")", from)
 }
 
-func (s *Store) updateRun(ctx context.Context, runID, name string, b *builder, update, cond string, want []RunStatus) (*Run, error) {
+func (s *Runs) updateRun(ctx context.Context, runID, name string, b *builder, update, cond string, want []RunStatus) (*Run, error) {
 	key := RunKey(runID)
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),

@@ -85,7 +85,7 @@ func (r *Releases) Stale(now time.Time, every time.Duration) bool {
 }
 
 // GetReleases reads the releases item; none yet is an empty one.
-func (s *Store) GetReleases(ctx context.Context) (*Releases, error) {
+func (s *RunnerReleases) GetReleases(ctx context.Context) (*Releases, error) {
 	var it Releases
 	if _, err := s.getItem(ctx, releasesKey, &it); err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func (s *Store) GetReleases(ctx context.Context) (*Releases, error) {
 }
 
 // PutReleases writes the releases item (refresh, one at a time).
-func (s *Store) PutReleases(ctx context.Context, r Releases) error {
+func (s *RunnerReleases) PutReleases(ctx context.Context, r Releases) error {
 	item, err := attributevalue.MarshalMap(struct {
 		Key  string `dynamodbav:"pk"`
 		Kind string `dynamodbav:"kind"`
@@ -112,7 +112,7 @@ func (s *Store) PutReleases(ctx context.Context, r Releases) error {
 
 // SetLatestTarget records what "latest" resolves to for a pool, beside its
 // configuration; a pool that is gone is ErrNotFound.
-func (s *Store) SetLatestTarget(ctx context.Context, pool string, t runnerrelease.Target) error {
+func (s *Pools) SetLatestTarget(ctx context.Context, pool string, t runnerrelease.Target) error {
 	b := newBuilder()
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
@@ -131,7 +131,7 @@ func (s *Store) SetLatestTarget(ctx context.Context, pool string, t runnerreleas
 // SetRunnerTarget points an instance at the release it is to run (the
 // control plane's write: the agent brings its install to it between
 // assignments). Bound to the pool only: the target outlives assignments.
-func (s *Store) SetRunnerTarget(ctx context.Context, key Key, pool string, t runnerrelease.Target) (*Instance, error) {
+func (s *Instances) SetRunnerTarget(ctx context.Context, key Key, pool string, t runnerrelease.Target) (*Instance, error) {
 	return s.apply(ctx, change{
 		transition: "set runner target",
 		key:        key,
@@ -144,7 +144,7 @@ func (s *Store) SetRunnerTarget(ctx context.Context, key Key, pool string, t run
 }
 
 // SetRunnerVersion is the agent's report of the runner version installed.
-func (s *Store) SetRunnerVersion(ctx context.Context, key Key, version string) error {
+func (s *Instances) SetRunnerVersion(ctx context.Context, key Key, version string) error {
 	_, err := s.apply(ctx, change{
 		transition: "set runner version",
 		key:        key,

@@ -74,7 +74,7 @@ type scaleSetStatusItem struct {
 // PutScaleSetStatus writes a pool's scale set status (the listener's).
 // Each write replaces the last: only the session's holder writes it often,
 // and a listener that lost the session writes once to say so.
-func (s *Store) PutScaleSetStatus(ctx context.Context, st ScaleSetStatus) error {
+func (s *ScaleSets) PutScaleSetStatus(ctx context.Context, st ScaleSetStatus) error {
 	if st.Pool == "" {
 		return fmt.Errorf("scale set status: pool is required")
 	}
@@ -96,7 +96,7 @@ func (s *Store) PutScaleSetStatus(ctx context.Context, st ScaleSetStatus) error 
 
 // GetScaleSetStatus reads a pool's scale set status; nil when no listener
 // wrote one.
-func (s *Store) GetScaleSetStatus(ctx context.Context, pool string) (*ScaleSetStatus, error) {
+func (s *ScaleSets) GetScaleSetStatus(ctx context.Context, pool string) (*ScaleSetStatus, error) {
 	var it scaleSetStatusItem
 	ok, err := s.getItem(ctx, ScaleSetStatusKey(pool), &it)
 	if err != nil || !ok {

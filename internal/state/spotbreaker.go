@@ -109,7 +109,7 @@ type spotBreakerItem struct {
 
 // GetSpotBreaker reads a pool's spot breaker; nil when the pool never had
 // an interruption noted.
-func (s *Store) GetSpotBreaker(ctx context.Context, pool string) (*SpotBreaker, error) {
+func (s *SpotBreakers) GetSpotBreaker(ctx context.Context, pool string) (*SpotBreaker, error) {
 	var it spotBreakerItem
 	ok, err := s.getItem(ctx, SpotBreakerKey(pool), &it)
 	if err != nil || !ok {
@@ -121,7 +121,7 @@ func (s *Store) GetSpotBreaker(ctx context.Context, pool string) (*SpotBreaker, 
 // NoteSpotInterruption notes that EC2 took back instance id of pool (on the
 // store's clock) and returns the breaker as written. Writers race with an
 // optimistic write on the item's version.
-func (s *Store) NoteSpotInterruption(ctx context.Context, pool, id string) (*SpotBreaker, error) {
+func (s *SpotBreakers) NoteSpotInterruption(ctx context.Context, pool, id string) (*SpotBreaker, error) {
 	if pool == "" || id == "" {
 		return nil, fmt.Errorf("note a spot interruption: pool and instance id are required")
 	}

@@ -32,8 +32,10 @@ type DynamoDBAPI interface {
 	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
-// Store reads and writes one state table.
-type Store struct {
+// core is what every aggregate's store shares: the client, the table and
+// the clock. The aggregates hold one pointer to the same core, so a test
+// that moves Store.Now moves every aggregate's clock.
+type core struct {
 	db    DynamoDBAPI
 	table string
 	// Now is the clock used for leases; tests move it.
@@ -42,13 +44,34 @@ type Store struct {
 	PageSize int32
 }
 
+// Store reads and writes one state table: one store per aggregate over
+// the same table (see stores.go). Its methods are the aggregates', promoted;
+// a caller that needs one aggregate takes that aggregate, or a narrow
+// interface of its own.
+type Store struct {
+	*core
+	Instances
+	Runs
+	Reruns
+	Pools
+	Capacity
+	Leases
+	Tokens
+	RunnerReleases
+	ScaleSets
+	SpotBreakers
+}
+
 // New returns a store for the named table.
 func New(db DynamoDBAPI, table string) *Store {
-	return &Store{db: db, table: table, Now: time.Now}
+	c := &core{db: db, table: table, Now: time.Now}
+	return &Store{core: c,
+		Instances: Instances{c}, Runs: Runs{c}, Reruns: Reruns{c}, Pools: Pools{c}, Capacity: Capacity{c},
+		Leases: Leases{c}, Tokens: Tokens{c}, RunnerReleases: RunnerReleases{c}, ScaleSets: ScaleSets{c}, SpotBreakers: SpotBreakers{c}}
 }
 
 // Table is the table's name.
-func (s *Store) Table() string { return s.table }
+func (s *core) Table() string { return s.table }
 
 // ErrNotFound is returned (wrapped) when a record does not exist.
 var ErrNotFound = errors.New("record not found")
@@ -161,12 +184,12 @@ func (b *builder) attrValues() map[string]types.AttributeValue {
 	return b.values
 }
 
-func (s *Store) key(pk string) map[string]types.AttributeValue {
+func (s *core) key(pk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: &types.AttributeValueMemberS{Value: pk}}
 }
 
 // getItem reads one item with a consistent read; a missing item returns nil, nil.
-func (s *Store) getItem(ctx context.Context, pk string, out any) (bool, error) {
+func (s *core) getItem(ctx context.Context, pk string, out any) (bool, error) {
 	res, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            s.key(pk),
@@ -185,7 +208,7 @@ func (s *Store) getItem(ctx context.Context, pk string, out any) (bool, error) {
 }
 
 // Get reads an instance record with a consistent read.
-func (s *Store) Get(ctx context.Context, key Key) (*Instance, error) {
+func (s *Instances) Get(ctx context.Context, key Key) (*Instance, error) {
 	var inst Instance
 	ok, err := s.getItem(ctx, string(key), &inst)
 	if err != nil {
@@ -197,7 +220,7 @@ func (s *Store) Get(ctx context.Context, key Key) (*Instance, error) {
 	return &inst, nil
 }
 
-func (s *Store) now() int64 { return s.Now().Unix() }
+func (s *core) now() int64 { return s.Now().Unix() }
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
@@ -212,7 +235,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // returns those that exist by key. Unprocessed keys (throttling) are asked
 // again with a short backoff. A repeated key is read once (BatchGetItem
 // refuses duplicate keys).
-func (s *Store) GetMany(ctx context.Context, keys []Key) (map[Key]*Instance, error) {
+func (s *Instances) GetMany(ctx context.Context, keys []Key) (map[Key]*Instance, error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	out := make(map[Key]*Instance, len(keys))
 	for start := 0; start < len(keys); start += 100 {
@@ -257,7 +280,7 @@ func (s *Store) GetMany(ctx context.Context, keys []Key) (map[Key]*Instance, err
 // or a runner's name), by instance id. roleIDs names the instance roles an
 // instance's record may be keyed with: its pool's, or every pool's when its
 // pool is unknown. An instance has one record, under its pool's role.
-func (s *Store) ByInstanceID(ctx context.Context, ids []string, roleIDs func(instanceID string) []string) (map[string]*Instance, error) {
+func (s *Instances) ByInstanceID(ctx context.Context, ids []string, roleIDs func(instanceID string) []string) (map[string]*Instance, error) {
 	out := make(map[string]*Instance, len(ids))
 	var keys []Key
 	for _, id := range ids {

@@ -48,7 +48,7 @@ func (e *TokenUsedError) Error() string {
 // lost answer, or two deliveries of one call); another purpose is refused
 // with a *TokenUsedError naming the first, by a conditional put, so of two
 // concurrent uses for different purposes exactly one wins.
-func (s *Store) UseToken(ctx context.Context, jti, purpose string, expires time.Time) error {
+func (s *Tokens) UseToken(ctx context.Context, jti, purpose string, expires time.Time) error {
 	if jti == "" || purpose == "" {
 		return errors.New("use token: jti and purpose are required")
 	}

@@ -15,296 +15,6 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 )
 
-// check is one clause of a condition, written twice: as a DynamoDB condition
-// and as a Go predicate over the old record, so that a refused write can say
-// which clause failed.
-type check struct {
-	clause Clause
-	expr   func(b *builder) string
-	holds  func(i *Instance) (bool, string)
-}
-
-func exists() check {
-	return check{ClauseExists,
-		func(b *builder) string { return "attribute_exists(" + b.name(AttrPK) + ")" },
-		func(i *Instance) (bool, string) { return true, "" }}
-}
-
-func stateIn(states ...State) check {
-	return check{ClauseState,
-		func(b *builder) string {
-			ph := make([]string, len(states))
-			for n, s := range states {
-				ph[n] = b.value(string(s))
-			}
-			return b.name("state") + " IN (" + strings.Join(ph, ", ") + ")"
-		},
-		func(i *Instance) (bool, string) {
-			for _, s := range states {
-				if i.State == s {
-					return true, ""
-				}
-			}
-			return false, fmt.Sprintf("state is %s, want %s", i.State, joinStates(states))
-		}}
-}
-
-func notTerminated() check {
-	return check{ClauseState,
-		func(b *builder) string { return b.name("state") + " <> " + b.value(string(Terminated)) },
-		func(i *Instance) (bool, string) {
-			return i.State != Terminated, "instance is terminated"
-		}}
-}
-
-func assignmentIs(a string) check {
-	return check{ClauseAssignment,
-		func(b *builder) string { return b.name("assignment") + " = " + b.value(a) },
-		func(i *Instance) (bool, string) {
-			return i.Assignment == a, fmt.Sprintf("assignment is %s, want %s", i.Assignment, a)
-		}}
-}
-
-func runIDIs(r string) check {
-	return check{ClauseRunID,
-		func(b *builder) string { return b.name(AttrRunID) + " = " + b.value(r) },
-		func(i *Instance) (bool, string) {
-			return i.RunID == r, fmt.Sprintf("runId is %q, want %q", i.RunID, r)
-		}}
-}
-
-func noRunID() check {
-	return check{ClauseRunID,
-		func(b *builder) string { return "attribute_not_exists(" + b.name(AttrRunID) + ")" },
-		func(i *Instance) (bool, string) {
-			return i.RunID == "", fmt.Sprintf("instance is assigned to run %q", i.RunID)
-		}}
-}
-
-func leaseLive(now int64) check {
-	return check{ClauseLease,
-		func(b *builder) string { return b.name(AttrThreshold) + " > " + b.value(now) },
-		func(i *Instance) (bool, string) {
-			return i.Threshold > now, fmt.Sprintf("lease expired at %s", unixString(i.Threshold))
-		}}
-}
-
-func leaseExpired(now int64) check {
-	return check{ClauseLease,
-		func(b *builder) string {
-			return "(attribute_not_exists(" + b.name(AttrThreshold) + ") OR " + b.name(AttrThreshold) + " <= " + b.value(now) + ")"
-		},
-		func(i *Instance) (bool, string) {
-			return i.Threshold <= now, fmt.Sprintf("lease holds until %s", unixString(i.Threshold))
-		}}
-}
-
-// signalBound requires the named signal to answer assignment a, or the record's
-// current assignment when a is empty.
-func signalBound(name, a string) check {
-	return check{ClauseSignal,
-		func(b *builder) string {
-			path := b.name("signals." + name + ".assignment")
-			if a == "" {
-				return path + " = " + b.name("assignment")
-			}
-			return path + " = " + b.value(a)
-		},
-		func(i *Instance) (bool, string) {
-			want := a
-			if want == "" {
-				want = i.Assignment
-			}
-			s, ok := i.Signals[name]
-			return ok && s.Assignment == want, fmt.Sprintf("no %s for assignment %s", name, want)
-		}}
-}
-
-func signalPresent(name string) check {
-	return check{ClauseSignal,
-		func(b *builder) string { return "attribute_exists(" + b.name("signals."+name) + ")" },
-		func(i *Instance) (bool, string) {
-			_, ok := i.Signals[name]
-			return ok, "no " + name + " signal"
-		}}
-}
-
-func attrIs(clause Clause, attr, want string) check {
-	return check{clause,
-		func(b *builder) string { return b.name(attr) + " = " + b.value(want) },
-		func(i *Instance) (bool, string) {
-			got := map[string]string{"owner": i.Owner, "pool": i.Pool, "launchTemplateVersion": i.LaunchTemplateVersion}[attr]
-			return got == want, fmt.Sprintf("%s is %q, want %q", attr, got, want)
-		}}
-}
-
-func usesBelow(max int) check {
-	return check{ClauseUses,
-		func(b *builder) string { return b.name("uses") + " < " + b.value(max) },
-		func(i *Instance) (bool, string) {
-			return i.Uses < max, fmt.Sprintf("used %d times, limit %d", i.Uses, max)
-		}}
-}
-
-// noRebalance refuses an instance whose agent said EC2 recommends
-// rebalancing it (SignalRebalance, any assignment).
-func noRebalance() check {
-	return check{ClauseRebalance,
-		func(b *builder) string { return "attribute_not_exists(" + b.name("signals."+SignalRebalance) + ")" },
-		func(i *Instance) (bool, string) {
-			return !i.HasRebalance(), "EC2 recommended rebalancing the instance"
-		}}
-}
-
-func launchedAfter(t int64) check {
-	return check{ClauseAge,
-		func(b *builder) string { return b.name("launchedAt") + " > " + b.value(t) },
-		func(i *Instance) (bool, string) {
-			return i.LaunchedAt > t, fmt.Sprintf("launched at %s, too old", unixString(i.LaunchedAt))
-		}}
-}
-
-func thresholdIs(t int64) check {
-	return check{ClauseLease,
-		func(b *builder) string { return b.name(AttrThreshold) + " = " + b.value(t) },
-		func(i *Instance) (bool, string) {
-			return i.Threshold == t, fmt.Sprintf("lease is %s, read as %s", unixString(i.Threshold), unixString(t))
-		}}
-}
-
-// notExpiredByControlPlane holds unless Expire moved the lease before the
-// moment it was set (Expire sets threshold = leaseAt - 1).
-func notExpiredByControlPlane() check {
-	return check{ClauseLease,
-		func(b *builder) string { return b.name(AttrThreshold) + " > " + b.name("leaseAt") },
-		func(i *Instance) (bool, string) {
-			return i.Threshold > i.LeaseAt, "the control plane expired the lease"
-		}}
-}
-
-func capAtLeast(t int64) check {
-	return check{ClauseLease,
-		func(b *builder) string { return b.name("leaseCap") + " >= " + b.value(t) },
-		func(i *Instance) (bool, string) {
-			return i.LeaseCap >= t, fmt.Sprintf("the runtime cap %s comes first", unixString(i.LeaseCap))
-		}}
-}
-
-func beatsAre(n int64) check {
-	return check{ClauseChanged,
-		func(b *builder) string {
-			if n == 0 {
-				return "attribute_not_exists(" + b.name("heartbeats") + ")"
-			}
-			return b.name("heartbeats") + " = " + b.value(n)
-		},
-		func(i *Instance) (bool, string) {
-			return i.Heartbeats == n, fmt.Sprintf("heartbeats are %d, read as %d", i.Heartbeats, n)
-		}}
-}
-
-// change is one conditional UpdateItem of an instance record.
-type change struct {
-	transition string
-	key        Key
-	checks     []check
-	set        map[string]any // attribute path -> value
-	increment  []string       // numeric attributes to add one to
-	remove     []string
-	// applied, when set, recognises the record this change leaves behind.
-	// DynamoDB may store a write and still answer with an error; the SDK
-	// then retries it and the retry's condition fails against our own
-	// result: that is success, not a lost race.
-	applied func(cur *Instance) bool
-}
-
-// apply runs the change. Every change bumps version; a refused change returns
-// a *ConditionError naming the first clause that does not hold.
-func (s *Store) apply(ctx context.Context, c change) (*Instance, error) {
-	b := newBuilder()
-	conds := make([]string, len(c.checks))
-	for n, ch := range c.checks {
-		conds[n] = ch.expr(b)
-	}
-	sets := []string{b.name("version") + " = " + b.name("version") + " + " + b.value(1)}
-	for _, path := range c.increment {
-		sets = append(sets, b.name(path)+" = if_not_exists("+b.name(path)+", "+b.value(0)+") + "+b.value(1))
-	}
-	for _, path := range sortedKeys(c.set) {
-		sets = append(sets, b.name(path)+" = "+b.value(c.set[path]))
-	}
-	update := "SET " + strings.Join(sets, ", ")
-	if len(c.remove) > 0 {
-		rm := make([]string, len(c.remove))
-		for n, path := range c.remove {
-			rm[n] = b.name(path)
-		}
-		update += " REMOVE " + strings.Join(rm, ", ")
-	}
-	key := c.key
-	if key == "" {
-		return nil, fmt.Errorf("%s: no record key", c.transition)
-	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 s.key(string(key)),
-		ConditionExpression:                 aws.String(strings.Join(conds, " AND ")),
-		UpdateExpression:                    aws.String(update),
-		ExpressionAttributeNames:            b.attrNames(),
-		ExpressionAttributeValues:           b.attrValues(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			err := s.diagnose(ctx, c, key, ccf.Item)
-			var ce *ConditionError
-			if errors.As(err, &ce) && ce.Current != nil && c.applied != nil && c.applied(ce.Current) {
-				return ce.Current, nil
-			}
-			return nil, err
-		}
-		return nil, fmt.Errorf("%s of %s: %w", c.transition, key, err)
-	}
-	var inst Instance
-	if err := attributevalue.UnmarshalMap(out.Attributes, &inst); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", key, err)
-	}
-	return &inst, nil
-}
-
-// diagnose finds the clause that failed, from the old item DynamoDB returned
-// with the failure, or else from a consistent read.
-func (s *Store) diagnose(ctx context.Context, c change, key Key, old map[string]types.AttributeValue) error {
-	var cur *Instance
-	if old != nil {
-		cur = &Instance{}
-		if err := attributevalue.UnmarshalMap(old, cur); err != nil {
-			return fmt.Errorf("decode %s: %w", key, err)
-		}
-	} else {
-		got, err := s.Get(ctx, c.key)
-		if err != nil && !IsNotFound(err) {
-			return fmt.Errorf("%s of %s refused; reading why failed: %w", c.transition, key, err)
-		}
-		cur = got
-	}
-	ce := &ConditionError{Key: string(key), Transition: c.transition, Current: cur}
-	if cur == nil {
-		ce.Clause, ce.Detail = ClauseExists, "no such record"
-		return ce
-	}
-	for _, ch := range c.checks {
-		if ok, detail := ch.holds(cur); !ok {
-			ce.Clause, ce.Detail = ch.clause, detail
-			return ce
-		}
-	}
-	ce.Clause, ce.Detail = ClauseChanged, "record changed while the write was refused; read it again"
-	return ce
-}
-
 // NewInstance describes a record to create for a freshly launched instance.
 type NewInstance struct {
 	ID string
@@ -328,7 +38,7 @@ type NewInstance struct {
 }
 
 // Create puts the created record if none exists for the instance.
-func (s *Store) Create(ctx context.Context, n NewInstance) (*Instance, error) {
+func (s *Instances) Create(ctx context.Context, n NewInstance) (*Instance, error) {
 	if n.ID == "" || n.RoleID == "" || n.Pool == "" || n.Assignment == "" || n.TTL <= 0 {
 		return nil, fmt.Errorf("create record: id, roleId, pool, assignment and a positive TTL are required")
 	}
@@ -421,7 +131,7 @@ func bound(r Ref) []check {
 // signalled UD_REG_OK for the same assignment; the lease becomes maxRuntime,
 // which the agent extends while its runner is alive, up to runtimeCap from
 // now (leaseCap).
-func (s *Store) MarkRunning(ctx context.Context, r Ref, maxRuntime, runtimeCap time.Duration) (*Instance, error) {
+func (s *Instances) MarkRunning(ctx context.Context, r Ref, maxRuntime, runtimeCap time.Duration) (*Instance, error) {
 	now := s.now()
 	return s.toRunning(ctx, "→running", r, maxRuntime, runtimeCap, leaseLive(now), signalBound(SignalRegOK, r.Assignment))
 }
@@ -430,11 +140,11 @@ func (s *Store) MarkRunning(ctx context.Context, r Ref, maxRuntime, runtimeCap t
 // without its UD_REG_OK and whatever its lease says: GitHub shows its runner
 // running a job of the run (the agent's note was never seen), so the
 // instance works for the run already and ending it would kill that job.
-func (s *Store) Adopt(ctx context.Context, r Ref, maxRuntime, runtimeCap time.Duration) (*Instance, error) {
+func (s *Instances) Adopt(ctx context.Context, r Ref, maxRuntime, runtimeCap time.Duration) (*Instance, error) {
 	return s.toRunning(ctx, "→running (adopted)", r, maxRuntime, runtimeCap)
 }
 
-func (s *Store) toRunning(ctx context.Context, name string, r Ref, maxRuntime, runtimeCap time.Duration, checks ...check) (*Instance, error) {
+func (s *Instances) toRunning(ctx context.Context, name string, r Ref, maxRuntime, runtimeCap time.Duration, checks ...check) (*Instance, error) {
 	now := s.now()
 	threshold := now + secs(maxRuntime)
 	set := withState(nil, r.Pool, Running, now, threshold)
@@ -453,7 +163,7 @@ func (s *Store) toRunning(ctx context.Context, name string, r Ref, maxRuntime, r
 // Release moves a running instance of runID to idle under a new assignment and
 // hands the agent its remove material; the lease becomes idleTTL. The agent
 // then deregisters and signals UD_REMOVE_REG_OK for the new assignment.
-func (s *Store) Release(ctx context.Context, r Ref, runID string, idleTTL time.Duration, removal *Registration) (*Instance, error) {
+func (s *Instances) Release(ctx context.Context, r Ref, runID string, idleTTL time.Duration, removal *Registration) (*Instance, error) {
 	now := s.now()
 	return s.toIdle(ctx, "running→idle", r, runID, append(bound(r), stateIn(Running), runIDIs(runID), leaseLive(now), jitSeqIs(r.JITSeq)), idleTTL, removal)
 }
@@ -461,14 +171,14 @@ func (s *Store) Release(ctx context.Context, r Ref, runID string, idleTTL time.D
 // Unclaim moves a claimed instance whose registration failed or timed out back
 // to idle under a new assignment; like Release it is pooled again only after
 // the agent confirms it is clean.
-func (s *Store) Unclaim(ctx context.Context, r Ref, idleTTL time.Duration, removal *Registration) (*Instance, error) {
+func (s *Instances) Unclaim(ctx context.Context, r Ref, idleTTL time.Duration, removal *Registration) (*Instance, error) {
 	now := s.now()
 	return s.toIdle(ctx, "claimed→idle", r, "", append(bound(r), stateIn(Claimed), leaseLive(now)), idleTTL, removal)
 }
 
 // toIdle gives the instance back to the pool; runID, when known, stays as
 // its lastRunId.
-func (s *Store) toIdle(ctx context.Context, name string, r Ref, runID string, checks []check, idleTTL time.Duration, removal *Registration) (*Instance, error) {
+func (s *Instances) toIdle(ctx context.Context, name string, r Ref, runID string, checks []check, idleTTL time.Duration, removal *Registration) (*Instance, error) {
 	next := NewAssignment()
 	set := map[string]any{"assignment": next}
 	if runID != "" {
@@ -515,7 +225,7 @@ type ClaimRequest struct {
 // whose agent never said EC2 recommends rebalancing it, to
 // claimed for req.RunID under a new assignment. A duplicate or stale pool
 // message can never claim twice: only one conditional write wins.
-func (s *Store) Claim(ctx context.Context, key Key, req ClaimRequest) (*Instance, error) {
+func (s *Instances) Claim(ctx context.Context, key Key, req ClaimRequest) (*Instance, error) {
 	if req.RunID == "" || req.Pool == "" || req.ClaimTTL <= 0 {
 		return nil, fmt.Errorf("claim %s: runId, pool and a positive claim TTL are required", key)
 	}
@@ -558,7 +268,7 @@ func (s *Store) Claim(ctx context.Context, key Key, req ClaimRequest) (*Instance
 
 // JoinPool moves a pre-warmed instance (created without a run) to idle once its
 // pre-runner script succeeded; it keeps its assignment.
-func (s *Store) JoinPool(ctx context.Context, r Ref, idleTTL time.Duration) (*Instance, error) {
+func (s *Instances) JoinPool(ctx context.Context, r Ref, idleTTL time.Duration) (*Instance, error) {
 	now := s.now()
 	return s.apply(ctx, change{
 		transition: "created→idle",
@@ -569,7 +279,7 @@ func (s *Store) JoinPool(ctx context.Context, r Ref, idleTTL time.Duration) (*In
 }
 
 // Renew extends the idle lease of an instance that scale-down keeps.
-func (s *Store) Renew(ctx context.Context, r Ref, idleTTL time.Duration) (*Instance, error) {
+func (s *Instances) Renew(ctx context.Context, r Ref, idleTTL time.Duration) (*Instance, error) {
 	now := s.now()
 	return s.apply(ctx, change{
 		transition: "idle→idle",
@@ -580,7 +290,7 @@ func (s *Store) Renew(ctx context.Context, r Ref, idleTTL time.Duration) (*Insta
 }
 
 // MarkPooled records that the pool message for this idle assignment was sent.
-func (s *Store) MarkPooled(ctx context.Context, r Ref) (*Instance, error) {
+func (s *Instances) MarkPooled(ctx context.Context, r Ref) (*Instance, error) {
 	return s.apply(ctx, change{
 		transition: "pooled",
 		key:        r.Key,
@@ -597,7 +307,7 @@ func (s *Store) MarkPooled(ctx context.Context, r Ref) (*Instance, error) {
 
 // Expire sets the lease of the given assignment into the past, so refresh (and
 // the agent itself) terminates the instance.
-func (s *Store) Expire(ctx context.Context, r Ref, reason string) (*Instance, error) {
+func (s *Instances) Expire(ctx context.Context, r Ref, reason string) (*Instance, error) {
 	now := s.now()
 	return s.apply(ctx, change{
 		transition: "expire",
@@ -630,7 +340,7 @@ type Termination struct {
 // Terminate marks a record terminated: runId, poolState, threshold and
 // registration are removed and expiresAt starts the record's TTL. Call it
 // after (or right before) EC2 TerminateInstances.
-func (s *Store) Terminate(ctx context.Context, key Key, t Termination) (*Instance, error) {
+func (s *Instances) Terminate(ctx context.Context, key Key, t Termination) (*Instance, error) {
 	if t.Assignment == "" && !t.IfExpired && t.Given == nil {
 		return nil, fmt.Errorf("terminate %s: give the expected assignment, the record as given or require an expired lease", key)
 	}

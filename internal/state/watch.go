@@ -8,6 +8,12 @@ import (
 	"time"
 )
 
+// recordReader is what a Watcher reads: Instances, or a Store.
+type recordReader interface {
+	Get(ctx context.Context, key Key) (*Instance, error)
+	GetMany(ctx context.Context, keys []Key) (map[Key]*Instance, error)
+}
+
 // Watcher serves the record reads of concurrent signal waits with one
 // batch read per interval for every record waited on: a provision or a
 // release of ten instances reads ten records with one request, not ten.
@@ -15,7 +21,7 @@ import (
 // by a read of each record on its own, so one hot record delays no other
 // wait. Safe for concurrent use; it reads only while someone waits.
 type Watcher struct {
-	s     *Store
+	s     recordReader
 	every time.Duration
 
 	mu      sync.Mutex
@@ -29,7 +35,7 @@ type readResult struct {
 }
 
 // NewWatcher returns a Watcher of s that reads every interval (1 s if 0).
-func NewWatcher(s *Store, every time.Duration) *Watcher {
+func NewWatcher(s recordReader, every time.Duration) *Watcher {
 	if every <= 0 {
 		every = time.Second
 	}

@@ -144,7 +144,7 @@ func asksForJIT(r events.DynamoDBEventRecord) (state.Key, bool) {
 // it may and what it costs is within the bound; it returns the refusal
 // when it is not. A nil error means done, or nothing to do.
 func serve(ctx context.Context, d Deps, key state.Key) (*Refusal, error) {
-	rec, err := d.Store.Get(ctx, key)
+	rec, err := storeOf(d.Deps).Get(ctx, key)
 	if state.IsNotFound(err) {
 		return nil, nil
 	}
@@ -153,7 +153,7 @@ func serve(ctx context.Context, d Deps, key state.Key) (*Refusal, error) {
 	}
 	var run *state.Run
 	if rec.RunID != "" {
-		if run, err = d.Store.GetRun(ctx, rec.RunID); err != nil && !state.IsNotFound(err) {
+		if run, err = storeOf(d.Deps).GetRun(ctx, rec.RunID); err != nil && !state.IsNotFound(err) {
 			return nil, err
 		}
 	}
@@ -182,7 +182,7 @@ func serve(ctx context.Context, d Deps, key state.Key) (*Refusal, error) {
 	if v.Look {
 		every = d.Limits.Every
 	}
-	if _, err := d.Store.TakeJITRequest(ctx, rec.Key, rec.Assignment, n, now.Unix(), every); err != nil {
+	if _, err := storeOf(d.Deps).TakeJITRequest(ctx, rec.Key, rec.Assignment, n, now.Unix(), every); err != nil {
 		var ce *state.ConditionError
 		switch {
 		case errors.As(err, &ce) && ce.Clause == state.ClauseJITRate:
@@ -237,7 +237,7 @@ func refuse(ctx context.Context, d Deps, rec *state.Instance, n int, v controlpl
 		r.Looks, r.LookedAt, served = r.Looks+1, now.Unix(), rec.JITServed
 	}
 	d.Log.Warn("just-in-time request refused", "instanceId", rec.ID, "assignment", rec.Assignment, "seq", n, "clause", v.Clause, "why", v.Why, "refusedInAssignment", r.Count)
-	if _, err := d.Store.RefuseJIT(ctx, rec.Key, rec.Assignment, r, served); err != nil && state.ClauseOf(err) == "" {
+	if _, err := storeOf(d.Deps).RefuseJIT(ctx, rec.Key, rec.Assignment, r, served); err != nil && state.ClauseOf(err) == "" {
 		return nil, err
 	}
 	return &Refusal{Pool: rec.Pool, InstanceID: rec.ID, Seq: n, Clause: v.Clause, Why: v.Why}, nil

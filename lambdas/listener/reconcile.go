@@ -29,13 +29,13 @@ const reconcileEvery = 10 * time.Second
 // left, from the instances' records.
 func (s *Scaler) adopt(ctx context.Context) error {
 	for _, st := range []state.State{state.Running, state.Claimed, state.Created} {
-		recs, err := s.d.Store.ByPoolState(ctx, s.pool.Name, st, time.Time{})
+		recs, err := storeOf(s.d.Deps).ByPoolState(ctx, s.pool.Name, st, time.Time{})
 		if err != nil {
 			return err
 		}
 		for _, listed := range recs {
 			// The index holds no runId (state/table.go): the record does.
-			rec, err := s.d.Store.Get(ctx, listed.Key)
+			rec, err := storeOf(s.d.Deps).Get(ctx, listed.Key)
 			if state.IsNotFound(err) {
 				continue
 			}
@@ -86,7 +86,7 @@ func (s *Scaler) reconcile(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	for id, st := range known {
-		rec, err := s.d.Store.Get(ctx, s.pool.RecordKey(st.instanceID))
+		rec, err := storeOf(s.d.Deps).Get(ctx, s.pool.RecordKey(st.instanceID))
 		if err != nil && !state.IsNotFound(err) {
 			s.log.Warn("record of a standing run not read", "runId", id, "err", err)
 			continue
@@ -126,11 +126,11 @@ func (s *Scaler) reconcile(ctx context.Context) {
 func (s *Scaler) finishClaim(ctx context.Context, id string, rec *state.Instance) {
 	t := s.pool.Timings
 	if sig, ok := rec.SignalFor(state.SignalRegOK); ok && sig.Assignment == rec.Assignment {
-		_, err := s.d.Store.MarkRunning(ctx, rec.Ref(), state.D(t.MaxRuntime), state.D(t.RuntimeCap))
+		_, err := storeOf(s.d.Deps).MarkRunning(ctx, rec.Ref(), state.D(t.MaxRuntime), state.D(t.RuntimeCap))
 		if state.ClauseOf(err) != "" {
 			// Its claim's lease passed meanwhile: its runner is online all
 			// the same, and may run a job.
-			_, err = s.d.Store.Adopt(ctx, rec.Ref(), state.D(t.MaxRuntime), state.D(t.RuntimeCap))
+			_, err = storeOf(s.d.Deps).Adopt(ctx, rec.Ref(), state.D(t.MaxRuntime), state.D(t.RuntimeCap))
 		}
 		if err != nil {
 			s.log.Warn("claim left by an earlier listener not taken as running; looked at again", "runId", id, "err", err)

@@ -189,7 +189,7 @@ func (s *Scaler) HandleJobStarted(ctx context.Context, job *scaleset.JobStarted)
 	}
 	repo := job.OwnerName + "/" + job.RepositoryName
 	s.log.Info("job started", "runId", id, "runner", job.RunnerName, "jobId", job.JobID, "repository", repo)
-	if err := s.d.Store.SetRunJob(ctx, id, state.RunJob{Repository: repo, WorkflowRunID: job.WorkflowRunID}); err != nil {
+	if err := storeOf(s.d.Deps).SetRunJob(ctx, id, state.RunJob{Repository: repo, WorkflowRunID: job.WorkflowRunID}); err != nil {
 		s.log.Warn("job of a standing run not recorded: it is not re-run should its instance be interrupted", "runId", id, "err", err)
 	}
 	return nil
@@ -276,7 +276,7 @@ func (s *Scaler) runOfRecord(ctx context.Context, runner string) string {
 	if inst == "" {
 		return ""
 	}
-	rec, err := s.d.Store.Get(ctx, s.pool.RecordKey(inst))
+	rec, err := storeOf(s.d.Deps).Get(ctx, s.pool.RecordKey(inst))
 	if err != nil || !strings.HasPrefix(rec.RunID, s.runPrefix()) {
 		return ""
 	}

@@ -112,7 +112,7 @@ func (s *Scaler) trimOne(ctx context.Context, id, instanceID string) {
 // names (controlplane.RunnerIDs); a record that moved on to another run
 // is left alone (reconcile releases the run).
 func (s *Scaler) deleteRunners(ctx context.Context, id, instanceID string) error {
-	rec, err := s.d.Store.Get(ctx, s.pool.RecordKey(instanceID))
+	rec, err := storeOf(s.d.Deps).Get(ctx, s.pool.RecordKey(instanceID))
 	if err != nil {
 		return err
 	}

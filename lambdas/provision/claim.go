@@ -90,7 +90,7 @@ func (p *provisioner) create(ctx context.Context, n int, reg *state.Registration
 	// The records now count through the index, after its lag; the
 	// reservation covers that lag and, if this process dies before this
 	// line, the instances until refresh reconciles them.
-	if serr := p.d.Store.SettleReservation(context.WithoutCancel(ctx), p.req.Pool, assignment, idsOf(recorded), indexLag); serr != nil {
+	if serr := storeOf(p.d).SettleReservation(context.WithoutCancel(ctx), p.req.Pool, assignment, idsOf(recorded), indexLag); serr != nil {
 		p.log.Warn("settle capacity reservation", "err", serr)
 	}
 	members := p.membersOf(recorded)
@@ -118,7 +118,7 @@ const indexLag = 30 * time.Second
 func (p *provisioner) reserve(ctx context.Context, id string, n int) error {
 	hold := 2 * state.D(p.req.pool.Timings.CreatedTTL)
 	count := func(ctx context.Context) (map[string]string, error) {
-		live, err := p.d.Store.LiveIDs(ctx, p.req.Pool)
+		live, err := storeOf(p.d).LiveIDs(ctx, p.req.Pool)
 		if err != nil {
 			return nil, err
 		}
@@ -133,14 +133,14 @@ func (p *provisioner) reserve(ctx context.Context, id string, n int) error {
 		}
 		return live, nil
 	}
-	err := p.d.Store.Reserve(ctx, p.req.Pool, id, n, p.req.pool.MaxInstances, hold, count)
+	err := storeOf(p.d).Reserve(ctx, p.req.Pool, id, n, p.req.pool.MaxInstances, hold, count)
 	if !state.IsPoolAtCap(err) {
 		return err
 	}
 	if reaped := p.reapExpired(ctx); reaped == 0 {
 		return err
 	}
-	return p.d.Store.Reserve(ctx, p.req.Pool, id, n, p.req.pool.MaxInstances, hold, count)
+	return storeOf(p.d).Reserve(ctx, p.req.Pool, id, n, p.req.pool.MaxInstances, hold, count)
 }
 
 // reapExpired terminates the pool's instances whose lease has passed, each
@@ -149,7 +149,7 @@ func (p *provisioner) reserve(ctx context.Context, id string, n int) error {
 func (p *provisioner) reapExpired(ctx context.Context) int {
 	var keys []state.Key
 	for _, st := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
-		insts, err := p.d.Store.ByPoolState(ctx, p.req.Pool, st, p.d.Store.Now())
+		insts, err := storeOf(p.d).ByPoolState(ctx, p.req.Pool, st, p.d.Now())
 		if err != nil {
 			return 0
 		}
@@ -157,13 +157,13 @@ func (p *provisioner) reapExpired(ctx context.Context) int {
 			keys = append(keys, inst.Key)
 		}
 	}
-	records, err := p.d.Store.GetMany(ctx, keys)
+	records, err := storeOf(p.d).GetMany(ctx, keys)
 	if err != nil {
 		return 0
 	}
 	var expired []*state.Instance
 	for _, rec := range records {
-		if rec.State != state.Terminated && rec.Expired(p.d.Store.Now()) {
+		if rec.State != state.Terminated && rec.Expired(p.d.Now()) {
 			expired = append(expired, rec)
 		}
 	}
@@ -213,7 +213,7 @@ func (p *provisioner) record(ctx context.Context, launched []Launched, assignmen
 			if p.req.RunID == "" {
 				ttl += PrewarmGrace // see Prewarm
 			}
-			inst, err := p.d.Store.Create(gctx, state.NewInstance{
+			inst, err := storeOf(p.d).Create(gctx, state.NewInstance{
 				ID: l.ID, RoleID: p.req.pool.InstanceRoleID, Pool: p.req.Pool, Owner: p.req.Owner, RunID: p.req.RunID, Assignment: assignment,
 				InstanceType: l.InstanceType, UsageClass: l.UsageClass, LaunchTemplateVersion: p.req.pool.LaunchTemplateVersion,
 				LaunchedAt: l.LaunchedAt, TTL: ttl, Registration: material,
@@ -254,7 +254,7 @@ func (p *provisioner) adopt(ctx context.Context, insts []*state.Instance, source
 	if p.req.RunID == "" {
 		return // pre-warmed: no run to note them in
 	}
-	if _, err := p.d.Store.AddRunInstances(context.WithoutCancel(ctx), p.req.RunID, ids...); err != nil {
+	if _, err := storeOf(p.d).AddRunInstances(context.WithoutCancel(ctx), p.req.RunID, ids...); err != nil {
 		p.log.Warn("record run instances", "err", err)
 	}
 }

@@ -53,7 +53,7 @@ func (p *provisioner) join(ctx context.Context, run *state.Run) (*Output, error)
 		case <-time.After(time.Second):
 		}
 		var err error
-		if run, err = p.d.Store.GetRun(ctx, run.ID); err != nil {
+		if run, err = storeOf(p.d).GetRun(ctx, run.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -66,7 +66,7 @@ func (p *provisioner) progress(ctx context.Context, run *state.Run) *Output {
 		ElapsedSeconds: time.Since(time.Unix(run.CreatedAt, 0)).Seconds()}
 	ready := 0
 	for _, id := range run.InstanceIDs {
-		if inst, err := p.d.Store.Get(ctx, p.req.pool.RecordKey(id)); err == nil && inst.RunID == run.ID && inst.State == state.Running {
+		if inst, err := storeOf(p.d).Get(ctx, p.req.pool.RecordKey(id)); err == nil && inst.RunID == run.ID && inst.State == state.Running {
 			ready++
 		}
 	}
@@ -82,7 +82,7 @@ func (p *provisioner) progress(ctx context.Context, run *state.Run) *Output {
 func (p *provisioner) fromRecords(ctx context.Context, run *state.Run) (*Output, error) {
 	p.mine = map[string]*member{}
 	for _, id := range run.InstanceIDs {
-		inst, err := p.d.Store.Get(ctx, p.req.pool.RecordKey(id))
+		inst, err := storeOf(p.d).Get(ctx, p.req.pool.RecordKey(id))
 		if err != nil || inst.RunID != run.ID || inst.State != state.Running {
 			continue
 		}

@@ -22,7 +22,7 @@ func takeLease(ctx context.Context, d *controlplane.Deps, req *request, caller i
 	if limit <= 0 {
 		return nil, nil
 	}
-	if _, err := d.Store.GetRun(ctx, req.RunID); err == nil {
+	if _, err := storeOf(d).GetRun(ctx, req.RunID); err == nil {
 		return nil, nil // a join; Owns refuses another's run later
 	} else if !state.IsNotFound(err) {
 		return nil, err
@@ -32,11 +32,11 @@ func takeLease(ctx context.Context, d *controlplane.Deps, req *request, caller i
 	if !ok {
 		until = start.Add(req.timeout + rollbackReserve)
 	}
-	if err := d.Store.TakeProvisionLease(ctx, req.Pool, caller.RepositoryID, caller.Repository, lease, until, limit); err != nil {
+	if err := storeOf(d).TakeProvisionLease(ctx, req.Pool, caller.RepositoryID, caller.Repository, lease, until, limit); err != nil {
 		return nil, err
 	}
 	return func() {
-		if err := d.Store.ReturnProvisionLease(context.WithoutCancel(ctx), req.Pool, caller.RepositoryID, lease); err != nil {
+		if err := storeOf(d).ReturnProvisionLease(context.WithoutCancel(ctx), req.Pool, caller.RepositoryID, lease); err != nil {
 			d.Log.Warn("give back the provision lease; it ends at the invocation's deadline", "err", err)
 		}
 	}, nil

@@ -39,7 +39,7 @@ type Check struct {
 // passed, preflight-failed otherwise.
 func preflight(ctx context.Context, deps Deps, repos []string, start time.Time) (*Output, error) {
 	d := deps.Deps
-	pools, err := d.Store.ListPoolConfigs(ctx)
+	pools, err := storeOf(d).ListPoolConfigs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("preflight: read the pool configs: %w", err)
 	}

@@ -238,7 +238,7 @@ func provisionRun(ctx context.Context, deps Deps, req *request, caller idtoken.I
 	if req.pool.Draining {
 		// A run already under way may ask again (a retried invoke); a new
 		// one is refused.
-		if _, err := d.Store.GetRun(ctx, req.RunID); state.IsNotFound(err) {
+		if _, err := storeOf(d).GetRun(ctx, req.RunID); state.IsNotFound(err) {
 			return nil, controlplane.Invalid("pool", "%q is draining (ghrunner drain): it takes no new run; the runs it serves finish. End the drain with ghrunner drain --off %s", req.Pool, req.Pool)
 		} else if err != nil {
 			return nil, err
@@ -254,7 +254,7 @@ func provisionRun(ctx context.Context, deps Deps, req *request, caller idtoken.I
 	request := req.Input
 	request.IDToken, request.WaitSeconds = "", nil
 	canonical, _ := json.Marshal(request)
-	run, created, err := d.Store.StartRun(ctx, state.Run{ID: req.RunID, Pool: req.Pool, Owner: req.Owner, InstanceCount: req.count, Request: string(canonical),
+	run, created, err := storeOf(d).StartRun(ctx, state.Run{ID: req.RunID, Pool: req.Pool, Owner: req.Owner, InstanceCount: req.count, Request: string(canonical),
 		Label:        newLabel(req.RunID),
 		RepositoryID: caller.RepositoryID, Repository: caller.Repository, WorkflowRunID: caller.RunID, RunAttempt: caller.RunAttempt,
 		ScaleSet: scaleSet})
@@ -296,7 +296,7 @@ func provisionRun(ctx context.Context, deps Deps, req *request, caller idtoken.I
 	}
 	if err != nil {
 		p.log.Error("provision failed", "err", err)
-		if _, serr := d.Store.SetRunStatus(cleanup, req.RunID, state.RunFailed, err.Error(), state.RunProvisioning); serr != nil && state.ClauseOf(serr) == "" {
+		if _, serr := storeOf(d).SetRunStatus(cleanup, req.RunID, state.RunFailed, err.Error(), state.RunProvisioning); serr != nil && state.ClauseOf(serr) == "" {
 			p.log.Error("mark run failed", "err", serr)
 		}
 		p.rollback()
@@ -311,7 +311,7 @@ func provisionRun(ctx context.Context, deps Deps, req *request, caller idtoken.I
 const rollbackReserve = 20 * time.Second
 
 func knownPools(ctx context.Context, d *controlplane.Deps) string {
-	pools, err := d.Store.ListPoolConfigs(ctx)
+	pools, err := storeOf(d).ListPoolConfigs(ctx)
 	if err != nil || len(pools) == 0 {
 		return ""
 	}
@@ -391,7 +391,7 @@ func (p *provisioner) provision(ctx context.Context) (*Output, error) {
 	if err := p.waitAll(ctx, reg); err != nil {
 		return nil, err
 	}
-	if _, err := p.d.Store.SetRunStatus(ctx, p.req.RunID, state.RunReady, "", state.RunProvisioning); err != nil {
+	if _, err := storeOf(p.d).SetRunStatus(ctx, p.req.RunID, state.RunReady, "", state.RunProvisioning); err != nil {
 		if state.ClauseOf(err) == state.ClauseStatus {
 			return nil, errors.New("the run was released while it was being provisioned")
 		}

@@ -28,7 +28,7 @@ func (p *provisioner) acquire(ctx context.Context, reg *state.Registration) erro
 	defer func() {
 		if queued {
 			p.queued = time.Since(since)
-			if err := p.d.Store.Unqueue(context.WithoutCancel(ctx), p.req.Pool, p.req.RunID); err != nil {
+			if err := storeOf(p.d).Unqueue(context.WithoutCancel(ctx), p.req.Pool, p.req.RunID); err != nil {
 				p.log.Warn("leave the pool's capacity queue", "err", err)
 			}
 		}
@@ -39,7 +39,7 @@ func (p *provisioner) acquire(ctx context.Context, reg *state.Registration) erro
 		if need <= 0 {
 			return nil
 		}
-		ahead, err := p.d.Store.Ahead(ctx, p.req.Pool, p.req.RunID, p.start)
+		ahead, err := storeOf(p.d).Ahead(ctx, p.req.Pool, p.req.RunID, p.start)
 		if err != nil {
 			return err
 		}
@@ -84,7 +84,7 @@ func (p *provisioner) acquire(ctx context.Context, reg *state.Registration) erro
 			return short
 		}
 		if !queued {
-			err := p.d.Store.Queue(ctx, p.req.Pool, p.req.RunID, p.repo, p.start, dl, p.req.pool.MaxQueuedPerRepository)
+			err := storeOf(p.d).Queue(ctx, p.req.Pool, p.req.RunID, p.repo, p.start, dl, p.req.pool.MaxQueuedPerRepository)
 			if state.ClauseOf(err) == state.ClauseMaxQueued {
 				// Its repository holds its places already: no waiting
 				// behind itself; with enough runners it goes on, as at

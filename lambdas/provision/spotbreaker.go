@@ -17,14 +17,14 @@ func (p *provisioner) launchClass(ctx context.Context) string {
 	if asked != state.UsageClassSpot || !p.req.pool.OnDemandFallback {
 		return asked // no read where the breaker could change nothing
 	}
-	b, err := p.d.Store.GetSpotBreaker(ctx, p.req.Pool)
+	b, err := storeOf(p.d).GetSpotBreaker(ctx, p.req.Pool)
 	if err != nil {
 		p.log.Warn("spot breaker not read: launching as asked", "err", err)
 		return asked
 	}
-	class, byBreaker := state.LaunchClass(asked, p.req.pool, b, p.d.Store.Now())
+	class, byBreaker := state.LaunchClass(asked, p.req.pool, b, p.d.Now())
 	if byBreaker {
-		p.log.Info("spot breaker open: launching on-demand", "until", b.OpenUntil, "interruptions", len(b.Recent(p.d.Store.Now())))
+		p.log.Info("spot breaker open: launching on-demand", "until", b.OpenUntil, "interruptions", len(b.Recent(p.d.Now())))
 		p.mu.Lock()
 		p.byBreaker = true
 		p.mu.Unlock()

@@ -171,14 +171,14 @@ func (p *provisioner) waitReady(wctx, ctx context.Context, m *member) error {
 	if _, err := p.d.Watcher().WaitSignal(wctx, m.inst.Key, m.inst.Assignment, state.SignalRegOK, state.SignalRegFailed); err != nil {
 		return err
 	}
-	run, err := p.d.Store.GetRun(ctx, p.req.RunID)
+	run, err := storeOf(p.d).GetRun(ctx, p.req.RunID)
 	if err != nil {
 		return err
 	}
 	if run.Status == state.RunReleased {
 		return errReleased
 	}
-	inst, err := p.d.Store.MarkRunning(ctx, m.inst.Ref(), state.D(p.req.pool.Timings.MaxRuntime), state.D(p.req.pool.Timings.RuntimeCap))
+	inst, err := storeOf(p.d).MarkRunning(ctx, m.inst.Ref(), state.D(p.req.pool.Timings.MaxRuntime), state.D(p.req.pool.Timings.RuntimeCap))
 	if err != nil {
 		return err
 	}
@@ -221,10 +221,10 @@ func (p *provisioner) giveUp(m *member, why error) {
 	// The run item says it is no longer the run's, so no just-in-time
 	// runner of the run is minted for it even where its record cannot be
 	// moved on below (a chaos run saw one take a job of the run).
-	if gerr := p.d.Store.GiveUpRunInstance(ctx, p.req.RunID, m.inst.ID); gerr != nil {
+	if gerr := storeOf(p.d).GiveUpRunInstance(ctx, p.req.RunID, m.inst.ID); gerr != nil {
 		p.log.Warn("give up instance: the run item does not say so", "instanceId", m.inst.ID, "err", gerr)
 	}
-	cur, err := p.d.Store.Get(ctx, m.inst.Key)
+	cur, err := storeOf(p.d).Get(ctx, m.inst.Key)
 	if err != nil {
 		if m.inst.State == state.Created {
 			p.terminate(ctx, m.inst, "did not become ready; its record could not be read")
@@ -245,7 +245,7 @@ func (p *provisioner) giveUp(m *member, why error) {
 			p.d.Expire(ctx, cur.Ref(), rerr.Error())
 			return
 		}
-		idle, uerr := p.d.Store.Unclaim(ctx, cur.Ref(), state.D(p.req.pool.Timings.IdleTTL), removal)
+		idle, uerr := storeOf(p.d).Unclaim(ctx, cur.Ref(), state.D(p.req.pool.Timings.IdleTTL), removal)
 		if uerr != nil {
 			// Its lease ran out (the usual reason to give up) or the write
 			// failed: the agent never hears it was given up. Refresh ends
@@ -275,7 +275,7 @@ func (p *provisioner) giveUp(m *member, why error) {
 // is tried whatever another's delete said.
 func (p *provisioner) withdraw(ctx context.Context, m *member) error {
 	err := p.d.Unregister(ctx, p.req.Owner, p.runnerName(m.inst))
-	rec, gerr := p.d.Store.Get(ctx, m.inst.Key)
+	rec, gerr := storeOf(p.d).Get(ctx, m.inst.Key)
 	if gerr != nil || rec.Assignment != m.inst.Assignment {
 		// Unreadable, or moved on (its runners are no longer this
 		// assignment's): those provision knows of.
@@ -320,7 +320,7 @@ func withinCleanup(ctx context.Context, d time.Duration) time.Duration {
 // the record cannot be written, its lease ends it, as it would have.
 func (p *provisioner) keepBusy(ctx context.Context, m *member) {
 	t := p.req.pool.Timings
-	if _, err := p.d.Store.Adopt(ctx, m.inst.Ref(), state.D(t.MaxRuntime), state.D(t.RuntimeCap)); err != nil {
+	if _, err := storeOf(p.d).Adopt(ctx, m.inst.Ref(), state.D(t.MaxRuntime), state.D(t.RuntimeCap)); err != nil {
 		p.log.Error("adopt an instance whose runner runs a job of the run", "instanceId", m.inst.ID, "err", err)
 		return
 	}
@@ -332,7 +332,7 @@ func (p *provisioner) terminate(ctx context.Context, inst *state.Instance, why s
 		p.d.Expire(ctx, inst.Ref(), why+"; terminate failed: "+err.Error())
 		return
 	}
-	if _, err := p.d.Store.Terminate(ctx, inst.Key, state.Termination{Assignment: inst.Assignment, Reason: why}); err != nil && state.ClauseOf(err) == "" {
+	if _, err := storeOf(p.d).Terminate(ctx, inst.Key, state.Termination{Assignment: inst.Assignment, Reason: why}); err != nil && state.ClauseOf(err) == "" {
 		p.log.Warn("mark terminated", "instanceId", inst.ID, "err", err)
 	}
 }

@@ -31,7 +31,7 @@ func (r *refresher) adoptBusy(ctx context.Context, p *state.PoolConfig, inst *st
 	if inst.State != state.Created && inst.State != state.Claimed || len(inst.JITRunners) == 0 {
 		return nil, false
 	}
-	run, err := r.d.Store.GetRun(ctx, inst.RunID)
+	run, err := storeOf(r.d).GetRun(ctx, inst.RunID)
 	if state.IsNotFound(err) {
 		return nil, false
 	}
@@ -58,7 +58,7 @@ func (r *refresher) adoptBusy(ctx context.Context, p *state.PoolConfig, inst *st
 		return nil, false
 	}
 	t := p.Timings
-	adopted, err = r.d.Store.Adopt(ctx, inst.Ref(), state.D(t.MaxRuntime), state.D(t.RuntimeCap))
+	adopted, err = storeOf(r.d).Adopt(ctx, inst.Ref(), state.D(t.MaxRuntime), state.D(t.RuntimeCap))
 	switch {
 	case err == nil:
 		reason := fmt.Sprintf("%s past its lease for scale set %s's run %s: its runner %s runs a job", inst.State, run.ScaleSet, inst.RunID, busy.Name)

@@ -38,7 +38,7 @@ func (r *refresher) joinPool(ctx context.Context, p *state.PoolConfig, inst *sta
 	if _, ok := inst.SignalFor(state.SignalOK); !ok {
 		return // still booting
 	}
-	if _, err := r.d.Store.JoinPool(ctx, inst.Ref(), state.D(p.Timings.IdleTTL)); err == nil {
+	if _, err := storeOf(r.d).JoinPool(ctx, inst.Ref(), state.D(p.Timings.IdleTTL)); err == nil {
 		r.out.Joined = append(r.out.Joined, Decision{inst.ID, p.Name, "pre-warmed: its pre-runner script succeeded", KindJoined})
 	} else if state.ClauseOf(err) == "" {
 		r.fail(err)

@@ -92,7 +92,7 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 		if _, interrupted := inst.Signals[state.SignalInterrupted]; interrupted {
 			reason, kind = ReasonGoneInterrupted, KindInterrupted
 		}
-		if _, err := r.d.Store.Terminate(ctx, inst.Key, state.Termination{Assignment: inst.Assignment, Reason: reason}); err == nil {
+		if _, err := storeOf(r.d).Terminate(ctx, inst.Key, state.Termination{Assignment: inst.Assignment, Reason: reason}); err == nil {
 			gone = append(gone, inst)
 			r.out.Terminated = append(r.out.Terminated, Decision{id, inst.Pool, reason, kind})
 		} else if state.ClauseOf(err) == "" {
@@ -124,7 +124,7 @@ func (r *refresher) terminateUnrecorded(ctx context.Context, pools []state.PoolC
 	for i, in := range candidates {
 		ids[i], poolOf[in.ID] = in.ID, in.Pool
 	}
-	records, err := r.d.Store.ByInstanceID(ctx, ids, func(id string) []string { return []string{roles[poolOf[id]]} })
+	records, err := storeOf(r.d).ByInstanceID(ctx, ids, func(id string) []string { return []string{roles[poolOf[id]]} })
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (r *refresher) terminateUnrecorded(ctx context.Context, pools []state.PoolC
 	// before writing it: the capacity it reserved is free now.
 	for _, in := range candidates {
 		if _, ok := records[in.ID]; !ok && in.Assignment != "" && in.Pool != "" {
-			if err := r.d.Store.SettleReservation(ctx, in.Pool, in.Assignment, nil, 0); err != nil {
+			if err := storeOf(r.d).SettleReservation(ctx, in.Pool, in.Assignment, nil, 0); err != nil {
 				r.fail(err)
 			}
 		}

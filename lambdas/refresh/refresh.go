@@ -32,7 +32,6 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
@@ -151,8 +150,8 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 		return &Output{Skipped: "another invocation holds the single-flight lease"}, nil
 	}
 	defer release()
-	r := &refresher{d: d, ec2: ec2, prewarm: deps.Prewarm, now: d.Store.Now(), out: &Output{Terminated: []Decision{}, Expired: []Decision{}, Repooled: []Decision{}}}
-	pools, err := d.Store.ListPoolConfigs(ctx)
+	r := &refresher{d: d, ec2: ec2, prewarm: deps.Prewarm, now: d.Now(), out: &Output{Terminated: []Decision{}, Expired: []Decision{}, Repooled: []Decision{}}}
+	pools, err := storeOf(d).ListPoolConfigs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +214,7 @@ var liveStates = []state.State{state.Created, state.Claimed, state.Running, stat
 func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[string]*state.Instance) error {
 	var keys []state.Key
 	for _, st := range liveStates {
-		insts, err := r.d.Store.ByPoolState(ctx, p.Name, st, time.Time{})
+		insts, err := storeOf(r.d).ByPoolState(ctx, p.Name, st, time.Time{})
 		if err != nil {
 			return err
 		}
@@ -225,7 +224,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 	}
 	// The index lacks heartbeats and signals and may be stale: decide on the
 	// records themselves.
-	records, err := r.d.Store.GetMany(ctx, keys)
+	records, err := storeOf(r.d).GetMany(ctx, keys)
 	if err != nil {
 		return err
 	}
@@ -287,7 +286,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 			r.expire(ctx, p, inst, KindStale, "its agent signalled UD_FAILED: "+sig.Detail)
 			continue
 		case inst.BeatUnobserved():
-			if _, err := r.d.Store.NoteBeat(ctx, inst.Ref(), inst.Heartbeats); err != nil && state.ClauseOf(err) == "" {
+			if _, err := storeOf(r.d).NoteBeat(ctx, inst.Ref(), inst.Heartbeats); err != nil && state.ClauseOf(err) == "" {
 				r.fail(err)
 			}
 		case inst.Silent(r.now, state.D(p.Timings.StaleAfter)) || inst.NeverBeat(r.now, state.D(p.Timings.BootTime)):
@@ -355,77 +354,11 @@ func (r *refresher) silent(ctx context.Context, p *state.PoolConfig, inst *state
 // expire ends inst's lease (refresh terminates it next) and notes it; a
 // write refused because the record moved on is no failure.
 func (r *refresher) expire(ctx context.Context, p *state.PoolConfig, inst *state.Instance, kind Kind, reason string) {
-	if _, err := r.d.Store.Expire(ctx, inst.Ref(), reason); err == nil {
+	if _, err := storeOf(r.d).Expire(ctx, inst.Ref(), reason); err == nil {
 		r.out.Expired = append(r.out.Expired, Decision{inst.ID, p.Name, reason, kind})
 	} else if state.ClauseOf(err) == "" {
 		r.fail(err)
 	}
-}
-
-// repool sends the pool message a release (or a refresh) could not; in a
-// draining pool it retires the instance instead.
-func (r *refresher) repool(ctx context.Context, p *state.PoolConfig, inst *state.Instance) {
-	if p.Draining {
-		r.expire(ctx, p, inst, KindRetired, "pool draining")
-		return
-	}
-	// What release's pooling refuses (controlplane.Repool), refused here
-	// too: a spot instance EC2 is taking back, or recommends rebalancing.
-	if _, interrupted := inst.Signals[state.SignalInterrupted]; interrupted || inst.HasRebalance() {
-		r.expire(ctx, p, inst, KindRetired, "spot interruption notice or rebalance recommendation")
-		return
-	}
-	if p.JIT() {
-		// A release that died before deleting its run's just-in-time
-		// runners leaves them registered, offline, under the run's label;
-		// the next run's runner would sit beside them. An idle instance has
-		// no runner of its own: any named after it is left over.
-		busy, err := r.deleteLeftoverRunners(ctx, inst)
-		if err != nil {
-			r.fail(fmt.Errorf("repool %s: %w (the next refresh tries again)", inst.ID, err))
-			return
-		}
-		if busy != "" {
-			r.expire(ctx, p, inst, KindExpired, "runner "+busy+" of an earlier run is still busy")
-			return
-		}
-	}
-	msg := pool.Message{InstanceID: inst.ID, Pool: inst.Pool, InstanceType: inst.InstanceType, UsageClass: inst.UsageClass, IdleUntil: inst.Threshold}
-	if err := r.d.Queue(p).Send(ctx, msg); err != nil {
-		r.fail(err)
-		return
-	}
-	if _, err := r.d.Store.MarkPooled(ctx, inst.Ref()); err == nil {
-		r.out.Repooled = append(r.out.Repooled, Decision{inst.ID, p.Name, "clean idle instance had no pool message", KindRepooled})
-	}
-}
-
-// deleteLeftoverRunners deletes the runners of owner named after an idle
-// instance of a just-in-time pool. It returns the name of one still busy
-// (the instance must not be pooled), or the error that left some in place.
-func (r *refresher) deleteLeftoverRunners(ctx context.Context, inst *state.Instance) (busy string, err error) {
-	runners, listed := r.runners[inst.Owner]
-	if !listed {
-		if runners, err = r.d.GitHub.ListRunners(ctx, inst.Owner); err != nil {
-			return "", fmt.Errorf("list runners of %s: %w", inst.Owner, err)
-		}
-		if r.runners == nil {
-			r.runners = map[string][]github.Runner{}
-		}
-		r.runners[inst.Owner] = runners
-	}
-	for _, rn := range runners {
-		if id, ok := github.InstanceOf(rn.Name); !ok || id != inst.ID {
-			continue
-		}
-		if rn.Busy {
-			return rn.Name, nil
-		}
-		if err := r.d.GitHub.DeleteRunner(ctx, inst.Owner, rn.ID); err != nil {
-			return "", fmt.Errorf("delete leftover runner %s: %w", rn.Name, err)
-		}
-	}
-	return "", nil
 }
 
 // terminate ends instances through controlplane.Retire (records marked

@@ -63,7 +63,7 @@ func (r *refresher) lostJob(ctx context.Context, inst *state.Instance, sig state
 	if runID == "" {
 		return // interrupted while idle: no job lost
 	}
-	run, err := r.d.Store.GetRun(ctx, runID)
+	run, err := storeOf(r.d).GetRun(ctx, runID)
 	if state.IsNotFound(err) {
 		return
 	}
@@ -77,7 +77,7 @@ func (r *refresher) lostJob(ctx context.Context, inst *state.Instance, sig state
 		note = "its job is not re-run: no job was recorded started on it"
 	case run.ScaleSet != "":
 		rr := state.Rerun{Repository: run.Job.Repository, WorkflowRunID: run.Job.WorkflowRunID, Pool: inst.Pool, Run: run.ID}
-		created, err := r.d.Store.RequestRerun(ctx, rr)
+		created, err := storeOf(r.d).RequestRerun(ctx, rr)
 		if err != nil {
 			r.fail(err)
 			return
@@ -87,7 +87,7 @@ func (r *refresher) lostJob(ctx context.Context, inst *state.Instance, sig state
 			kind, note = "", fmt.Sprintf("the failed jobs of workflow run %d of %s were asked for a re-run already", rr.WorkflowRunID, rr.Repository)
 		}
 	}
-	if _, err := r.d.Store.NoteRunInterrupted(ctx, run.ID, inst.ID, note); err != nil {
+	if _, err := storeOf(r.d).NoteRunInterrupted(ctx, run.ID, inst.ID, note); err != nil {
 		r.fail(fmt.Errorf("note the interruption in run %s: %w", run.ID, err))
 	}
 	if kind != "" {
@@ -99,7 +99,7 @@ func (r *refresher) lostJob(ctx context.Context, inst *state.Instance, sig state
 // every rerunEvery.
 func (r *refresher) rerunPending(ctx context.Context, pools []state.PoolConfig, gh Rerunner) {
 	for _, p := range pools {
-		pending, err := r.d.Store.PendingReruns(ctx, p.Name)
+		pending, err := storeOf(r.d).PendingReruns(ctx, p.Name)
 		if err != nil {
 			r.fail(err)
 			continue
@@ -125,7 +125,7 @@ func (r *refresher) rerun(ctx context.Context, rr state.Rerun, gh Rerunner) {
 	}
 	// At most once: claimed before GitHub is asked; only a refusal GitHub
 	// answered puts it back.
-	if _, err := r.d.Store.MoveRerun(ctx, rr, state.RerunPending, state.RerunRequesting, rr.Detail, true); err != nil {
+	if _, err := storeOf(r.d).MoveRerun(ctx, rr, state.RerunPending, state.RerunRequesting, rr.Detail, true); err != nil {
 		if state.ClauseOf(err) == "" {
 			r.fail(err)
 		}
@@ -140,7 +140,7 @@ func (r *refresher) rerun(ctx context.Context, rr state.Rerun, gh Rerunner) {
 		// GitHub did nothing: the run is still in progress, or may not be
 		// re-run (which message means which is not documented): tried
 		// again until rerunWithin.
-		if _, err := r.d.Store.MoveRerun(ctx, rr, state.RerunRequesting, state.RerunPending, refused.Message, false); err != nil {
+		if _, err := storeOf(r.d).MoveRerun(ctx, rr, state.RerunRequesting, state.RerunPending, refused.Message, false); err != nil {
 			r.fail(err)
 		}
 	case github.IsNotFound(err):
@@ -153,14 +153,14 @@ func (r *refresher) rerun(ctx context.Context, rr state.Rerun, gh Rerunner) {
 
 // settleRerun ends a rerun, tells its run and takes it out of the pending set.
 func (r *refresher) settleRerun(ctx context.Context, rr state.Rerun, from, to string, kind Kind, detail string) {
-	if _, err := r.d.Store.MoveRerun(ctx, rr, from, to, detail, false); err != nil {
+	if _, err := storeOf(r.d).MoveRerun(ctx, rr, from, to, detail, false); err != nil {
 		if state.ClauseOf(err) == "" {
 			r.fail(err)
 		}
 		return
 	}
 	note := fmt.Sprintf("workflow run %d of %s: %s", rr.WorkflowRunID, rr.Repository, detail)
-	if _, err := r.d.Store.NoteRunInterrupted(ctx, rr.Run, "", note); err != nil && !state.IsNotFound(err) && state.ClauseOf(err) == "" {
+	if _, err := storeOf(r.d).NoteRunInterrupted(ctx, rr.Run, "", note); err != nil && !state.IsNotFound(err) && state.ClauseOf(err) == "" {
 		r.fail(err)
 	}
 	r.out.Reruns = append(r.out.Reruns, Decision{"", rr.Pool, "run " + rr.Run + ": " + note, kind})
@@ -168,7 +168,7 @@ func (r *refresher) settleRerun(ctx context.Context, rr state.Rerun, from, to st
 }
 
 func (r *refresher) dropPending(ctx context.Context, rr state.Rerun) {
-	if err := r.d.Store.DropPendingRerun(ctx, rr); err != nil {
+	if err := storeOf(r.d).DropPendingRerun(ctx, rr); err != nil {
 		r.fail(err)
 	}
 }

@@ -29,7 +29,7 @@ func (r *refresher) noteInterruption(ctx context.Context, inst *state.Instance) 
 	if inst.UsageClass != state.UsageClassSpot {
 		return
 	}
-	b, err := r.d.Store.NoteSpotInterruption(ctx, inst.Pool, inst.ID)
+	b, err := storeOf(r.d).NoteSpotInterruption(ctx, inst.Pool, inst.ID)
 	if err != nil {
 		r.fail(fmt.Errorf("spot breaker of pool %s: %w", inst.Pool, err))
 		return
@@ -45,7 +45,7 @@ func (r *refresher) spotBreakers(ctx context.Context, pools []state.PoolConfig) 
 		if p.UsageClass != state.UsageClassSpot {
 			continue
 		}
-		b, err := r.d.Store.GetSpotBreaker(ctx, p.Name)
+		b, err := storeOf(r.d).GetSpotBreaker(ctx, p.Name)
 		if err != nil {
 			r.fail(fmt.Errorf("spot breaker of pool %s: %w", p.Name, err))
 			continue

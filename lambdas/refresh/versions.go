@@ -39,7 +39,7 @@ func (r *refresher) learnReleases(ctx context.Context, pools []state.PoolConfig,
 	if len(pools) == 0 {
 		return nil
 	}
-	cached, err := r.d.Store.GetReleases(ctx)
+	cached, err := storeOf(r.d).GetReleases(ctx)
 	if err != nil {
 		r.fail(fmt.Errorf("read the runner releases: %w", err))
 		return nil
@@ -67,7 +67,7 @@ func (r *refresher) learnReleases(ctx context.Context, pools []state.PoolConfig,
 	} else {
 		next.Releases = runnerrelease.Merge(cached.Releases, rel, keepReleases)
 	}
-	if err := r.d.Store.PutReleases(ctx, next); err != nil {
+	if err := storeOf(r.d).PutReleases(ctx, next); err != nil {
 		r.fail(err)
 	}
 	return next.Releases
@@ -83,7 +83,7 @@ func (r *refresher) versions(ctx context.Context, p *state.PoolConfig, live []*s
 		if err != nil {
 			r.fail(fmt.Errorf("pool %s: %w", p.Name, err))
 		} else if ok && (p.LatestTarget == nil || *p.LatestTarget != t) {
-			if err := r.d.Store.SetLatestTarget(ctx, p.Name, t); err != nil {
+			if err := storeOf(r.d).SetLatestTarget(ctx, p.Name, t); err != nil {
 				r.fail(err)
 			} else {
 				p.LatestTarget = &t
@@ -110,7 +110,7 @@ func (r *refresher) versions(ctx context.Context, p *state.PoolConfig, live []*s
 		counts[v]++
 		note(inst.RunnerVersion)
 		if target != nil && (inst.RunnerTarget == nil || *inst.RunnerTarget != *target) {
-			if _, err := r.d.Store.SetRunnerTarget(ctx, inst.Key, p.Name, *target); err != nil && state.ClauseOf(err) == "" {
+			if _, err := storeOf(r.d).SetRunnerTarget(ctx, inst.Key, p.Name, *target); err != nil && state.ClauseOf(err) == "" {
 				r.fail(err)
 			}
 		}

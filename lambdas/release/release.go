@@ -89,7 +89,7 @@ func releaseRun(ctx context.Context, d *controlplane.Deps, runID string, start t
 	out := &Output{RunID: in.RunID, Released: []string{}, Expired: []string{}}
 	log := d.Log.With("runId", in.RunID)
 
-	run, err := d.Store.GetRun(ctx, in.RunID)
+	run, err := storeOf(d).GetRun(ctx, in.RunID)
 	if err == nil {
 		if err := owns(run); err != nil {
 			return nil, err
@@ -105,7 +105,7 @@ func releaseRun(ctx context.Context, d *controlplane.Deps, runID string, start t
 	default:
 		// Marking the run first stops a provision that is still waiting: it
 		// re-reads the run item before every transition.
-		if _, err := d.Store.SetRunStatus(ctx, in.RunID, state.RunReleased, "released", state.RunProvisioning, state.RunReady, state.RunFailed); err != nil && state.ClauseOf(err) != state.ClauseStatus {
+		if _, err := storeOf(d).SetRunStatus(ctx, in.RunID, state.RunReleased, "released", state.RunProvisioning, state.RunReady, state.RunFailed); err != nil && state.ClauseOf(err) != state.ClauseStatus {
 			return nil, err
 		}
 	}
@@ -167,7 +167,7 @@ func instancesOf(ctx context.Context, d *controlplane.Deps, runID string, run *s
 			}
 		}
 	}
-	indexed, err := d.Store.ByRun(ctx, runID)
+	indexed, err := storeOf(d).ByRun(ctx, runID)
 	if err != nil {
 		return nil, err
 	}

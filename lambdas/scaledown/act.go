@@ -87,7 +87,7 @@ func (e *executor) each(ctx context.Context, n int, fn func(i int)) []bool {
 func (e *executor) renew(ctx context.Context, dec Decision) Decision {
 	rec := e.in.Records[dec.InstanceID]
 	p := e.in.Pools[dec.Pool]
-	if _, err := e.d.Store.Renew(ctx, rec.Ref(), state.D(p.Timings.IdleTTL)); err != nil {
+	if _, err := storeOf(e.d).Renew(ctx, rec.Ref(), state.D(p.Timings.IdleTTL)); err != nil {
 		dec.Reason += "; lease not renewed: " + err.Error()
 		return dec
 	}
@@ -106,7 +106,7 @@ func (e *executor) retire(ctx context.Context, dec Decision) (Decision, bool) {
 		if assignment == "" {
 			assignment = rec.Assignment
 		}
-		if _, err := e.d.Store.Terminate(ctx, rec.Key, state.Termination{Assignment: assignment, Reason: "scale-down: " + dec.Reason}); err != nil {
+		if _, err := storeOf(e.d).Terminate(ctx, rec.Key, state.Termination{Assignment: assignment, Reason: "scale-down: " + dec.Reason}); err != nil {
 			if state.ClauseOf(err) != "" {
 				dec.Reason += "; kept: record changed meanwhile: " + err.Error()
 			} else {
@@ -152,7 +152,7 @@ func (e *executor) sweep(ctx context.Context, candidates []Ghost) []Ghost {
 	for i, c := range candidates {
 		ids[i] = c.InstanceID
 	}
-	recs, err := e.d.Store.ByInstanceID(ctx, ids, e.in.roles())
+	recs, err := storeOf(e.d).ByInstanceID(ctx, ids, e.in.roles())
 	if err != nil {
 		e.fail("ghost sweep: " + err.Error())
 		return nil

@@ -175,8 +175,8 @@ func (e *executor) act(ctx context.Context, decisions []Decision) *Output {
 // listing per owner: of the instances, of the records and of the pools (a
 // ghost may outlive every instance of its owner).
 func gather(ctx context.Context, d *controlplane.Deps, ec2 EC2, gh controlplane.GitHub) (Input, error) {
-	in := Input{Now: d.Store.Now(), Pools: map[string]state.PoolConfig{}, Runners: map[string][]github.Runner{}}
-	pools, err := d.Store.ListPoolConfigs(ctx)
+	in := Input{Now: d.Now(), Pools: map[string]state.PoolConfig{}, Runners: map[string][]github.Runner{}}
+	pools, err := storeOf(d).ListPoolConfigs(ctx)
 	if err != nil {
 		return in, err
 	}
@@ -196,7 +196,7 @@ func gather(ctx context.Context, d *controlplane.Deps, ec2 EC2, gh controlplane.
 			owners[inst.Tags[fleet.TagOwner]] = true
 		}
 	}
-	if in.Records, err = d.Store.ByInstanceID(ctx, ids, in.roles()); err != nil {
+	if in.Records, err = storeOf(d).ByInstanceID(ctx, ids, in.roles()); err != nil {
 		return in, err
 	}
 	for _, rec := range in.Records {
