@@ -199,7 +199,8 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"max_provisions_per_repository": schema.Int64Attribute{Optional: true,
 				Description: "Fair share between repositories: most provisions of this pool one repository (the `repository_id` of the invoking job's OIDC token) may have in flight at once. " +
 					"A provision waits inside the function, so without it one repository allowed to invoke can hold every execution of the provision function (its reserved concurrency, or the account's) and others' workflows get throttled. " +
-					"Beyond it a provision is refused at once, naming this setting. Unset: no limit, as for a single repository before. Set it below the provision function's reserved concurrency (the module checks).",
+					"Beyond it a provision is refused at once, naming this setting. With a `scale_set`, it is also the most jobs of one repository the listener acquires at a time: the others stay queued at GitHub until one of that repository's jobs ends, so another repository's job is not stuck behind a flood. " +
+					"Unset: no limit, as for a single repository before. Set it below the provision function's reserved concurrency (the module checks).",
 				Validators: []validator.Int64{int64validator.Between(1, state.MaxSharePerRepository)}},
 			"max_queued_per_repository": schema.Int64Attribute{Optional: true,
 				Description: "Fair share between repositories: most places one repository may hold in this pool's capacity queue (provisions waiting because the pool is at `max_instances`). " +

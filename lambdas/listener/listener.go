@@ -135,7 +135,7 @@ func servePoolOnce(ctx context.Context, c Config, api API, p *state.PoolConfig, 
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go every(rctx, reconcileEvery, scaler.reconcile)
-	l, err := sslistener.New(sn.watch(sess), sslistener.Config{ScaleSetID: set.ID, MaxRunners: scaler.max, Logger: log}, sslistener.WithMetricsRecorder(sn))
+	l, err := sslistener.New(newFairShare(sn.watch(sess), p.MaxProvisionsPerRepository, log), sslistener.Config{ScaleSetID: set.ID, MaxRunners: scaler.max, Logger: log}, sslistener.WithMetricsRecorder(sn))
 	if err != nil {
 		return err
 	}

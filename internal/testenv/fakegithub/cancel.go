@@ -47,3 +47,13 @@ func (s *Server) HoldScaleSetJobs(hold bool) {
 	s.ss.hold = hold
 	s.wake()
 }
+
+// ScaleSetJobAcquired says whether the scale set's session acquired job id
+// (and it is still queued for a runner of it), as GitHub's statistics
+// count it among the assigned.
+func (s *Server) ScaleSetJobAcquired(id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sj, j := s.ss.jobs[id], s.jobs[id]
+	return sj != nil && j != nil && sj.acquired && j.State == JobQueued
+}
