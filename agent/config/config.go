@@ -78,6 +78,11 @@ type Config struct {
 	// needs with the package manager of its family. Empty:
 	// /etc/os-release; tests point it elsewhere (the file only).
 	OSRelease string `json:"osRelease,omitempty"`
+	// BootIDFile names the file that names this boot (default
+	// /proc/sys/kernel/random/boot_id): lease anchors saved under another
+	// boot mean nothing. Tests: the sandbox's instance host, which stops
+	// and starts an instance's agent on one machine, writes one per boot.
+	BootIDFile string `json:"bootIdFile,omitempty"`
 	// RunDir is where each assignment's runner runs: a fresh copy of
 	// RunnerDir, the runner user's, discarded when the assignment ends.
 	RunDir string `json:"runDir"`
@@ -206,6 +211,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("runnerTarballSha256: must be the 64 lowercase hex digits of the tarball's SHA-256 when runnerTarballUrl is set")
 	case c.OSRelease != "" && !filepath.IsAbs(c.OSRelease):
 		return fmt.Errorf("osRelease: %q must be an absolute path", c.OSRelease)
+	case c.BootIDFile != "" && !filepath.IsAbs(c.BootIDFile):
+		return fmt.Errorf("bootIdFile: %q must be an absolute path", c.BootIDFile)
 	case c.FirewallFailureFile != "" && !filepath.IsAbs(c.FirewallFailureFile):
 		return fmt.Errorf("firewallFailureFile: %q must be an absolute path", c.FirewallFailureFile)
 	case c.DockerHost != "" && !dockerHostRE.MatchString(c.DockerHost):

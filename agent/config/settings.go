@@ -27,6 +27,7 @@ var FileOnly = []string{
 	"clockOffset",   // shifts the agent's clock (fault injection)
 	"osRelease",     // the distribution's os-release (tests: another file)
 	"jitRemovedMin", // GitHub's idle removal, shortened for tests
+	"bootIdFile",    // names the boot (tests: one per simulated boot)
 }
 
 // setting is how a setting is set from text, and that text's form.

@@ -41,9 +41,9 @@ type leaseMachine struct {
 // monoClock returns the clock leases are measured with, time since boot,
 // and the boot it counts from ("" when it cannot tell: then anchors are not
 // kept across restarts).
-func monoClock() (func() time.Duration, string) {
+func monoClock(bootIDFile string) (func() time.Duration, string) {
 	origin, ok := sinceBoot()
-	boot := bootID()
+	boot := bootID(bootIDFile)
 	start := time.Now()
 	if !ok || boot == "" {
 		return func() time.Duration { return time.Since(start) }, ""

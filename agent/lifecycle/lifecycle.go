@@ -162,7 +162,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.Now = time.Now
 	}
 	a.started = a.Now()
-	a.lease.mono, a.lease.boot = monoClock()
+	a.lease.mono, a.lease.boot = monoClock(a.Config.BootIDFile)
 	a.terminated = make(chan struct{})
 	a.Log = a.Log.With("instanceId", a.InstanceID)
 	a.up.runner, a.up.install, a.up.log = a.Runner, a.Config.RunnerDir, a.Log

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"os"
 	"strings"
 	"syscall"
@@ -23,10 +24,10 @@ func sinceBoot() (time.Duration, bool) {
 	return time.Duration(ts.Nano()), true
 }
 
-// bootID names this boot: times since boot saved under another one mean
-// nothing.
-func bootID() string {
-	raw, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+// bootID names this boot, read from file (the kernel's boot_id when
+// ""): times since boot saved under another one mean nothing.
+func bootID(file string) string {
+	raw, err := os.ReadFile(cmp.Or(file, "/proc/sys/kernel/random/boot_id"))
 	if err != nil {
 		return ""
 	}

@@ -81,8 +81,13 @@ type Agent struct {
 	exited   chan struct{}
 	exitedAt time.Time
 	frozen   bool
-	unblock  func()   // removes the user's firewall rule (BlockIMDS)
-	out      *os.File // the write end of the instance's output pipe (keepOutput)
+	halted   bool // its instance is stopping or stopped (reboot.go)
+	haltDone bool // and its processes have ended: it may boot again
+	// Boots counts the instance's boots: 1 from its launch, one more for
+	// each start after a stop.
+	Boots   int
+	unblock func()   // removes the user's firewall rule (BlockIMDS)
+	out     *os.File // the write end of the instance's output pipe (keepOutput)
 }
 
 // Host runs the agents.
@@ -204,7 +209,7 @@ func (h *Host) Errors() []error {
 func (h *Host) watch(ctx context.Context) {
 	defer close(h.done)
 	for {
-		running, err := h.running(ctx)
+		running, err := h.instances(ctx)
 		if err == nil {
 			h.sync(ctx, running)
 		} else if ctx.Err() == nil {
@@ -218,12 +223,14 @@ func (h *Host) watch(ctx context.Context) {
 	}
 }
 
-// running lists the deployment's running instances with their tags.
-func (h *Host) running(ctx context.Context) (map[string]map[string]string, error) {
-	out := map[string]map[string]string{}
+// instances lists the deployment's instances that are booting, running,
+// stopping or stopped, with their tags and state (the sandbox's overlay of
+// EC2's states: ec2states.go).
+func (h *Host) instances(ctx context.Context) (map[string]seenInstance, error) {
+	out := map[string]seenInstance{}
 	pages := ec2.NewDescribeInstancesPaginator(h.opts.EC2, &ec2.DescribeInstancesInput{Filters: []types.Filter{
 		{Name: aws.String("tag:ghr:environment"), Values: []string{h.opts.Environment}},
-		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
 	}})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
@@ -236,39 +243,59 @@ func (h *Host) running(ctx context.Context) (map[string]map[string]string, error
 				for _, t := range i.Tags {
 					tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 				}
-				out[aws.ToString(i.InstanceId)] = tags
+				var st types.InstanceStateName
+				if i.State != nil {
+					st = i.State.Name
+				}
+				out[aws.ToString(i.InstanceId)] = seenInstance{tags: tags, state: st}
 			}
 		}
 	}
 	return out, nil
 }
 
-func (h *Host) sync(ctx context.Context, running map[string]map[string]string) {
+type seenInstance struct {
+	tags  map[string]string
+	state types.InstanceStateName
+}
+
+// sync makes the agents what EC2 says: one runs on every running
+// instance (restarted like systemd's Restart=always), none on a booting
+// one; a stopping or stopped instance's is halted, its disk kept; a gone
+// one's ends with its instance.
+func (h *Host) sync(ctx context.Context, seen map[string]seenInstance) {
 	h.mu.Lock()
-	var stop []*Agent
+	var stop, halt []*Agent
 	for id, a := range h.agents {
-		if _, ok := running[id]; !ok {
+		inst, ok := seen[id]
+		switch {
+		case !ok:
 			stop = append(stop, a)
 			delete(h.agents, id)
+		case (inst.state == types.InstanceStateNameStopping || inst.state == types.InstanceStateNameStopped) && !a.halted:
+			a.halted = true
+			halt = append(halt, a)
 		}
 	}
 	var start []string
-	for id := range running {
-		a, ok := h.agents[id]
-		if !ok {
-			start = append(start, id)
+	for id, inst := range seen {
+		if inst.state != types.InstanceStateNameRunning {
 			continue
 		}
-		if a.exitedLongAgo() && !a.frozen {
-			start = append(start, id) // Restart=always
+		a, ok := h.agents[id]
+		if !ok || a.halted && a.haltDone || !a.halted && a.exitedLongAgo() && !a.frozen {
+			start = append(start, id) // a first boot, a boot after a stop, or Restart=always
 		}
 	}
 	h.mu.Unlock()
 	for _, a := range stop {
 		h.stopAgent(a)
 	}
+	for _, a := range halt {
+		h.haltAgent(a)
+	}
 	for _, id := range start {
-		if err := h.startAgent(ctx, id, running[id]); err != nil {
+		if err := h.startAgent(ctx, id, seen[id].tags); err != nil {
 			h.note(fmt.Errorf("start agent of %s: %w", id, err))
 		}
 	}
@@ -277,7 +304,13 @@ func (h *Host) sync(ctx context.Context, running map[string]map[string]string) {
 func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string) error {
 	h.mu.Lock()
 	a := h.agents[id]
+	reboot := a != nil && a.halted
 	h.mu.Unlock()
+	if reboot {
+		if err := h.boot(a); err != nil {
+			return err
+		}
+	}
 	if a == nil {
 		dir := filepath.Join(h.opts.Root, id)
 		a = &Agent{InstanceID: id, Dir: dir, IMDS: imdsstub.Start(id, h.opts.Region, tags["ghr:instance-type"], tags)}
@@ -317,6 +350,10 @@ func (h *Host) startAgent(ctx context.Context, id string, tags map[string]string
 		}
 		cfg.RunnerDir, cfg.RunDir, cfg.WorkDir, cfg.StateDir = filepath.Join(dir, "runner"), filepath.Join(dir, "run"), filepath.Join(dir, "work"), filepath.Join(dir, "state")
 		cfg.FirewallFailureFile = filepath.Join(dir, "firewall-failed")
+		cfg.BootIDFile = filepath.Join(dir, bootIDFile)
+		if err := newBoot(a); err != nil {
+			return err
+		}
 		cfg.IMDSEndpoint = a.IMDS.URL()
 		if cfg.UserDataLog != "" {
 			// What cloud-init keeps of the user data's output on a real
