@@ -237,9 +237,12 @@ func TestAccPool_badInput(t *testing.T) {
 		{"eviction strategy", set("idle_windows", `[{ cron = "* * * * *", idle_count = 1, eviction_strategy = "random" }]`), `eviction_strategy(.|\n)*value must be one of`},
 		{"cron with shell", set("idle_windows", `[{ cron = "* * * * *; rm -rf /", idle_count = 1 }]`), `not a 5-field cron`},
 		{"time zone a path", set("idle_windows", `[{ cron = "* * * * *", time_zone = "../../etc/passwd", idle_count = 1 }]`), `not an IANA time zone`},
-		{"max uses zero", set("max_uses", `0`), attrError("max_uses", "at least 1")},
-		{"heartbeat zero", set("heartbeat_interval_seconds", `0`), attrError("heartbeat_interval_seconds", "at least 1")},
-		{"created ttl short", set("created_ttl_seconds", `59`), attrError("created_ttl_seconds", "at least 60")},
+		{"max uses zero", set("timings", `{ max_uses = 0 }`), attrError("timings.max_uses", "at least 1")},
+		{"max runtime short", set("timings", `{ max_runtime_seconds = 59 }`), attrError("timings.max_runtime_seconds", "at least 60")},
+		{"idle ttl short", set("timings", `{ idle_ttl_seconds = 59 }`), attrError("timings.idle_ttl_seconds", "at least 60")},
+		// Issue 39 item 10: the control loop's timings are derived
+		// (state.DeriveTimings), not settable.
+		{"heartbeat an internal", set("heartbeat_interval_seconds", `1`), `An argument named "heartbeat_interval_seconds" is not expected here`},
 		{"tags a list", set("tags", `["a"]`), typeError("tags")},
 		// A scale set's name is a runs-on label (state.ScaleSetNamePattern).
 		{"scale set name with a comma", set("scale_set", `{ name = "linux,gpu" }`), attrError("scale_set.name", state.ScaleSetNameRule)},

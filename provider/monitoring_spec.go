@@ -80,7 +80,7 @@ func (s monitoringSpec) alarms() []alarm {
 		a.Statistic, a.Period, a.Threshold, a.ComparisonOperator = cwtypes.StatisticSum, aws.Int32(300), aws.Float64(0), cwtypes.ComparisonOperatorGreaterThanThreshold
 		out = append(out, a)
 
-		st := base("stuck-runs-"+pool, fmt.Sprintf("A run held an instance of pool %s past its lease (a job beyond max_runtime_seconds, or a workflow that never called release); refresh ended the instance. See ghrunner runs and the run's workflow.", pool))
+		st := base("stuck-runs-"+pool, fmt.Sprintf("A run held an instance of pool %s past its lease (a job beyond timings.max_runtime_seconds, or a workflow that never called release); refresh ended the instance. See ghrunner runs and the run's workflow.", pool))
 		st.Namespace, st.MetricName, st.Dimensions = aws.String(metricsNamespace), aws.String("StuckRuns"), s.dims("function", "refresh", "pool", pool)
 		st.Statistic, st.Period, st.Threshold, st.ComparisonOperator = cwtypes.StatisticSum, aws.Int32(600), aws.Float64(0), cwtypes.ComparisonOperatorGreaterThanThreshold
 		out = append(out, st)

@@ -164,12 +164,7 @@ func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diag
 		RunnerGroup: m.RunnerGroup.ValueString(), Registration: m.Registration.ValueString(),
 		InstanceRoleID:             m.InstanceRoleID.ValueString(),
 		MaxProvisionsPerRepository: int(m.MaxProvisionsPR.ValueInt64()), MaxQueuedPerRepository: int(m.MaxQueuedPR.ValueInt64()),
-		Timings: state.Timings{
-			CreatedTTL: m.CreatedTTL.ValueInt64(), ClaimTTL: m.ClaimTTL.ValueInt64(), MaxRuntime: m.MaxRuntime.ValueInt64(), IdleTTL: m.IdleTTL.ValueInt64(),
-			BootTime: m.BootTime.ValueInt64(), MinRunningTime: m.MinRunningTime.ValueInt64(), HeartbeatInterval: m.HeartbeatInterval.ValueInt64(),
-			StaleAfter: m.StaleAfter.ValueInt64(), MaxAge: m.MaxAge.ValueInt64(), MaxUses: int(m.MaxUses.ValueInt64()), ReleaseWait: m.ReleaseWait.ValueInt64(),
-			RuntimeCap: m.RuntimeCap.ValueInt64(),
-		},
+		Timings: m.timings(),
 	}
 	cfg.Runner = runnerSpecOf(m)
 	windows, d := m.windows(ctx)
@@ -208,11 +203,7 @@ func (m *poolModel) setFromConfigItem(ctx context.Context, table string, cfg *st
 	m.MaxProvisionsPR, m.MaxQueuedPR = optionalInt(cfg.MaxProvisionsPerRepository), optionalInt(cfg.MaxQueuedPerRepository)
 	m.RunnerGroup = optional(cfg.RunnerGroup)
 	m.Registration = types.StringValue(cmp.Or(cfg.Registration, state.RegistrationToken))
-	t := cfg.Timings
-	m.CreatedTTL, m.ClaimTTL, m.MaxRuntime, m.IdleTTL = types.Int64Value(t.CreatedTTL), types.Int64Value(t.ClaimTTL), types.Int64Value(t.MaxRuntime), types.Int64Value(t.IdleTTL)
-	m.BootTime, m.MinRunningTime, m.HeartbeatInterval = types.Int64Value(t.BootTime), types.Int64Value(t.MinRunningTime), types.Int64Value(t.HeartbeatInterval)
-	m.StaleAfter, m.MaxAge, m.MaxUses, m.ReleaseWait = types.Int64Value(t.StaleAfter), types.Int64Value(t.MaxAge), types.Int64Value(int64(t.MaxUses)), types.Int64Value(t.ReleaseWait)
-	m.RuntimeCap = types.Int64Value(t.RuntimeCap)
+	m.setTimings(cfg.Timings)
 	// An empty list in the configuration stays empty, an unset one null.
 	if !m.IdleWindows.IsNull() || len(cfg.IdleWindows) > 0 {
 		windows := []idleWindow{}

@@ -30,7 +30,7 @@ import (
 func launchTemplateInputs(m poolModel) string {
 	return strings.Join([]string{m.ImageID.String(), m.SecurityGroupIDs.String(), m.RootVolumeSize.String(), m.RootVolumeType.String(), m.RootVolumeKMSKey.String(), m.RootVolumeIOPS.String(), m.RootVolumeMiBps.String(),
 		m.AgentPath.String(), m.AgentEndpoint.String(), m.AgentEndpoints.String(), m.Proxy.String(), m.PreRunnerScript.String(), m.CleanupScript.String(), m.RunnerUser.String(),
-		m.RunnerVersion.String(), m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), m.HeartbeatInterval.String(), m.Tags.String(), m.RoleName.String(), m.InstanceRoleID.String(), m.LogGroup.String(), m.KeepDockerImages.String()}, "\x00")
+		m.RunnerVersion.String(), m.RunnerTarballURL.String(), m.RunnerTarballSHA.String(), strconv.FormatInt(m.timings().HeartbeatInterval, 10), m.Tags.String(), m.RoleName.String(), m.InstanceRoleID.String(), m.LogGroup.String(), m.KeepDockerImages.String()}, "\x00")
 }
 
 // ensureTemplate makes the pool's launch template on create, or a new default
@@ -98,7 +98,7 @@ func (r *poolResource) userData(m poolModel, arch, table, region, sum, agentURL 
 		}
 	}
 	agent.KeepDockerImages = m.KeepDockerImages.ValueBool()
-	if hb := m.HeartbeatInterval.ValueInt64(); hb > 0 {
+	if hb := m.timings().HeartbeatInterval; hb > 0 {
 		agent.HeartbeatInterval = config.Duration{Duration: time.Duration(hb) * time.Second}
 	}
 	u := templates.UserData{Agent: agent, Region: region, PreRunnerScript: m.PreRunnerScript.ValueString(),

@@ -49,14 +49,14 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 				"which usually admits traffic from everything else in that group. Set a group that allows egress only "+
 				"(to GitHub and AWS); the runners need no inbound traffic.")
 	}
-	if !m.HeartbeatInterval.IsNull() && !m.HeartbeatInterval.IsUnknown() && !m.StaleAfter.IsNull() && !m.StaleAfter.IsUnknown() &&
-		m.StaleAfter.ValueInt64() < 2*m.HeartbeatInterval.ValueInt64() {
-		resp.Diagnostics.AddAttributeError(path.Root("stale_after_seconds"), "Heartbeats would look stale",
-			fmt.Sprintf("stale_after_seconds (%d) must be at least twice heartbeat_interval_seconds (%d)", m.StaleAfter.ValueInt64(), m.HeartbeatInterval.ValueInt64()))
-	}
-	if rt, limit, ok := effective(m.MaxRuntime, state.DefaultTimings().MaxRuntime), effective(m.RuntimeCap, state.DefaultTimings().RuntimeCap), !m.MaxRuntime.IsUnknown() && !m.RuntimeCap.IsUnknown(); ok && limit < rt {
-		resp.Diagnostics.AddAttributeError(path.Root("runtime_cap_seconds"), "Runtime cap below the running lease",
-			fmt.Sprintf("runtime_cap_seconds (%d) must be at least max_runtime_seconds (%d): the agent extends the running lease up to the cap", limit, rt))
+	// The heartbeat and stale-after are derived with stale-after at least
+	// twice the heartbeat (state.DeriveTimings); the cap is the user's.
+	if l, ok := m.lifecycle(); ok {
+		t := state.DeriveTimings(l)
+		if t.RuntimeCap < t.MaxRuntime {
+			resp.Diagnostics.AddAttributeError(path.Root("timings").AtName("runtime_cap_seconds"), "Runtime cap below the running lease",
+				fmt.Sprintf("timings.runtime_cap_seconds (%d) must be at least timings.max_runtime_seconds (%d): the agent extends the running lease up to the cap", t.RuntimeCap, t.MaxRuntime))
+		}
 	}
 	if owner := m.Owner.ValueString(); owner != "" && !m.Owner.IsUnknown() && !m.RunnerGroup.IsUnknown() {
 		switch {

@@ -88,18 +88,9 @@ type poolModel struct {
 	ScaleSet         types.Object `tfsdk:"scale_set"`
 	Tags             types.Map    `tfsdk:"tags"`
 
-	CreatedTTL        types.Int64 `tfsdk:"created_ttl_seconds"`
-	ClaimTTL          types.Int64 `tfsdk:"claim_ttl_seconds"`
-	MaxRuntime        types.Int64 `tfsdk:"max_runtime_seconds"`
-	IdleTTL           types.Int64 `tfsdk:"idle_ttl_seconds"`
-	BootTime          types.Int64 `tfsdk:"boot_time_seconds"`
-	MinRunningTime    types.Int64 `tfsdk:"min_running_time_seconds"`
-	HeartbeatInterval types.Int64 `tfsdk:"heartbeat_interval_seconds"`
-	StaleAfter        types.Int64 `tfsdk:"stale_after_seconds"`
-	MaxAge            types.Int64 `tfsdk:"max_age_seconds"`
-	MaxUses           types.Int64 `tfsdk:"max_uses"`
-	ReleaseWait       types.Int64 `tfsdk:"release_wait_seconds"`
-	RuntimeCap        types.Int64 `tfsdk:"runtime_cap_seconds"`
+	// Timings is what the user decides of the pool's timings
+	// (pool_timings.go); the rest is derived.
+	Timings types.Object `tfsdk:"timings"`
 
 	LaunchTemplateID      types.String `tfsdk:"launch_template_id"`
 	LaunchTemplateVersion types.String `tfsdk:"launch_template_version"`
@@ -136,11 +127,6 @@ func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest,
 func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
 	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
-	d := state.DefaultTimings()
-	seconds := func(desc string, def int64, min int64) schema.Int64Attribute {
-		return schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(def),
-			Description: fmt.Sprintf("%s Default %d.", desc, def), Validators: []validator.Int64{int64validator.AtLeast(min)}}
-	}
 	ids := func(re *regexp.Regexp, what string) []validator.List {
 		return []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues(),
 			listvalidator.ValueStringsAre(stringvalidator.RegexMatches(re, "must be "+what))}
@@ -275,18 +261,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				}},
 			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Validators: tagValidators(), Description: "Tags of the launch template, role and bucket (instances carry the ghr: tags)."},
 
-			"created_ttl_seconds":        seconds("Lease of a new instance until its runner registers.", d.CreatedTTL, 60),
-			"claim_ttl_seconds":          seconds("Lease of a claimed pooled instance until it registers for the new run.", d.ClaimTTL, 30),
-			"max_runtime_seconds":        seconds("Lease of a running instance; the agent renews it while its runner is alive, up to runtime_cap_seconds.", d.MaxRuntime, 60),
-			"runtime_cap_seconds":        seconds("Longest one run may hold an instance, however long its jobs run (≥ max_runtime_seconds; 6 h is GitHub's limit for one job).", d.RuntimeCap, 60),
-			"idle_ttl_seconds":           seconds("Lease of an idle instance in the pool (scale-down renews the kept ones).", d.IdleTTL, 60),
-			"boot_time_seconds":          seconds("Expected boot time; unrecorded instances younger than this are never orphans.", d.BootTime, 10),
-			"min_running_time_seconds":   seconds("Minimum age before scale-down terminates an idle instance (at least 1: the pool config reads 0 as unset).", d.MinRunningTime, 1),
-			"heartbeat_interval_seconds": seconds("Agent heartbeat interval.", d.HeartbeatInterval, 1),
-			"stale_after_seconds":        seconds("How long the agent's heartbeat count may stand still, on the control plane's clock, before refresh retires an idle instance (or a running one whose runner GitHub no longer shows online); ≥ 2 × heartbeat.", d.StaleAfter, 2),
-			"max_age_seconds":            seconds("Instances older than this are not reused.", d.MaxAge, 60),
-			"max_uses":                   seconds("Runs an instance serves before it is retired.", int64(d.MaxUses), 1),
-			"release_wait_seconds":       seconds("How long release waits for an agent to deregister cleanly.", d.ReleaseWait, 5),
+			"timings": poolTimingsAttribute(),
 
 			"launch_template_id":      schema.StringAttribute{Computed: true, Description: "Launch template id; empty after a refresh found the template deleted outside Terraform (the apply makes one).", PlanModifiers: keep},
 			"launch_template_version": schema.StringAttribute{Computed: true, Description: "Current launch template version; pooled instances of older versions are not reused."},

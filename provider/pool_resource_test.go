@@ -346,7 +346,7 @@ func TestAccPool_validation(t *testing.T) {
 		{`owner = "acme/api/x"`, `must be an organization`},
 		{`usage_class = "reserved"`, `value must be one of`},
 		{`owner = "acme/api"` + "\n" + `runner_group = "ci"`, `Runner groups belong to organizations`},
-		{`heartbeat_interval_seconds = 30` + "\n" + `stale_after_seconds = 40`, `at least twice heartbeat_interval_seconds`},
+		{`stale_after_seconds = 40`, `An argument named "stale_after_seconds" is not expected here`},
 		{`idle_windows = [{ cron = "every minute", idle_count = 1 }]`, `not a 5-field cron`},
 		{`idle_windows = [{ cron = "* * * * *", time_zone = "Mars/Olympus", idle_count = 1 }]`, `not an IANA time zone`},
 		{`pre_runner_script = "echo no interpreter"`, `must start with an interpreter line`},
@@ -360,9 +360,8 @@ func TestAccPool_validation(t *testing.T) {
 		{`max_provisions_per_repository = 0`, `max_provisions_per_repository value must be between 1 and 10000`},
 		{`max_queued_per_repository = 20000`, `max_queued_per_repository value must be between 1 and 10000`},
 		{`max_provisions_per_repository = 2` + "\n" + `max_queued_per_repository = 3`, `More queue places than provisions in flight`},
-		{`min_running_time_seconds = 0`, `value must be at least 1`},
-		{`max_runtime_seconds = 30000`, `runtime_cap_seconds (21600) must be at least max_runtime_seconds (30000)`},
-		{`max_runtime_seconds = 600` + "\n" + `runtime_cap_seconds = 300`, `runtime_cap_seconds (300) must be at least`},
+		{`timings = { max_runtime_seconds = 30000 }`, `timings.runtime_cap_seconds (21600) must be at least`},
+		{`timings = { max_runtime_seconds = 600, runtime_cap_seconds = 300 }`, `timings.runtime_cap_seconds (300) must be at least`},
 	} {
 		t.Run(c.want, func(t *testing.T) {
 			cfg := strings.Replace(f.config(c.extra), `owner              = "acme"`, "", strings.Count(c.extra, "owner"))

@@ -49,10 +49,10 @@ variable "token_pool_idle_window_cron" {
   default     = ""
 }
 
-variable "heartbeat_interval_seconds" {
-  description = "The agents' heartbeat: every second in the story and the chaos suite (stale agents are found within 10 s); the benchmarks use the production default, 15."
+variable "max_runtime_seconds" {
+  description = "The pools' running lease, the shortest the provider takes in the story and the chaos suite: the control loop's timings follow it (1 s heartbeats, stale agents found within 10 s, one-minute leases for new and claimed instances); the benchmarks set the default, 3600, for production's (15 s heartbeats)."
   type        = number
-  default     = 1
+  default     = 60
 }
 
 variable "max_provisions_per_repository" {
@@ -104,18 +104,12 @@ provider "ghrunner" {
 }
 
 locals {
-  # Short, so the story plays in about a minute; max_runtime is the
-  # shortest the provider accepts, and the chaos suite runs jobs past it.
+  # Short, so the story plays in about a minute: max_runtime is the
+  # shortest the provider accepts (the chaos suite runs jobs past it), and
+  # the control loop's timings derived from it take their floors.
   timings = {
-    created_ttl_seconds        = 60
-    claim_ttl_seconds          = 60
-    max_runtime_seconds        = 60
-    idle_ttl_seconds           = 600
-    boot_time_seconds          = 10
-    min_running_time_seconds   = 1
-    heartbeat_interval_seconds = var.heartbeat_interval_seconds
-    stale_after_seconds        = max(10, 4 * var.heartbeat_interval_seconds)
-    release_wait_seconds       = 30
+    max_runtime_seconds = var.max_runtime_seconds
+    idle_ttl_seconds    = 600
   }
   pool = {
     owner          = "acme"

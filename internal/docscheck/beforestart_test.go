@@ -71,13 +71,13 @@ func TestTheGuideNamesEveryPreflightCheck(t *testing.T) {
 func TestTheIdleCaveatIsTheCodesDefaults(t *testing.T) {
 	minRun := state.DefaultTimings().MinRunningTime
 	vars, _ := variables(t)
-	caveat := fmt.Sprintf("scale-down (%s by default, `scale_down_schedule`) terminates each idle instance older than the pool's\n`min_running_time_seconds` (%d minutes by default)",
+	caveat := fmt.Sprintf("scale-down (%s by default, `scale_down_schedule`) terminates each idle instance older than the pool's\nminimum running time (%d minutes by default)",
 		spoken(vars["scale_down_schedule"]), minRun/60)
 	if !strings.Contains(flat(read(t, "README.md")), flat(caveat)) {
 		t.Errorf("README.md's \"waits warm\" lacks its caveat as the code has it:\n%s", caveat)
 	}
 	guide := flat(read(t, "docs/getting-started.md"))
-	want := fmt.Sprintf("(`scale_down_schedule`, %s by default) terminates each idle instance older than the\npool's `min_running_time_seconds` (%d minutes by default)",
+	want := fmt.Sprintf("(`scale_down_schedule`, %s by default) terminates each idle instance older than the\npool's minimum running time (%d minutes by default)",
 		spoken(vars["scale_down_schedule"]), minRun/60)
 	if !strings.Contains(guide, flat(want)) {
 		t.Errorf("the guide's **How warm the pools are** does not say:\n%s", want)

@@ -32,13 +32,14 @@ import (
 // benchmark ends before that (it would trim the warm pool).
 // Run: go test ./internal/sandbox -run '^$' -bench Registration -benchtime 1x
 func BenchmarkRegistration(b *testing.B) {
-	// Production heartbeats (15 s): the sandbox's 1 s beats of twenty
+	// Production heartbeats (15 s, derived from the default one-hour
+	// running lease): the sandbox's 1 s beats of twenty
 	// agents were a third of moto's requests, and moto, one Python
 	// process, is what the timings wait on.
 	// No idle window today: refresh would pre-warm the pools while the
 	// benchmark fills them to their maximum, and a fill of 10 would meet
 	// pre-warmed instances still booting (a capacity error).
-	sb, d, fn := deployedWith(b, sandbox.DeployOptions{HeartbeatSeconds: 15})
+	sb, d, fn := deployedWith(b, sandbox.DeployOptions{MaxRuntimeSeconds: 3600})
 	// Steady state: the first launch after an apply waits for EC2 to know
 	// the pools' new instance profiles (the sandbox plays IAM's delay),
 	// a cost of deploying, not of provisioning.

@@ -31,9 +31,10 @@ type DeployOptions struct {
 	// "" is IdleWindowCron(now), twelve hours away: the pool keeps nobody
 	// idle today, so the story's scale-down trims it to nothing.
 	IdleWindowCron string
-	// HeartbeatSeconds is the agents' heartbeat interval; 0 is the
-	// sandbox's 1 s.
-	HeartbeatSeconds int
+	// MaxRuntimeSeconds is the pools' running lease; 0 is the example's
+	// 60 s, whose derived control-loop timings are short (1 s heartbeats).
+	// 3600, the default, gives production's (15 s heartbeats).
+	MaxRuntimeSeconds int
 	// TokenPoolIdleWindowCron is the token pool's idle window; "" is
 	// IdleWindowCron's.
 	TokenPoolIdleWindowCron string
@@ -107,8 +108,8 @@ func (s *Sandbox) DeployWith(ctx context.Context, mirror string, progress io.Wri
 	if o.MaxQueuedPerRepository > 0 {
 		vars["max_queued_per_repository"] = strconv.Itoa(o.MaxQueuedPerRepository)
 	}
-	if o.HeartbeatSeconds > 0 {
-		vars["heartbeat_interval_seconds"] = strconv.Itoa(o.HeartbeatSeconds)
+	if o.MaxRuntimeSeconds > 0 {
+		vars["max_runtime_seconds"] = strconv.Itoa(o.MaxRuntimeSeconds)
 	}
 	if o.ScaleSet != "" {
 		vars["scale_set"], vars["security_group_id"] = o.ScaleSet, n.SecurityGroup

@@ -18,7 +18,7 @@ import (
 // round on the three warm instances the one before left.
 // Run: go test ./internal/sandbox -run '^$' -bench ScaleSet -benchtime 1x
 func BenchmarkScaleSet(b *testing.B) {
-	sb, d, fn := deployedWith(b, sandbox.DeployOptions{ScaleSet: "linux-bench", HeartbeatSeconds: 15})
+	sb, d, fn := deployedWith(b, sandbox.DeployOptions{ScaleSet: "linux-bench", MaxRuntimeSeconds: 3600})
 	time.Sleep(sandbox.ProfilePropagation)
 	store := state.New(sb.AWS.DynamoDB(), d.Table)
 	// Three warm instances: a workflow's run of three, released.

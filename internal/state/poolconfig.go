@@ -19,7 +19,9 @@ const (
 )
 
 // Timings are a pool's leases and limits, in seconds. Zero means the default
-// of docs/design.md; tests and the sandbox shorten them.
+// (DefaultTimings). A pool's user sets five of them (Lifecycle) and the
+// provider derives the rest (DeriveTimings, derive.go); tests that write a
+// pool config item themselves set them directly.
 type Timings struct {
 	CreatedTTL        int64 `dynamodbav:"createdTTL" json:"createdTTL,omitempty"`
 	ClaimTTL          int64 `dynamodbav:"claimTTL" json:"claimTTL,omitempty"`

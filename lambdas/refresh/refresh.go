@@ -103,7 +103,7 @@ type Output struct {
 	Expired    []Decision `json:"expired"`
 	Repooled   []Decision `json:"repooled"`
 	// Stuck are running instances whose lease ran out (also in
-	// Terminated): a run held them past max_runtime_seconds.
+	// Terminated): a run held them past timings.max_runtime_seconds.
 	Stuck []Decision `json:"stuck,omitempty"`
 	Kept  []Decision `json:"kept,omitempty"` // silent agents kept, with why
 	// Adopted are claims of scale sets' standing runs whose lease ran out

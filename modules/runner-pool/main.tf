@@ -68,18 +68,9 @@ resource "ghrunner_pool" "pool" {
   scale_set               = each.value.scale_set
   tags                    = var.tags
 
-  created_ttl_seconds        = each.value.timings.created_ttl_seconds
-  claim_ttl_seconds          = each.value.timings.claim_ttl_seconds
-  max_runtime_seconds        = each.value.timings.max_runtime_seconds
-  idle_ttl_seconds           = each.value.timings.idle_ttl_seconds
-  boot_time_seconds          = each.value.timings.boot_time_seconds
-  min_running_time_seconds   = each.value.timings.min_running_time_seconds
-  heartbeat_interval_seconds = each.value.timings.heartbeat_interval_seconds
-  stale_after_seconds        = each.value.timings.stale_after_seconds
-  max_age_seconds            = each.value.timings.max_age_seconds
-  max_uses                   = each.value.timings.max_uses
-  release_wait_seconds       = each.value.timings.release_wait_seconds
-  runtime_cap_seconds        = each.value.timings.runtime_cap_seconds
+  # What the user decides; the control loop's own timings are derived
+  # from them by the provider (docs/design.md, Timings).
+  timings = each.value.timings
 
   max_provisions_per_repository = each.value.max_provisions_per_repository
   max_queued_per_repository     = each.value.max_queued_per_repository

@@ -87,19 +87,15 @@ variable "pools" {
       name        = string
       max_runners = optional(number)
     }))
+    # How long instances live and serve (ghrunner_pool's timings); the
+    # control loop's own timings (heartbeat, leases of new and claimed
+    # instances, boot time ...) are derived from them. Null: the default.
     timings = optional(object({
-      created_ttl_seconds        = optional(number)
-      claim_ttl_seconds          = optional(number)
-      max_runtime_seconds        = optional(number)
-      idle_ttl_seconds           = optional(number)
-      boot_time_seconds          = optional(number)
-      min_running_time_seconds   = optional(number)
-      heartbeat_interval_seconds = optional(number)
-      stale_after_seconds        = optional(number)
-      max_age_seconds            = optional(number)
-      max_uses                   = optional(number)
-      release_wait_seconds       = optional(number)
-      runtime_cap_seconds        = optional(number)
+      max_runtime_seconds = optional(number)
+      runtime_cap_seconds = optional(number)
+      idle_ttl_seconds    = optional(number)
+      max_age_seconds     = optional(number)
+      max_uses            = optional(number)
     }), {})
   }))
 
