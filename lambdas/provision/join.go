@@ -105,15 +105,19 @@ func (p *provisioner) output() *Output {
 	for _, m := range p.members() {
 		out.Instances = append(out.Instances, Instance{InstanceID: m.inst.ID, InstanceType: m.inst.InstanceType, UsageClass: m.inst.UsageClass, Source: m.source,
 			ClaimedSeconds: m.claimed, ConfiguredSeconds: m.configured, ReadySeconds: m.ready})
-		if m.source == "reused" {
+		switch m.source {
+		case "reused":
 			out.Reused++
-		} else {
+		case sourceStarted:
+			out.Started++
+		default:
 			out.Created++
 		}
 	}
 	out.UsageClass = p.req.UsageClass
 	p.mu.Lock()
 	out.ClaimsRefused = p.refused
+	out.StartsFailed = p.startsFailed
 	out.SpotBreaker = p.byBreaker
 	p.mu.Unlock()
 	out.ElapsedSeconds = time.Since(p.start).Seconds()
