@@ -1,20 +1,26 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"maps"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/ec2capacity"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/lambdart"
 )
 
@@ -78,6 +84,13 @@ func TestAnIdleInstanceIsStoppedThenStartedForTheNextRunAndEndedPastItsKeepTime(
 		t.Fatalf("record after the stop: %s", rec.State)
 	}
 
+	// While it sleeps the pool moves to a newer runner release: the
+	// started instance must run its job on it, not on the install its
+	// disk kept.
+	next := "2.337.0"
+	d.pool.Runner = d.servedRelease(next)
+	must(t, d.store.PutPoolConfig(ctx, d.pool))
+
 	start := time.Now()
 	var out provisionOut
 	d.call(bundle.HandlerProvision, map[string]any{"runId": "after-stop", "pool": "linux", "instanceCount": 1}, &out)
@@ -93,6 +106,9 @@ func TestAnIdleInstanceIsStoppedThenStartedForTheNextRunAndEndedPastItsKeepTime(
 	job := d.job(out.Label, "test ! -e \"$HOME/left-before-the-stop\"")
 	if job.Result != "succeeded" {
 		t.Fatalf("job on the started instance (fails if the earlier run's file is still there): %+v", job)
+	}
+	if job.RunnerVersion != next {
+		t.Fatalf("the started instance's job ran on runner %q, want the pool's release %s, published while it was stopped", job.RunnerVersion, next)
 	}
 	d.call(bundle.HandlerRelease, map[string]any{"runId": "after-stop"}, &rel)
 	if len(rel.Released) != 1 {
@@ -144,6 +160,20 @@ func (d *deployment) bootID(id string) string {
 	}
 	b, _ := os.ReadFile(filepath.Join(a.Dir, "boot_id"))
 	return string(b)
+}
+
+// servedRelease serves the fake runner packed as version at the fake
+// github.com's release download and returns the pool's runner spec for it.
+func (d *deployment) servedRelease(version string) state.RunnerSpec {
+	d.t.Helper()
+	tarball, err := fakegithub.RunnerTarballOf(builds.runner, version)
+	must(d.t, err)
+	d.fake.ServeRunnerRelease(version, tarball)
+	gh, err := github.New(github.Config{BaseURL: d.fake.URL(), AppID: d.fake.AppID, PrivateKeyPEM: d.fake.PrivateKeyPEM})
+	must(d.t, err)
+	sum := sha256.Sum256(tarball)
+	return state.RunnerSpec{Version: version, Arch: runtime.GOARCH, TarballSHA256: hex.EncodeToString(sum[:]),
+		TarballURL: runnerrelease.URLAt(gh.RunnerURL("actions/runner"), version, runtime.GOARCH)}
 }
 
 func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
