@@ -222,7 +222,7 @@ func decidePool(in Input, idx runnerIndex, poolName string, insts []fleet.Instan
 				d.Action, d.Reason, d.Assignment = Orphan, "no live record past the boot time", inst.Tags[fleet.TagAssignment]
 			}
 		case rec.State == state.Stopped:
-			d = stoppedDecision(in.Now, inst, rec, d)
+			d = stoppedDecision(in.Now, pool, inst, rec, d)
 		case age < minRun:
 			d.Action, d.Reason = Keep, "younger than the minimum running time"
 		case rec.State != state.Idle:

@@ -39,12 +39,17 @@ func tierRoom(in Input, poolName string, pool state.PoolConfig) int {
 	return max(pool.Stopped.Max-held, 0)
 }
 
-// stoppedDecision judges an instance whose record says stopped.
-func stoppedDecision(now time.Time, inst fleet.Instance, rec *state.Instance, d Decision) Decision {
+// stoppedDecision judges an instance whose record says stopped. A pool
+// that drains, or no longer has a tier, keeps nothing stopped.
+func stoppedDecision(now time.Time, pool state.PoolConfig, inst fleet.Instance, rec *state.Instance, d Decision) Decision {
 	d.Assignment, d.Owner = rec.Assignment, rec.Owner
 	switch {
 	case rec.Expired(now):
 		d.Action, d.Reason, d.Kind = Terminate, "stopped past the tier's keep time", KindScaleDown
+	case pool.Draining:
+		d.Action, d.Reason, d.Kind = Terminate, "stopped, and the pool drains", KindScaleDown
+	case pool.Stopped == nil:
+		d.Action, d.Reason, d.Kind = Terminate, "stopped, and the pool has no stopped tier any more", KindScaleDown
 	case inst.State == "running" || inst.State == "pending":
 		d.Action, d.Reason = Stop, "its record is stopped but EC2 shows it "+inst.State+": finishing the stop"
 	default:
