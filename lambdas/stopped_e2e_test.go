@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"maps"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -14,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
@@ -22,6 +27,7 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/ec2capacity"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/lambdart"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/scaledown"
 )
 
 type stoppedScaleDownOut struct {
@@ -240,4 +246,35 @@ func TestAStoppedInstanceEC2CannotStartIsTerminatedAndALaunchTakesItsPlace(t *te
 	if job := d.job(out.Label, "echo ok"); job.Result != "succeeded" {
 		t.Fatalf("job on the launched instance: %+v", job)
 	}
+}
+
+// refusingStop is the deployment's fleet whose stops EC2 refuses, as it
+// refuses to stop a spot instance of a one-time request.
+type refusingStop struct{ *fleet.Fleet }
+
+func (refusingStop) Stop(context.Context, string) error {
+	return &smithy.GenericAPIError{Code: "UnsupportedOperation", Message: "You can't stop the Spot Instance because it is associated with a one-time Spot Instance request."}
+}
+
+// TestAnIdleInstanceEC2WillNotStopIsRetiredInstead: scale-down writes the
+// record stopped, EC2 refuses the stop; the instance is retired (record
+// terminated, EC2 terminated), never left recorded stopped while it runs.
+func TestAnIdleInstanceEC2WillNotStopIsRetiredInstead(t *testing.T) {
+	t.Parallel()
+	d := scaleDownDeploy(t, 0, func(p *state.PoolConfig) { p.Stopped = &state.StoppedTier{Max: 2, KeepSeconds: 600} })
+	id := d.launchN(1, "acme")[0]
+	d.pooledIdle(id, "acme", 1, nil)
+	time.Sleep(1100 * time.Millisecond) // past the minimum running time
+	deps := &controlplane.Deps{Store: d.store, SQS: d.aws.SQS(), GitHub: d.gitHub(), Log: slog.New(slog.NewJSONHandler(d.logs, nil))}
+	out, err := scaledown.Handle(ctx, scaledown.Deps{Deps: deps, EC2: refusingStop{d.fleet}}, nil)
+	must(t, err)
+	if len(out.Terminated) != 1 || out.Terminated[0].InstanceID != id || !strings.Contains(out.Terminated[0].Reason, "retired instead") || len(out.Stopped) != 0 {
+		t.Fatalf("scale-down when EC2 refuses the stop: %+v, want %s retired", out, id)
+	}
+	rec, err := d.store.Get(ctx, d.key(id))
+	must(t, err)
+	if rec.State != state.Terminated {
+		t.Fatalf("record %s, want terminated", rec.State)
+	}
+	waitFor(t, 10*time.Second, "the instance terminated in EC2", func() bool { st := d.ec2State(id); return st == "" || st == "shutting-down" })
 }
