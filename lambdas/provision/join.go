@@ -87,7 +87,10 @@ func (p *provisioner) fromRecords(ctx context.Context, run *state.Run) (*Output,
 			continue
 		}
 		source := "created"
-		if inst.Uses > 1 {
+		switch {
+		case inst.StartedAt >= run.CreatedAt && inst.StartedAt != 0:
+			source = sourceStarted // started from the stopped tier for this run
+		case inst.Uses > 1:
 			source = "reused"
 		}
 		p.mine[id] = &member{inst: inst, source: source, done: true}
