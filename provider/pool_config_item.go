@@ -178,6 +178,8 @@ func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diag
 	if ss != nil {
 		cfg.ScaleSet = &state.ScaleSetConfig{Name: ss.Name.ValueString(), MaxRunners: int(ss.MaxRunners.ValueInt64())}
 	}
+	cfg.Stopped, d = stoppedConfig(ctx, m)
+	diags.Append(d...)
 	return cfg, diags
 }
 
@@ -217,6 +219,7 @@ func (m *poolModel) setFromConfigItem(ctx context.Context, table string, cfg *st
 	if ss := cfg.ScaleSet; ss != nil {
 		m.ScaleSet, _ = types.ObjectValueFrom(ctx, scaleSetType.AttrTypes, scaleSet{Name: types.StringValue(ss.Name), MaxRunners: optionalInt(ss.MaxRunners)})
 	}
+	m.Stopped = stoppedValue(ctx, cfg.Stopped)
 }
 
 // deleteConfigItem deletes the pool config item; one already gone, or in a

@@ -77,6 +77,7 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 			fmt.Sprintf("max_queued_per_repository (%d) must be at most max_provisions_per_repository (%d): a waiting provision is in flight", queued.ValueInt64(), prov.ValueInt64()))
 	}
 	resp.Diagnostics.Append(validateRootVolume(m)...)
+	resp.Diagnostics.Append(validateStopped(ctx, m)...)
 	if ss, _ := m.scaleSet(ctx); ss != nil {
 		// A scale set's jobs come with no provision to mint a runner: the
 		// listener asks GitHub for a just-in-time runner per job.

@@ -86,6 +86,7 @@ type poolModel struct {
 	RunnerTarballSHA types.String `tfsdk:"runner_tarball_sha256"`
 	IdleWindows      types.List   `tfsdk:"idle_windows"`
 	ScaleSet         types.Object `tfsdk:"scale_set"`
+	Stopped          types.Object `tfsdk:"stopped"` // pool_stopped.go
 	Tags             types.Map    `tfsdk:"tags"`
 
 	// Timings is what the user decides of the pool's timings
@@ -242,6 +243,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 					"eviction_strategy": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("oldest_first"),
 						Description: "Which idle instances go first: `oldest_first` or `newest_first`.", Validators: []validator.String{stringvalidator.OneOf("oldest_first", "newest_first")}},
 				}}},
+			"stopped": stoppedAttribute(), // pool_stopped.go
 			"scale_set": schema.SingleNestedAttribute{Optional: true,
 				Description: "A runner scale set the pool serves too (GitHub's runner scale set API): workflows name it in `runs-on` and need no job that invokes provision or release; " +
 					"a listener holds the scale set's message session and gives each job assigned to it a warm instance of the pool. " +
@@ -344,6 +346,7 @@ func (r *poolResource) ImportState(ctx context.Context, req resource.ImportState
 		ImageFamily:   types.StringValue(defaultImageFamily),
 		IdleWindows:   types.ListNull(idleWindowType),
 		ScaleSet:      types.ObjectNull(scaleSetType.AttrTypes),
+		Stopped:       types.ObjectNull(stoppedTierType.AttrTypes),
 		InstanceTypes: types.ListNull(types.StringType), SubnetIDs: types.ListNull(types.StringType)}
 	found, err := r.read(ctx, &m)
 	if err != nil || !found {

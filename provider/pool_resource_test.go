@@ -463,8 +463,10 @@ func TestAccPool_scaleSet_basic_update_import(t *testing.T) {
 		CheckDestroy:             resource.ComposeAggregateTestCheckFunc(checkDestroyed, f.checkNothingLeft),
 		Steps: []resource.TestStep{
 			{
-				Config: f.config(pinned + "max_instances = 5\nscale_set = { name = \"Linux-Big\", max_runners = 3 }"),
+				// With a stopped tier (pool_stopped.go), read back by the import.
+				Config: f.config(pinned + "max_instances = 5\nscale_set = { name = \"Linux-Big\", max_runners = 3 }\nstopped = { max = 2, keep_seconds = 3600 }"),
 				Check: resource.ComposeAggregateTestCheckFunc(f.checkScaleSet(&state.ScaleSetConfig{Name: "Linux-Big", MaxRunners: 3}),
+					f.checkStopped(&state.StoppedTier{Max: 2, KeepSeconds: 3600}), resource.TestCheckResourceAttr(pool, "stopped.max", "2"),
 					resource.TestCheckResourceAttr(pool, "scale_set.name", "Linux-Big"), resource.TestCheckResourceAttr(pool, "scale_set.max_runners", "3")),
 			},
 			importStep,
@@ -472,7 +474,7 @@ func TestAccPool_scaleSet_basic_update_import(t *testing.T) {
 			{
 				Config: f.config(pinned + "max_instances = 5\nscale_set = { name = \"Linux-Big\", max_runners = 5 }"),
 				Check: resource.ComposeAggregateTestCheckFunc(f.checkScaleSet(&state.ScaleSetConfig{Name: "Linux-Big", MaxRunners: 5}),
-					resource.TestCheckResourceAttr(pool, "launch_template_version", "1")),
+					f.checkStopped(nil), resource.TestCheckResourceAttr(pool, "launch_template_version", "1")),
 			},
 			// Without max_runners the listener uses max_instances (0 in the item).
 			{

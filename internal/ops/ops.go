@@ -59,7 +59,7 @@ func Scheduled(ctx context.Context, r Reader, handlers ...string) ([]state.LastR
 
 // LiveStates are the states an instance is listed by (a terminated
 // record leaves the index).
-var LiveStates = []state.State{state.Created, state.Claimed, state.Running, state.Idle}
+var LiveStates = []state.State{state.Created, state.Claimed, state.Running, state.Idle, state.Stopped}
 
 // PoolStatus is one pool now.
 type PoolStatus struct {

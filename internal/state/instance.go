@@ -100,7 +100,13 @@ type Instance struct {
 	Threshold             int64  `dynamodbav:"threshold,omitempty"`
 	LaunchedAt            int64  `dynamodbav:"launchedAt"`
 	LaunchTemplateVersion string `dynamodbav:"launchTemplateVersion,omitempty"`
-	HeartbeatAt           int64  `dynamodbav:"heartbeatAt,omitempty"` // the agent's clock: shown, never judged
+	// StoppedAt is when the control plane stopped the instance (Stop, its
+	// clock); StartedAt when it last started it again (Start): liveness
+	// judges a started instance's first beat from then, not from its
+	// launch (NeverBeat).
+	StoppedAt   int64 `dynamodbav:"stoppedAt,omitempty"`
+	StartedAt   int64 `dynamodbav:"startedAt,omitempty"`
+	HeartbeatAt int64 `dynamodbav:"heartbeatAt,omitempty"` // the agent's clock: shown, never judged
 	// Heartbeats counts the agent's heartbeats. Liveness is judged by
 	// whether it changes between two reads of the control plane, timed
 	// by the control plane's clock (BeatSeen, BeatSeenAt), never by
@@ -270,9 +276,10 @@ func (i *Instance) Silent(now time.Time, staleAfter time.Duration) bool {
 }
 
 // NeverBeat reports whether the agent has not beaten once although the
-// instance was launched longer than bootTime ago (EC2's launch time).
+// instance was launched (EC2's launch time) or last started from the
+// stopped tier longer than bootTime ago.
 func (i *Instance) NeverBeat(now time.Time, bootTime time.Duration) bool {
-	return i.Heartbeats == 0 && now.Unix()-i.LaunchedAt > int64(bootTime/time.Second)
+	return i.Heartbeats == 0 && now.Unix()-max(i.LaunchedAt, i.StartedAt) > int64(bootTime/time.Second)
 }
 
 // BeatUnobserved reports whether the control plane has yet to note the

@@ -87,7 +87,10 @@ func LifeNotGiven(i *Instance, t Timings, now time.Time) string {
 	if st == Running && i.LeaseCap > n+max(t.MaxRuntime, t.RuntimeCap)+grace {
 		why = append(why, fmt.Sprintf("its lease cap %s is beyond the runtime cap (%s) from now", unixString(i.LeaseCap), D(t.RuntimeCap)))
 	}
-	if life := int64(LongestLife(t) / time.Second); i.LaunchedAt != 0 && t.MaxAge > 0 && n-i.LaunchedAt > life+grace {
+	// A stopped record's lease is the tier's keep time, bounded by the
+	// leaseLimit rule above; a start obeys maxAge (Start), so a stopped
+	// instance is judged by its lease only.
+	if life := int64(LongestLife(t) / time.Second); st != Stopped && i.LaunchedAt != 0 && t.MaxAge > 0 && n-i.LaunchedAt > life+grace {
 		why = append(why, fmt.Sprintf("launched %s ago, longer than any instance lives on the pool's leases (%s)", now.Sub(time.Unix(i.LaunchedAt, 0)).Truncate(time.Minute), D(life)))
 	}
 	return strings.Join(why, "; ")

@@ -133,6 +133,9 @@ type PoolConfig struct {
 	// the listener (lambdas/listener) holds its message session and
 	// gives each job assigned to it a warm instance of the pool.
 	ScaleSet *ScaleSetConfig `dynamodbav:"scaleSet,omitempty" json:"scaleSet,omitempty"`
+	// Stopped, when set, keeps idle instances scale-down retires stopped
+	// for reuse (stoppedtier.go); nil: off.
+	Stopped *StoppedTier `dynamodbav:"stopped,omitempty" json:"stopped,omitempty"`
 	// InstanceRoleID is the id (RoleId, AROA…) of the pool's instance role:
 	// the first half of its instances' record keys (InstanceKey). Empty
 	// for a pool written before keys carried the role.
@@ -272,6 +275,11 @@ func (p PoolConfig) Validate() error {
 	}
 	if p.ScaleSet != nil {
 		if err := p.ScaleSet.validate(p.MaxInstances, p.JIT()); err != nil {
+			return err
+		}
+	}
+	if p.Stopped != nil {
+		if err := p.Stopped.validate(p.UsageClass, p.OnDemandFallback); err != nil {
 			return err
 		}
 	}

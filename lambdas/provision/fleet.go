@@ -85,3 +85,17 @@ func (l FleetLauncher) CanLaunch(ctx context.Context, spec LaunchSpec) error {
 func (l FleetLauncher) CanTerminate(ctx context.Context, id string) error {
 	return l.Fleet.CanTerminate(ctx, id)
 }
+
+func (l FleetLauncher) Stopped(ctx context.Context, ids []string) (map[string]bool, error) {
+	insts, err := l.Fleet.List(ctx, fleet.Filter{IDs: ids, States: []string{"stopped"}})
+	if err != nil {
+		return nil, err
+	}
+	stopped := make(map[string]bool, len(insts))
+	for _, i := range insts {
+		stopped[i.ID] = true
+	}
+	return stopped, nil
+}
+
+func (l FleetLauncher) Start(ctx context.Context, id string) error { return l.Fleet.Start(ctx, id) }

@@ -87,7 +87,10 @@ func (p *provisioner) fromRecords(ctx context.Context, run *state.Run) (*Output,
 			continue
 		}
 		source := "created"
-		if inst.Uses > 1 {
+		switch {
+		case inst.StartedAt >= run.CreatedAt && inst.StartedAt != 0:
+			source = sourceStarted // started from the stopped tier for this run
+		case inst.Uses > 1:
 			source = "reused"
 		}
 		p.mine[id] = &member{inst: inst, source: source, done: true}
@@ -105,15 +108,19 @@ func (p *provisioner) output() *Output {
 	for _, m := range p.members() {
 		out.Instances = append(out.Instances, Instance{InstanceID: m.inst.ID, InstanceType: m.inst.InstanceType, UsageClass: m.inst.UsageClass, Source: m.source,
 			ClaimedSeconds: m.claimed, ConfiguredSeconds: m.configured, ReadySeconds: m.ready})
-		if m.source == "reused" {
+		switch m.source {
+		case "reused":
 			out.Reused++
-		} else {
+		case sourceStarted:
+			out.Started++
+		default:
 			out.Created++
 		}
 	}
 	out.UsageClass = p.req.UsageClass
 	p.mu.Lock()
 	out.ClaimsRefused = p.refused
+	out.StartsFailed = p.startsFailed
 	out.SpotBreaker = p.byBreaker
 	p.mu.Unlock()
 	out.ElapsedSeconds = time.Since(p.start).Seconds()

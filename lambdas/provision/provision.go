@@ -77,7 +77,7 @@ type Instance struct {
 	InstanceID   string `json:"instanceId"`
 	InstanceType string `json:"instanceType"`
 	UsageClass   string `json:"usageClass"`
-	Source       string `json:"source"` // "reused" or "created"
+	Source       string `json:"source"` // "reused", "started" (the stopped tier) or "created"
 	// The instance's way to ready, in seconds since provision began: it
 	// became the run's (claimed from the pool, or launched and recorded),
 	// its runner's configuration was in its record (a just-in-time
@@ -102,6 +102,12 @@ type Output struct {
 	Instances []Instance `json:"instances"`
 	Reused    int        `json:"reused"`
 	Created   int        `json:"created"`
+	// Started counts instances started from the pool's stopped tier
+	// (start.go); StartsFailed says what EC2 answered the starts that
+	// failed (those instances were terminated and launches took their
+	// place).
+	Started      int      `json:"started,omitempty"`
+	StartsFailed []string `json:"startsFailed,omitempty"`
 	// UsageClass is the one asked for (the pool's when the payload gave
 	// none): a created on-demand instance of a spot request is a fallback.
 	UsageClass string `json:"usageClass"`
@@ -147,6 +153,11 @@ type Launcher interface {
 	// of spec and the termination of id would be allowed (nil: yes).
 	CanLaunch(ctx context.Context, spec LaunchSpec) error
 	CanTerminate(ctx context.Context, id string) error
+	// Stopped reports which of ids EC2 shows stopped (not stopping): the
+	// only ones a start may take (start.go).
+	Stopped(ctx context.Context, ids []string) (map[string]bool, error)
+	// Start starts one stopped instance.
+	Start(ctx context.Context, id string) error
 }
 
 // LaunchSpec is one fleet request.
@@ -351,6 +362,8 @@ type provisioner struct {
 	created int
 	reused  int
 	refused int // pool messages whose claim was refused
+	// startsFailed says what EC2 answered the starts that failed (start.go).
+	startsFailed []string
 	// byBreaker: a launch used on-demand because the pool's spot breaker
 	// was open (spotbreaker.go).
 	byBreaker bool

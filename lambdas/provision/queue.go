@@ -44,7 +44,11 @@ func (p *provisioner) acquire(ctx context.Context, reg *state.Registration) erro
 			return err
 		}
 		if ahead == 0 {
-			if need -= p.claim(ctx, need, reg); need > 0 {
+			need -= p.claim(ctx, need, reg)
+			if need > 0 {
+				need -= p.startStopped(ctx, need, reg)
+			}
+			if need > 0 {
 				_, err := p.launch(ctx, need, reg)
 				// Short of room for all: launch what fits now.
 				var ce *state.CapacityError

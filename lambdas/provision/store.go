@@ -22,6 +22,7 @@ type instanceStore interface {
 	MarkRunning(ctx context.Context, r state.Ref, maxRuntime, runtimeCap time.Duration) (*state.Instance, error)
 	Terminate(ctx context.Context, key state.Key, t state.Termination) (*state.Instance, error)
 	Unclaim(ctx context.Context, r state.Ref, idleTTL time.Duration, removal *state.Registration) (*state.Instance, error)
+	Start(ctx context.Context, key state.Key, req state.ClaimRequest, ttl time.Duration) (*state.Instance, error)
 }
 
 // runStore is what provision reads and writes of the run items (state.Runs).

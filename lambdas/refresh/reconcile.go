@@ -19,7 +19,7 @@ func (f FleetEC2) Live(ctx context.Context) ([]LiveInstance, error) {
 	}
 	out := make([]LiveInstance, len(insts))
 	for i, in := range insts {
-		out[i] = LiveInstance{ID: in.ID, Pool: in.Tags[fleet.TagPool], Assignment: in.Tags[fleet.TagAssignment], LaunchedAt: in.LaunchTime}
+		out[i] = LiveInstance{ID: in.ID, Pool: in.Tags[fleet.TagPool], Assignment: in.Tags[fleet.TagAssignment], LaunchedAt: in.LaunchTime, State: in.State}
 	}
 	return out, nil
 }
@@ -59,7 +59,8 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 	var candidates []LiveInstance
 	for _, in := range instances {
 		inEC2[in.ID] = true
-		if _, ok := known[in.ID]; ok {
+		if rec, ok := known[in.ID]; ok {
+			r.stoppedOutside(ctx, rec, in)
 			continue
 		}
 		g, ok := grace[in.Pool]
@@ -107,6 +108,31 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 		}
 	}
 	return nil
+}
+
+// stoppedOutside expires the record of an instance EC2 shows stopping or
+// stopped although the control plane never stopped it (an operator, a
+// script, an EC2 scheduled event): its agent is halted, so it serves no
+// run and takes no claim, and it would sit stopped for as long as its
+// lease said. A created record is left alone: a start (state.Start)
+// writes it before it calls EC2, and the records are read before EC2 is
+// listed. The expiry is conditional on the assignment read, so a stop by
+// scale-down in between (a new assignment) is never undone.
+func (r *refresher) stoppedOutside(ctx context.Context, rec *state.Instance, in LiveInstance) {
+	if in.State != "stopping" && in.State != "stopped" {
+		return
+	}
+	switch rec.State {
+	case state.Idle, state.Claimed, state.Running:
+	default:
+		return
+	}
+	reason := "EC2 shows it " + in.State + " but the control plane never stopped it"
+	if _, err := storeOf(r.d).Expire(ctx, rec.Ref(), reason); err == nil {
+		r.out.Expired = append(r.out.Expired, Decision{rec.ID, rec.Pool, reason, KindStale})
+	} else if state.ClauseOf(err) == "" {
+		r.fail(err)
+	}
 }
 
 // terminateUnrecorded reads the records of instances the index did not show

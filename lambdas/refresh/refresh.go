@@ -67,6 +67,10 @@ type LiveInstance struct {
 	// instance was launched under.
 	Assignment string
 	LaunchedAt time.Time
+	// State is EC2's state of the instance (pending, running, stopping,
+	// stopped): a recorded instance EC2 shows stopped that its record does
+	// not is retired (reconcile.go).
+	State string
 }
 
 // Decision is one thing refresh did, with why: Kind for machines (the
@@ -205,7 +209,7 @@ func (r *refresher) fail(err error) {
 	r.d.Log.Error("refresh step failed", "err", err)
 }
 
-var liveStates = []state.State{state.Created, state.Claimed, state.Running, state.Idle}
+var liveStates = []state.State{state.Created, state.Claimed, state.Running, state.Idle, state.Stopped}
 
 // pool handles one pool's records: expired leases, silent agents, unsent
 // pool messages. It adds every record it read that is not terminated to
@@ -284,6 +288,10 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 			// not when its lease runs out.
 			sig, _ := inst.SignalFor(state.SignalFailed)
 			r.expire(ctx, p, inst, KindStale, "its agent signalled UD_FAILED: "+sig.Detail)
+			continue
+		case inst.State == state.Stopped:
+			// No agent runs on a stopped instance: its lease (the tier's
+			// keep time) is all there is to judge, and it has not passed.
 			continue
 		case inst.BeatUnobserved():
 			if _, err := storeOf(r.d).NoteBeat(ctx, inst.Ref(), inst.Heartbeats); err != nil && state.ClauseOf(err) == "" {

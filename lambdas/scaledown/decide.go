@@ -34,6 +34,7 @@ const (
 	Terminate Action = "terminate" // conditional record write, then EC2, then the runners
 	Orphan    Action = "orphan"    // tag ghr:orphan for phase 1 of the next run
 	Untag     Action = "untag"     // remove ghr:orphan (a false positive)
+	Stop      Action = "stop"      // conditional record write, runners, then EC2 (stopped.go)
 )
 
 // Kind is what a termination was.
@@ -186,6 +187,7 @@ func decidePool(in Input, idx runnerIndex, poolName string, insts []fleet.Instan
 	pool, known := in.Pools[poolName]
 	window, _ := pool.ActiveWindow(in.Now)
 	quota := window.IdleCount
+	room := tierRoom(in, poolName, pool)
 	if pool.Draining {
 		quota = 0 // an operator drains the pool: it keeps nothing idle
 	}
@@ -219,12 +221,18 @@ func decidePool(in Input, idx runnerIndex, poolName string, insts []fleet.Instan
 			} else {
 				d.Action, d.Reason, d.Assignment = Orphan, "no live record past the boot time", inst.Tags[fleet.TagAssignment]
 			}
+		case rec.State == state.Stopped:
+			d = stoppedDecision(in.Now, pool, inst, rec, d)
 		case age < minRun:
 			d.Action, d.Reason = Keep, "younger than the minimum running time"
 		case rec.State != state.Idle:
 			d.Action, d.Reason = Keep, assignedReason(rec, in.Now)
 		default:
-			d, quota = idleDecision(in.Now, idx.of(rec), pool, d, rec, quota)
+			var beyond bool
+			d, quota, beyond = idleDecision(in.Now, idx.of(rec), pool, d, rec, quota)
+			if beyond {
+				d, room = stopInstead(inst, rec, d, room)
+			}
 		}
 		out = append(out, d)
 	}
@@ -242,25 +250,28 @@ func assignedReason(rec *state.Instance, now time.Time) string {
 // with GitHub; if a runner of an earlier use still is, it is removed after
 // the record's write. An instance no claim can take is retired and does not
 // hold a place in the quota.
-func idleDecision(now time.Time, runners []github.Runner, pool state.PoolConfig, d Decision, rec *state.Instance, quota int) (Decision, int) {
+//
+// beyond says the instance is claimable and retired only for the quota:
+// the stopped tier may keep it (stopInstead).
+func idleDecision(now time.Time, runners []github.Runner, pool state.PoolConfig, d Decision, rec *state.Instance, quota int) (Decision, int, bool) {
 	d.Assignment, d.Owner = rec.Assignment, rec.Owner
 	if !rec.Clean() {
 		d.Action, d.Reason = Keep, "idle but still deregistering"
-		return d, quota
+		return d, quota, false
 	}
 	earlier, later := runnersOf(runners, rec)
 	if later != nil {
 		// Only a claim raises uses: the record was read before a claim
 		// whose runner is registered now. Decide on a fresh view next run.
 		d.Action, d.Reason = Keep, "runner "+later.Name+" of a later use is registered: claimed since its record was read"
-		return d, quota
+		return d, quota, false
 	}
 	busy := false
 	for _, r := range earlier {
 		switch {
 		case r.Busy && r.Online():
 			d.Action, d.Reason = Keep, "its runner "+r.Name+" is running a job right now: kept for the next run"
-			return d, quota
+			return d, quota, false
 		case r.Busy:
 			// Offline and busy: a ghost GitHub refuses to delete until it
 			// gives up on the job; the sweep of a later run removes it.
@@ -271,18 +282,18 @@ func idleDecision(now time.Time, runners []github.Runner, pool state.PoolConfig,
 	}
 	if busy {
 		d.Action, d.Reason, d.Kind = Terminate, "pooled but its runner is busy on GitHub: not reusable (the runner is left for the ghost sweep)", KindScaleDown
-		return d, quota
+		return d, quota, false
 	}
 	if why := unclaimable(pool, rec, now); why != "" {
 		d.Action, d.Reason, d.Kind = Terminate, "not reusable: "+why, KindScaleDown
-		return d, quota
+		return d, quota, false
 	}
 	if quota > 0 {
 		d.Action, d.Reason = Renew, "within the idle quota"
-		return d, quota - 1
+		return d, quota - 1, false
 	}
 	d.Action, d.Reason, d.Kind = Terminate, "idle beyond the idle quota", KindScaleDown
-	return d, quota
+	return d, quota, true
 }
 
 // unclaimable says which rule of state.Claim refuses every claim of the

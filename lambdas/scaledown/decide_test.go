@@ -34,7 +34,23 @@ type row struct {
 	want       Action
 	reason     string  // a part of the reason
 	deregister []int64 // the runners to delete after the write, when set
+	ec2        string  // EC2's usage class of the instance (fleet.Spot when empty)
+	state      string  // EC2's state of the instance ("running" when empty)
+	others     []*state.Instance
 }
+
+// tier gives the linux pool a stopped tier of max instances and no idle
+// quota, so that an idle instance is beyond it.
+func tier(max int) func(*state.PoolConfig) {
+	return func(p *state.PoolConfig) {
+		p.IdleWindows = nil
+		if max > 0 {
+			p.Stopped = &state.StoppedTier{Max: max, KeepSeconds: 3600}
+		}
+	}
+}
+
+func onDemand(r *state.Instance) { r.UsageClass = state.UsageClassOnDemand }
 
 func rec(st state.State, mut ...func(*state.Instance)) *state.Instance {
 	r := &state.Instance{ID: "i-1", Pool: "linux", Owner: "acme", State: st, Assignment: "a1", Threshold: now.Add(10 * time.Minute).Unix(),
@@ -155,13 +171,46 @@ func TestDecisionTable(t *testing.T) {
 			want: Terminate, reason: "EC2 recommended rebalancing"},
 		{name: "running a job, its agent said EC2 recommends rebalancing", age: time.Hour, tags: plain, rec: rec(state.Running, rebalanced),
 			runners: []github.Runner{{ID: 7, Name: "ghr-1-i-1", Busy: true}}, want: Keep},
+		// The stopped tier (issue 41): what the quota retires is stopped
+		// while the tier has room, never a spot instance or one no claim
+		// could take; a stopped one is terminated past its keep time.
+		{name: "idle beyond the quota, on-demand, the tier has room", age: time.Hour, tags: plain, pool: tier(2), ec2: fleet.OnDemand, rec: rec(state.Idle, clean, onDemand),
+			want: Stop, reason: "stopped for the stopped tier"},
+		{name: "idle beyond the quota, on-demand, the tier is full", age: time.Hour, tags: plain, pool: tier(1), ec2: fleet.OnDemand, rec: rec(state.Idle, clean, onDemand),
+			others: []*state.Instance{rec(state.Stopped, func(r *state.Instance) { r.ID = "i-2" })}, want: Terminate, reason: "beyond the idle quota"},
+		{name: "idle beyond the quota, on-demand, the tier's stopped one is past its keep", age: time.Hour, tags: plain, pool: tier(1), ec2: fleet.OnDemand, rec: rec(state.Idle, clean, onDemand),
+			others: []*state.Instance{rec(state.Stopped, expired, func(r *state.Instance) { r.ID = "i-2" })}, want: Stop},
+		{name: "idle beyond the quota, spot, the tier has room", age: time.Hour, tags: plain, pool: tier(2), ec2: fleet.Spot, rec: rec(state.Idle, clean),
+			want: Terminate, reason: "beyond the idle quota"},
+		{name: "idle beyond the quota, on-demand, the pool drains", age: time.Hour, tags: plain, pool: func(p *state.PoolConfig) { tier(2)(p); p.Draining = true }, ec2: fleet.OnDemand,
+			rec: rec(state.Idle, clean, onDemand), want: Terminate},
+		{name: "idle, not reusable, the tier has room", age: time.Hour, tags: plain, pool: tier(2), ec2: fleet.OnDemand, rec: rec(state.Idle, clean, onDemand, rebalanced),
+			want: Terminate, reason: "not reusable"},
+		{name: "idle within the quota, the tier has room", age: time.Hour, tags: plain, pool: func(p *state.PoolConfig) { p.Stopped = &state.StoppedTier{Max: 2, KeepSeconds: 3600} }, ec2: fleet.OnDemand, rec: rec(state.Idle, clean, onDemand), want: Renew},
+		{name: "stopped within its keep time", age: time.Hour, tags: plain, pool: tier(2), ec2: fleet.OnDemand, state: "stopped", rec: rec(state.Stopped, onDemand),
+			want: Keep, reason: "stopped until"},
+		{name: "stopped past its keep time", age: time.Hour, tags: plain, pool: tier(2), ec2: fleet.OnDemand, state: "stopped", rec: rec(state.Stopped, onDemand, expired),
+			want: Terminate, reason: "past the tier's keep time"},
+		{name: "stopped, the pool drains", age: time.Hour, tags: plain, pool: func(p *state.PoolConfig) { tier(2)(p); p.Draining = true }, ec2: fleet.OnDemand, state: "stopped",
+			rec: rec(state.Stopped, onDemand), want: Terminate, reason: "the pool drains"},
+		{name: "stopped, the pool's tier was removed", age: time.Hour, tags: plain, pool: tier(0), ec2: fleet.OnDemand, state: "stopped",
+			rec: rec(state.Stopped, onDemand), want: Terminate, reason: "no stopped tier"},
+		{name: "stopped in its record, running in EC2 (a cut-off stop)", age: time.Hour, tags: plain, pool: tier(2), ec2: fleet.OnDemand, state: "running", rec: rec(state.Stopped, onDemand),
+			want: Stop, reason: "finishing the stop"},
+		{name: "claimed, on-demand, the tier has room", age: time.Hour, tags: plain, pool: tier(2), ec2: fleet.OnDemand, rec: rec(state.Claimed, onDemand), want: Keep},
 		// A cut-off run's leftovers (defect 12).
 		{name: "record terminated, instance still in EC2", age: time.Hour, tags: plain, rec: rec(state.Running, terminated), want: Terminate, reason: "its record is terminated (lease expired)"},
 		{name: "record terminated, instance younger than the boot time", age: time.Second, tags: plain, rec: rec(state.Idle, terminated), want: Terminate},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			inst := fleet.Instance{ID: "i-1", LaunchTime: now.Add(-r.age), Tags: r.tags}
+			inst := fleet.Instance{ID: "i-1", LaunchTime: now.Add(-r.age), Tags: r.tags, UsageClass: fleet.Spot, State: "running"}
+			if r.ec2 != "" {
+				inst.UsageClass = r.ec2
+			}
+			if r.state != "" {
+				inst.State = r.state
+			}
 			ps := pools()
 			if r.pool != nil {
 				p := ps["linux"]
@@ -176,6 +225,9 @@ func TestDecisionTable(t *testing.T) {
 			}}
 			if r.rec != nil {
 				in.Records["i-1"] = r.rec
+			}
+			for _, o := range r.others { // records only: what the tier counts
+				in.Records[o.ID] = o
 			}
 			got := Decide(in)
 			if len(got) != 1 || got[0].Action != r.want || !strings.Contains(got[0].Reason, r.reason) {

@@ -23,6 +23,8 @@ type EC2 interface {
 	Terminate(ctx context.Context, ids []string) (fleet.TerminateResult, error)
 	SetTags(ctx context.Context, ids []string, tags map[string]string) error
 	UntagOrphan(ctx context.Context, id string) error
+	// Stop stops one instance, keeping its volumes (the stopped tier).
+	Stop(ctx context.Context, id string) error
 }
 
 // Deps are what scale-down runs with: the control plane's (GitHub
@@ -38,6 +40,8 @@ type Output struct {
 	Terminated []Decision `json:"terminated"`
 	Orphaned   []Decision `json:"orphaned"`
 	Untagged   []Decision `json:"untagged"`
+	// Stopped went to the pool's stopped tier (or finished a stop).
+	Stopped []Decision `json:"stopped"`
 	// Deferred were decided but not acted on: the run's deadline came
 	// first. The next run decides them again.
 	Deferred []Decision `json:"deferred"`
@@ -100,16 +104,16 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	out.Errors = e.errors
 	out.ElapsedSeconds = time.Since(start).Seconds()
 	d.Log.Info("scale-down finished", "kept", len(out.Kept), "terminated", len(out.Terminated), "orphaned", len(out.Orphaned),
-		"untagged", len(out.Untagged), "deferred", len(out.Deferred), "swept", len(out.Swept), "errors", len(out.Errors))
+		"untagged", len(out.Untagged), "stopped", len(out.Stopped), "deferred", len(out.Deferred), "swept", len(out.Swept), "errors", len(out.Errors))
 	return out, nil
 }
 
 // act carries out the decisions, renewals first: a run cut short must not
 // let the leases of the instances it keeps lapse while it retires others.
 func (e *executor) act(ctx context.Context, decisions []Decision) *Output {
-	out := &Output{Kept: []Decision{}, Terminated: []Decision{}, Orphaned: []Decision{}, Untagged: []Decision{}, Deferred: []Decision{}, Swept: []Ghost{}}
+	out := &Output{Kept: []Decision{}, Terminated: []Decision{}, Orphaned: []Decision{}, Untagged: []Decision{}, Stopped: []Decision{}, Deferred: []Decision{}, Swept: []Ghost{}}
 	var work []int
-	for _, phase := range []Action{Renew, Untag, Orphan, Terminate} {
+	for _, phase := range []Action{Renew, Untag, Orphan, Stop, Terminate} {
 		for i, dec := range decisions {
 			if dec.Action == phase {
 				work = append(work, i)
@@ -148,6 +152,9 @@ func (e *executor) act(ctx context.Context, decisions []Decision) *Output {
 				return
 			}
 			results[i] = result{dec, &out.Orphaned}
+		case Stop:
+			dec := e.stopInstance(ctx, dec)
+			results[i] = result{dec, map[Action]*[]Decision{Stop: &out.Stopped, Terminate: &out.Terminated, Keep: &out.Kept}[dec.Action]}
 		case Terminate:
 			dec, gone := e.retire(ctx, dec)
 			results[i] = result{dec, &out.Kept}

@@ -16,6 +16,7 @@ type instanceStore interface {
 	ByInstanceID(ctx context.Context, ids []string, roleIDs func(instanceID string) []string) (map[string]*state.Instance, error)
 	Renew(ctx context.Context, r state.Ref, idleTTL time.Duration) (*state.Instance, error)
 	Terminate(ctx context.Context, key state.Key, t state.Termination) (*state.Instance, error)
+	Stop(ctx context.Context, r state.Ref, keep time.Duration) (*state.Instance, error)
 }
 
 // poolStore is what scaledown reads and writes of the pool configurations (state.Pools).
