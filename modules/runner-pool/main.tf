@@ -55,6 +55,7 @@ resource "ghrunner_pool" "pool" {
   agent_endpoint          = each.value.agent_endpoint
   agent_endpoints         = each.value.agent_endpoints
   proxy                   = each.value.proxy
+  stopped                 = each.value.stopped
   pre_runner_script       = each.value.pre_runner_script
   cleanup_script          = each.value.cleanup_script
   runner_group            = each.value.runner_group

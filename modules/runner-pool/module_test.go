@@ -472,3 +472,32 @@ func TestModulePlanRefusesBadScaleSets(t *testing.T) {
 		t.Errorf("plan with scale set name big,gpu: %v, want %q in\n%s", err, want, lastLines(string(out), 40))
 	}
 }
+
+// A pool's stopped tier reaches ghrunner_pool through the module: on a
+// spot pool without on-demand fallback the provider's plan refuses it,
+// naming the setting. (Without the module's pass-through the plan goes on:
+// "plan with a stopped tier on a spot-only pool: <nil>".)
+func TestModulePlanPassesAPoolsStoppedTierOnToItsRules(t *testing.T) {
+	cliConfig := install(t)
+	moduleDir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := env.Network(t)
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(root, env.URL, moduleDir, n.AMI, n.Subnet)
+	cfg = strings.Replace(cfg, `      idle_windows   = [`, "      usage_class    = \"spot\"\n      on_demand_fallback = false\n      stopped        = { max = 2, keep_seconds = 3600 }\n      idle_windows   = [", 1)
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf(t, dir, cliConfig, "init", "-input=false", "-no-color")
+	cmd := exec.Command("terraform", "plan", "-input=false", "-no-color")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
+		"AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "TF_PLUGIN_CACHE_DIR=")
+	out, err := cmd.CombinedOutput()
+	text := strings.Join(strings.Fields(string(out)), " ")
+	if err == nil || !strings.Contains(text, "A stopped tier needs on-demand instances") {
+		t.Fatalf("plan with a stopped tier on a spot-only pool: %v\n%s", err, lastLines(string(out), 20))
+	}
+}

@@ -72,6 +72,14 @@ variable "pools" {
       url      = string
       no_proxy = optional(list(string))
     }))
+    # A stopped tier between warm and retired: idle on-demand instances
+    # scale-down would retire are stopped (their EBS kept) while fewer than
+    # max are, and started before a new one is launched; terminated after
+    # keep_seconds. ghrunner_pool refuses it for spot without on-demand.
+    stopped = optional(object({
+      max          = number
+      keep_seconds = number
+    }))
     idle_windows = optional(list(object({
       cron              = string
       time_zone         = optional(string, "UTC")
