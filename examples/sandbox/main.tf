@@ -67,6 +67,12 @@ variable "scale_set" {
   default     = ""
 }
 
+variable "spot_pool" {
+  description = "The name of a spot pool to add (max_instances 3, no idle window), whose instances the chaos suite interrupts mid-job; \"\": none."
+  type        = string
+  default     = ""
+}
+
 variable "security_group_id" {
   description = "A moto security group for the listener's task (the default VPC's)."
   type        = string
@@ -141,7 +147,7 @@ module "runners" {
   listener            = var.scale_set == "" ? {} : { security_group_ids = [var.security_group_id] }
   scale_down_schedule = "rate(10 minutes)"
 
-  pools = {
+  pools = merge({
     # A just-in-time runner per job (the default), and the scale set's
     # runners when the sandbox is asked for one.
     linux = merge(local.pool, var.scale_set == "" ? {} : { scale_set = { name = var.scale_set, max_runners = 3 } })
@@ -151,7 +157,10 @@ module "runners" {
       registration = "token"
       idle_windows = [{ cron = coalesce(var.token_pool_idle_window_cron, var.idle_window_cron), time_zone = "UTC", idle_count = 2 }]
     })
-  }
+    }, var.spot_pool == "" ? {} : {
+    # Spot instances, which the chaos suite interrupts mid-job.
+    (var.spot_pool) = merge(local.pool, { usage_class = "spot", max_instances = 3, idle_windows = [] })
+  })
 }
 
 output "functions" {

@@ -45,6 +45,7 @@ var FaultGroups = map[string]string{
 	"release":       "an actions/runner release published halfway (chaosrelease.go)",
 	"flood":         "another repository flooding provision into the pools' fair-share limits (chaosflood.go)",
 	"scaleset":      "scale-set workflows, with the listener's task killed, its queue token expired, messages delivered twice (chaosscaleset.go)",
+	"spot":          "a spot instance interrupted mid-job: the metadata notice, then EC2 terminates it (chaosspot.go)",
 }
 
 // ChaosReport is what a chaos run did and found.
@@ -173,6 +174,11 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 			return ChaosReport{}, err
 		}
 	}
+	if !off["spot"] {
+		if p, err := c.store.GetPoolConfig(ctx, PoolSpot); err != nil || p == nil {
+			return ChaosReport{}, fmt.Errorf("fault group spot: the deployment has no pool %s (deploy with ChaosDeploy), or leave the group out: %v", PoolSpot, err)
+		}
+	}
 	c.start = time.Now()
 	rep := ChaosReport{Seed: o.Seed, Workflows: o.Workflows}
 
@@ -238,6 +244,17 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 			}
 			c.activity["scale-set workflows"]++
 		}
+		// Placed after every draw, so that -off spot keeps the plan.
+		if !off["spot"] && i%spotEvery == spotAt {
+			if ssPlan[i] != "" {
+				ssPlan[i] = ""
+				c.activity["scale-set workflows"]--
+			} else if pools[i] == PoolToken {
+				c.activity["token-pool workflows"]--
+			}
+			plan[i], pools[i] = faultSpotInJob, PoolSpot
+			c.activity["spot workflows"]++
+		}
 	}
 	sem := make(chan struct{}, o.Concurrency)
 	var wg sync.WaitGroup
@@ -299,6 +316,7 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 	rep.Violations = append(rep.Violations, past...)
 	rep.Violations = append(rep.Violations, c.checkUpdates()...)
 	rep.Violations = append(rep.Violations, c.checkScaleSet(ctx)...)
+	rep.Violations = append(rep.Violations, c.checkSpot(ctx)...)
 	flooded, counts := c.checkFlood()
 	rep.Violations, rep.Flood = append(rep.Violations, flooded...), counts
 	rep.Succeeded, rep.Failed = okCount, failCount

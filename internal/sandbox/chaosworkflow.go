@@ -123,6 +123,10 @@ func (c *chaos) runJobs(ctx context.Context, runID, label string, ids []string, 
 			script, wait = fmt.Sprintf("sleep %d; echo long job of %s", int(long.Seconds()), runID), long+30*time.Second
 			c.count(faultLongJob)
 		}
+		if fault == faultSpotInJob && i == 0 {
+			// Long enough that EC2 takes the instance back under it.
+			script, wait = "sleep 60; echo spot job of "+runID, 90*time.Second
+		}
 		if fault == faultHostileJob && i == 0 {
 			script = hostileScript(runID, c.hostile) + script
 			c.count(faultHostileJob)
@@ -140,6 +144,9 @@ func (c *chaos) runJobs(ctx context.Context, runID, label string, ids []string, 
 			}
 		}
 	}()
+	if fault == faultSpotInJob {
+		go c.spotJob(ctx, runID, recs[0])
+	}
 	if fault == faultKillAgentInJob {
 		time.AfterFunc(150*time.Millisecond, func() {
 			if id := ids[c.intn(len(ids))]; c.sb.KillAgent(id) {

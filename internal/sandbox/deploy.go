@@ -50,6 +50,9 @@ type DeployOptions struct {
 	// that name: the module deploys the listener as an ECS service, which
 	// the sandbox runs from the image the provider pushed.
 	ScaleSet string
+	// SpotPool adds the spot pool PoolSpot (max_instances 3, no idle
+	// window), whose instances the chaos suite interrupts (chaosspot.go).
+	SpotPool bool
 }
 
 // StoryDeploy is how the story deploys: the JIT pool keeps nobody idle
@@ -66,7 +69,7 @@ var StoryDeploy = DeployOptions{TokenPoolIdleWindowCron: "* * * * *", ScaleSet: 
 // at most Concurrency plus a long job's provisions in flight, and the
 // leases of their killed provisions, which last until the invocation's
 // deadline (15 minutes), about 15 on the JIT pool in a 60-workflow run.
-var ChaosDeploy = DeployOptions{IdleWindowCron: "* * * * *", MaxProvisionsPerRepository: 32, MaxQueuedPerRepository: 16, ScaleSet: ChaosScaleSet}
+var ChaosDeploy = DeployOptions{IdleWindowCron: "* * * * *", MaxProvisionsPerRepository: 32, MaxQueuedPerRepository: 16, ScaleSet: ChaosScaleSet, SpotPool: true}
 
 // Deploy runs terraform init and apply of examples/sandbox (the runner-pool
 // module) against the sandbox, with the provider `make install` put in
@@ -113,6 +116,9 @@ func (s *Sandbox) DeployWith(ctx context.Context, mirror string, progress io.Wri
 	}
 	if o.ScaleSet != "" {
 		vars["scale_set"], vars["security_group_id"] = o.ScaleSet, n.SecurityGroup
+	}
+	if o.SpotPool {
+		vars["spot_pool"] = PoolSpot
 	}
 	raw, _ := json.MarshalIndent(vars, "", "  ")
 	if err := os.WriteFile(filepath.Join(work, "terraform.tfvars.json"), raw, 0o644); err != nil {

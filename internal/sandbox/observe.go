@@ -18,6 +18,7 @@ type history struct {
 	runs     map[string]*runUse       // by runId, once provision answered ready
 	jobUses  []*jobUse                // every job waited for
 	ssJobs   []*ssJob                 // every scale-set job waited for (chaosscaleset.go)
+	spots    []*spotUse               // spot interruptions played (chaosspot.go)
 	kills    map[string][]kill        // injected agent kills, by instance
 	life     map[string]*life         // what the sampler saw of each instance
 	acts     map[string][]string      // what refresh and scale-down said they did, by instance
@@ -138,9 +139,13 @@ func (c *chaos) checkHistory(ctx context.Context) (explained, v []string) {
 		if happened {
 			from = to.Add(-killExplains)
 		}
-		if k := c.killedIn(ids, from, to, faultKillAgentInJob); k != "" {
-			explained = append(explained, event+" — explained: "+k+": "+why())
-			return
+		// The workflow's own fault explains it: its agent killed during
+		// the job, or EC2 taking its spot instance back (chaosspot.go).
+		for _, kind := range []string{faultKillAgentInJob, faultSpotInJob} {
+			if k := c.killedIn(ids, from, to, kind); k != "" {
+				explained = append(explained, event+" — explained: "+k+": "+why())
+				return
+			}
 		}
 		// A background kill excuses nothing (an agent is back a second
 		// later, as systemd restarts it) but is worth knowing.

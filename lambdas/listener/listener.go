@@ -95,7 +95,7 @@ func ServePool(ctx context.Context, c Config, api API, p *state.PoolConfig) erro
 	sn := newSeen(c, p, log)
 	go every(ctx, reportEvery, sn.report)
 	for {
-		err := servePoolOnce(ctx, c, api, p, log, sn)
+		err := withHint(servePoolOnce(ctx, c, api, p, log, sn), p.Owner)
 		sn.ended(ctx, err)
 		if ctx.Err() != nil {
 			return ctx.Err()

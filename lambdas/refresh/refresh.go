@@ -321,12 +321,16 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 		}
 	}
 	before := len(r.out.Terminated)
-	if err := r.terminate(ctx, expired, "lease expired", true); err != nil {
+	err = r.terminate(ctx, expired, "lease expired", true)
+	// Counted whatever else failed: a record ended is never looked at
+	// again, and deleting the runner of an instance EC2 took back fails
+	// while GitHub still shows it running the job it lost (422).
+	r.interruptedAmong(ctx, r.out.Terminated[before:], known)
+	if err != nil {
 		return err
 	}
 	// A running instance whose lease ran out was held by a run past its
 	// runtime (a hung job, or a workflow that never released): a stuck run.
-	r.interruptedAmong(ctx, r.out.Terminated[before:], known)
 	for _, d := range r.out.Terminated[before:] {
 		if inst := known[d.InstanceID]; inst != nil && inst.State == state.Running {
 			r.out.Stuck = append(r.out.Stuck, Decision{d.InstanceID, p.Name, "run " + inst.RunID + " held it past its lease", KindStuck})

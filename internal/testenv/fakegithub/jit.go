@@ -47,6 +47,9 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request) (int,
 	if status, body, ok := s.ownerDenied(r, owner); !ok {
 		return status, body
 	}
+	if status, body, ok := s.runnersDenied(r, owner); !ok {
+		return status, body
+	}
 	switch {
 	case req.RunnerGroupID == nil:
 		return invalid("Invalid input: object is missing required key: runner_group_id.")

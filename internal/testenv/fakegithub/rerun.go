@@ -134,6 +134,38 @@ func (s *Server) WithoutAppPermission(name string) {
 	s.withheld[name] = true
 }
 
+// WithAppPermission gives a permission WithoutAppPermission took away
+// back to the App, as the owner accepting the App's new permissions does.
+func (s *Server) WithAppPermission(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.withheld, name)
+}
+
+// runnersDenied answers a runner write about owner (a registration or
+// remove token, a just-in-time configuration) as GitHub does when the
+// installation's token lacks the permission over owner's runners:
+// organization_self_hosted_runners for an organization's ("view and
+// manage GitHub Actions self-hosted runners available to an
+// organization", the app-permissions schema of GitHub's description,
+// @octokit/openapi api.github.com.json), administration for a
+// repository's. The operations' descriptions name no App permission and
+// document no 403: the fake answers 403 "Resource not accessible by
+// integration", GitHub's answer to an integration's token without the
+// permission an operation needs, as it does for rerun above. Called with
+// s.mu held.
+func (s *Server) runnersDenied(r *http.Request, owner string) (status int, body any, ok bool) {
+	permission := "organization_self_hosted_runners"
+	if strings.Contains(owner, "/") {
+		permission = "administration"
+	}
+	if s.tokenMay(r, permission, "write") {
+		return 0, nil, true
+	}
+	status, body = forbidden()
+	return status, body, false
+}
+
 // LoseJob settles a job as GitHub settles one whose runner went away
 // mid-job (an interrupted spot instance), as abandon does: failed. How
 // soon GitHub does so after losing the runner is not documented; tests

@@ -79,6 +79,9 @@ func (s *Server) createRunnerToken(purpose string) handler {
 		if status, body, ok := s.ownerDenied(r, owner); !ok {
 			return status, body
 		}
+		if status, body, ok := s.runnersDenied(r, owner); !ok {
+			return status, body
+		}
 		tok := randomToken("A")[:29]
 		exp := s.now().Add(tokenTTL)
 		s.runnerTokens[tok] = tokenInfo{owner: owner, purpose: purpose, expires: exp}
