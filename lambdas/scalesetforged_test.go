@@ -22,18 +22,6 @@ func scaleSetDeploy(t *testing.T, name string) *deployment {
 	return d
 }
 
-// waitFor polls cond until it holds, failing the test after within.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after %s", what, within)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // runningJobRecord waits until scale-set job id runs and returns the
 // record of the instance whose runner took it.
 func (d *deployment) runningJobRecord(id int64) *state.Instance {
