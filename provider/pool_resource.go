@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
-	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -26,6 +25,10 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
+
+// The ghrunner_pool resource: its schema, then create, read, update and
+// import. Delete is in pool_destroy.go, the plan-time checks in pool_plan.go,
+// the apply's steps in pool_apply.go and the model in pool_model.go.
 
 var (
 	_ resource.Resource                   = &poolResource{}
@@ -47,79 +50,6 @@ func newPoolResource() resource.Resource { return &poolResource{} }
 // the pool config item the functions read at run time (pool_config_item.go);
 // the plan-time checks are in pool_plan.go.
 type poolResource struct{ configured }
-
-type poolModel struct {
-	ID               types.String `tfsdk:"id"`
-	Name             types.String `tfsdk:"name"`
-	Table            types.String `tfsdk:"table"`
-	QueueURL         types.String `tfsdk:"queue_url"`
-	Owner            types.String `tfsdk:"owner"`
-	ImageID          types.String `tfsdk:"image_id"`
-	ImageFamily      types.String `tfsdk:"image_family"`
-	InstanceTypes    types.List   `tfsdk:"instance_types"`
-	SubnetIDs        types.List   `tfsdk:"subnet_ids"`
-	SecurityGroupIDs types.List   `tfsdk:"security_group_ids"`
-	UsageClass       types.String `tfsdk:"usage_class"`
-	OnDemandFallback types.Bool   `tfsdk:"on_demand_fallback"`
-	MaxInstances     types.Int64  `tfsdk:"max_instances"`
-	MaxProvisionsPR  types.Int64  `tfsdk:"max_provisions_per_repository"`
-	MaxQueuedPR      types.Int64  `tfsdk:"max_queued_per_repository"`
-	RootVolumeSize   types.Int64  `tfsdk:"root_volume_size"`
-	RootVolumeType   types.String `tfsdk:"root_volume_type"`
-	RootVolumeKMSKey types.String `tfsdk:"root_volume_kms_key_arn"`
-	RootVolumeIOPS   types.Int64  `tfsdk:"root_volume_iops"`
-	RootVolumeMiBps  types.Int64  `tfsdk:"root_volume_throughput"`
-	AgentPath        types.String `tfsdk:"agent_path"`
-	AgentEndpoint    types.String `tfsdk:"agent_endpoint"`
-	AgentEndpoints   types.Map    `tfsdk:"agent_endpoints"`
-	Proxy            types.Object `tfsdk:"proxy"`
-	PreRunnerScript  types.String `tfsdk:"pre_runner_script"`
-	CleanupScript    types.String `tfsdk:"cleanup_script"`
-	RunnerUser       types.String `tfsdk:"runner_user"`
-	KeepDockerImages types.Bool   `tfsdk:"keep_docker_images"`
-	LogRetentionDays types.Int64  `tfsdk:"log_retention_days"`
-	LogGroup         types.String `tfsdk:"log_group"`
-	RunnerGroup      types.String `tfsdk:"runner_group"`
-	Registration     types.String `tfsdk:"registration"`
-	RunnerVersion    types.String `tfsdk:"runner_version"`
-	RunnerTarballURL types.String `tfsdk:"runner_tarball_url"`
-	RunnerTarballSHA types.String `tfsdk:"runner_tarball_sha256"`
-	IdleWindows      types.List   `tfsdk:"idle_windows"`
-	ScaleSet         types.Object `tfsdk:"scale_set"`
-	Stopped          types.Object `tfsdk:"stopped"` // pool_stopped.go
-	Tags             types.Map    `tfsdk:"tags"`
-
-	// Timings is what the user decides of the pool's timings
-	// (pool_timings.go); the rest is derived.
-	Timings types.Object `tfsdk:"timings"`
-
-	LaunchTemplateID      types.String `tfsdk:"launch_template_id"`
-	LaunchTemplateVersion types.String `tfsdk:"launch_template_version"`
-	RoleName              types.String `tfsdk:"role_name"`
-	InstanceRoleID        types.String `tfsdk:"instance_role_id"`
-	InstanceProfileARN    types.String `tfsdk:"instance_profile_arn"`
-	AgentBucket           types.String `tfsdk:"agent_bucket"`
-	AgentSHA256           types.String `tfsdk:"agent_sha256"`
-	Architecture          types.String `tfsdk:"architecture"`
-	UserDataSize          types.Int64  `tfsdk:"user_data_size"`
-}
-
-var (
-	poolNameRE = regexp.MustCompile(state.PoolNamePattern)
-	// ownerRE is GitHub's rule (internal/github.ParseOwner): a login of
-	// single hyphens between letters and digits, at most 39 (ownerOrgLenRE),
-	// and a repository name other than . and ..
-	ownerRE       = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9]|-[A-Za-z0-9]){0,38}(/(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,98}|\.\.[A-Za-z0-9._-]{1,98}))?$`)
-	ownerOrgLenRE = regexp.MustCompile(`^[^/]{1,39}(/|$)`)
-	amiRE         = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
-	subnetRE      = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
-	sgRE          = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
-	instTypeRE    = regexp.MustCompile(`^[a-z0-9-]+\.[a-z0-9-]+$`)
-	sha256HexRE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	// scaleSetNameRE: the rule and where it comes from are at
-	// state.ScaleSetNamePattern.
-	scaleSetNameRE = regexp.MustCompile(state.ScaleSetNamePattern)
-)
 
 func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_pool"
@@ -357,124 +287,4 @@ func (r *poolResource) ImportState(ctx context.Context, req resource.ImportState
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("table"), table)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("image_family"), defaultImageFamily)...)
-}
-
-// apply makes AWS match plan; prior is nil on create. Every step is
-// idempotent, so an interrupted apply can simply be run again.
-func (r *poolResource) apply(ctx context.Context, plan, prior *poolModel) diag.Diagnostics {
-	var diags diag.Diagnostics
-	tableARN, tableKey, err := stateTableARN(ctx, r.c, plan.Table.ValueString())
-	if err != nil {
-		diags.AddAttributeError(path.Root("table"), "State table not found", err.Error())
-		return diags
-	}
-	if plan.Registration.ValueString() == state.RegistrationJIT {
-		if err := tableHasStream(ctx, r.c, plan.Table.ValueString()); err != nil {
-			diags.AddAttributeError(path.Root("registration"), "Just-in-time runners need the table's stream", err.Error())
-			return diags
-		}
-	}
-	if diags.Append(r.resolveImage(ctx, plan)...); diags.HasError() {
-		return diags
-	}
-	image, err := r.image(ctx, plan.ImageID.ValueString())
-	if err != nil {
-		diags.AddAttributeError(path.Root("image_id"), "AMI not usable", err.Error())
-		return diags
-	}
-	if diags.Append(r.sameArchitecture(ctx, *plan, image.arch)...); diags.HasError() {
-		return diags
-	}
-	if diags.Append(rootVolumeFits(*plan, image)...); diags.HasError() {
-		return diags // an image found at apply (image_family): the plan could not check it
-	}
-	plan.Architecture = types.StringValue(image.arch)
-	tags, d := r.tags(ctx, *plan)
-	diags.Append(d...)
-
-	agent, d := r.ensureAgent(ctx, plan, prior, image.arch, tags)
-	if diags.Append(d...); diags.HasError() {
-		return diags
-	}
-
-	// The role, its policy and the instance profile.
-	policy, err := agentPolicy(tableARN, tableKey, r.c.environment, plan.Name.ValueString(), plan.AgentBucket.ValueString())
-	if err != nil {
-		diags.AddError("Building the agent policy failed", err.Error())
-		return diags
-	}
-	var drop []string
-	if prior != nil {
-		old, _ := r.tags(ctx, *prior)
-		drop = droppedTags(old, tags)
-	}
-	role := r.roleName(*plan)
-	profileARN, roleID, created, err := r.ensureInstanceRole(ctx, role, policy, plan.Table.ValueString(), tags, drop)
-	if err == nil || created {
-		plan.RoleName = types.StringValue(role) // a role not this pool's is never recorded, so never deleted
-	}
-	if err != nil {
-		diags.AddError("Creating the instance role failed", err.Error())
-		return diags
-	}
-	if !plan.InstanceRoleID.IsUnknown() && plan.InstanceRoleID.ValueString() != roleID {
-		// The plan read the role's id (ModifyPlan); it changed since.
-		diags.AddError("The instance role changed during the apply",
-			fmt.Sprintf("role %s has the id %s, the plan read %s: someone replaced it meanwhile. Run terraform apply again: the plan then shows a new template version for the new id.", role, roleID, plan.InstanceRoleID.ValueString()))
-		return diags
-	}
-	plan.InstanceProfileARN, plan.InstanceRoleID = types.StringValue(profileARN), types.StringValue(roleID)
-
-	plan.LogGroup = types.StringValue(poolLogGroup(r.c.environment, plan.Name.ValueString()))
-	if err := r.c.ensureLogGroup(ctx, plan.LogGroup.ValueString(), plan.LogRetentionDays.ValueInt64(), tags); err != nil {
-		diags.AddAttributeError(path.Root("log_retention_days"), "Creating the pool's log group failed", err.Error())
-		return diags
-	}
-
-	if diags.Append(r.ensureTemplate(ctx, plan, prior, image, profileARN, agent, tags)...); diags.HasError() {
-		return diags
-	}
-
-	// The pool config item last: functions only see a pool whose template exists.
-	if diags.Append(r.putConfigItem(ctx, *plan)...); diags.HasError() {
-		return diags
-	}
-	// An older agent object stays until the pool is destroyed: instances of
-	// the previous template version may still be booting and downloading it.
-	return diags
-}
-
-// roleName is the pool's role and instance profile name. Its kind, "pool-",
-// keeps it apart from the deployment's other roles: without one a pool
-// named "listener-task" or "fn-provision" had the listener's or a
-// function's role name, and its apply failed on the ownership check.
-func (r *poolResource) roleName(m poolModel) string {
-	return r.c.roleName("pool-", m.Name.ValueString())
-}
-
-// name is the pool's launch template name (regional, so without the
-// region; the role's and profile's is clients.roleName).
-func (r *poolResource) name(m poolModel) string {
-	return iamName("ghr-" + r.c.environment + "-" + m.Name.ValueString())
-}
-
-// tags are what the pool's objects carry: the deployment's, the pool's own,
-// and ghr:pool naming the pool.
-func (r *poolResource) tags(ctx context.Context, m poolModel) (map[string]string, diag.Diagnostics) {
-	tags, diags := r.c.resourceTags(ctx, m.Tags)
-	tags[tagPool] = m.Name.ValueString()
-	return tags, diags
-}
-
-// unknownToNull gives the computed attributes a failed create did not reach
-// a value, so that the partial state can be saved.
-func (r *poolResource) unknownToNull(m *poolModel) {
-	for _, s := range []*types.String{&m.ImageID, &m.LaunchTemplateID, &m.LaunchTemplateVersion, &m.RoleName, &m.InstanceRoleID, &m.InstanceProfileARN, &m.LogGroup, &m.AgentBucket, &m.AgentSHA256, &m.Architecture} {
-		if s.IsUnknown() {
-			*s = types.StringValue("")
-		}
-	}
-	if m.UserDataSize.IsUnknown() {
-		m.UserDataSize = types.Int64Value(0)
-	}
 }
