@@ -2,9 +2,7 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
-	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -26,6 +23,12 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
+
+// The ghrunner_schedule resource: its schema, then create, read, update,
+// delete and import. The model and its conversion to Scheduler's types are
+// in schedule_model.go, reading a schedule back in schedule_read.go, the
+// checks of its attributes in schedule_validators.go and schedule_expression.go,
+// and its role in schedule_role.go.
 
 var (
 	_ resource.Resource                = &scheduleResource{}
@@ -42,20 +45,6 @@ func newScheduleResource() resource.Resource { return &scheduleResource{} }
 // time window is always OFF.
 type scheduleResource struct{ configured }
 
-type scheduleModel struct {
-	ID                 types.String `tfsdk:"id"`
-	Name               types.String `tfsdk:"name"`
-	FunctionARN        types.String `tfsdk:"function_arn"`
-	ScheduleExpression types.String `tfsdk:"schedule_expression"`
-	Timezone           types.String `tfsdk:"timezone"`
-	Payload            types.String `tfsdk:"payload"`
-	Enabled            types.Bool   `tfsdk:"enabled"`
-	Description        types.String `tfsdk:"description"`
-	Tags               types.Map    `tfsdk:"tags"`
-	ARN                types.String `tfsdk:"arn"`
-	RoleARN            types.String `tfsdk:"role_arn"`
-}
-
 const (
 	// scheduleGroup: every schedule lives in the account's default group.
 	scheduleGroup = "default"
@@ -63,12 +52,6 @@ const (
 	// (60 s is the least it accepts); with no retries a late tick is dropped
 	// and the next one runs instead.
 	scheduleEventAge = 60
-)
-
-var (
-	scheduleNameRE = regexp.MustCompile(`^[0-9a-zA-Z_.-]{1,64}$`)
-	// A function ARN, optionally qualified by a version or an alias.
-	scheduleFunctionARNRE = regexp.MustCompile(`^arn:aws[a-z-]*:lambda:[a-z]{2}(-[a-z]+)+-\d+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:(\$LATEST|[A-Za-z0-9_-]{1,128}))?$`)
 )
 
 func (r *scheduleResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -280,125 +263,4 @@ func (r *scheduleResource) ImportState(ctx context.Context, req resource.ImportS
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
-}
-
-// getSchedule returns the schedule, or nil when it does not exist.
-func (r *scheduleResource) getSchedule(ctx context.Context, name string) (*scheduler.GetScheduleOutput, error) {
-	out, err := admin.Scheduler(r.c.aws).GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(name), GroupName: aws.String(scheduleGroup)})
-	if awserr.IsNotFound(err) {
-		return nil, nil
-	}
-	return out, err
-}
-
-// read fills m from AWS; found is false when the schedule is gone. role_arn is
-// left null when the role, its trust or its invoke policy is not what this
-// resource puts there, or the target retries, or the time window is not OFF:
-// the next plan then updates the schedule, which re-sends the whole definition
-// and repairs the role (scheduleRoleModifier). moto 5.2 returns the target
-// (RoleArn, Input, RetryPolicy), the time zone and the window as sent, so
-// nothing here falls back to the planned value.
-func (r *scheduleResource) read(ctx context.Context, name string, m *scheduleModel) (bool, error) {
-	out, err := r.getSchedule(ctx, name)
-	if err != nil || out == nil {
-		return false, err
-	}
-	m.ID, m.Name, m.ARN = types.StringValue(name), types.StringValue(name), types.StringValue(aws.ToString(out.Arn))
-	m.ScheduleExpression = types.StringValue(aws.ToString(out.ScheduleExpression))
-	tz := aws.ToString(out.ScheduleExpressionTimezone)
-	if tz == "" {
-		tz = "UTC" // what Scheduler uses when none is set
-	}
-	m.Timezone = types.StringValue(tz)
-	m.Enabled = types.BoolValue(out.State != schedtypes.ScheduleStateDisabled)
-	m.Description = types.StringValue(aws.ToString(out.Description))
-	m.FunctionARN, m.RoleARN = types.StringNull(), types.StringNull()
-	if out.Target == nil {
-		m.Payload = types.StringValue("")
-		return true, nil
-	}
-	fn := aws.ToString(out.Target.Arn)
-	m.FunctionARN = types.StringValue(fn)
-	// Keep the configured spelling of a payload that means the same.
-	input := aws.ToString(out.Target.Input)
-	if !sameJSON(m.Payload.ValueString(), input) {
-		m.Payload = types.StringValue(input)
-	}
-	if !scheduleNoRetryNoWindow(out) {
-		return true, nil
-	}
-	roleARN := aws.ToString(out.Target.RoleArn)
-	ok, err := r.roleIntact(ctx, roleARN, r.c.roleName("sched-", name), fn)
-	if err != nil {
-		return false, err
-	}
-	if ok {
-		m.RoleARN = types.StringValue(roleARN)
-	}
-	return true, nil
-}
-
-// scheduleNoRetryNoWindow: the target is never retried and runs exactly on time.
-func scheduleNoRetryNoWindow(out *scheduler.GetScheduleOutput) bool {
-	return out.FlexibleTimeWindow != nil && out.FlexibleTimeWindow.Mode == schedtypes.FlexibleTimeWindowModeOff &&
-		out.Target.RetryPolicy != nil && aws.ToInt32(out.Target.RetryPolicy.MaximumRetryAttempts) == 0
-}
-
-// tags are the role's: the deployment's, the resource's own, and ghr:schedule
-// naming the schedule the role belongs to.
-func (r *scheduleResource) tags(ctx context.Context, m scheduleModel) (map[string]string, diag.Diagnostics) {
-	tags, diags := r.c.resourceTags(ctx, m.Tags)
-	tags[tagSchedule] = m.Name.ValueString()
-	return tags, diags
-}
-
-// target is what the schedule invokes: the function, through the role, with
-// the payload, and never a retry.
-func scheduleTarget(m scheduleModel, roleARN string) *schedtypes.Target {
-	return &schedtypes.Target{
-		Arn:     aws.String(m.FunctionARN.ValueString()),
-		RoleArn: aws.String(roleARN),
-		Input:   aws.String(m.Payload.ValueString()),
-		RetryPolicy: &schedtypes.RetryPolicy{
-			MaximumRetryAttempts:     aws.Int32(0),
-			MaximumEventAgeInSeconds: aws.Int32(scheduleEventAge),
-		},
-	}
-}
-
-func scheduleState(m scheduleModel) schedtypes.ScheduleState {
-	if m.Enabled.ValueBool() {
-		return schedtypes.ScheduleStateEnabled
-	}
-	return schedtypes.ScheduleStateDisabled
-}
-
-func scheduleOptional(s types.String) *string {
-	if s.ValueString() == "" {
-		return nil
-	}
-	return aws.String(s.ValueString())
-}
-
-// schedulePayloadValidator checks the event the function receives.
-type schedulePayloadValidator struct{}
-
-func (schedulePayloadValidator) Description(context.Context) string { return "must be a JSON object" }
-
-func (v schedulePayloadValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-
-func (schedulePayloadValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	var obj map[string]any
-	if err := json.Unmarshal([]byte(req.ConfigValue.ValueString()), &obj); err != nil || obj == nil {
-		msg := "the payload must be a JSON object"
-		if err != nil {
-			msg += " (" + err.Error() + ")"
-		}
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid payload", msg+`; for example jsonencode({ mode = "refresh" }) or "{}"`)
-	}
 }
