@@ -2,107 +2,18 @@ package state
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
 )
 
-// NewInstance describes a record to create for a freshly launched instance.
-type NewInstance struct {
-	ID string
-	// RoleID is the id of the pool's instance role (PoolConfig.InstanceRoleID):
-	// the record's key is InstanceKey(RoleID, ID). Required: a record keyed
-	// otherwise is one no instance could read or write.
-	RoleID                string
-	Pool                  string
-	Owner                 string
-	RunID                 string // empty for a pre-warmed instance
-	Assignment            string // the value tagged on the EC2 instance as ghr:assignment
-	InstanceType          string
-	UsageClass            string
-	LaunchTemplateVersion string
-	LaunchedAt            time.Time
-	TTL                   time.Duration // createdTTL
-	Registration          *Registration
-	// RunnerTarget is the runner release the instance installs at boot
-	// (PoolConfig.RunnerTarget), nil: the one its user data names.
-	RunnerTarget *runnerrelease.Target
-}
-
-// Create puts the created record if none exists for the instance.
-func (s *Instances) Create(ctx context.Context, n NewInstance) (*Instance, error) {
-	if n.ID == "" || n.RoleID == "" || n.Pool == "" || n.Assignment == "" || n.TTL <= 0 {
-		return nil, fmt.Errorf("create record: id, roleId, pool, assignment and a positive TTL are required")
-	}
-	now := s.now()
-	inst := Instance{
-		Key:                   InstanceKey(n.RoleID, n.ID),
-		Kind:                  kindInstance,
-		ID:                    n.ID,
-		Pool:                  n.Pool,
-		Owner:                 n.Owner,
-		State:                 Created,
-		PoolState:             PoolState(n.Pool, Created),
-		RunID:                 n.RunID,
-		Assignment:            n.Assignment,
-		Threshold:             now + int64(n.TTL/time.Second),
-		LeaseLimit:            now + int64(n.TTL/time.Second),
-		LeaseAt:               now,
-		LaunchedAt:            n.LaunchedAt.Unix(),
-		LaunchTemplateVersion: n.LaunchTemplateVersion,
-		Signals:               map[string]Signal{},
-		InstanceType:          n.InstanceType,
-		UsageClass:            n.UsageClass,
-		Registration:          n.Registration,
-		RunnerTarget:          n.RunnerTarget,
-		Version:               1,
-	}
-	if n.RunID != "" {
-		inst.Uses = 1
-	}
-	if n.Registration != nil {
-		material := *n.Registration
-		material.Assignment = n.Assignment // bound to this assignment, whatever the caller set
-		inst.Registration = &material
-	}
-	if n.LaunchedAt.IsZero() {
-		inst.LaunchedAt = now
-	}
-	item, err := attributevalue.MarshalMap(inst)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", n.ID, err)
-	}
-	b := newBuilder()
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                           aws.String(s.table),
-		Item:                                item,
-		ConditionExpression:                 aws.String("attribute_not_exists(" + b.name(AttrPK) + ")"),
-		ExpressionAttributeNames:            b.attrNames(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			cur, _ := s.Get(ctx, inst.Key)
-			if cur != nil && cur.Assignment == n.Assignment && cur.RunID == n.RunID && cur.LaunchedAt == inst.LaunchedAt {
-				// Our own write, retried by the SDK after DynamoDB stored it
-				// and then answered with an error: it is done.
-				return cur, nil
-			}
-			return nil, &ConditionError{Key: string(inst.Key), Transition: "create", Clause: ClauseExists, Detail: "a record already exists", Current: cur}
-		}
-		return nil, fmt.Errorf("create %s: %w", n.ID, err)
-	}
-	return &inst, nil
-}
+// The transitions of an instance's record through its life in the pool:
+// to running, to idle, claimed, joined, renewed and pooled, each a
+// conditional write checked against the caller's Ref. The record's creation
+// is in transitions_create.go, its end (expire, terminate) in
+// transitions_end.go. The helpers every write shares close the file.
 
 // Ref names the record a caller acts on and what it believes of it: the pool
 // (to derive poolState) and the assignment every transition is bound to.
@@ -302,73 +213,6 @@ func (s *Instances) MarkPooled(ctx context.Context, r Ref) (*Instance, error) {
 		// its first runner, by name): the list is done with, and a claim
 		// would start it anew anyway.
 		remove: []string{"jitRunners"},
-	})
-}
-
-// Expire sets the lease of the given assignment into the past, so refresh (and
-// the agent itself) terminates the instance.
-func (s *Instances) Expire(ctx context.Context, r Ref, reason string) (*Instance, error) {
-	now := s.now()
-	return s.apply(ctx, change{
-		transition: "expire",
-		key:        r.Key,
-		checks:     append(bound(r), notTerminated()),
-		set:        withLease(map[string]any{"terminatedReason": reason}, now, now-1),
-	})
-}
-
-// Termination says when a record may be marked terminated.
-type Termination struct {
-	// Assignment, when set, must still be the record's assignment.
-	Assignment string
-	// Given, when set, is the record as read: what the control plane gave
-	// it (poolState, leaseLimit, uses) must still be there, whatever its
-	// instance wrote since. For a record judged forged, instead of
-	// Assignment: the instance role may write assignment (the agent's
-	// conditions name it), so root on the instance could rewrite it after
-	// every read and refuse every conditional termination; what only the
-	// control plane writes changes only with a claim, a release or a lease
-	// the control plane gives, which must not be ended by an old verdict.
-	Given *Instance
-	// IfExpired requires the lease to have passed.
-	IfExpired bool
-	Reason    string
-	// KeepFor is how long the terminated record stays before TTL removes it (default 7 days).
-	KeepFor time.Duration
-}
-
-// Terminate marks a record terminated: runId, poolState, threshold and
-// registration are removed and expiresAt starts the record's TTL. Call it
-// after (or right before) EC2 TerminateInstances.
-func (s *Instances) Terminate(ctx context.Context, key Key, t Termination) (*Instance, error) {
-	if t.Assignment == "" && !t.IfExpired && t.Given == nil {
-		return nil, fmt.Errorf("terminate %s: give the expected assignment, the record as given or require an expired lease", key)
-	}
-	now := s.now()
-	checks := []check{exists(), notTerminated()}
-	if t.Assignment != "" {
-		checks = append(checks, assignmentIs(t.Assignment))
-	}
-	if t.Given != nil {
-		checks = append(checks, givenAs(t.Given))
-	}
-	if t.IfExpired {
-		checks = append(checks, leaseExpired(now))
-	}
-	keep := t.KeepFor
-	if keep <= 0 {
-		keep = terminatedRecordsKeepFor
-	}
-	set := map[string]any{"state": string(Terminated), AttrExpiresAt: now + secs(keep)}
-	if t.Reason != "" { // else keep the reason Expire gave
-		set["terminatedReason"] = t.Reason
-	}
-	return s.apply(ctx, change{
-		transition: "→terminated",
-		key:        key,
-		checks:     checks,
-		set:        set,
-		remove:     []string{AttrRunID, AttrPoolState, AttrThreshold, "leaseAt", "leaseCap", "leaseStep", AttrLeaseLimit, "registration"},
 	})
 }
 
