@@ -3,8 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,6 +11,11 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
 )
+
+// Launch: one CreateFleet instant request per usage class (spot, then
+// on-demand for what spot capacity could not give), its input, and the
+// launched instances' tags. What a launch got is in launch_result.go, the
+// look at the launched instances afterwards in launch_inspect.go.
 
 // LaunchRequest is one launch of Count instances from a launch template.
 type LaunchRequest struct {
@@ -40,85 +43,6 @@ type LaunchRequest struct {
 	Assignment string
 	// Tags are added to the instances and their volumes.
 	Tags map[string]string
-}
-
-// Launched is one instance EC2 started.
-type Launched struct {
-	InstanceID   string
-	InstanceType string
-	SubnetID     string
-	AZ           string // empty when neither CreateFleet nor DescribeInstances said
-	UsageClass   string // what EC2 delivered: Spot or OnDemand
-}
-
-// LaunchError is one error CreateFleet reported for an override.
-type LaunchError struct {
-	Code         string
-	Message      string
-	InstanceType string
-	SubnetID     string
-	UsageClass   string
-}
-
-// LaunchResult is what a launch got. Fewer instances than asked for is not
-// an error: Errors says why.
-type LaunchResult struct {
-	Instances []Launched
-	Errors    []LaunchError
-	// Warnings are problems that did not stop the launch, such as volumes
-	// left untagged.
-	Warnings []string
-}
-
-// Missing is how many of count the launch did not get.
-func (r LaunchResult) Missing(count int) int { return max(count-len(r.Instances), 0) }
-
-// Detail summarises Errors in one line for a message: each distinct
-// code/type/subnet/class once, sorted, then the message of each error
-// that is not about capacity, once.
-func (r LaunchResult) Detail() string {
-	seen := map[string]bool{}
-	var parts []string
-	for _, e := range r.Errors {
-		s := fmt.Sprintf("%s (%s in %s, %s)", e.Code, e.InstanceType, e.SubnetID, e.UsageClass)
-		if !seen[s] {
-			seen[s] = true
-			parts = append(parts, s)
-		}
-	}
-	sort.Strings(parts)
-	// A capacity code says it all; any other needs EC2's words, once.
-	var why []string
-	for _, e := range r.Errors {
-		s := e.Code + ": " + e.Message
-		if IsProfilePropagation(e.Code, e.Message) {
-			s += " (EC2 does not know the launch template's instance profile: IAM made it moments ago and " +
-				"the launch waited ProfileWait for it, or the profile was deleted)"
-		}
-		if !IsEC2CapacityShortageCode(e.Code) && e.Message != "" && !seen[s] {
-			seen[s] = true
-			why = append(why, s)
-		}
-	}
-	sort.Strings(why)
-	return strings.Join(append(parts, why...), "; ")
-}
-
-func (r LaunchResult) ids() []string {
-	ids := make([]string, len(r.Instances))
-	for i, inst := range r.Instances {
-		ids[i] = inst.InstanceID
-	}
-	return ids
-}
-
-func (r LaunchResult) capacityShort() bool {
-	for _, e := range r.Errors {
-		if IsEC2CapacityShortageCode(e.Code) {
-			return true
-		}
-	}
-	return false
 }
 
 // Launch starts req.Count instances with one CreateFleet `instant` request
@@ -311,92 +235,4 @@ func usageClass(lifecycle, requested string) string {
 	default: // on-demand, and the reserved-capacity flavours of it
 		return OnDemand
 	}
-}
-
-// inspectLaunched completes what CreateFleet left out (the AZ, and the subnet
-// when no override named one) and tags the instances' EBS volumes. Failures
-// only warn: the instances run, and volume tags are bookkeeping.
-func (f *Fleet) inspectLaunched(ctx context.Context, res *LaunchResult, tags map[string]string) {
-	described, err := f.describeNew(ctx, res.ids())
-	if err != nil {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("volume tags: describe the new instances: %v", err))
-		return
-	}
-	byID := make(map[string]types.Instance, len(described))
-	for _, inst := range described {
-		byID[aws.ToString(inst.InstanceId)] = inst
-	}
-	var volumes []string
-	for i := range res.Instances {
-		got := &res.Instances[i]
-		inst, ok := byID[got.InstanceID]
-		if !ok {
-			continue
-		}
-		if got.SubnetID == "" {
-			got.SubnetID = aws.ToString(inst.SubnetId)
-		}
-		if got.AZ == "" && inst.Placement != nil {
-			got.AZ = aws.ToString(inst.Placement.AvailabilityZone)
-		}
-		for _, bd := range inst.BlockDeviceMappings {
-			if bd.Ebs != nil && aws.ToString(bd.Ebs.VolumeId) != "" {
-				volumes = append(volumes, aws.ToString(bd.Ebs.VolumeId))
-			}
-		}
-	}
-	if len(volumes) == 0 {
-		return // instance-store only, or EC2 has not attached them yet: nothing to tag
-	}
-	if _, err := f.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: volumes, Tags: ec2Tags(tags)}); err != nil {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("volume tags on %d volumes: %v", len(volumes), err))
-	}
-}
-
-// describeNew describes instances launched a moment ago. EC2 is eventually
-// consistent: it may answer InvalidInstanceID.NotFound for ids it has just
-// returned, so NotFound is retried a bounded number of times, with a
-// doubling wait.
-func (f *Fleet) describeNew(ctx context.Context, ids []string) ([]types.Instance, error) {
-	attempts, wait := max(f.DescribeAttempts, 1), f.DescribeBackoff
-	for attempt := 1; ; attempt++ {
-		insts, err := f.describeByID(ctx, ids)
-		if err == nil || !awserr.IsNotFound(err) || attempt == attempts {
-			return insts, err
-		}
-		if err := f.Sleep(ctx, wait); err != nil {
-			return nil, err
-		}
-		wait *= 2
-	}
-}
-
-func (f *Fleet) describeByID(ctx context.Context, ids []string) ([]types.Instance, error) {
-	var insts []types.Instance
-	// No MaxResults: EC2 refuses it together with InstanceIds.
-	pages := ec2.NewDescribeInstancesPaginator(f.ec2, &ec2.DescribeInstancesInput{InstanceIds: ids})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("DescribeInstances: %w", err)
-		}
-		for _, r := range page.Reservations {
-			insts = append(insts, r.Instances...)
-		}
-	}
-	return insts, nil
-}
-
-// ec2Tags turns a map into EC2 tags, sorted by key so requests are stable.
-func ec2Tags(m map[string]string) []types.Tag {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	tags := make([]types.Tag, len(keys))
-	for i, k := range keys {
-		tags[i] = types.Tag{Key: aws.String(k), Value: aws.String(m[k])}
-	}
-	return tags
 }

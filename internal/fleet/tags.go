@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -55,4 +56,18 @@ func (f *Fleet) TagOrphan(ctx context.Context, id, assignment string) error {
 // UntagOrphan removes the orphan mark (a false positive).
 func (f *Fleet) UntagOrphan(ctx context.Context, id string) error {
 	return f.RemoveTags(ctx, []string{id}, TagOrphan)
+}
+
+// ec2Tags turns a map into EC2 tags, sorted by key so requests are stable.
+func ec2Tags(m map[string]string) []types.Tag {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	tags := make([]types.Tag, len(keys))
+	for i, k := range keys {
+		tags[i] = types.Tag{Key: aws.String(k), Value: aws.String(m[k])}
+	}
+	return tags
 }
