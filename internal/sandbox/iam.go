@@ -5,9 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,7 +13,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
@@ -36,6 +32,8 @@ import (
 // The request context the endpoint builds for each action is in
 // iamcontext.go; an action it has no mapping for is denied and recorded,
 // never allowed.
+// The role's policies are read in iam_policies.go, and a denial is
+// answered in iam_denied.go.
 
 // principal is who a set of issued credentials belongs to.
 type principal struct {
@@ -72,16 +70,6 @@ type iamGate struct {
 	denials  []Denial
 	checked  map[string]int // allowed checks by "role action"
 }
-
-type rolePolicies struct {
-	read       time.Time
-	policies   []iamsim.Policy
-	boundaries []iamsim.Policy
-}
-
-// PolicyTTL bounds how stale the endpoint's copy of a role's policies is:
-// IAM itself takes seconds to propagate a change.
-const PolicyTTL = 2 * time.Second
 
 func newIAMGate(checks func(context.Context, awsRequest) ([]check, error), eval *iamsim.Evaluator, client *iam.Client, account string) *iamGate {
 	return &iamGate{checks: checks, eval: eval, iam: client, account: account, keys: map[string]principal{}, policies: map[string]rolePolicies{}, checked: map[string]int{}}
@@ -275,119 +263,6 @@ func unexpectedIgnored(ignored []string, asked map[string][]string) []string {
 		}
 	}
 	return out
-}
-
-// rolePolicies reads the role's inline and attached policies and its
-// permissions boundary from IAM, at most PolicyTTL old.
-func (g *iamGate) rolePolicies(ctx context.Context, role string) (rolePolicies, error) {
-	g.mu.Lock()
-	cached, ok := g.policies[role]
-	g.mu.Unlock()
-	if ok && time.Since(cached.read) < PolicyTTL {
-		return cached, nil
-	}
-	out := rolePolicies{read: time.Now()}
-	names, err := g.iam.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: aws.String(role)})
-	if err != nil {
-		return out, fmt.Errorf("read the policies of role %s: %w", role, err)
-	}
-	for _, n := range names.PolicyNames {
-		p, err := g.iam.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(n)})
-		if err != nil {
-			return out, fmt.Errorf("read policy %s of role %s: %w", n, role, err)
-		}
-		doc, err := decodePolicy(aws.ToString(p.PolicyDocument))
-		if err != nil {
-			return out, fmt.Errorf("policy %s of role %s: %w", n, role, err)
-		}
-		out.policies = append(out.policies, iamsim.Policy{Name: n, Document: doc})
-	}
-	attached, err := g.iam.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(role)})
-	if err != nil {
-		return out, fmt.Errorf("read the attached policies of role %s: %w", role, err)
-	}
-	for _, a := range attached.AttachedPolicies {
-		doc, err := g.managedPolicy(ctx, aws.ToString(a.PolicyArn))
-		if err != nil {
-			return out, err
-		}
-		out.policies = append(out.policies, iamsim.Policy{Name: aws.ToString(a.PolicyName), Document: doc})
-	}
-	r, err := g.iam.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)})
-	if err != nil {
-		return out, fmt.Errorf("read role %s: %w", role, err)
-	}
-	if b := r.Role.PermissionsBoundary; b != nil {
-		doc, err := g.managedPolicy(ctx, aws.ToString(b.PermissionsBoundaryArn))
-		if err != nil {
-			return out, err
-		}
-		out.boundaries = []iamsim.Policy{{Name: "boundary", Document: doc}}
-	}
-	g.mu.Lock()
-	g.policies[role] = out
-	g.mu.Unlock()
-	return out, nil
-}
-
-func (g *iamGate) managedPolicy(ctx context.Context, arn string) (json.RawMessage, error) {
-	p, err := g.iam.GetPolicy(ctx, &iam.GetPolicyInput{PolicyArn: aws.String(arn)})
-	if err != nil {
-		return nil, fmt.Errorf("read policy %s: %w", arn, err)
-	}
-	v, err := g.iam.GetPolicyVersion(ctx, &iam.GetPolicyVersionInput{PolicyArn: aws.String(arn), VersionId: p.Policy.DefaultVersionId})
-	if err != nil {
-		return nil, fmt.Errorf("read policy %s: %w", arn, err)
-	}
-	return decodePolicy(aws.ToString(v.PolicyVersion.Document))
-}
-
-// decodePolicy takes a document as IAM returns it (URL-encoded).
-func decodePolicy(s string) (json.RawMessage, error) {
-	if d, err := url.QueryUnescape(s); err == nil {
-		s = d
-	}
-	if !json.Valid([]byte(s)) {
-		return nil, errors.New("not JSON")
-	}
-	return json.RawMessage(s), nil
-}
-
-// accessDenied answers as the service would: the error shape of its
-// protocol, AWS's wording, nothing changed.
-func accessDenied(w http.ResponseWriter, req awsRequest, d Denial) {
-	because := "because no identity-based policy allows the " + d.Action + " action"
-	if len(d.Why) > 0 && d.Why[0] == "ExplicitlyDenied" {
-		because = "with an explicit deny in an identity-based policy"
-	}
-	msg := fmt.Sprintf("User: %s is not authorized to perform: %s on resource: %s %s", d.Principal, d.Action, d.Resource, because)
-	switch req.service {
-	case "dynamodb", "ssm", "sqs":
-		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		if req.service == "sqs" {
-			w.Header().Set("X-Amzn-Query-Error", "AccessDenied;Sender")
-		}
-		w.WriteHeader(http.StatusBadRequest)
-		json.NewEncoder(w).Encode(map[string]string{"__type": "com.amazon.coral.service#AccessDeniedException", "message": msg})
-	case "ec2":
-		w.Header().Set("Content-Type", "text/xml")
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not authorized to perform this operation. %s</Message></Error></Errors><RequestID>sandbox-iam</RequestID></Response>`, xmlEscape(msg))
-	case "s3":
-		w.Header().Set("Content-Type", "application/xml")
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>%s</Message><RequestId>sandbox-iam</RequestId></Error>`, xmlEscape(msg))
-	default:
-		w.Header().Set("Content-Type", "text/xml")
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprintf(w, `<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>%s</Message></Error><RequestId>sandbox-iam</RequestId></ErrorResponse>`, xmlEscape(msg))
-	}
-}
-
-func xmlEscape(s string) string {
-	var b strings.Builder
-	xml.EscapeText(&b, []byte(s))
-	return b.String()
 }
 
 // readBody reads a request's body and puts it back for the next handler;
