@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -51,6 +49,10 @@ import (
 // with a log line. The task's stdout and stderr go to the sandbox logs and,
 // when the container's logConfiguration is awslogs, to its log group in
 // moto.
+//
+// Here: the watch of moto's services. Each service's worker is in
+// ecs_worker.go, a task's process in ecstask.go, what tests read of the
+// tasks in ecs_observe.go.
 
 // ECSTaskTick is how often the sandbox reads moto's ECS services.
 const ECSTaskTick = 500 * time.Millisecond
@@ -258,175 +260,4 @@ func poke(c chan struct{}) {
 	case c <- struct{}{}:
 	default:
 	}
-}
-
-// serve is one service's worker: it alone starts and stops the service's
-// tasks, one at a time.
-func (t *ecsTasks) serve(ctx context.Context, sv *ecsService) {
-	defer t.wg.Done()
-	var (
-		cur      *ecsTask
-		next     time.Time // no start before
-		failures int
-	)
-	for {
-		t.mu.Lock()
-		count, def := sv.count, sv.def
-		t.mu.Unlock()
-		if cur != nil {
-			select {
-			case <-cur.done: // it ended on its own (or was killed): replace it
-				lived := time.Since(cur.Started)
-				if lived < 10*time.Second {
-					failures++
-				} else {
-					failures = 0
-				}
-				delay := time.Second
-				if failures > 0 {
-					delay <<= min(failures-1, 5)
-				}
-				next = time.Now().Add(delay)
-				fmt.Fprintf(t.logs, "sandbox: ecs: %s/%s: task %s exited after %s; replacing it in %s\n", sv.cluster, sv.name, cur.ID, lived.Round(time.Millisecond), delay)
-				cur = nil
-			default:
-			}
-		}
-		if cur != nil && (ctx.Err() != nil || count == 0 || cur.TaskDefinition != def) {
-			t.stopTask(ctx, sv, cur)
-			cur, next = nil, time.Time{}
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if cur == nil && count == 1 && !time.Now().Before(next) {
-			task, err := t.startTask(ctx, sv, def)
-			if err != nil {
-				failures++
-				delay := time.Second << min(failures-1, 5)
-				next = time.Now().Add(delay)
-				if ctx.Err() == nil {
-					fmt.Fprintf(t.logs, "sandbox: ecs: %s/%s: starting a task of %s: %v (again in %s)\n", sv.cluster, sv.name, def, err, delay)
-				}
-			}
-			cur = task
-		}
-		var exited <-chan struct{}
-		if cur != nil {
-			exited = cur.done
-		}
-		var timer <-chan time.Time
-		var tm *time.Timer
-		if cur == nil && count == 1 {
-			tm = time.NewTimer(max(time.Until(next), 0))
-			timer = tm.C
-		}
-		select {
-		case <-ctx.Done():
-		case <-sv.wake:
-		case <-exited:
-		case <-timer:
-		}
-		if tm != nil {
-			tm.Stop()
-		}
-	}
-}
-
-// stopTask stops a task as ECS does: SIGTERM, SIGKILL after its stop
-// timeout, or after at most 5 s once the sandbox stops.
-func (t *ecsTasks) stopTask(ctx context.Context, sv *ecsService, task *ecsTask) {
-	t.event("stop", sv, task)
-	_ = syscall.Kill(-task.cmd.Process.Pid, syscall.SIGTERM)
-	timeout := time.NewTimer(task.stopTimeout)
-	defer timeout.Stop()
-	select {
-	case <-task.done:
-	case <-timeout.C:
-	case <-ctx.Done():
-		select {
-		case <-task.done:
-		case <-time.After(min(task.stopTimeout, 5*time.Second)):
-		}
-	}
-	select {
-	case <-task.done:
-	default:
-		t.event("kill", sv, task)
-		_ = syscall.Kill(-task.cmd.Process.Pid, syscall.SIGKILL)
-		<-task.done
-	}
-}
-
-func (t *ecsTasks) event(kind string, sv *ecsService, task *ecsTask) {
-	t.mu.Lock()
-	t.events = append(t.events, ECSTaskEvent{Kind: kind, Service: sv.name, TaskID: task.ID, TaskDefinition: task.TaskDefinition, PID: task.PID, At: time.Now()})
-	t.mu.Unlock()
-}
-
-// tasks lists the running tasks, by service name then start.
-func (t *ecsTasks) tasks() []ECSTask {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []ECSTask
-	for _, sv := range t.services {
-		if sv.task != nil {
-			out = append(out, sv.task.ECSTask)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Service != out[j].Service {
-			return out[i].Service < out[j].Service
-		}
-		return out[i].Started.Before(out[j].Started)
-	})
-	return out
-}
-
-// ECSTasks lists the tasks running now, one at most per service.
-func (s *Sandbox) ECSTasks() []ECSTask { return s.ecsTasks.tasks() }
-
-// KillECSTask kills the process of the service's running task (SIGKILL),
-// as a task that dies; the service replaces it after a short backoff.
-// False when the service runs no task.
-func (s *Sandbox) KillECSTask(service string) bool {
-	t := s.ecsTasks
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, sv := range t.services {
-		if sv.name == service && sv.task != nil {
-			return syscall.Kill(-sv.task.PID, syscall.SIGKILL) == nil
-		}
-	}
-	return false
-}
-
-// ECSTaskStarts counts the task starts so far, by service name.
-func (s *Sandbox) ECSTaskStarts() map[string]int {
-	t := s.ecsTasks
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range t.starts {
-		out[k] = v
-	}
-	return out
-}
-
-// ECSTaskEvents lists every task's starts, stops, kills and exits so far,
-// in order.
-func (s *Sandbox) ECSTaskEvents() []ECSTaskEvent {
-	t := s.ecsTasks
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]ECSTaskEvent(nil), t.events...)
-}
-
-// ECSViolations lists the times a service was to run two tasks at once
-// (none was started); a correct runner has none.
-func (s *Sandbox) ECSViolations() []string {
-	t := s.ecsTasks
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]string(nil), t.violations...)
 }
