@@ -8,13 +8,10 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,29 +26,26 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
-	"github.com/ghrunner/terraform-provider-ghrunner/agent/config"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/ec2capacity"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/iamsim"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/imdsstub"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/instancehost"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/lambdart"
-	"github.com/ghrunner/terraform-provider-ghrunner/templates"
 )
+
+// What Start and Stop do is in this file, with the sandbox's accessors and
+// the front endpoint's routes. The front's fault injection is in faults.go,
+// Lambda's Invoke API in invoke.go, the job API in jobapi.go, and what an
+// instance gets from the sandbox in instanceconfig.go.
 
 const (
 	// Environment is the provider's environment in the sandbox deployment.
@@ -109,46 +103,6 @@ type Sandbox struct {
 	profiles lag // instance profiles EC2 does not know yet (iamlag.go)
 	roles    lag // roles Lambda and Scheduler cannot assume yet (iamlag.go)
 	grants   lag // role policies Lambda does not see yet (iamgrants.go)
-}
-
-// Faults are what the chaos suite injects at the front endpoint, where every
-// AWS call of the functions and agents passes.
-type Faults struct {
-	// AfterCreateFleet is called once a CreateFleet answer has gone back to
-	// the function that asked: killing that invocation now leaves instances
-	// running that no record describes yet.
-	AfterCreateFleet func()
-	// DuplicateMessage says whether an SQS SendMessage (a pool message) is
-	// sent to moto a second time, and after how long: duplicated and
-	// reordered pool messages.
-	DuplicateMessage func() (bool, time.Duration)
-	// ClockOffset shifts the clock of a new instance's agent.
-	ClockOffset func(instanceID string) time.Duration
-	// DynamoDB says, per DynamoDB request, whether it is throttled or
-	// fails with a 500 (before or after moto applied it); see dynamo.go.
-	DynamoDB func(DynamoRequest) DynamoAnswer
-	// IndexLag says how old a view of a global secondary index a Query
-	// naming an IndexName is answered from (0: the current one); see
-	// indexlag.go.
-	IndexLag func() time.Duration
-	// Logs says, per CloudWatch Logs write of an agent (CreateLogStream,
-	// PutLogEvents), whether it is throttled, fails or hangs; see
-	// logsfaults.go.
-	Logs func(op string) LogsAnswer
-	// Note hears of faults the endpoint injected on its own account (an
-	// index answer that differs from the current one), by name.
-	Note func(fault string)
-	// InvokeIdleReset, when set, resets the connection of a synchronous
-	// Invoke that carried no byte for that long, as a NAT gateway drops an
-	// idle connection; the invocation runs on (invokeidle.go).
-	InvokeIdleReset time.Duration
-}
-
-// SetFaults replaces the injected faults; the zero Faults injects none.
-func (s *Sandbox) SetFaults(f Faults) {
-	s.mu.Lock()
-	s.faults = f
-	s.mu.Unlock()
 }
 
 // KillAgent kills an instance's agent process abruptly; the instance host
@@ -318,57 +272,6 @@ func (s *Sandbox) IAMAllowed() []string { return s.iam.Allowed() }
 // provokes denials on purpose takes and checks its own.
 func (s *Sandbox) TakeDenials() []Denial { return s.iam.take() }
 
-// InstanceCredentials are credentials of the session the metadata service
-// gives instance id (its instance profile's role, session name the instance
-// id, as EC2's), and the role's name: a test holding them acts as a stolen
-// instance credential.
-func (s *Sandbox) InstanceCredentials(id string) (role string, creds imdsstub.Credentials, err error) {
-	return s.instanceRole(id)
-}
-
-// instanceRole gives an instance the credentials of its instance profile's
-// role, as EC2 does through the metadata service.
-func (s *Sandbox) instanceRole(id string) (string, imdsstub.Credentials, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := s.AWS.EC2().DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-	if err != nil {
-		return "", imdsstub.Credentials{}, err
-	}
-	var profile, pool string
-	for _, r := range out.Reservations {
-		for _, i := range r.Instances {
-			if i.IamInstanceProfile != nil {
-				profile = aws.ToString(i.IamInstanceProfile.Arn)
-			}
-			for _, t := range i.Tags {
-				if aws.ToString(t.Key) == fleet.TagPool {
-					pool = aws.ToString(t.Value)
-				}
-			}
-		}
-	}
-	if profile == "" && pool != "" {
-		// moto does not copy a launch template's instance profile onto the
-		// instances of a fleet; EC2 does: read it from the pool's template.
-		if profile, err = s.templateProfile(ctx, pool); err != nil {
-			return "", imdsstub.Credentials{}, err
-		}
-	}
-	if profile == "" {
-		return "", imdsstub.Credentials{}, fmt.Errorf("instance %s has no instance profile", id)
-	}
-	role, err := s.profileRole(ctx, profile, "")
-	if err != nil {
-		return "", imdsstub.Credentials{}, err
-	}
-	akid, secret, token, err := s.iam.issue(ctx, role, id, id)
-	if err != nil {
-		return "", imdsstub.Credentials{}, err
-	}
-	return lastSegment(role), imdsstub.Credentials{AccessKeyID: akid, SecretAccessKey: secret, Token: token, Expiration: time.Now().Add(6 * time.Hour)}, nil
-}
-
 func (s *Sandbox) putGitHubCredentials(ctx context.Context) error {
 	creds, err := json.Marshal(map[string]any{"appId": s.GitHub.AppID, "privateKey": string(s.GitHub.PrivateKeyPEM), "baseUrl": s.GitHub.URL()})
 	if err != nil {
@@ -377,76 +280,6 @@ func (s *Sandbox) putGitHubCredentials(ctx context.Context) error {
 	_, err = s.AWS.SSM().PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(GitHubParameter), Type: ssmtypes.ParameterTypeSecureString,
 		Value: aws.String(string(creds)), Overwrite: aws.Bool(true)})
 	return err
-}
-
-// agentConfig is what a real instance would read from its user data: the
-// launch template of the instance's pool, as the provider rendered it. Only
-// the polling is faster, so the story does not wait on one-second polls.
-func (s *Sandbox) agentConfig(id string, tags map[string]string) config.Config {
-	cfg, err := s.userDataConfig(context.Background(), tags["ghr:pool"])
-	if err != nil {
-		fmt.Fprintf(s.opts.Logs, "sandbox: instance %s: %v\n", id, err)
-		return config.Config{} // the agent refuses to start and says why
-	}
-	cfg.IdlePoll = config.Duration{Duration: 200 * time.Millisecond}
-	cfg.AssignedPoll = config.Duration{Duration: 300 * time.Millisecond}
-	cfg.StopTimeout = config.Duration{Duration: 10 * time.Second}
-	// The fake GitHub stands in for github.com: the release's own path, but
-	// the fake runner's bytes, so their checksum instead of the pinned one.
-	if path, ok := strings.CutPrefix(cfg.RunnerTarballURL, "https://github.com/"); ok {
-		cfg.RunnerTarballURL, cfg.RunnerTarballSHA256 = s.GitHub.URL()+"/"+path, s.runnerSHA
-	}
-	s.mu.Lock()
-	skew := s.faults.ClockOffset
-	s.mu.Unlock()
-	if skew != nil {
-		cfg.ClockOffset = config.Duration{Duration: skew(id)}
-	}
-	return cfg
-}
-
-func (s *Sandbox) userDataConfig(ctx context.Context, pool string) (config.Config, error) {
-	data, err := s.poolTemplate(ctx, pool)
-	if err != nil {
-		return config.Config{}, err
-	}
-	raw, err := base64.StdEncoding.DecodeString(aws.ToString(data.UserData))
-	if err != nil {
-		return config.Config{}, err
-	}
-	u, err := templates.Parse(raw)
-	if err != nil {
-		return config.Config{}, err
-	}
-	return u.Agent, nil
-}
-
-// templateProfile is the instance profile the pool's launch template gives
-// its instances.
-func (s *Sandbox) templateProfile(ctx context.Context, pool string) (string, error) {
-	data, err := s.poolTemplate(ctx, pool)
-	if err != nil || data.IamInstanceProfile == nil {
-		return "", err
-	}
-	return aws.ToString(data.IamInstanceProfile.Arn), nil
-}
-
-// poolTemplate reads the launch template version the pool's config names.
-func (s *Sandbox) poolTemplate(ctx context.Context, pool string) (*ec2types.ResponseLaunchTemplateData, error) {
-	table := s.Table()
-	if table == "" {
-		return nil, errors.New("no deployment yet")
-	}
-	p, err := state.New(s.AWS.DynamoDB(), table).GetPoolConfig(ctx, pool)
-	if err != nil || p == nil {
-		return nil, fmt.Errorf("pool %q: %v", pool, err)
-	}
-	out, err := s.AWS.EC2().DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
-		LaunchTemplateId: aws.String(p.LaunchTemplateID), Versions: []string{p.LaunchTemplateVersion}})
-	if err != nil || len(out.LaunchTemplateVersions) != 1 {
-		return nil, fmt.Errorf("launch template %s: %v", p.LaunchTemplateID, err)
-	}
-	return out.LaunchTemplateVersions[0].LaunchTemplateData, nil
 }
 
 // SetTable tells the instance host which table the deployment uses.
@@ -508,195 +341,4 @@ func (s *Sandbox) routes() http.Handler {
 		api.ServeHTTP(w, r)
 	}))
 	return mux
-}
-
-// withFaults passes AWS calls to moto and injects the configured faults.
-func (s *Sandbox) withFaults(moto http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		f := s.faults
-		s.mu.Unlock()
-		target := r.Header.Get("X-Amz-Target")
-		dynamo := strings.HasPrefix(target, dynamoTarget) && (f.DynamoDB != nil || f.IndexLag != nil)
-		logs := f.Logs != nil && strings.HasPrefix(target, logsTarget) && faultedLogOps[strings.TrimPrefix(target, logsTarget)]
-		if (f.AfterCreateFleet == nil && f.DuplicateMessage == nil && !dynamo && !logs) || r.Method != http.MethodPost {
-			moto.ServeHTTP(w, r)
-			return
-		}
-		body, ok := readBody(w, r)
-		if !ok {
-			return
-		}
-		switch {
-		case dynamo:
-			s.serveDynamo(w, r, body, f, moto)
-			return
-		case logs:
-			serveLogs(w, r, body, f, moto)
-			return
-		}
-		moto.ServeHTTP(w, r)
-		switch {
-		case f.AfterCreateFleet != nil && bytes.Contains(body, []byte("Action=CreateFleet")):
-			if fl, ok := w.(http.Flusher); ok {
-				fl.Flush()
-			}
-			f.AfterCreateFleet()
-		case f.DuplicateMessage != nil && r.Header.Get("X-Amz-Target") == "AmazonSQS.SendMessage":
-			if again, after := f.DuplicateMessage(); again {
-				go s.resend(r.Header.Clone(), body, after)
-			}
-		}
-	})
-}
-
-// resend sends a copy of an AWS request to moto (which does not check
-// signatures) after a while.
-func (s *Sandbox) resend(h http.Header, body []byte, after time.Duration) {
-	time.Sleep(after)
-	req, err := http.NewRequest(http.MethodPost, s.Moto.URL+"/", bytes.NewReader(body))
-	if err != nil {
-		return
-	}
-	req.Header = h
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-}
-
-// serveInvoke answers as Lambda's Invoke API does: 200 with the function's
-// payload and X-Amz-Function-Error when it failed; 202 for Event.
-func (s *Sandbox) serveInvoke(w http.ResponseWriter, r *http.Request) {
-	name := functionName(r.PathValue("name"))
-	payload, err := io.ReadAll(r.Body)
-	if err != nil {
-		lambdaError(w, http.StatusBadRequest, "InvalidRequestContentException", err.Error())
-		return
-	}
-	if len(payload) == 0 {
-		payload = []byte("{}")
-	}
-	switch r.Header.Get("X-Amz-Invocation-Type") {
-	case "DryRun":
-		if _, _, err := s.functions.host(r.Context(), name); err != nil {
-			s.invokeFailed(w, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return
-	case "Event":
-		if _, _, err := s.functions.host(r.Context(), name); err != nil {
-			s.invokeFailed(w, err)
-			return
-		}
-		go s.functions.invoke(context.Background(), name, payload, true)
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	s.mu.Lock()
-	idle := s.faults.InvokeIdleReset
-	s.mu.Unlock()
-	if idle > 0 {
-		s.serveInvokeIdle(w, r, name, payload, idle)
-		return
-	}
-	res, err := s.functions.invoke(r.Context(), name, payload, false)
-	s.answerInvoke(w, res, err)
-}
-
-// answerInvoke writes a synchronous invocation's answer.
-func (s *Sandbox) answerInvoke(w http.ResponseWriter, res lambdart.Result, err error) {
-	if err != nil {
-		s.invokeFailed(w, err)
-		return
-	}
-	w.Header().Set("X-Amz-Executed-Version", "$LATEST")
-	w.Header().Set("X-Amzn-Requestid", res.RequestID)
-	if res.FunctionError != "" {
-		w.Header().Set("X-Amz-Function-Error", res.FunctionError)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(res.Payload)
-}
-
-func (s *Sandbox) invokeFailed(w http.ResponseWriter, err error) {
-	var throttled *errThrottled
-	if errors.As(err, &throttled) {
-		w.Header().Set("X-Amzn-Errortype", "TooManyRequestsException")
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusTooManyRequests)
-		json.NewEncoder(w).Encode(map[string]string{"Type": "User", "message": throttled.msg, "Reason": throttled.reason})
-		return
-	}
-	if errors.Is(err, errNoFunction) {
-		lambdaError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+err.Error())
-		return
-	}
-	lambdaError(w, http.StatusInternalServerError, "ServiceException", err.Error())
-}
-
-func lambdaError(w http.ResponseWriter, status int, typ, msg string) {
-	w.Header().Set("X-Amzn-Errortype", typ)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"Type": "User", "Message": msg, "message": msg})
-}
-
-// functionName accepts a name, a partial or a full ARN, with a qualifier.
-func functionName(s string) string {
-	if i := strings.Index(s, ":function:"); i >= 0 {
-		s = s[i+len(":function:"):]
-	} else if strings.HasPrefix(s, "function:") {
-		s = strings.TrimPrefix(s, "function:")
-	}
-	name, _, _ := strings.Cut(s, ":")
-	return name
-}
-
-// The job API stands in for a workflow's jobs: POST {"runId","script"}
-// queues a job for the runners of a provisioned run (under the label
-// provision returned for it, as a workflow's runs-on names it), or
-// {"label","script"} for runners with that label; GET
-// /_sandbox/jobs/{id}?wait=60s waits for it to finish.
-func (s *Sandbox) serveEnqueue(w http.ResponseWriter, r *http.Request) {
-	var req struct{ RunID, Label, Script string }
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || (req.Label == "") == (req.RunID == "") {
-		http.Error(w, `body: want {"runId":"<runId>","script":"echo hi"} or {"label":"<label>","script":"echo hi"}`, http.StatusBadRequest)
-		return
-	}
-	if req.RunID != "" {
-		run, err := state.New(s.AWS.DynamoDB(), s.Table()).GetRun(r.Context(), req.RunID)
-		if err != nil || run.Label == "" {
-			http.Error(w, fmt.Sprintf("runId: no provisioned run %q (%v): provision it first", req.RunID, err), http.StatusNotFound)
-			return
-		}
-		req.Label = run.Label
-	}
-	if req.Script == "" {
-		req.Script = "echo hello from $(hostname)"
-	}
-	id := s.GitHub.EnqueueJob(req.Label, req.Script)
-	json.NewEncoder(w).Encode(map[string]any{"id": id, "label": req.Label})
-}
-
-func (s *Sandbox) serveJob(w http.ResponseWriter, r *http.Request) {
-	var id int64
-	if _, err := fmt.Sscan(r.PathValue("id"), &id); err != nil {
-		http.Error(w, "id: not a number", http.StatusBadRequest)
-		return
-	}
-	job, ok := s.GitHub.Job(id)
-	if !ok {
-		http.Error(w, "no such job", http.StatusNotFound)
-		return
-	}
-	if wait, err := time.ParseDuration(r.URL.Query().Get("wait")); err == nil && wait > 0 {
-		ctx, cancel := context.WithTimeout(r.Context(), wait)
-		defer cancel()
-		if done, err := s.GitHub.WaitJobContext(ctx, id); err == nil {
-			job = done
-		}
-	}
-	json.NewEncoder(w).Encode(map[string]any{"id": job.ID, "label": job.Label, "state": job.State, "result": job.Result, "runner": job.Runner, "output": job.Output})
 }
