@@ -42,8 +42,8 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/instancehost"
 )
 
-// What Start and Stop do is in this file, with the sandbox's accessors and
-// the front endpoint's routes. The front's fault injection is in faults.go,
+// This file: the Sandbox, Start and Stop, its accessors and the front
+// endpoint's routes. The front's fault injection is in faults.go,
 // Lambda's Invoke API in invoke.go, the job API in jobapi.go, and what an
 // instance gets from the sandbox in instanceconfig.go.
 
