@@ -32,7 +32,9 @@ const jitAskEvery = 5 * time.Second
 // configuration is awaited (the control plane answers within about a
 // second), for at most jitAnswerFor after the request; then the usual
 // assigned poll. A job's next runner waits on these reads, and there
-// are few of them: one request per job.
+// are few of them: one request per job. A claimed record's first
+// configuration, which provision writes right after the claim, is
+// awaited the same way (jitMachine.firstMissing).
 const (
 	jitAnswerPoll = 150 * time.Millisecond
 	jitAnswerFor  = 10 * time.Second

@@ -232,7 +232,7 @@ func (a *Agent) mainLoop(ctx context.Context) error {
 		if a.isTerminated() {
 			return nil
 		}
-		wait, wake := a.Config.IdlePoll.Duration, (<-chan struct{})(nil)
+		wait, wake := a.jit.unassignedWait(time.Now(), a.Config.IdlePoll.Duration), (<-chan struct{})(nil)
 		if a.local.registered() {
 			wait = a.Config.AssignedPoll.Duration
 			if a.local.JIT {
@@ -247,6 +247,7 @@ func (a *Agent) mainLoop(ctx context.Context) error {
 
 // reconcile moves the runner one step towards what the record asks.
 func (a *Agent) reconcile(ctx context.Context, rec *state.Instance) {
+	a.jit.newPass()
 	if rec.State == state.Terminated {
 		a.halt()
 		a.terminateSelf(ctx, "record is terminated")
