@@ -63,6 +63,7 @@ type Store interface {
 	Heartbeat(ctx context.Context, key state.Key) error
 	PutSignal(ctx context.Context, key state.Key, assignment, name, detail string) error
 	SetRunner(ctx context.Context, key state.Key, assignment string, runnerID int64, runnerName string) error
+	SetRunnerAndSignal(ctx context.Context, key state.Key, assignment string, runnerID int64, runnerName, name, detail string) error
 	ExtendLease(ctx context.Context, key state.Key, assignment string, seen, next int64) (*state.Instance, error)
 	SetRunnerVersion(ctx context.Context, key state.Key, version string) error
 }
