@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/imds"
 	"github.com/ghrunner/terraform-provider-ghrunner/agent/runner"
@@ -47,8 +48,9 @@ func (a *Agent) register(ctx context.Context, rec *state.Instance) {
 	reg := rec.Registration
 	if reg == nil {
 		// A just-in-time pool's provision writes the configuration right
-		// after the claim or the record: wait for it (provision's own
-		// wait bounds this).
+		// after the claim or the record: wait for it, reading the record
+		// more often meanwhile (provision's own wait bounds this).
+		a.jit.firstMissing(rec.Assignment, time.Now())
 		return
 	}
 	if reg.Assignment == rec.Assignment && reg.Purpose == state.PurposeJIT && reg.JITConfig != "" {

@@ -32,7 +32,9 @@ const jitAskEvery = 5 * time.Second
 // configuration is awaited (the control plane answers within about a
 // second), for at most jitAnswerFor after the request; then the usual
 // assigned poll. A job's next runner waits on these reads, and there
-// are few of them: one request per job.
+// are few of them: one request per job. A claimed record's first
+// configuration, which provision writes right after the claim, is
+// awaited the same way (jitMachine.firstMissing).
 const (
 	jitAnswerPoll = 150 * time.Millisecond
 	jitAnswerFor  = 10 * time.Second
@@ -58,9 +60,24 @@ func (a *Agent) registerJIT(ctx context.Context, rec *state.Instance, reg *state
 		a.signal(ctx, rec, state.SignalRegFailed, err.Error())
 		return
 	}
-	a.noteJIT(ctx, rec, reg)
+	// Noted, recorded and answered in one write: provision waits for the
+	// answer, and a second write on its path was one more round trip.
+	a.setLocal(registration{RunID: rec.RunID, Assignment: rec.Assignment, RunnerID: reg.RunnerID, Name: reg.RunnerName, JIT: true, Seq: reg.Seq}, true)
 	a.Log.Info("just-in-time runner started", "runId", rec.RunID, "runner", reg.RunnerName, "runnerId", reg.RunnerID, "seq", reg.Seq)
-	a.signal(ctx, rec, state.SignalRegOK, reg.RunnerName)
+	err := retry(ctx, 5, func() error {
+		err := a.Store.SetRunnerAndSignal(ctx, a.Key, rec.Assignment, reg.RunnerID, reg.RunnerName, state.SignalRegOK, reg.RunnerName)
+		if state.ClauseOf(err) != "" {
+			return permanent{err} // the record moved on: this answer has no reader
+		}
+		return err
+	})
+	if err != nil {
+		// The next pass answers again (reconcile signals a registered
+		// runner's assignment), by itself.
+		a.Log.Warn("record runner id and signal", "err", err, "signal", state.SignalRegOK, "assignment", rec.Assignment)
+		return
+	}
+	a.Log.Info("signal", "signal", state.SignalRegOK, "assignment", rec.Assignment, "detail", reg.RunnerName)
 }
 
 // superviseJIT starts the next runner once the last one exited, asking

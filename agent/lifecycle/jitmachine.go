@@ -19,7 +19,10 @@ import (
 //   - after jitIdleCap idle exits in a row the assignment gets no next
 //     runner (gaveUp); another assignment starts counting at 0;
 //   - the leftovers of runner seq are cleaned up once, and the next runner
-//     waits until they were (needsCleaning, cleaned).
+//     waits until they were (needsCleaning, cleaned);
+//   - a claimed record found without its first configuration is read
+//     every jitAnswerPoll, for at most jitAnswerFor after it was first
+//     found so (firstMissing, unassignedWait), else at the idle poll.
 //
 // Synchronisation: none of its own. Only the main loop's goroutine
 // touches it (reconcile and the main loop's wait, startJIT included):
@@ -38,6 +41,12 @@ type jitMachine struct {
 	// startedAt is when this process last started a runner (zero: an
 	// earlier agent process did).
 	startedAt time.Time
+	// awaited is the assignment whose first configuration the agent found
+	// missing from its claimed record, and awaitedSince when it first
+	// did; awaiting says the last pass found it missing (firstMissing).
+	awaited      string
+	awaitedSince time.Time
+	awaiting     bool
 }
 
 // wait is how long the main loop sleeps before it reads the record again
@@ -53,6 +62,33 @@ func (m *jitMachine) wait(seq int, alive bool, now time.Time, assignedPoll time.
 		return jitAnswerPoll, false
 	}
 	return assignedPoll, false
+}
+
+// firstMissing notes that the record holds assignment without its first
+// configuration yet: provision writes it right after the claim (or the
+// record of a launch), so the record is read every jitAnswerPoll until it
+// comes, for at most jitAnswerFor after it was first found missing
+// (unassignedWait). The idle poll (a second) would otherwise be paid by
+// about one claim in three, whose read fell between the two writes.
+func (m *jitMachine) firstMissing(assignment string, now time.Time) {
+	if m.awaited != assignment {
+		m.awaited, m.awaitedSince = assignment, now
+	}
+	m.awaiting = true
+}
+
+// newPass forgets what the last pass found missing; firstMissing says it
+// again while it still is.
+func (m *jitMachine) newPass() { m.awaiting = false }
+
+// unassignedWait is how long the main loop sleeps while no runner is
+// registered: the idle poll, or jitAnswerPoll while a first configuration
+// is due (firstMissing).
+func (m *jitMachine) unassignedWait(now time.Time, idlePoll time.Duration) time.Duration {
+	if m.awaiting && now.Sub(m.awaitedSince) < jitAnswerFor {
+		return min(jitAnswerPoll, idlePoll)
+	}
+	return idlePoll
 }
 
 // askDue reports whether configuration seq should be asked for at now:

@@ -145,3 +145,35 @@ func TestTheLeftoversOfEachRunnerAreCleanedUpOnce(t *testing.T) {
 		t.Error("a runner's self-update is not looked for exactly once")
 	}
 }
+
+func TestAClaimedRecordWithoutItsFirstConfigurationIsReadAgainSoonForABoundedTime(t *testing.T) {
+	idle := time.Second
+	var m jitMachine
+	if got := m.unassignedWait(t0, idle); got != idle {
+		t.Fatalf("nothing awaited: wait %s, want the idle poll %s", got, idle)
+	}
+	m.newPass()
+	m.firstMissing("a", t0)
+	if got := m.unassignedWait(t0, idle); got != jitAnswerPoll {
+		t.Errorf("first configuration missing: wait %s, want %s", got, jitAnswerPoll)
+	}
+	// Still missing later in the same assignment: the bound counts from
+	// the first time it was found missing.
+	m.newPass()
+	m.firstMissing("a", t0.Add(jitAnswerFor))
+	if got := m.unassignedWait(t0.Add(jitAnswerFor), idle); got != idle {
+		t.Errorf("missing for jitAnswerFor: wait %s, want the idle poll %s", got, idle)
+	}
+	// Another assignment starts its own bound.
+	m.newPass()
+	m.firstMissing("b", t0.Add(jitAnswerFor))
+	if got := m.unassignedWait(t0.Add(jitAnswerFor), idle); got != jitAnswerPoll {
+		t.Errorf("another assignment's first configuration missing: wait %s, want %s", got, jitAnswerPoll)
+	}
+	// A pass that no longer finds it missing (written, or the claim given
+	// back) is back at the idle poll.
+	m.newPass()
+	if got := m.unassignedWait(t0.Add(jitAnswerFor), idle); got != idle {
+		t.Errorf("no longer missing: wait %s, want the idle poll %s", got, idle)
+	}
+}

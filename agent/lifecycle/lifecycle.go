@@ -63,6 +63,7 @@ type Store interface {
 	Heartbeat(ctx context.Context, key state.Key) error
 	PutSignal(ctx context.Context, key state.Key, assignment, name, detail string) error
 	SetRunner(ctx context.Context, key state.Key, assignment string, runnerID int64, runnerName string) error
+	SetRunnerAndSignal(ctx context.Context, key state.Key, assignment string, runnerID int64, runnerName, name, detail string) error
 	ExtendLease(ctx context.Context, key state.Key, assignment string, seen, next int64) (*state.Instance, error)
 	SetRunnerVersion(ctx context.Context, key state.Key, version string) error
 }
@@ -232,7 +233,7 @@ func (a *Agent) mainLoop(ctx context.Context) error {
 		if a.isTerminated() {
 			return nil
 		}
-		wait, wake := a.Config.IdlePoll.Duration, (<-chan struct{})(nil)
+		wait, wake := a.jit.unassignedWait(time.Now(), a.Config.IdlePoll.Duration), (<-chan struct{})(nil)
 		if a.local.registered() {
 			wait = a.Config.AssignedPoll.Duration
 			if a.local.JIT {
@@ -247,6 +248,7 @@ func (a *Agent) mainLoop(ctx context.Context) error {
 
 // reconcile moves the runner one step towards what the record asks.
 func (a *Agent) reconcile(ctx context.Context, rec *state.Instance) {
+	a.jit.newPass()
 	if rec.State == state.Terminated {
 		a.halt()
 		a.terminateSelf(ctx, "record is terminated")

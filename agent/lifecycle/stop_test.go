@@ -33,6 +33,9 @@ func (s *idleStore) PutSignal(context.Context, state.Key, string, string, string
 	return nil
 }
 func (s *idleStore) SetRunner(context.Context, state.Key, string, int64, string) error { return nil }
+func (s *idleStore) SetRunnerAndSignal(context.Context, state.Key, string, int64, string, string, string) error {
+	return nil
+}
 func (s *idleStore) ExtendLease(context.Context, state.Key, string, int64, int64) (*state.Instance, error) {
 	return nil, errors.New("not running")
 }

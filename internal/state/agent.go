@@ -119,6 +119,34 @@ func (s *Instances) SetRunner(ctx context.Context, key Key, assignment string, r
 	return err
 }
 
+// SetRunnerAndSignal is SetRunner and PutSignal of name in one write: an
+// agent that started a just-in-time runner records it (dropping its used
+// configuration) and answers the assignment at once, so the control
+// plane's wait sees the answer without a second write on its path. A
+// retry of a write whose answer was lost finds it applied.
+func (s *Instances) SetRunnerAndSignal(ctx context.Context, key Key, assignment string, runnerID int64, runnerName, name, detail string) error {
+	if !knownSignal(name) {
+		return fmt.Errorf("signal %q: unknown; use one of %v", name, Signals)
+	}
+	if assignment == "" || runnerID == 0 {
+		return fmt.Errorf("runner and signal %s: assignment and runner id are required", name)
+	}
+	_, err := s.apply(ctx, change{
+		transition: "runner and signal " + name,
+		key:        key,
+		checks:     agentBound(assignment),
+		set: map[string]any{"githubRunnerId": runnerID, "runnerName": runnerName,
+			"signals." + name: Signal{Assignment: assignment, At: s.now(), Detail: detail}},
+		remove: []string{"registration"},
+		applied: func(cur *Instance) bool {
+			sig, ok := cur.Signals[name]
+			return ok && cur.State != Terminated && cur.Assignment == assignment && sig.Assignment == assignment && sig.Detail == detail &&
+				cur.GithubRunnerID == runnerID
+		},
+	})
+	return err
+}
+
 func knownSignal(name string) bool {
 	for _, s := range Signals {
 		if s == name {

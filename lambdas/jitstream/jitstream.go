@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -79,31 +80,67 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 		deps.Limits = controlplane.DefaultJITLimits
 	}
 	out := &Output{DynamoDBEventResponse: events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}}
-	for _, r := range ev.Records {
+	// The requests of different instances are served at once, each
+	// instance's own in their order: each costs a few reads and writes and
+	// a GitHub call, and served one after the other the last request of a
+	// batch of ten (ten instances whose jobs ended together) waited for
+	// the nine before it, a wait of ours on every next-job gap. Lambda
+	// itself hands a shard's batches to one invocation at a time.
+	failed := make([]bool, len(ev.Records)) // a table failure: retried
+	refused := make([]*Refusal, len(ev.Records))
+	byKey := map[state.Key][]int{}
+	var keys []state.Key
+	for i, r := range ev.Records {
 		key, ok := asksForJIT(r)
 		if !ok {
 			deps.Log.Debug("stream record without a request", "event", r.EventName, "keys", len(r.Change.Keys))
 			continue
 		}
-		refused, err := serve(ctx, deps, key)
-		if refused != nil {
-			out.Refused = append(out.Refused, *refused)
+		if byKey[key] == nil {
+			keys = append(keys, key)
 		}
-		if err != nil {
-			if awserr.Code(err) == "" {
-				// GitHub's trouble (an outage, a rate limit, an App without
-				// a permission) is one owner's: a batch failure would hold
-				// the shard, every pool's and owner's requests behind it,
-				// for up to the stream's retries. The agent asks again
-				// every few seconds, and each ask is a new stream record.
-				deps.Log.Warn("just-in-time request not served: the agent's next request is", "record", key, "err", err)
-				continue
+		byKey[key] = append(byKey[key], i)
+	}
+	var wg sync.WaitGroup
+	for _, key := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, i := range byKey[key] {
+				var err error
+				refused[i], err = serve(ctx, deps, key)
+				if err == nil {
+					continue
+				}
+				if awserr.Code(err) == "" {
+					// GitHub's trouble (an outage, a rate limit, an App
+					// without a permission) is one owner's: a batch failure
+					// would hold the shard, every pool's and owner's
+					// requests behind it, for up to the stream's retries.
+					// The agent asks again every few seconds, and each ask
+					// is a new stream record.
+					deps.Log.Warn("just-in-time request not served: the agent's next request is", "record", key, "err", err)
+					continue
+				}
+				deps.Log.Warn("just-in-time request not served: retried", "record", key, "err", err)
+				failed[i] = true
+				return // this instance's later records come again with it
 			}
-			deps.Log.Warn("just-in-time request not served: retried", "record", key, "err", err)
-			// Lambda retries from the first failure on; the records
-			// after it come again too.
+		}()
+	}
+	wg.Wait()
+	for _, r := range refused {
+		if r != nil {
+			out.Refused = append(out.Refused, *r)
+		}
+	}
+	for i, r := range ev.Records {
+		if failed[i] {
+			// Lambda retries from the first failure on; the records after
+			// it come again too, those already served included: their
+			// requests left the record, so serving them again does nothing.
 			out.BatchItemFailures = append(out.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: r.Change.SequenceNumber})
-			return out, nil
+			break
 		}
 	}
 	return out, nil
