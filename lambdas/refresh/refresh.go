@@ -169,6 +169,7 @@ func Handle(ctx context.Context, deps Deps, payload json.RawMessage) (*Output, e
 	for i := range pools {
 		p, err := d.Pool(ctx, pools[i].Name)
 		if err == nil {
+			r.moveTarget(ctx, p)
 			err = r.pool(ctx, p, known)
 		}
 		if err != nil {

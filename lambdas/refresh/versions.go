@@ -73,24 +73,37 @@ func (r *refresher) learnReleases(ctx context.Context, pools []state.PoolConfig,
 	return next.Releases
 }
 
-// versions handles one pool's runner versions over its live records.
-func (r *refresher) versions(ctx context.Context, p *state.PoolConfig, live []*state.Instance) {
-	if p.Runner.Version == runnerrelease.Latest && p.Runner.Arch != "" {
-		// Downloaded from where the releases were learned: github.com, or
-		// what stands in for it.
-		repo := r.d.GitHub.RunnerURL("actions/runner")
-		t, ok, err := runnerrelease.Resolve(runnerrelease.Latest, "", "", p.Runner.Arch, r.releases, repo)
-		if err != nil {
-			r.fail(fmt.Errorf("pool %s: %w", p.Name, err))
-		} else if ok && (p.LatestTarget == nil || *p.LatestTarget != t) {
-			if err := storeOf(r.d).SetLatestTarget(ctx, p.Name, t); err != nil {
-				r.fail(err)
-			} else {
-				p.LatestTarget = &t
-				r.d.Log.Info("pool moves to a new runner release", "pool", p.Name, "version", t.Version)
-			}
-		}
+// moveTarget points a pool that follows "latest" at the newest release
+// it may run. It is done before, and apart from, the pool's records: a
+// new instance installs the pool's target at boot, so the move must not
+// wait for a refresh that can read every record (a throttled read of
+// them leaves the pool's instances alone, not its target).
+func (r *refresher) moveTarget(ctx context.Context, p *state.PoolConfig) {
+	if p.Runner.Version != runnerrelease.Latest || p.Runner.Arch == "" {
+		return
 	}
+	// Downloaded from where the releases were learned: github.com, or
+	// what stands in for it.
+	repo := r.d.GitHub.RunnerURL("actions/runner")
+	t, ok, err := runnerrelease.Resolve(runnerrelease.Latest, "", "", p.Runner.Arch, r.releases, repo)
+	if err != nil {
+		r.fail(fmt.Errorf("pool %s: %w", p.Name, err))
+		return
+	}
+	if !ok || p.LatestTarget != nil && *p.LatestTarget == t {
+		return
+	}
+	if err := storeOf(r.d).SetLatestTarget(ctx, p.Name, t); err != nil {
+		r.fail(err)
+		return
+	}
+	p.LatestTarget = &t
+	r.d.Log.Info("pool moves to a new runner release", "pool", p.Name, "version", t.Version)
+}
+
+// versions handles one pool's runner versions over its live records, the
+// pool's target moved first (moveTarget).
+func (r *refresher) versions(ctx context.Context, p *state.PoolConfig, live []*state.Instance) {
 	target := p.RunnerTarget()
 	counts := map[string]int{}
 	left, leftKnown := time.Duration(0), false

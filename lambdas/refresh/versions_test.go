@@ -80,3 +80,30 @@ func TestRefreshAsksGitHubForReleasesAtMostEveryInterval(t *testing.T) {
 		t.Fatalf("after the interval the target is %s, want 2.338.0", got)
 	}
 }
+
+// A throttled read of a pool's records leaves its instances alone, not
+// its target: new instances install the target at boot, and a chaos run
+// saw a pool left behind a release for two minutes while its reads were
+// throttled (invariant 11).
+func TestAPoolWhoseRecordsCannotBeReadStillMovesToANewRelease(t *testing.T) {
+	w := newWorld(t)
+	w.pool.Runner = state.RunnerSpec{Version: runnerrelease.Latest, Arch: "amd64"}
+	must(t, w.cp.PutPoolConfig(ctx, w.pool))
+	w.publish("2.337.0", time.Now().Add(-time.Hour))
+	w.idle()
+	w.db.set(func(op string, in any) error {
+		if op == "BatchGetItem" {
+			return throttled
+		}
+		return nil
+	})
+	if _, err := w.refresh(); err == nil {
+		t.Fatal("refresh succeeded although it could not read the pool's records")
+	}
+	w.db.set(nil)
+	p, err := w.cp.GetPoolConfig(ctx, "linux")
+	must(t, err)
+	if p.LatestTarget == nil || p.LatestTarget.Version != "2.337.0" {
+		t.Fatalf("the pool's latest target is %+v, want 2.337.0 although its records could not be read", p.LatestTarget)
+	}
+}
