@@ -10,10 +10,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
 // Issue 37, items 2 and 3: a root volume EC2 would refuse at every launch
