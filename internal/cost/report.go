@@ -9,6 +9,11 @@
 //     figure (the agent's heartbeat, signals or its record's state are
 //     not read). An instance EC2 runs with no record, or before its record
 //     is written, is not counted: the report is a lower bound of EC2's bill.
+//   - Which transitions reach the ledger: all of them (created, claimed,
+//     running, idle, stopped, terminated; state/usage.go says how). An
+//     expired lease is no state: its time counts in the record's state
+//     until the termination. Lost span writes are counted
+//     (Store.UsageCounts, the functions' ghrunner/usage metrics).
 //   - States count as: job (created, claimed, running: bound to a run,
 //     from its boot or claim until its release), warm (idle) and stopped.
 //     An instance costs its hourly price in job and warm time; its root

@@ -36,11 +36,22 @@ import (
 // an UpdateItem is billed by the larger of the item's old and new size, so
 // a slot's writes stay a few KB each. Items live 35 days (expiresAt).
 //
+// Which writes close a span: every write that moves a record's state goes
+// through apply (Create's PutItem opens the first span; no other path
+// writes an instance record: no TransactWriteItems or DeleteItem names
+// one, and a record's TTL starts only once it is terminated). Writes that
+// move no state (heartbeat, renew, pooled, expire, signals) close none:
+// an expired lease is not a state, its time counts on in the state the
+// record is in until the termination that follows closes it.
+//
 // The span write follows the transition; it is not in one transaction
 // with it (concurrent transactions on one ledger item would cancel each
 // other and fail transitions). A span that cannot be written after three
 // tries is dropped and counted (UsageCounts): the report then undercounts,
-// never overcounts.
+// never overcounts. The same undercount follows a transition DynamoDB
+// stored but answered with an error, when another transition of the record
+// came before the SDK's retry: apply then recognises its write (applied)
+// but the record's prev* attributes name the later span, not its own.
 
 const (
 	kindUsage       = "usage"

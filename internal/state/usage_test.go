@@ -135,3 +135,67 @@ func TestALiveRecordsOpenSpanRunsFromItsStateToNow(t *testing.T) {
 		t.Fatalf("open span = %+v (%v), want created for 70 s of run-1", sp, ok)
 	}
 }
+
+// Every other write path that moves a record's state (stop, start,
+// unclaim, adopt, a pre-warmed instance joining the pool, a termination
+// after Expire) closes its span; writes that move no state (heartbeat,
+// renew, pooled, expire) close none: an expired lease is not a state, its
+// time runs on in the state the record is in until it is terminated.
+func TestEveryStateAWritePathMovesARecordOutOfIsASpanOfTheLedger(t *testing.T) {
+	s, clk := newStore(t)
+	start := clk.Now()
+	// A pre-warmed instance: created with no run, joins the pool.
+	pre, err := s.Create(ctx, NewInstance{ID: "i-0005", RoleID: testRole, Pool: testPool, Owner: testOwner, Assignment: NewAssignment(),
+		InstanceType: "c7i.large", UsageClass: "on-demand", LaunchTemplateVersion: "3", TTL: 10 * time.Minute})
+	must(t, err)
+	must(t, s.PutSignal(ctx, pre.Key, pre.Assignment, SignalOK, ""))
+	clk.Add(40 * time.Second)
+	idle, err := s.JoinPool(ctx, pre.Ref(), 15*time.Minute)
+	must(t, err)
+	must(t, s.PutSignal(ctx, idle.Key, idle.Assignment, SignalRemoveRegOK, ""))
+	must(t, s.Heartbeat(ctx, idle.Key))
+	idle, err = s.MarkPooled(ctx, idle.Ref())
+	must(t, err)
+	idle, err = s.Renew(ctx, idle.Ref(), 15*time.Minute)
+	must(t, err)
+	clk.Add(60 * time.Second)
+	// Claimed, its registration fails: back to idle (Unclaim).
+	claimed, err := s.Claim(ctx, idle.Key, claimReq("run-u"))
+	must(t, err)
+	clk.Add(7 * time.Second)
+	idle, err = s.Unclaim(ctx, claimed.Ref(), 15*time.Minute, nil)
+	must(t, err)
+	must(t, s.PutSignal(ctx, idle.Key, idle.Assignment, SignalRemoveRegOK, ""))
+	clk.Add(80 * time.Second)
+	stopped, err := s.Stop(ctx, idle.Ref(), time.Hour)
+	must(t, err)
+	clk.Add(900 * time.Second)
+	started, err := s.Start(ctx, stopped.Key, claimReq("run-s"), 10*time.Minute)
+	must(t, err)
+	clk.Add(25 * time.Second)
+	adopted, err := s.Adopt(ctx, started.Ref(), time.Hour, time.Hour)
+	must(t, err)
+	clk.Add(200 * time.Second)
+	adopted, err = s.Expire(ctx, adopted.Ref(), "test: lease ended")
+	must(t, err)
+	clk.Add(5 * time.Second)
+	_, err = s.Terminate(ctx, adopted.Key, Termination{IfExpired: true, Reason: "expired"})
+	must(t, err)
+
+	got, err := s.Usage(ctx, start.Add(-time.Hour), clk.Now().Add(time.Hour))
+	must(t, err)
+	want := map[spanKey]int{
+		{Created, "", 40, Idle}: 1, {Idle, "", 60, Claimed}: 1, {Claimed, "run-u", 7, Idle}: 1,
+		{Idle, "", 80, Stopped}: 1, {Stopped, "", 900, Created}: 1, {Created, "run-s", 25, Running}: 1,
+		{Running, "run-s", 205, Terminated}: 1,
+	}
+	g := spansOf(got)
+	if len(got) != len(want) {
+		t.Fatalf("%d spans %+v, want %v", len(got), got, want)
+	}
+	for k, n := range want {
+		if g[k] != n {
+			t.Fatalf("span %+v: %d, want %d (all: %+v)", k, g[k], n, got)
+		}
+	}
+}
