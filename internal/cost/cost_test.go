@@ -119,3 +119,45 @@ func TestSpotIsPricedFromTheSpotPriceHistoryAndAnEmptyHistoryHasNoPrice(t *testi
 		t.Fatalf("row r2 = %+v, want no price, naming the empty history", got)
 	}
 }
+
+// oneRate prices everything at one rate: the queue tests need no price list.
+type oneRate struct{}
+
+func (oneRate) Hourly(context.Context, string, string) (float64, error) { return 0.1, nil }
+func (oneRate) VolumeMonthly(context.Context, string) (float64, error)  { return 0.08, nil }
+
+// A provisioned run queues from its item to its first runner online; a
+// scale set's standing run, whose item and runner come before its job,
+// queues as its JobStarted message says (QueueTime to RunnerAssignTime),
+// and not at all when the message lacked a stamp.
+func TestARunsQueueTimeIsItsProvisionsWaitOrItsScaleSetJobsMessageStamps(t *testing.T) {
+	spans := []state.Span{
+		{InstanceID: "i-1", Pool: "linux", RunID: "wf", State: state.Created, Next: state.Running, From: 1000, To: 1070, InstanceType: "c7i.large", UsageClass: "on-demand"},
+		{InstanceID: "i-2", Pool: "linux", RunID: "ss", State: state.Created, Next: state.Running, From: 1000, To: 1090, InstanceType: "c7i.large", UsageClass: "on-demand"},
+		{InstanceID: "i-3", Pool: "linux", RunID: "ss-nostamp", State: state.Created, Next: state.Running, From: 1000, To: 1030, InstanceType: "c7i.large", UsageClass: "on-demand"},
+	}
+	job := &state.RunJob{QueuedAt: 5000, StartedAt: 5012}
+	q, ok := job.QueueSeconds()
+	runs := map[string]*RunInfo{
+		"wf":         {Repository: "acme/app", CreatedAt: 990},
+		"ss":         {Repository: "acme/app", CreatedAt: 900, ScaleSet: true, JobQueue: q, JobQueueOK: ok},
+		"ss-nostamp": {Repository: "acme/app", CreatedAt: 900, ScaleSet: true},
+	}
+	r := Build(ctx, spans, runs, map[string]state.RootVolume{"linux": {GiB: 8, Type: "gp3"}}, oneRate{}, time.Unix(0, 0), time.Unix(10000, 0), ByRun)
+	got := map[string]*Row{}
+	for _, row := range r.Rows {
+		got[row.Key] = row
+	}
+	if row := got["wf"]; row == nil || row.QueuedRuns != 1 || row.QueueMaxSeconds != 80 || row.HostedMinutesEst != 3 {
+		t.Errorf("provisioned run: %+v, want 80 s queued (990 to 1070) and 2+1 hosted minutes", row)
+	}
+	if row := got["ss"]; row == nil || row.QueuedRuns != 1 || row.QueueMaxSeconds != 12 || row.HostedMinutesEst != 0 {
+		t.Errorf("scale-set run: %+v, want the message's 12 s and no hosted minutes", row)
+	}
+	if row := got["ss-nostamp"]; row == nil || row.QueuedRuns != 0 || row.QueueMaxSeconds != 0 {
+		t.Errorf("scale-set run without stamps: %+v, want no queue time", row)
+	}
+	if _, ok := (&state.RunJob{QueuedAt: 5000, StartedAt: 4990}).QueueSeconds(); ok {
+		t.Error("stamps out of order gave a queue time")
+	}
+}

@@ -25,10 +25,14 @@
 //     volume type (730 hours a month, as AWS's pricing pages count).
 //     A price that cannot be had leaves its rows without a figure and
 //     says why; it is never taken as zero.
-//   - Queue time of a run: from its run item's creation (provision was
-//     asked, or the scale-set listener took the job) until its first
-//     runner was online (the span that ended in running). GitHub's own
-//     queue before that call is not seen.
+//   - Queue time of a run, provision mode: from its run item's creation
+//     (provision was asked) until its first runner was online (the span
+//     that ended in running). GitHub's own queue before that call is not
+//     seen. Scale-set mode: the job's JobStarted message, from its
+//     QueueTime to its RunnerAssignTime (GitHub's clock; the listener
+//     keeps them in the run's job): a standing run's item and runner
+//     come before its job, so they say nothing of its wait. A run whose
+//     message lacked a stamp has no queue time.
 //   - GitHub-hosted minutes (provision mode, an estimate): the provision
 //     job waits for the runners, so whole minutes of its queue time, plus
 //     one minute for the release job (GitHub rounds each job up to a
@@ -107,6 +111,10 @@ type RunInfo struct {
 	Repository string
 	CreatedAt  int64
 	ScaleSet   bool
+	// JobQueue is a scale-set job's queue time from its messages (the
+	// run's job's QueueSeconds), when they had both stamps.
+	JobQueue   int64
+	JobQueueOK bool
 }
 
 // Build groups spans (clipped to [from, to)) by by and prices them.
@@ -208,10 +216,22 @@ func (row *Row) add(ctx context.Context, sp state.Span, volumes map[string]state
 
 func (row *Row) addRun(info *RunInfo, online int64) {
 	row.Runs++
-	if info == nil || info.CreatedAt == 0 || online == 0 {
+	var q int64
+	switch {
+	case info == nil:
 		return
+	case info.ScaleSet:
+		// A standing run's item and runner precede its job: only the
+		// messages' stamps say how long the job queued.
+		if !info.JobQueueOK {
+			return
+		}
+		q = info.JobQueue
+	case info.CreatedAt == 0 || online == 0:
+		return
+	default:
+		q = max(0, online-info.CreatedAt)
 	}
-	q := max(0, online-info.CreatedAt)
 	row.queueSum += q
 	row.queueN++
 	row.QueueMaxSeconds = max(row.QueueMaxSeconds, q)

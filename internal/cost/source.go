@@ -63,6 +63,7 @@ func Read(ctx context.Context, src Source, prices PriceBook, from, to time.Time,
 			if info.Repository == "" && run.Job != nil {
 				info.Repository = run.Job.Repository
 			}
+			info.JobQueue, info.JobQueueOK = run.Job.QueueSeconds()
 			runs[sp.RunID] = info
 		}
 	}
