@@ -100,4 +100,12 @@ func TestTheDashboardChartsStoppedInstancesAndTheUsageLedger(t *testing.T) {
 			t.Errorf("dashboard lacks the series %s: %s", want, body)
 		}
 	}
+	listener := `"UsageSpansLost","environment","acc","function","listener"`
+	if strings.Contains(body, listener) {
+		t.Errorf("a deployment without scale sets charts the listener's spans: %s", body)
+	}
+	withSets := monitoringSpec{Name: "ci", Environment: "acc", Region: "us-east-1", Pools: []string{"linux"}, ScaleSetPools: []string{"linux"}}.dashboard()
+	if !strings.Contains(withSets, listener) {
+		t.Errorf("a deployment with a scale set does not chart its listener's spans: %s", withSets)
+	}
 }

@@ -212,7 +212,11 @@ func (s monitoringSpec) dashboard() string {
 	// The usage ledger the cost report (ghrunner cost) reads: spans lost
 	// are time the report undercounts.
 	var ledger [][]any
-	for _, fn := range []string{"provision", "release", "refresh", "scale-down"} {
+	writers := []string{"provision", "release", "refresh", "scale-down"}
+	if len(s.ScaleSetPools) > 0 {
+		writers = append(writers, "listener") // its claims and releases
+	}
+	for _, fn := range writers {
 		ledger = append(ledger, append(series("UsageSpansRecorded", "function", fn), map[string]any{"label": fn + " spans recorded"}),
 			append(series("UsageSpansLost", "function", fn), map[string]any{"label": fn + " spans lost"}))
 	}

@@ -13,7 +13,8 @@
 //     running, idle, stopped, terminated; state/usage.go says how). An
 //     expired lease is no state: its time counts in the record's state
 //     until the termination. Lost span writes are counted
-//     (Store.UsageCounts, the functions' ghrunner/usage metrics).
+//     (Store.UsageCounts; the functions' and the listener's
+//     UsageSpansRecorded and UsageSpansLost metrics).
 //   - States count as: job (created, claimed, running: bound to a run,
 //     from its boot or claim until its release), warm (idle) and stopped.
 //     An instance costs its hourly price in job and warm time; its root
