@@ -48,7 +48,7 @@ func serveListener() int {
 	if name == "" {
 		name, _ = os.Hostname()
 	}
-	cfg := listener.Config{Name: name, Log: b.log, GitHub: gh, Status: b.store, Metrics: b.metricsOut, Environment: b.environment, NewDeps: func(g controlplane.GitHub) provision.Deps {
+	cfg := listener.Config{Name: name, Log: b.log, GitHub: gh, Status: b.store, Metrics: b.metricsOut, Environment: b.environment, Usage: listener.NewUsageSpans(b.store), NewDeps: func(g controlplane.GitHub) provision.Deps {
 		d := &controlplane.Deps{Store: b.store, SQS: b.aws.SQS(), GitHub: g, Log: b.log, Groups: b.groups}
 		return provision.Deps{Deps: d, EC2: provision.FleetLauncher{Fleet: b.fleet}}
 	}}

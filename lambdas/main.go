@@ -215,9 +215,19 @@ func (b *execEnv) handle(ctx context.Context, payload json.RawMessage) (any, err
 		log = log.With("requestId", lc.AwsRequestID)
 	}
 	start := time.Now()
+	recBefore, lostBefore := b.usageCounts()
 	out, rate, err := b.run(ctx, log, payload)
 	seconds := time.Since(start).Seconds()
-	b.emit(log, invocationMetrics(b.handler, payload, out, err != nil, seconds, rate))
+	recs := invocationMetrics(b.handler, payload, out, err != nil, seconds, rate)
+	if b.store != nil {
+		recAfter, lostAfter := b.usageCounts()
+		if lostAfter > lostBefore {
+			_, _, why := b.store.UsageCounts()
+			log.Warn("usage spans lost: the cost report undercounts them", "lost", lostAfter-lostBefore, "err", why)
+		}
+		recs = append(recs, usageMetrics(b.handler, recBefore, lostBefore, recAfter, lostAfter))
+	}
+	b.emit(log, recs)
 	if last := lastRunOf(b.handler, out, err, seconds); last != nil && b.store != nil {
 		// For the operator's status; a failed write costs only that.
 		if perr := b.store.PutLastRun(context.WithoutCancel(ctx), *last); perr != nil {
@@ -230,6 +240,16 @@ func (b *execEnv) handle(ctx context.Context, payload json.RawMessage) (any, err
 	}
 	log.Info("invocation done", "seconds", seconds, "githubRateRemaining", rate)
 	return out, nil
+}
+
+// usageCounts are the usage ledger's spans the store recorded and lost so
+// far (zeros without a store).
+func (b *execEnv) usageCounts() (recorded, lost int64) {
+	if b.store == nil {
+		return 0, 0
+	}
+	recorded, lost, _ = b.store.UsageCounts()
+	return recorded, lost
 }
 
 // run is the invocation's work: its output, GitHub's rate limit left (-1

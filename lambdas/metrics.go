@@ -49,6 +49,8 @@ const (
 	mBreakerLaunches   = "OnDemandBySpotBreaker"
 	mBreakerOpen       = "SpotBreakerOpen"
 	mReruns            = "SpotJobReruns"
+	mSpansRecorded     = "UsageSpansRecorded"
+	mSpansLost         = "UsageSpansLost"
 )
 
 // invocationMetrics turns one invocation's result into metric records:
@@ -131,6 +133,18 @@ func provisionMetrics(o *provision.Output) metrics.Record {
 	r.Add(mFallbacks, metrics.Count, float64(fallbacks))
 	r.Add(mBreakerLaunches, metrics.Count, float64(byBreaker))
 	r.Add(mClaimsRefused, metrics.Count, float64(o.ClaimsRefused))
+	return r
+}
+
+// usageMetrics are the usage ledger's spans (internal/state/usage.go) this
+// invocation wrote and lost: the store counts since it was made, so the
+// invocation's are the counts after it less those before. A lost span is
+// time the cost report undercounts; zeros are written too, so an alarm on
+// lost spans has data and the dashboard shows the ledger is written.
+func usageMetrics(handler string, recordedBefore, lostBefore, recordedAfter, lostAfter int64) metrics.Record {
+	r := metrics.Record{Dimensions: map[string]string{"function": handler}}
+	r.Add(mSpansRecorded, metrics.Count, float64(recordedAfter-recordedBefore))
+	r.Add(mSpansLost, metrics.Count, float64(lostAfter-lostBefore))
 	return r
 }
 

@@ -185,3 +185,14 @@ func TestTheSpotBreakerIsSeenInTheMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestAnInvocationsUsageMetricsAreTheSpansItWroteAndLost(t *testing.T) {
+	p := read(t, []metrics.Record{usageMetrics(bundle.HandlerRelease, 10, 1, 14, 3)})
+	fn := map[string]string{"function": "release"}
+	if got := sum(p, "UsageSpansRecorded", fn); got != 4 {
+		t.Errorf("UsageSpansRecorded = %v, want the 4 written during the invocation", got)
+	}
+	if got := sum(p, "UsageSpansLost", fn); got != 2 {
+		t.Errorf("UsageSpansLost = %v, want the 2 lost during the invocation", got)
+	}
+}

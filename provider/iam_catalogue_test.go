@@ -278,6 +278,13 @@ func TestTheAgentReachesOnlyItsOwnInstance(t *testing.T) {
 		// word alone (issue 38 item 6).
 		{"write a scale set's listener status", "dynamodb:UpdateItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {state.ScaleSetStatusKey("linux")}, "dynamodb:Attributes": {"pk", "holder", "error"}}, false},
 		{"put a scale set's listener status", "dynamodb:PutItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {state.ScaleSetStatusKey("linux")}}, false},
+		// The cost report counts what the control plane wrote (issue 41
+		// item 2): the usage ledger and the span attributes of a record.
+		{"write the usage ledger", "dynamodb:UpdateItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"usage#20260101T0000#0"}, "dynamodb:Attributes": {"pk", "spans"}}, false},
+		{"read the usage ledger", "dynamodb:BatchGetItem", catTable, map[string][]string{"dynamodb:LeadingKeys": {"usage#20260101T0000#0"}}, false},
+		{"relabel the state its time counts as", "dynamodb:UpdateItem", catTable, writes("i-self", "spanState", "state"), false},
+		{"move when its state began", "dynamodb:UpdateItem", catTable, writes("i-self", "stateAt"), false},
+		{"rewrite the span its last transition closed", "dynamodb:UpdateItem", catTable, writes("i-self", "prevState", "prevStateAt", "prevRunId"), false},
 		{"put a record", "dynamodb:PutItem", catTable, own("i-self"), false},
 		{"query the table", "dynamodb:Query", catTable, own("i-self"), false},
 		{"scan the table", "dynamodb:Scan", catTable, nil, false},

@@ -85,3 +85,27 @@ func TestAScaleSetPoolMustBeAPoolOfTheMonitoring(t *testing.T) {
 		}
 	}
 }
+
+// Issue 41 item 2: the dashboard charts what cost comes from: each pool's
+// stopped instances beside its warm ones, and the usage ledger's spans
+// recorded and lost by every function that writes them.
+func TestTheDashboardChartsStoppedInstancesAndTheUsageLedger(t *testing.T) {
+	body := monitoringSpec{Name: "ci", Environment: "acc", Region: "us-east-1", Pools: []string{"linux"}}.dashboard()
+	for _, want := range []string{
+		`"InstancesByState","environment","acc","function","refresh","pool","linux","state","stopped"`,
+		`"UsageSpansLost","environment","acc","function","release"`,
+		`"UsageSpansRecorded","environment","acc","function","scale-down"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("dashboard lacks the series %s: %s", want, body)
+		}
+	}
+	listener := `"UsageSpansLost","environment","acc","function","listener"`
+	if strings.Contains(body, listener) {
+		t.Errorf("a deployment without scale sets charts the listener's spans: %s", body)
+	}
+	withSets := monitoringSpec{Name: "ci", Environment: "acc", Region: "us-east-1", Pools: []string{"linux"}, ScaleSetPools: []string{"linux"}}.dashboard()
+	if !strings.Contains(withSets, listener) {
+		t.Errorf("a deployment with a scale set does not chart its listener's spans: %s", withSets)
+	}
+}

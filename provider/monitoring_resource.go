@@ -67,7 +67,7 @@ func (r *monitoringResource) Metadata(_ context.Context, req resource.MetadataRe
 
 func (r *monitoringResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "A CloudWatch dashboard of the functions' metrics (time to runners, pool hits and misses, each instance's way to ready, release, terminations by reason, errors, GitHub's rate limit) " +
+		Description: "A CloudWatch dashboard of the functions' metrics (time to runners, pool hits and misses, each instance's way to ready, release, terminations by reason, instances by state, the usage ledger the cost report reads, errors, GitHub's rate limit) " +
 			"and alarms: per pool, a failed provision, a stuck run (a run held an instance past its lease) and a high pool-miss ratio; for the deployment, refresh repairs, failing refresh or scale-down runs, a low GitHub rate limit, with `functions` each function's invocations that died before writing their outcome, and, with `listener`, a scale-set listener that stopped polling. " +
 			"Metrics of the provider's environment only. Missing data never alarms, but for the listener's polls.",
 		Attributes: map[string]schema.Attribute{

@@ -149,8 +149,8 @@ func (s monitoringSpec) listenerAlarm(a alarm, pool string) alarm {
 }
 
 // dashboard is the dashboard body: time to a runner, hits and misses, the
-// way to ready, release, terminations and repairs, errors, GitHub's rate
-// limit.
+// way to ready, release, terminations and repairs, instances by state and
+// the usage ledger (what cost comes from), errors, GitHub's rate limit.
 func (s monitoringSpec) dashboard() string {
 	type widget struct {
 		Type       string         `json:"type"`
@@ -204,11 +204,23 @@ func (s monitoringSpec) dashboard() string {
 	add("Terminations by reason", "Sum", terms)
 	var states [][]any
 	for _, p := range s.Pools {
-		for _, st := range []string{"created", "claimed", "running", "idle"} {
+		for _, st := range []string{"created", "claimed", "running", "idle", "stopped"} {
 			states = append(states, append(series("InstancesByState", "function", "refresh", "pool", p, "state", st), map[string]any{"label": p + " " + st}))
 		}
 	}
-	add("Instances by state (as refresh counts them)", "Average", states)
+	add("Instances by state (as refresh counts them): running costs the instance, stopped its volume", "Average", states)
+	// The usage ledger the cost report (ghrunner cost) reads: spans lost
+	// are time the report undercounts.
+	var ledger [][]any
+	writers := []string{"provision", "release", "refresh", "scale-down"}
+	if len(s.ScaleSetPools) > 0 {
+		writers = append(writers, "listener") // its claims and releases
+	}
+	for _, fn := range writers {
+		ledger = append(ledger, append(series("UsageSpansRecorded", "function", fn), map[string]any{"label": fn + " spans recorded"}),
+			append(series("UsageSpansLost", "function", fn), map[string]any{"label": fn + " spans lost"}))
+	}
+	add("Usage ledger for the cost report: spans recorded and lost", "Sum", ledger)
 	var errs [][]any
 	for _, fn := range []string{"provision", "release", "refresh", "scale-down", "jit"} {
 		errs = append(errs, series("Errors", "function", fn))

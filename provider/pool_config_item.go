@@ -167,6 +167,9 @@ func poolConfigOf(ctx context.Context, m poolModel) (state.PoolConfig, diag.Diag
 		Timings: m.timings(),
 	}
 	cfg.Runner = runnerSpecOf(m)
+	if !m.RootVolumeSize.IsNull() && !m.RootVolumeSize.IsUnknown() {
+		cfg.RootVolume = &state.RootVolume{GiB: int(m.RootVolumeSize.ValueInt64()), Type: cmp.Or(m.RootVolumeType.ValueString(), "gp3")}
+	}
 	windows, d := m.windows(ctx)
 	diags.Append(d...)
 	for _, w := range windows {

@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
 // Issue 37, items 2 and 3: a root volume EC2 would refuse at every launch
@@ -111,5 +113,19 @@ func (f poolFixture) checkRootVolume(typ string, iops int32) resource.TestCheckF
 			return fmt.Errorf("root volume %s with %d IOPS, throughput %v; want %s with %d", ebs.VolumeType, aws.ToInt32(ebs.Iops), ebs.Throughput, typ, iops)
 		}
 		return nil
+	}
+}
+
+// The cost report prices a pool's EBS by the root volume its config item
+// carries (issue 41 item 2).
+func TestAPoolsConfigItemCarriesItsRootVolumeForTheCostReport(t *testing.T) {
+	m := timingsPool(types.ObjectNull(poolTimingsType.AttrTypes))
+	m.RootVolumeSize, m.RootVolumeType = types.Int64Value(40), types.StringValue("io2")
+	cfg, diags := poolConfigOf(t.Context(), m)
+	if diags.HasError() {
+		t.Fatal(diags)
+	}
+	if cfg.RootVolume == nil || *cfg.RootVolume != (state.RootVolume{GiB: 40, Type: "io2"}) {
+		t.Fatalf("config item root volume = %+v, want 40 GiB io2", cfg.RootVolume)
 	}
 }

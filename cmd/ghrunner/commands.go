@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/ops"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
@@ -22,7 +23,8 @@ import (
 // invocation is what a command runs with once its flags are parsed.
 type invocation struct {
 	store  *state.Store
-	arg    string // the positional argument, when the command takes one
+	aws    awsconf.Config // for what is not in the table (cost's prices)
+	arg    string         // the positional argument, when the command takes one
 	asJSON bool
 	stdout io.Writer
 }
@@ -52,6 +54,7 @@ Commands:
 
 const usageTail = `
 retire and drain are the commands that write (dynamodb:UpdateItem on the table).
+cost also asks pricing:GetProducts and ec2:DescribeSpotPriceHistory.
 
 Every command takes --json. Global flags:
 `
@@ -162,6 +165,11 @@ var commands = []command{
 				})
 			}
 		}},
+	{name: "cost", help: []string{
+		"instance time by state (job, warm, stopped), its price and EBS's,",
+		"queue time and estimated hosted minutes per repo, pool or run",
+		"(--since 7d, --by repo|pool|run); asks AWS's prices too"},
+		extra: "[--since 7d] [--by repo|pool|run]", flags: costFlags},
 	{name: "retire", help: []string{
 		"take an idle instance out of the pool (--reason R): its lease ends,",
 		"refresh terminates it; refused for an instance serving a run"},

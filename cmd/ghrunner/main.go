@@ -1,6 +1,8 @@
 // Command ghrunner shows an operator what a deployment holds, from its
 // state table: the pools, their instances, a run. It only reads, so a role
-// with dynamodb:GetItem, Query and BatchGetItem on the table is enough.
+// with dynamodb:GetItem, Query and BatchGetItem on the table is enough
+// (cost also asks pricing:GetProducts and ec2:DescribeSpotPriceHistory;
+// retire and drain write).
 package main
 
 import (
@@ -97,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(positional) == 1 {
 		arg = positional[0]
 	}
-	out, render, err := action(ctx, invocation{store: state.New(cfg.DynamoDB(), *table), arg: arg, asJSON: *asJSON, stdout: stdout})
+	out, render, err := action(ctx, invocation{store: state.New(cfg.DynamoDB(), *table), aws: cfg, arg: arg, asJSON: *asJSON, stdout: stdout})
 	if err != nil {
 		return fail(stderr, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -25,7 +26,7 @@ import (
 
 // Services whose endpoint can be overridden one by one. The names match the
 // provider's `endpoints` block and the SDK's AWS_ENDPOINT_URL_<SERVICE> variables.
-var Services = []string{"cloudwatch", "dynamodb", "ec2", "ecr", "ecs", "iam", "lambda", "logs", "s3", "scheduler", "sns", "sqs", "ssm", "sts"}
+var Services = []string{"cloudwatch", "dynamodb", "ec2", "ecr", "ecs", "iam", "lambda", "logs", "pricing", "s3", "scheduler", "sns", "sqs", "ssm", "sts"}
 
 // Options say how to reach AWS. The zero value uses the SDK's default chain
 // (environment, shared config, instance role) with adaptive retries.
@@ -168,6 +169,16 @@ func (c Config) EC2() *ec2.Client {
 // ServiceQuotas returns a Service Quotas client honouring the overrides.
 func (c Config) ServiceQuotas() *servicequotas.Client {
 	return servicequotas.NewFromConfig(c.AWS, func(o *servicequotas.Options) { o.BaseEndpoint = c.Endpoint("servicequotas") })
+}
+
+// Pricing returns a client of the AWS Price List API honouring the
+// overrides. The API answers in a few regions only, whatever the
+// deployment's (us-east-1 among them), so it always asks us-east-1.
+func (c Config) Pricing() *pricing.Client {
+	return pricing.NewFromConfig(c.AWS, func(o *pricing.Options) {
+		o.Region = "us-east-1"
+		o.BaseEndpoint = c.Endpoint("pricing")
+	})
 }
 
 // SSM returns an SSM client honouring the overrides.

@@ -42,6 +42,17 @@ func (s *Instances) apply(ctx context.Context, c change) (*Instance, error) {
 	for _, path := range sortedKeys(c.set) {
 		sets = append(sets, b.name(path)+" = "+b.value(c.set[path]))
 	}
+	if _, moves := c.set["state"]; moves {
+		// Close the span of the state it leaves (usage.go): the right-hand
+		// sides read the record as it was before this write. spanState,
+		// not state: an instance can rewrite its record's state.
+		sets = append(sets,
+			b.name(attrPrevState)+" = if_not_exists("+b.name(attrSpanState)+", "+b.value("")+")",
+			b.name(attrSpanState)+" = "+b.value(c.set["state"]),
+			b.name(attrPrevStateAt)+" = if_not_exists("+b.name(attrStateAt)+", "+b.value(0)+")",
+			b.name(attrPrevRunID)+" = if_not_exists("+b.name(AttrRunID)+", "+b.value("")+")",
+			b.name(attrStateAt)+" = "+b.value(s.now()))
+	}
 	update := "SET " + strings.Join(sets, ", ")
 	if len(c.remove) > 0 {
 		rm := make([]string, len(c.remove))
@@ -70,6 +81,9 @@ func (s *Instances) apply(ctx context.Context, c change) (*Instance, error) {
 			err := s.diagnose(ctx, c, key, ccf.Item)
 			var ce *ConditionError
 			if errors.As(err, &ce) && ce.Current != nil && c.applied != nil && c.applied(ce.Current) {
+				if _, moves := c.set["state"]; moves {
+					s.recordSpan(ctx, ce.Current) // idempotent: the same entry again
+				}
 				return ce.Current, nil
 			}
 			return nil, err
@@ -79,6 +93,9 @@ func (s *Instances) apply(ctx context.Context, c change) (*Instance, error) {
 	var inst Instance
 	if err := attributevalue.UnmarshalMap(out.Attributes, &inst); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", key, err)
+	}
+	if _, moves := c.set["state"]; moves {
+		s.recordSpan(ctx, &inst)
 	}
 	return &inst, nil
 }

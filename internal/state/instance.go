@@ -133,7 +133,17 @@ type Instance struct {
 	// LastRunID is the run the instance served last, kept by its release
 	// (the control plane's; the instance role cannot name it): refresh
 	// finds the job a spot interruption cost through it (rerun.go).
-	LastRunID        string            `dynamodbav:"lastRunId,omitempty"`
+	LastRunID string `dynamodbav:"lastRunId,omitempty"`
+	// StateAt is when the record entered its state SpanState (the
+	// control plane's clock and copy: an instance can rewrite state), and
+	// the prev* attributes the state it left at its last
+	// transition, since when and for which run: the span the usage
+	// ledger records (usage.go). All the control plane's.
+	StateAt          int64             `dynamodbav:"stateAt,omitempty"`
+	SpanState        State             `dynamodbav:"spanState,omitempty"`
+	PrevState        State             `dynamodbav:"prevState,omitempty"`
+	PrevStateAt      int64             `dynamodbav:"prevStateAt,omitempty"`
+	PrevRunID        string            `dynamodbav:"prevRunId,omitempty"`
 	Signals          map[string]Signal `dynamodbav:"signals"`
 	InstanceType     string            `dynamodbav:"instanceType"`
 	UsageClass       string            `dynamodbav:"usageClass"`

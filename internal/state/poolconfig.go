@@ -89,6 +89,12 @@ type IdleWindow struct {
 	EvictionStrategy string `dynamodbav:"evictionStrategy" json:"evictionStrategy"`
 }
 
+// RootVolume is a pool's root volume: its size and EBS type.
+type RootVolume struct {
+	GiB  int    `dynamodbav:"gib" json:"gib"`
+	Type string `dynamodbav:"type" json:"type"`
+}
+
 // PoolConfig is a pool's configuration item (pk pool#<name>), written by the
 // ghrunner_pool resource and read by the functions at run time.
 type PoolConfig struct {
@@ -104,6 +110,9 @@ type PoolConfig struct {
 	MaxInstances          int          `dynamodbav:"maxInstances" json:"maxInstances"`
 	Timings               Timings      `dynamodbav:"timings" json:"timings"`
 	IdleWindows           []IdleWindow `dynamodbav:"idleWindows" json:"idleWindows"`
+	// RootVolume is the launch template's root volume: what the cost
+	// report prices a pool's EBS by (nil on items written before it).
+	RootVolume *RootVolume `dynamodbav:"rootVolume,omitempty" json:"rootVolume,omitempty"`
 	// SubnetZones is the Availability Zone of each subnet (the provider
 	// reads them): a launch names one subnet per AZ in a request. Empty
 	// for a pool written before it was kept.

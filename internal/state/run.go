@@ -79,6 +79,20 @@ type Run struct {
 type RunJob struct {
 	Repository    string `dynamodbav:"repository" json:"repository"`
 	WorkflowRunID int64  `dynamodbav:"workflowRunId" json:"workflowRunId"`
+	// QueuedAt and StartedAt are the message's QueueTime and
+	// RunnerAssignTime (unix seconds, GitHub's clock; 0 when the message
+	// had none): the job's queue time in the cost report.
+	QueuedAt  int64 `dynamodbav:"queuedAt,omitempty" json:"queuedAt,omitempty"`
+	StartedAt int64 `dynamodbav:"startedAt,omitempty" json:"startedAt,omitempty"`
+}
+
+// QueueSeconds is how long GitHub says the job queued before a runner took
+// it; false when a stamp is missing or they are out of order.
+func (j *RunJob) QueueSeconds() (int64, bool) {
+	if j == nil || j.QueuedAt <= 0 || j.StartedAt < j.QueuedAt {
+		return 0, false
+	}
+	return j.StartedAt - j.QueuedAt, true
 }
 
 // RunKey is the partition key of a run item.

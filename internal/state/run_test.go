@@ -223,3 +223,15 @@ func TestAnInstanceGivenUpIsNoLongerTheRunsUntilItsProvisionTakesItBack(t *testi
 		t.Fatal("giving up an instance of a run that does not exist: no error")
 	}
 }
+
+func TestAStandingRunKeepsItsJobsQueueStampsForTheCostReport(t *testing.T) {
+	s, _ := newStore(t)
+	_, _, err := s.StartRun(ctx, Run{ID: "standing-q", Pool: testPool, InstanceCount: 1, Request: "r", ScaleSet: "7"})
+	must(t, err)
+	must(t, s.SetRunJob(ctx, "standing-q", RunJob{Repository: "acme/app", WorkflowRunID: 9, QueuedAt: 1_800_000_000, StartedAt: 1_800_000_021}))
+	run, err := s.GetRun(ctx, "standing-q")
+	must(t, err)
+	if q, ok := run.Job.QueueSeconds(); !ok || q != 21 {
+		t.Fatalf("job = %+v: queue %d (%v), want 21 s", run.Job, q, ok)
+	}
+}

@@ -42,6 +42,8 @@ type core struct {
 	Now func() time.Time
 	// PageSize limits the items of one Query page (0: DynamoDB's 1 MB pages).
 	PageSize int32
+	// usage counts the spans written to the usage ledger (usage.go).
+	usage *usageCounts
 }
 
 // Store reads and writes one state table: one store per aggregate over
@@ -64,7 +66,7 @@ type Store struct {
 
 // New returns a store for the named table.
 func New(db DynamoDBAPI, table string) *Store {
-	c := &core{db: db, table: table, Now: time.Now}
+	c := &core{db: db, table: table, Now: time.Now, usage: &usageCounts{}}
 	return &Store{core: c,
 		Instances: Instances{c}, Runs: Runs{c}, Reruns: Reruns{c}, Pools: Pools{c}, Capacity: Capacity{c},
 		Leases: Leases{c}, Tokens: Tokens{c}, RunnerReleases: RunnerReleases{c}, ScaleSets: ScaleSets{c}, SpotBreakers: SpotBreakers{c}}

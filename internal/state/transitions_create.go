@@ -58,6 +58,8 @@ func (s *Instances) Create(ctx context.Context, n NewInstance) (*Instance, error
 		Threshold:             now + int64(n.TTL/time.Second),
 		LeaseLimit:            now + int64(n.TTL/time.Second),
 		LeaseAt:               now,
+		StateAt:               now,
+		SpanState:             Created,
 		LaunchedAt:            n.LaunchedAt.Unix(),
 		LaunchTemplateVersion: n.LaunchTemplateVersion,
 		Signals:               map[string]Signal{},

@@ -73,6 +73,9 @@ type Config struct {
 	// functions'), with Environment as their environment; nil: none.
 	Metrics     io.Writer
 	Environment string
+	// Usage counts the usage ledger's spans the listener's store wrote
+	// and lost, reported with the polls; nil: not reported.
+	Usage *UsageSpans
 }
 
 // ServePool serves pool p's scale set until ctx ends: the scale set is made

@@ -2,6 +2,7 @@ package listener
 
 import (
 	"cmp"
+	"sync"
 	"time"
 
 	"github.com/actions/scaleset"
@@ -28,7 +29,44 @@ const (
 	mErrors       = "ListenerErrors"
 	mAssignedJobs = "AssignedJobs" // GitHub's TotalAssignedJobs
 	mLiveRuns     = "LiveRuns"     // standing runs the listener holds
+	// Per listener, each report: the usage ledger's spans its claims and
+	// releases wrote and lost (as the functions' UsageSpans*).
+	mSpansRecorded = "UsageSpansRecorded"
+	mSpansLost     = "UsageSpansLost"
 )
+
+// UsageCounter counts the usage ledger's spans a store wrote and lost
+// since it was made (*state.Store).
+type UsageCounter interface {
+	UsageCounts() (recorded, lost int64, lastErr error)
+}
+
+// UsageSpans hands out the spans written and lost since it last did: the
+// listener's one store serves every scale set, so whichever scale set
+// reports takes the counts, and their sum over reports is the store's.
+type UsageSpans struct {
+	mu             sync.Mutex
+	src            UsageCounter
+	recorded, lost int64
+}
+
+// NewUsageSpans counts src's spans from now.
+func NewUsageSpans(src UsageCounter) *UsageSpans {
+	u := &UsageSpans{src: src}
+	u.recorded, u.lost, _ = src.UsageCounts()
+	return u
+}
+
+// take returns the spans written and lost since the last take, and why the
+// last one was lost.
+func (u *UsageSpans) take() (recorded, lost int64, lastErr error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	rec, l, err := u.src.UsageCounts()
+	recorded, lost = rec-u.recorded, l-u.lost
+	u.recorded, u.lost = rec, l
+	return recorded, lost, err
+}
 
 // functionListener is the "function" dimension of the listener's metrics.
 const functionListener = "listener"
@@ -77,6 +115,10 @@ type report struct {
 	polls, errors int
 	assigned      int // GitHub's TotalAssignedJobs, as last given
 	live          int // standing runs held now
+	// usage: the ledger's spans written and lost since the last report
+	// (none without a UsageSpans).
+	usage                    bool
+	spansRecorded, spansLost int64
 }
 
 // reportRecords are a scale set's report: per pool, and its polls again
@@ -91,6 +133,10 @@ func reportRecords(pool string, r report) []metrics.Record {
 	per.Add(mLiveRuns, metrics.Count, float64(r.live))
 	all := metrics.Record{Dimensions: map[string]string{"function": functionListener}}
 	all.Add(mPolls, metrics.Count, float64(r.polls))
+	if r.usage {
+		all.Add(mSpansRecorded, metrics.Count, float64(r.spansRecorded))
+		all.Add(mSpansLost, metrics.Count, float64(r.spansLost))
+	}
 	return []metrics.Record{per, all}
 }
 

@@ -170,8 +170,9 @@ func (s *Scaler) provision(id string) {
 
 // HandleJobStarted records, in the run a job started on, the job's
 // repository and workflow run: what refresh re-runs should EC2 take the
-// instance back under the job (refresh/rerun.go). A record that fails
-// costs only that re-run.
+// instance back under the job (refresh/rerun.go), and when GitHub queued
+// it and gave it a runner (the cost report's queue time). A record that
+// fails costs only that re-run and that figure.
 func (s *Scaler) HandleJobStarted(ctx context.Context, job *scaleset.JobStarted) error {
 	s.mu.Lock()
 	id, st := s.runOfRunner(job.RunnerName)
@@ -189,7 +190,7 @@ func (s *Scaler) HandleJobStarted(ctx context.Context, job *scaleset.JobStarted)
 	}
 	repo := job.OwnerName + "/" + job.RepositoryName
 	s.log.Info("job started", "runId", id, "runner", job.RunnerName, "jobId", job.JobID, "repository", repo)
-	if err := storeOf(s.d.Deps).SetRunJob(ctx, id, state.RunJob{Repository: repo, WorkflowRunID: job.WorkflowRunID}); err != nil {
+	if err := storeOf(s.d.Deps).SetRunJob(ctx, id, runJobOf(job)); err != nil {
 		s.log.Warn("job of a standing run not recorded: it is not re-run should its instance be interrupted", "runId", id, "err", err)
 	}
 	return nil
@@ -301,4 +302,18 @@ func (s *Scaler) Live() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.live)
+}
+
+// runJobOf is what the run keeps of the job that started on it.
+func runJobOf(job *scaleset.JobStarted) state.RunJob {
+	return state.RunJob{Repository: job.OwnerName + "/" + job.RepositoryName, WorkflowRunID: job.WorkflowRunID,
+		QueuedAt: unixOrZero(job.QueueTime), StartedAt: unixOrZero(job.RunnerAssignTime)}
+}
+
+// unixOrZero is t in unix seconds, 0 for a time the message left out.
+func unixOrZero(t time.Time) int64 {
+	if t.IsZero() || t.Unix() <= 0 {
+		return 0
+	}
+	return t.Unix()
 }

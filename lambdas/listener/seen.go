@@ -65,6 +65,8 @@ type seen struct {
 	pool string
 	log  *slog.Logger
 	now  func() time.Time
+	// usage: the listener's usage ledger counts (nil: not reported).
+	usage *UsageSpans
 
 	mu      sync.Mutex
 	st      state.ScaleSetStatus
@@ -82,7 +84,7 @@ type seen struct {
 var _ sslistener.MetricsRecorder = (*seen)(nil)
 
 func newSeen(c Config, p *state.PoolConfig, log *slog.Logger) *seen {
-	return &seen{w: c.Status, out: c.Metrics, env: c.Environment, name: c.Name, pool: p.Name, log: log, now: time.Now,
+	return &seen{w: c.Status, out: c.Metrics, env: c.Environment, name: c.Name, pool: p.Name, log: log, now: time.Now, usage: c.Usage,
 		st: state.ScaleSetStatus{Pool: p.Name, ScaleSet: p.ScaleSet.Name}}
 }
 
@@ -194,6 +196,14 @@ func (s *seen) report(ctx context.Context) {
 	st, seq := s.snapshot()
 	s.rep = report{assigned: rep.assigned}
 	s.mu.Unlock()
+	if s.usage != nil {
+		var why error
+		rep.usage = true
+		rep.spansRecorded, rep.spansLost, why = s.usage.take()
+		if rep.spansLost > 0 {
+			s.log.Warn("usage spans lost: the cost report undercounts them", "lost", rep.spansLost, "err", why)
+		}
+	}
 	s.emit(reportRecords(s.pool, rep))
 	if held {
 		s.write(ctx, st, seq)
