@@ -157,9 +157,12 @@ func TestScaleDownAtScale(t *testing.T) {
 		t.Fatalf("runner listings: %d org + %d repo, want one per owner (1 + 4)", org, repo)
 	}
 	// Batches as the run goes (each sent when full or half a second after
-	// its first id), not one call per instance nor one at the end.
-	if term := env.Calls("TerminateInstances") - termBefore; term < 1 || term > 10 {
-		t.Fatalf("%d TerminateInstances calls for %d terminations, want a few batches", term, len(out.Terminated))
+	// its first id), not one call per instance nor one at the end. How
+	// many half-seconds the run takes depends on the machine's load (a
+	// loaded fresh-clone run made 11 calls): the bound is five
+	// terminations a call on average, far from one per instance.
+	if term := env.Calls("TerminateInstances") - termBefore; term < 1 || term*5 > int64(len(out.Terminated)) {
+		t.Fatalf("%d TerminateInstances calls for %d terminations, want batches of five or more on average", term, len(out.Terminated))
 	}
 
 	// The next run terminates the orphans it tagged (no record, no runner id).
