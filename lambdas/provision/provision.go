@@ -30,7 +30,6 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/idtoken"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/pool"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -129,73 +128,6 @@ type Output struct {
 	// Checks are a preflight's findings (Status preflight-ok or
 	// preflight-failed).
 	Checks []Check `json:"checks,omitempty"`
-}
-
-// Launcher is the EC2 side of provision.
-type Launcher interface {
-	// Launch starts count instances of the pool with one fleet request and
-	// tags them (pool, owner, assignment). It may return fewer than asked,
-	// with EC2's errors saying why.
-	Launch(ctx context.Context, spec LaunchSpec) (launched []Launched, why LaunchErrors, err error)
-	// Running reports which of ids are in the EC2 state running.
-	Running(ctx context.Context, ids []string) (map[string]bool, error)
-	// Ended reports which of ids EC2 has stopped or terminated (or is
-	// stopping or terminating), with EC2's reason.
-	Ended(ctx context.Context, ids []string) (map[string]string, error)
-	// Live lists the pool's instances EC2 has not terminated, with their
-	// ghr:assignment tag: what counts against maxInstances whatever the
-	// records say (a provision killed before its records, a record
-	// terminated before its instance).
-	Live(ctx context.Context, pool string) (map[string]string, error)
-	// Terminate terminates instances; ones already gone are no error.
-	Terminate(ctx context.Context, ids []string) error
-	// CanLaunch and CanTerminate ask EC2, with DryRun, whether a launch
-	// of spec and the termination of id would be allowed (nil: yes).
-	CanLaunch(ctx context.Context, spec LaunchSpec) error
-	CanTerminate(ctx context.Context, id string) error
-	// Stopped reports which of ids EC2 shows stopped (not stopping): the
-	// only ones a start may take (start.go).
-	Stopped(ctx context.Context, ids []string) (map[string]bool, error)
-	// Start starts one stopped instance.
-	Start(ctx context.Context, id string) error
-}
-
-// LaunchSpec is one fleet request.
-type LaunchSpec struct {
-	Pool       *state.PoolConfig
-	Types      []string
-	UsageClass string
-	Count      int
-	Owner      string
-	Assignment string
-}
-
-// Launched is one instance EC2 started.
-type Launched struct {
-	ID           string
-	InstanceType string
-	UsageClass   string
-	LaunchedAt   time.Time
-}
-
-const (
-	defaultTimeout = 10 * time.Minute
-	maxTimeout     = 15 * time.Minute
-	minTimeout     = 30 * time.Second
-	// maxWait bounds waitSeconds: well below the idle time after which
-	// NAT gateways (350 s) and load balancers drop a connection.
-	maxWait = 300 * time.Second
-)
-
-// request is a validated Input with its defaults filled in.
-type request struct {
-	Input
-	count   int
-	min     int // minInstanceCount
-	timeout time.Duration
-	types   []string
-	matcher pool.Matcher
-	pool    *state.PoolConfig
 }
 
 // Deps are what provision runs with: the control plane's and EC2.
