@@ -81,7 +81,11 @@ var StoryDeploy = DeployOptions{TokenPoolIdleWindowCron: "* * * * *", ScaleSet: 
 // at most Concurrency plus a long job's provisions in flight, and the
 // leases of their killed provisions, which last until the invocation's
 // deadline (15 minutes), about 15 on the JIT pool in a 60-workflow run.
-var ChaosDeploy = DeployOptions{IdleWindowCron: "* * * * *", MaxProvisionsPerRepository: 32, MaxQueuedPerRepository: 16, ScaleSet: ChaosScaleSet, SpotPool: true}
+// The linux pool has a stopped tier (chaosstopped.go): the instances
+// scale-down would terminate beyond the two idle are stopped, and
+// workflows that find none warm start them.
+var ChaosDeploy = DeployOptions{IdleWindowCron: "* * * * *", MaxProvisionsPerRepository: 32, MaxQueuedPerRepository: 16, ScaleSet: ChaosScaleSet, SpotPool: true,
+	LinuxStopped: &ChaosStoppedTier}
 
 // Deploy runs terraform init and apply of examples/sandbox (the runner-pool
 // module) against the sandbox, with the provider `make install` put in

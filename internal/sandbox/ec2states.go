@@ -12,8 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/ec2capacity"
 )
 
 // Stopping and starting instances as EC2 does, where moto flips an
@@ -39,7 +42,8 @@ import (
 //     Instance": only persistent requests' and maintain fleets' instances;
 //     the message as users quote it);
 //   - a start is refused for want of capacity or quota as a launch is
-//     (ec2capacity.Model.StartRefusal).
+//     (ec2capacity.Model.StartRefusal), or when an injected fault says so
+//     (Faults.StartRefused: the chaos suite's refused starts).
 //
 // The states are the sandbox's overlay on moto's: DescribeInstances
 // answers show them (moto's Stop/StartInstances answers already say
@@ -177,8 +181,12 @@ func (s *Sandbox) stateRefusal(ctx context.Context, action string, ids []string)
 	if err != nil {
 		return "", "" // moto answers the request as it would (an unknown id)
 	}
+	var first types.Instance
 	for _, r := range out.Reservations {
 		for _, inst := range r.Instances {
+			if first.InstanceId == nil {
+				first = inst
+			}
 			id := *inst.InstanceId
 			state := inst.State.Name
 			if p, ok := s.states.current(id); ok {
@@ -195,6 +203,16 @@ func (s *Sandbox) stateRefusal(ctx context.Context, action string, ids []string)
 				return "IncorrectInstanceState", fmt.Sprintf("The instance '%s' is not in a state from which it can be %s.", id, map[string]string{"StopInstances": "stopped", "StartInstances": "started"}[action])
 			}
 		}
+	}
+	s.mu.Lock()
+	refused := s.faults.StartRefused
+	s.mu.Unlock()
+	if action == "StartInstances" && refused != nil && first.InstanceId != nil && refused(ids) {
+		zone := ""
+		if first.Placement != nil {
+			zone = aws.ToString(first.Placement.AvailabilityZone)
+		}
+		return "InsufficientInstanceCapacity", ec2capacity.InsufficientCapacityMessage(string(first.InstanceType), zone)
 	}
 	if action == "StartInstances" && s.Capacity != nil {
 		code, msg, err := s.Capacity.StartRefusal(ctx, ids)
