@@ -190,10 +190,12 @@ func (st *Story) checkKeepTime(ctx context.Context, out scaledown.Output) {
 	}
 	st.check("stopped tier: the instance stopped past keep_seconds is terminated; the started one, idle again, is stopped",
 		st.tier.kept+" terminated (record and EC2), "+st.tier.started+" stopped", func() (string, bool) {
-			by := "refresh"
+			// Scale-down says why; refresh judges a stopped record by its
+			// lease, which is the keep time, and says so ("lease expired").
+			by, past := "refresh", false
 			for _, d := range out.Terminated {
 				if d.InstanceID == st.tier.kept {
-					by = "scale-down (" + d.Reason + ")"
+					by, past = "scale-down ("+d.Reason+")", strings.Contains(d.Reason, "keep time")
 				}
 			}
 			var kept, started *state.Instance
@@ -218,7 +220,8 @@ func (st *Story) checkKeepTime(ctx context.Context, out scaledown.Output) {
 			got := fmt.Sprintf("%s: record %s (%s) by %s, EC2 %q; %s: record %s, EC2 %q", st.tier.kept, kept.State, kept.TerminatedReason, by, ec2[st.tier.kept],
 				st.tier.started, started.State, ec2[st.tier.started])
 			gone := ec2[st.tier.kept] == "" || ec2[st.tier.kept] == "shutting-down"
-			return got, kept.State == state.Terminated && strings.Contains(kept.TerminatedReason+by, "keep time") && gone &&
+			past = past || by == "refresh" && kept.TerminatedReason == "lease expired"
+			return got, kept.State == state.Terminated && past && gone &&
 				started.State == state.Stopped && ec2[st.tier.started] == "stopped"
 		})
 }

@@ -81,6 +81,6 @@ func (st *Story) Summary(w io.Writer) {
 	if len(fires) == 0 {
 		fires = []string{"none"}
 	}
-	fmt.Fprintf(w, "\ninstances launched: %d · invocations: %s · schedule firings: %s · total %.1fs\n",
-		len(st.Launched), strings.Join(parts, ", "), strings.Join(fires, ", "), time.Since(st.start).Seconds())
+	fmt.Fprintf(w, "\ninstances launched: %d (and %d on %s) · invocations: %s · schedule firings: %s · total %.1fs\n",
+		len(st.Launched), len(st.tier.launched), PoolStopped, strings.Join(parts, ", "), strings.Join(fires, ", "), time.Since(st.start).Seconds())
 }
