@@ -46,10 +46,11 @@ import (
 //     (Faults.StartRefused: the chaos suite's refused starts).
 //
 // The states are the sandbox's overlay on moto's: DescribeInstances
-// answers show them (moto's Stop/StartInstances answers already say
-// stopping and pending); moto filters by
-// its own state, so a filter on instance-state-name sees "stopped" or
-// "running" a little early (the product filters on none of these).
+// answers show them (moto's StartInstances answer already says pending;
+// a stop reaches moto only after the stop delay, ec2stopdelay.go, so that
+// a filter on "stopped" is right); moto filters by its own state, so a
+// filter on instance-state-name "running" sees a started instance a
+// little early.
 
 // StopDelay and BootDelay are how long an instance stays stopping and
 // pending. Real stops take tens of seconds and starts about as long before
@@ -113,6 +114,13 @@ func (st *instanceStates) current(id string) (passing, bool) {
 	return p, ok
 }
 
+// clear ends id's passing state now.
+func (st *instanceStates) clear(id string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.in, id)
+}
+
 func (st *instanceStates) any() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -154,6 +162,9 @@ func (s *Sandbox) withInstanceStates(next http.Handler) http.Handler {
 		if code, msg := s.stateRefusal(r.Context(), action, ids); code != "" {
 			ec2Error(w, code, msg)
 			return
+		}
+		if action == "StopInstances" && s.stopLater(r.Context(), w, r, body, ids, next) {
+			return // moto has it after the stop delay (ec2stopdelay.go)
 		}
 		// moto's answer already says stopping or pending (its
 		// StoppingInstances/StartingInstances); only what follows differs.
