@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 )
@@ -92,4 +93,34 @@ func stoppingAnswer(ids []string) []byte {
 	}
 	b.WriteString(`</instancesSet></StopInstancesResponse>`)
 	return b.Bytes()
+}
+
+// hostEC2 is the EC2 the instance host reads: moto's answers with the
+// overlay's states. An agent starts again only once its instance's boot
+// delay is over (pending, then running), as a guest OS boots once EC2 has
+// the instance's hardware ready, and halts as its instance starts
+// stopping; reading moto alone, the host started it as the start was
+// asked, and the modelled boot was in no measure of stopped → online.
+type hostEC2 struct {
+	moto   *ec2.Client
+	states *instanceStates
+}
+
+func (h hostEC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	out, err := h.moto.DescribeInstances(ctx, in, opts...)
+	if err != nil {
+		return out, err
+	}
+	for i := range out.Reservations {
+		for j := range out.Reservations[i].Instances {
+			inst := &out.Reservations[i].Instances[j]
+			if inst.InstanceId == nil {
+				continue
+			}
+			if p, ok := h.states.current(*inst.InstanceId); ok {
+				inst.State = &types.InstanceState{Name: types.InstanceStateName(p.name), Code: aws.Int32(int32(p.code))}
+			}
+		}
+	}
+	return out, nil
 }
