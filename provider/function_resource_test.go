@@ -225,7 +225,7 @@ func TestFunctionPolicy(t *testing.T) {
 		"release":   {has: []string{"sqs:SendMessage", "dynamodb:Query"}, hasNot: []string{"ec2:CreateFleet", "iam:PassRole", "sqs:ReceiveMessage", "ec2:StopInstances", "ec2:StartInstances"}},
 		// Refresh launches to pre-warm pools, as provision does, and never
 		// receives pool messages or removes tags.
-		"refresh":    {has: []string{"ec2:TerminateInstances", "sqs:SendMessage", "ec2:CreateFleet", "iam:PassRole"}, hasNot: []string{"sqs:ReceiveMessage", "ec2:DeleteTags", "servicequotas:GetServiceQuota", "ec2:StopInstances", "ec2:StartInstances"}},
+		"refresh": {has: []string{"ec2:TerminateInstances", "sqs:SendMessage", "ec2:CreateFleet", "iam:PassRole"}, hasNot: []string{"sqs:ReceiveMessage", "ec2:DeleteTags", "servicequotas:GetServiceQuota", "ec2:StopInstances", "ec2:StartInstances"}},
 		// The stopped tier: scale-down stops, provision starts.
 		"scale-down": {has: []string{"ec2:CreateTags", "ec2:DeleteTags", "ec2:TerminateInstances", "ec2:StopInstances"}, hasNot: []string{"ec2:CreateFleet", "sqs:SendMessage", "sqs:ReceiveMessage", "ec2:StartInstances"}},
 	} {
