@@ -117,7 +117,9 @@ func (st *Story) stopIdle(ctx context.Context, ids []string) bool {
 			}
 		}
 		for _, d := range out.Terminated {
-			other = append(other, d.InstanceID+" terminated: "+d.Reason)
+			if slices.Contains(ids, d.InstanceID) {
+				other = append(other, d.InstanceID+" terminated: "+d.Reason)
+			}
 		}
 	}
 	ec2 := map[string]string{}
