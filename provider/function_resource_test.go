@@ -221,12 +221,13 @@ func TestFunctionPolicy(t *testing.T) {
 		return all, bySid
 	}
 	for handler, want := range map[string]struct{ has, hasNot []string }{
-		"provision": {has: []string{"ec2:CreateFleet", "iam:PassRole", "sqs:ReceiveMessage", "ec2:TerminateInstances", "servicequotas:GetServiceQuota"}, hasNot: []string{"ec2:DeleteTags"}},
-		"release":   {has: []string{"sqs:SendMessage", "dynamodb:Query"}, hasNot: []string{"ec2:CreateFleet", "iam:PassRole", "sqs:ReceiveMessage"}},
+		"provision": {has: []string{"ec2:CreateFleet", "iam:PassRole", "sqs:ReceiveMessage", "ec2:TerminateInstances", "servicequotas:GetServiceQuota", "ec2:StartInstances"}, hasNot: []string{"ec2:DeleteTags", "ec2:StopInstances"}},
+		"release":   {has: []string{"sqs:SendMessage", "dynamodb:Query"}, hasNot: []string{"ec2:CreateFleet", "iam:PassRole", "sqs:ReceiveMessage", "ec2:StopInstances", "ec2:StartInstances"}},
 		// Refresh launches to pre-warm pools, as provision does, and never
 		// receives pool messages or removes tags.
-		"refresh":    {has: []string{"ec2:TerminateInstances", "sqs:SendMessage", "ec2:CreateFleet", "iam:PassRole"}, hasNot: []string{"sqs:ReceiveMessage", "ec2:DeleteTags", "servicequotas:GetServiceQuota"}},
-		"scale-down": {has: []string{"ec2:CreateTags", "ec2:DeleteTags", "ec2:TerminateInstances"}, hasNot: []string{"ec2:CreateFleet", "sqs:SendMessage", "sqs:ReceiveMessage"}},
+		"refresh": {has: []string{"ec2:TerminateInstances", "sqs:SendMessage", "ec2:CreateFleet", "iam:PassRole"}, hasNot: []string{"sqs:ReceiveMessage", "ec2:DeleteTags", "servicequotas:GetServiceQuota", "ec2:StopInstances", "ec2:StartInstances"}},
+		// The stopped tier: scale-down stops, provision starts.
+		"scale-down": {has: []string{"ec2:CreateTags", "ec2:DeleteTags", "ec2:TerminateInstances", "ec2:StopInstances"}, hasNot: []string{"ec2:CreateFleet", "sqs:SendMessage", "sqs:ReceiveMessage", "ec2:StartInstances"}},
 	} {
 		doc, err := functionPolicy(handler, table, "", queues, "/ghrunner/github", "ci-"+handler, "prod", "/", false)
 		if err != nil {

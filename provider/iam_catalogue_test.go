@@ -163,6 +163,9 @@ func TestTheProvisionRoleLaunchesTaggedAndNothingElse(t *testing.T) {
 		{"terminate its environment's instance", "ec2:TerminateInstances", catARN("ec2", "instance/i-1"), tags("aws:ResourceTag/", "ghr:environment", catEnv), true},
 		{"terminate another environment's instance", "ec2:TerminateInstances", catARN("ec2", "instance/i-2"), tags("aws:ResourceTag/", "ghr:environment", "staging"), false},
 		{"terminate an untagged instance", "ec2:TerminateInstances", catARN("ec2", "instance/i-3"), nil, false},
+		{"start its environment's stopped instance (the stopped tier)", "ec2:StartInstances", catARN("ec2", "instance/i-1"), tags("aws:ResourceTag/", "ghr:environment", catEnv), true},
+		{"start another environment's instance", "ec2:StartInstances", catARN("ec2", "instance/i-2"), tags("aws:ResourceTag/", "ghr:environment", "staging"), false},
+		{"stop an instance (scale-down's)", "ec2:StopInstances", catARN("ec2", "instance/i-1"), tags("aws:ResourceTag/", "ghr:environment", catEnv), false},
 		{"pass a pool role to EC2", "iam:PassRole", catIAM("role/ghr-prod-linux"), iamsim.Merge(poolRole, map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}), true},
 		{"pass a pool role to Lambda", "iam:PassRole", catIAM("role/ghr-prod-linux"), iamsim.Merge(poolRole, map[string][]string{"iam:PassedToService": {"lambda.amazonaws.com"}}), false},
 		{"pass a function role to EC2 (item 8)", "iam:PassRole", catIAM("role/ghr-prod-fn-provision"),
@@ -225,6 +228,9 @@ func TestScaleDownMarksOrphansAndTouchesNoOtherTag(t *testing.T) {
 			iamsim.Merge(tags("aws:ResourceTag/", "ghr:environment", "staging"), tags("aws:RequestTag/", "ghr:orphan", "a-1")), false},
 		{"send to a pool queue", "sqs:SendMessage", catQueue, nil, false},
 		{"launch", "ec2:RunInstances", catARN("ec2", "instance/*"), tags("aws:RequestTag/", "ghr:environment", catEnv), false},
+		{"stop an idle instance for the stopped tier", "ec2:StopInstances", catARN("ec2", "instance/i-1"), mine, true},
+		{"stop another environment's instance", "ec2:StopInstances", catARN("ec2", "instance/i-2"), tags("aws:ResourceTag/", "ghr:environment", "staging"), false},
+		{"start a stopped instance (provision's)", "ec2:StartInstances", catARN("ec2", "instance/i-1"), mine, false},
 	})
 }
 

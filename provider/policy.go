@@ -209,6 +209,15 @@ func functionPolicy(handler, tableARN, tableKey string, queueARNs []string, para
 			Action: []string{"ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
 				"ec2:DescribeNetworkInterfaces", "ec2:UnassignPrivateIpAddresses"}})
 	}
+	// The stopped tier (issue 41): scale-down stops idle instances and
+	// provision starts them, this environment's only, as they terminate.
+	tier := map[string]struct{ sid, action string }{
+		bundle.HandlerScaleDown: {"StopOwnInstances", "ec2:StopInstances"},
+		bundle.HandlerProvision: {"StartOwnInstances", "ec2:StartInstances"},
+	}
+	if t, ok := tier[handler]; ok {
+		st = append(st, policyStatement{Sid: t.sid, Effect: "Allow", Action: []string{t.action}, Resource: []string{arn("ec2", "instance/*")}, Condition: ours})
+	}
 	// Scale-down never touches the queues: a message of an instance it
 	// terminated is dropped by the next provision's claim.
 	actions := map[string][]string{

@@ -46,6 +46,7 @@ type endpointModel struct {
 	IAM         types.String `tfsdk:"iam"`
 	Lambda      types.String `tfsdk:"lambda"`
 	Logs        types.String `tfsdk:"logs"`
+	Pricing     types.String `tfsdk:"pricing"`
 	S3          types.String `tfsdk:"s3"`
 	Scheduler   types.String `tfsdk:"scheduler"`
 	SNS         types.String `tfsdk:"sns"`
@@ -56,7 +57,7 @@ type endpointModel struct {
 
 func (e endpointModel) byService() map[string]types.String {
 	return map[string]types.String{"cloudwatch": e.CloudWatch, "dynamodb": e.DynamoDB, "ec2": e.EC2, "ecr": e.ECR, "ecs": e.ECS, "iam": e.IAM, "lambda": e.Lambda, "logs": e.Logs,
-		"s3": e.S3, "scheduler": e.Scheduler, "sns": e.SNS, "sqs": e.SQS, "ssm": e.SSM, "sts": e.STS}
+		"pricing": e.Pricing, "s3": e.S3, "scheduler": e.Scheduler, "sns": e.SNS, "sqs": e.SQS, "ssm": e.SSM, "sts": e.STS}
 }
 
 // clients is what Configure hands to the resources.

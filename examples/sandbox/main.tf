@@ -73,6 +73,21 @@ variable "spot_pool" {
   default     = ""
 }
 
+variable "stopped_pool" {
+  description = "The name of a pool to add with a stopped tier (two instances stopped at most, each kept 60 s, the least the provider takes; no idle window), whose idle instances scale-down stops and the next workflow starts; \"\": none. The story plays it."
+  type        = string
+  default     = ""
+}
+
+variable "linux_stopped" {
+  description = "A stopped tier for the linux pool; null: none. The chaos suite sets one, so that its scale-downs stop idle instances and its workflows start them."
+  type = object({
+    max          = number
+    keep_seconds = number
+  })
+  default = null
+}
+
 variable "security_group_id" {
   description = "A moto security group for the listener's task (the default VPC's)."
   type        = string
@@ -150,7 +165,7 @@ module "runners" {
   pools = merge({
     # A just-in-time runner per job (the default), and the scale set's
     # runners when the sandbox is asked for one.
-    linux = merge(local.pool, var.scale_set == "" ? {} : { scale_set = { name = var.scale_set, max_runners = 3 } })
+    linux = merge(local.pool, { stopped = var.linux_stopped }, var.scale_set == "" ? {} : { scale_set = { name = var.scale_set, max_runners = 3 } })
     # Registration tokens and config.sh: the fallback for GitHub
     # Enterprise Server versions without just-in-time runners.
     linux-token = merge(local.pool, {
@@ -160,6 +175,10 @@ module "runners" {
     }, var.spot_pool == "" ? {} : {
     # Spot instances, which the chaos suite interrupts mid-job.
     (var.spot_pool) = merge(local.pool, { usage_class = "spot", max_instances = 3, idle_windows = [] })
+    }, var.stopped_pool == "" ? {} : {
+    # Idle instances stopped rather than terminated, started for the next
+    # workflow: the story plays the tier end to end.
+    (var.stopped_pool) = merge(local.pool, { max_instances = 3, idle_windows = [], stopped = { max = 2, keep_seconds = 60 } })
   })
 }
 

@@ -46,6 +46,7 @@ var FaultGroups = map[string]string{
 	"flood":         "another repository flooding provision into the pools' fair-share limits (chaosflood.go)",
 	"scaleset":      "scale-set workflows, with the listener's task killed, its queue token expired, messages delivered twice (chaosscaleset.go)",
 	"spot":          "a spot instance interrupted mid-job: the metadata notice, then EC2 terminates it (chaosspot.go)",
+	"stops":         "EC2 refusing one start of a stopped instance in three (InsufficientInstanceCapacity); the linux pool's stopped tier is ChaosDeploy's (chaosstopped.go)",
 }
 
 // ChaosReport is what a chaos run did and found.
@@ -179,6 +180,11 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 			return ChaosReport{}, fmt.Errorf("fault group spot: the deployment has no pool %s (deploy with ChaosDeploy), or leave the group out: %v", PoolSpot, err)
 		}
 	}
+	if !off["stops"] {
+		if err := c.requireStoppedTier(ctx); err != nil {
+			return ChaosReport{}, err
+		}
+	}
 	c.start = time.Now()
 	rep := ChaosReport{Seed: o.Seed, Workflows: o.Workflows}
 
@@ -186,6 +192,9 @@ func (s *Sandbox) Chaos(ctx context.Context, d Deployment, o ChaosOptions) (Chao
 		DynamoDB: c.dynamoAnswer, IndexLag: c.indexLag, Logs: c.logsAnswer, Note: c.count}
 	if off["logs"] {
 		f.Logs = nil
+	}
+	if !off["stops"] {
+		f.StartRefused = c.startRefused
 	}
 	if off["messages"] {
 		f.DuplicateMessage = nil

@@ -192,8 +192,8 @@ func (c *chaos) controlLoop(ctx context.Context, handler string, lo, hi time.Dur
 		case <-time.After(lo + time.Duration(c.intn(int((hi-lo)/time.Millisecond)+1))*time.Millisecond):
 		}
 		var out struct {
-			Terminated, Expired, Kept, Prewarmed, Joined []decision
-			Errors                                       []string
+			Terminated, Expired, Kept, Prewarmed, Joined, Stopped []decision
+			Errors                                                []string
 		}
 		err := c.invoke(ctx, handler, map[string]any{}, &out)
 		if ctx.Err() != nil {
@@ -210,6 +210,7 @@ func (c *chaos) controlLoop(ctx context.Context, handler string, lo, hi time.Dur
 		c.activity[handler+" terminated"] += len(out.Terminated)
 		if handler == bundle.HandlerScaleDown {
 			c.activity[handler+" kept"] += len(out.Kept)
+			c.activity[handler+" stopped"] += len(out.Stopped)
 		} else {
 			c.activity[handler+" expired"] += len(out.Expired)
 			c.activity[handler+" pre-warmed"] += len(out.Prewarmed)
@@ -220,6 +221,9 @@ func (c *chaos) controlLoop(ctx context.Context, handler string, lo, hi time.Dur
 		}
 		for _, d := range out.Terminated {
 			c.acts[d.InstanceID] = append(c.acts[d.InstanceID], fmt.Sprintf("%s terminated it at %s: %s", handler, c.at(now), d.Reason))
+		}
+		for _, d := range out.Stopped {
+			c.acts[d.InstanceID] = append(c.acts[d.InstanceID], fmt.Sprintf("%s stopped it at %s: %s", handler, c.at(now), d.Reason))
 		}
 		for _, d := range out.Expired {
 			c.acts[d.InstanceID] = append(c.acts[d.InstanceID], fmt.Sprintf("%s expired it at %s: %s", handler, c.at(now), d.Reason))

@@ -43,6 +43,9 @@ func (c *chaos) workflow(ctx context.Context, runID, pool string, count int, fau
 	delete(c.armed, runID) // not met when everything was reused
 	c.mu.Unlock()
 	ok := err == nil && prov.Status == "ready"
+	if err == nil {
+		c.noteStarts(prov.Started, prov.StartsFailed)
+	}
 	c.floodOrdinary(runID, err, ok) // invariant 12 (chaosflood.go)
 	if !ok {
 		c.failed("provision", err, fault)

@@ -53,13 +53,25 @@ type DeployOptions struct {
 	// SpotPool adds the spot pool PoolSpot (max_instances 3, no idle
 	// window), whose instances the chaos suite interrupts (chaosspot.go).
 	SpotPool bool
+	// StoppedPool adds the pool PoolStopped, with a stopped tier (two
+	// kept 60 s) and no idle window, that the story plays
+	// (storystopped.go).
+	StoppedPool bool
+	// LinuxStopped, when set, gives the linux pool a stopped tier.
+	LinuxStopped *StoppedTier
+}
+
+// StoppedTier is a pool's `stopped` setting.
+type StoppedTier struct {
+	Max         int `json:"max"`
+	KeepSeconds int `json:"keep_seconds"`
 }
 
 // StoryDeploy is how the story deploys: the JIT pool keeps nobody idle
 // today and serves a scale set too (its listener an ECS service), the
 // token pool keeps two idle all the time, so refresh pre-warms it before
-// its first workflow.
-var StoryDeploy = DeployOptions{TokenPoolIdleWindowCron: "* * * * *", ScaleSet: StoryScaleSet}
+// its first workflow; a third pool has a stopped tier (storystopped.go).
+var StoryDeploy = DeployOptions{TokenPoolIdleWindowCron: "* * * * *", ScaleSet: StoryScaleSet, StoppedPool: true}
 
 // ChaosDeploy is how the chaos suite deploys: an idle window active every
 // minute, so that the scale-down it runs every few seconds both keeps idle
@@ -69,7 +81,11 @@ var StoryDeploy = DeployOptions{TokenPoolIdleWindowCron: "* * * * *", ScaleSet: 
 // at most Concurrency plus a long job's provisions in flight, and the
 // leases of their killed provisions, which last until the invocation's
 // deadline (15 minutes), about 15 on the JIT pool in a 60-workflow run.
-var ChaosDeploy = DeployOptions{IdleWindowCron: "* * * * *", MaxProvisionsPerRepository: 32, MaxQueuedPerRepository: 16, ScaleSet: ChaosScaleSet, SpotPool: true}
+// The linux pool has a stopped tier (chaosstopped.go): the instances
+// scale-down would terminate beyond the two idle are stopped, and
+// workflows that find none warm start them.
+var ChaosDeploy = DeployOptions{IdleWindowCron: "* * * * *", MaxProvisionsPerRepository: 32, MaxQueuedPerRepository: 16, ScaleSet: ChaosScaleSet, SpotPool: true,
+	LinuxStopped: &ChaosStoppedTier}
 
 // Deploy runs terraform init and apply of examples/sandbox (the runner-pool
 // module) against the sandbox, with the provider `make install` put in
@@ -100,7 +116,7 @@ func (s *Sandbox) DeployWith(ctx context.Context, mirror string, progress io.Wri
 	if err != nil {
 		return d, err
 	}
-	vars := map[string]string{"endpoint": s.URL, "architecture": runtime.GOARCH, "image_id": n.AMI, "subnet_id": n.Subnet,
+	vars := map[string]any{"endpoint": s.URL, "architecture": runtime.GOARCH, "image_id": n.AMI, "subnet_id": n.Subnet,
 		"github_parameter": cmp.Or(o.GitHubParameter, GitHubParameter), "idle_window_cron": o.IdleWindowCron, "token_pool_idle_window_cron": o.TokenPoolIdleWindowCron,
 		// The functions verify the invoking jobs' tokens against the fake
 		// GitHub's issuer.
@@ -119,6 +135,12 @@ func (s *Sandbox) DeployWith(ctx context.Context, mirror string, progress io.Wri
 	}
 	if o.SpotPool {
 		vars["spot_pool"] = PoolSpot
+	}
+	if o.StoppedPool {
+		vars["stopped_pool"] = PoolStopped
+	}
+	if o.LinuxStopped != nil {
+		vars["linux_stopped"] = o.LinuxStopped
 	}
 	raw, _ := json.MarshalIndent(vars, "", "  ")
 	if err := os.WriteFile(filepath.Join(work, "terraform.tfvars.json"), raw, 0o644); err != nil {

@@ -12,8 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/ec2capacity"
 )
 
 // Stopping and starting instances as EC2 does, where moto flips an
@@ -39,13 +42,15 @@ import (
 //     Instance": only persistent requests' and maintain fleets' instances;
 //     the message as users quote it);
 //   - a start is refused for want of capacity or quota as a launch is
-//     (ec2capacity.Model.StartRefusal).
+//     (ec2capacity.Model.StartRefusal), or when an injected fault says so
+//     (Faults.StartRefused: the chaos suite's refused starts).
 //
 // The states are the sandbox's overlay on moto's: DescribeInstances
-// answers show them (moto's Stop/StartInstances answers already say
-// stopping and pending); moto filters by
-// its own state, so a filter on instance-state-name sees "stopped" or
-// "running" a little early (the product filters on none of these).
+// answers show them (moto's StartInstances answer already says pending;
+// a stop reaches moto only after the stop delay, ec2stopdelay.go, so that
+// a filter on "stopped" is right); moto filters by its own state, so a
+// filter on instance-state-name "running" sees a started instance a
+// little early.
 
 // StopDelay and BootDelay are how long an instance stays stopping and
 // pending. Real stops take tens of seconds and starts about as long before
@@ -109,6 +114,13 @@ func (st *instanceStates) current(id string) (passing, bool) {
 	return p, ok
 }
 
+// clear ends id's passing state now.
+func (st *instanceStates) clear(id string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.in, id)
+}
+
 func (st *instanceStates) any() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -151,6 +163,9 @@ func (s *Sandbox) withInstanceStates(next http.Handler) http.Handler {
 			ec2Error(w, code, msg)
 			return
 		}
+		if action == "StopInstances" && s.stopLater(r.Context(), w, r, body, ids, next) {
+			return // moto has it after the stop delay (ec2stopdelay.go)
+		}
 		// moto's answer already says stopping or pending (its
 		// StoppingInstances/StartingInstances); only what follows differs.
 		rec := forward(next, r, body)
@@ -177,8 +192,12 @@ func (s *Sandbox) stateRefusal(ctx context.Context, action string, ids []string)
 	if err != nil {
 		return "", "" // moto answers the request as it would (an unknown id)
 	}
+	var first types.Instance
 	for _, r := range out.Reservations {
 		for _, inst := range r.Instances {
+			if first.InstanceId == nil {
+				first = inst
+			}
 			id := *inst.InstanceId
 			state := inst.State.Name
 			if p, ok := s.states.current(id); ok {
@@ -195,6 +214,16 @@ func (s *Sandbox) stateRefusal(ctx context.Context, action string, ids []string)
 				return "IncorrectInstanceState", fmt.Sprintf("The instance '%s' is not in a state from which it can be %s.", id, map[string]string{"StopInstances": "stopped", "StartInstances": "started"}[action])
 			}
 		}
+	}
+	s.mu.Lock()
+	refused := s.faults.StartRefused
+	s.mu.Unlock()
+	if action == "StartInstances" && refused != nil && first.InstanceId != nil && refused(ids) {
+		zone := ""
+		if first.Placement != nil {
+			zone = aws.ToString(first.Placement.AvailabilityZone)
+		}
+		return "InsufficientInstanceCapacity", ec2capacity.InsufficientCapacityMessage(string(first.InstanceType), zone)
 	}
 	if action == "StartInstances" && s.Capacity != nil {
 		code, msg, err := s.Capacity.StartRefusal(ctx, ids)

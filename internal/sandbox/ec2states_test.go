@@ -161,3 +161,33 @@ func TestAStoppedInstanceWithoutCapacityStaysStopped(t *testing.T) {
 	}
 	f.waitState(t, id, ec2types.InstanceStateNamePending, ec2types.InstanceStateNameRunning)
 }
+
+// A filter on instance-state-name "stopped" (provision's, before it
+// starts an instance of the stopped tier) leaves out an instance still
+// stopping, as EC2's does, and finds it once it is stopped. Checked: with
+// the stop sent on to moto at once (moto stops at once and filters on its
+// own state) the first look finds it, and the start provision then makes
+// is refused with IncorrectInstanceState.
+func TestAFilterOnStoppedLeavesOutAnInstanceStillStopping(t *testing.T) {
+	f := startStatesFront(t)
+	ctx := context.Background()
+	id := f.run(t, false)
+	if _, err := f.ec.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{id}}); err != nil {
+		t.Fatal(err)
+	}
+	stopped := func() bool {
+		out, err := f.ec.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+			{Name: aws.String("instance-state-name"), Values: []string{"stopped"}}, {Name: aws.String("instance-id"), Values: []string{id}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Reservations) > 0
+	}
+	if stopped() {
+		t.Fatalf("a filter on stopped finds %s just after StopInstances, while it is %s", id, f.state(t, id))
+	}
+	f.waitState(t, id, ec2types.InstanceStateNameStopping, ec2types.InstanceStateNameStopped)
+	if !stopped() {
+		t.Fatalf("a filter on stopped does not find %s once it is stopped", id)
+	}
+}

@@ -43,6 +43,10 @@ type Faults struct {
 	// Invoke that carried no byte for that long, as a NAT gateway drops an
 	// idle connection; the invocation runs on (invokeidle.go).
 	InvokeIdleReset time.Duration
+	// StartRefused says whether EC2 refuses a StartInstances of ids for
+	// want of capacity (InsufficientInstanceCapacity), as it may for a
+	// stopped instance whose type has none left in its zone.
+	StartRefused func(ids []string) bool
 }
 
 // SetFaults replaces the injected faults; the zero Faults injects none.

@@ -29,14 +29,17 @@ func (s *Sandbox) ec2Checks(ctx context.Context, req awsRequest) ([]check, error
 	switch {
 	case strings.HasPrefix(action, "Describe"):
 		return []check{{"ec2:" + action, "*", nil}}, nil
-	case action == "TerminateInstances":
+	case action == "TerminateInstances" || action == "StopInstances" || action == "StartInstances":
+		// The three take the instance as resource and the same condition
+		// keys (Service Authorization Reference, Amazon EC2: "instance*",
+		// aws:ResourceTag/${TagKey}, ec2:InstanceID among them).
 		var out []check
 		for _, id := range indexed(form, "InstanceId") {
 			tags, err := s.resourceTags(ctx, id)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, check{"ec2:TerminateInstances", req.arn("ec2", "instance/"+id),
+			out = append(out, check{"ec2:" + action, req.arn("ec2", "instance/"+id),
 				iamsim.Merge(iamsim.Tags("aws:ResourceTag/", tags), map[string][]string{"ec2:InstanceID": {id}})})
 		}
 		return out, nil

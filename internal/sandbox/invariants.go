@@ -13,7 +13,8 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 )
 
-// The invariants of the state the chaos run leaves behind (1-4, and 16),
+// The invariants of the state the chaos run leaves behind (1-4, 16, and
+// 19 of the stopped tier, chaosstopped.go),
 // checked until refresh has settled; observe.go checks those about the
 // past (5-7); chaosscaleset.go those of the scale-set mode (13-17):
 //
@@ -44,7 +45,7 @@ func (c *chaos) check(ctx context.Context) []string {
 	var ids []string
 	poolOf := map[string]string{}
 	for _, pool := range Pools {
-		for _, st := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
+		for _, st := range []state.State{state.Created, state.Claimed, state.Running, state.Idle, state.Stopped} {
 			recs, err := c.store.ByPoolState(ctx, pool, st, time.Time{})
 			if err != nil {
 				return []string{"query records: " + err.Error()}
@@ -88,12 +89,7 @@ func (c *chaos) check(ctx context.Context) []string {
 	}
 	// 4. No instance pooled that was not cleanly deregistered: an idle
 	// record is clean and no runner of its instance is registered.
-	registered := map[string]string{}
-	for _, rn := range c.sb.GitHub.Runners() {
-		if inst, ok := github.InstanceOf(rn.Name); ok {
-			registered[inst] = rn.Name
-		}
-	}
+	registered := c.registeredRunners()
 	for id, r := range records {
 		if r.State != state.Idle {
 			continue
@@ -105,6 +101,8 @@ func (c *chaos) check(ctx context.Context) []string {
 			v = append(v, fmt.Sprintf("[4] idle instance %s still has runner %s registered", id, name))
 		}
 	}
+	// 19. Stopped records and stopped instances agree (chaosstopped.go).
+	v = append(v, c.checkStopped(live, records, registered)...)
 	// 16. After settling, no standing run of the scale set holds an
 	// instance and no runner of it is registered (chaosscaleset.go).
 	v = append(v, c.checkStanding(ctx)...)

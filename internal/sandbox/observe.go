@@ -21,6 +21,7 @@ type history struct {
 	spots    []*spotUse               // spot interruptions played (chaosspot.go)
 	kills    map[string][]kill        // injected agent kills, by instance
 	life     map[string]*life         // what the sampler saw of each instance
+	downs    map[string][]time.Time   // when the sampler saw each instance stopping or stopped (chaosstopped.go)
 	acts     map[string][]string      // what refresh and scale-down said they did, by instance
 	clocks   map[string]time.Duration // instances whose agent's clock is off
 	activity map[string]int
@@ -29,7 +30,7 @@ type history struct {
 }
 
 func newHistory() history {
-	return history{runs: map[string]*runUse{}, kills: map[string][]kill{}, life: map[string]*life{}, acts: map[string][]string{}, clocks: map[string]time.Duration{}, activity: map[string]int{},
+	return history{runs: map[string]*runUse{}, kills: map[string][]kill{}, life: map[string]*life{}, downs: map[string][]time.Time{}, acts: map[string][]string{}, clocks: map[string]time.Duration{}, activity: map[string]int{},
 		peak: map[string]int{}, peakAt: map[string]time.Time{}}
 }
 
@@ -70,13 +71,15 @@ func (c *chaos) killed(id, kind string) {
 }
 
 // sampleFleet lists the pools' live instances every 200 ms: when each
-// instance went (invariant 6) and the most alive at once (invariant 7).
+// instance went or was stopped (invariant 6) and the most alive at once
+// (invariant 7; a stopped instance counts against max_instances, as EC2
+// still lists it).
 func (c *chaos) sampleFleet(ctx context.Context) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		begin := time.Now()
-		live, err := c.fleet.List(ctx, fleet.Filter{States: []string{"pending", "running"}})
+		live, err := c.fleet.List(ctx, fleet.Filter{})
 		end := time.Now()
 		if err == nil {
 			c.mu.Lock()
@@ -91,6 +94,9 @@ func (c *chaos) sampleFleet(ctx context.Context) {
 					c.life[in.ID] = l
 				}
 				l.last = begin
+				if in.State == "stopping" || in.State == "stopped" {
+					c.downs[in.ID] = append(c.downs[in.ID], begin)
+				}
 			}
 			// The answer shows EC2 at some moment before it returned: an
 			// instance missing from it was gone by then.
@@ -120,7 +126,7 @@ func (c *chaos) sampleFleet(ctx context.Context) {
 //	    the control plane acted: only the workflow's own fault, its agent
 //	    killed during the job (faultKillAgentInJob), on the job's instance
 //	    (or, for a job never taken, one of its run's), explains a failure;
-//	(6) no instance was terminated, and no runner of it deleted, while a
+//	(6) no instance was terminated or stopped, and no runner of it deleted, while a
 //	    run used it (from provision's answer until its release invoke
 //	    started), unless that kill of its agent shortly before explains it.
 //	    Background kills explain nothing: a restarted agent is the normal
@@ -180,6 +186,10 @@ func (c *chaos) checkHistory(ctx context.Context) (explained, v []string) {
 					event = fmt.Sprintf("[6] instance %s of %s [%s] was already terminated (by %s) when provision answered %s", id, runID, run.fault, c.at(l.gone), c.at(run.from))
 				}
 				judge(event, []string{id}, run.from, l.gone, true, func() string { return c.whatHappened(ctx, []string{id}, run.from, run.to, regs) })
+			}
+			if at, ok := c.stoppedUnder(id, run.from, run.to); ok {
+				event := fmt.Sprintf("[6] instance %s of %s [%s] was seen stopped at %s while the run used it (%s)", id, runID, run.fault, c.at(at), window)
+				judge(event, []string{id}, run.from, at, true, func() string { return c.whatHappened(ctx, []string{id}, run.from, run.to, regs) })
 			}
 			for _, reg := range regs {
 				// GitHub removes a just-in-time runner after its one job

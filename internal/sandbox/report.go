@@ -28,8 +28,10 @@ func (r ChaosReport) Print(w io.Writer) {
 		fmt.Fprintf(w, "  meanwhile: refresh ran %d× (%d failed, %d with errors): %d terminated, %d expired, %d pre-warmed (%d joined the pool);\n",
 			a["refresh runs"], a["refresh runs failed"], a["refresh runs with errors"], a["refresh terminated"], a["refresh expired"],
 			a["refresh pre-warmed"], a["refresh joined"])
-		fmt.Fprintf(w, "             scale-down ran %d× (%d failed, %d with errors): %d terminated, %d kept;\n",
-			a["scale-down runs"], a["scale-down runs failed"], a["scale-down runs with errors"], a["scale-down terminated"], a["scale-down kept"])
+		fmt.Fprintf(w, "             scale-down ran %d× (%d failed, %d with errors): %d terminated, %d stopped, %d kept;\n",
+			a["scale-down runs"], a["scale-down runs failed"], a["scale-down runs with errors"], a["scale-down terminated"], a["scale-down stopped"], a["scale-down kept"])
+		fmt.Fprintf(w, "             stopped tier: %d instances started for a run, %d starts EC2 refused (a launch instead);\n",
+			a["instances started from the stopped tier"], a["starts EC2 refused (a launch instead)"])
 		fmt.Fprintf(w, "             at most %d instances of a pool live at once (max_instances %d); %d workflows on the token pool\n",
 			a["peak live instances"], a["max_instances"], a["token-pool workflows"])
 		if a["release published at s"] > 0 {

@@ -215,7 +215,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 		}
 	}
 	s.instances, err = instancehost.Start(context.Background(), instancehost.Options{
-		EC2: s.AWS.EC2(), Region: Region, Environment: Environment, AgentBinary: agent, Root: filepath.Join(o.Dir, "instances"),
+		EC2: hostEC2{moto: s.AWS.EC2(), states: &s.states}, Region: Region, Environment: Environment, AgentBinary: agent, Root: filepath.Join(o.Dir, "instances"),
 		Config: s.agentConfig, Env: env, Output: o.Logs, Role: s.instanceRole,
 		// As on EC2, jobs run as an unprivileged user of their instance's
 		// own, when the sandbox may create users.

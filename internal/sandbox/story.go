@@ -1,13 +1,13 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +16,6 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf/admin"
-	"github.com/ghrunner/terraform-provider-ghrunner/internal/bundle"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/runnerrelease"
@@ -24,7 +23,6 @@ import (
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/fakegithub"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/release"
-	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/scaledown"
 )
 
 // Step is one line of the story's summary.
@@ -53,6 +51,7 @@ type Story struct {
 	Launched map[string]bool
 	tally    tally     // what the functions returned, for their metrics
 	rel      published // the runner release published mid-story (storyupgrade.go)
+	tier     tierStory // the stopped tier's instances (storystopped.go)
 }
 
 // NewStory prepares a story; out receives the live progress.
@@ -70,6 +69,12 @@ func (st *Story) Play(ctx context.Context) bool {
 	stopView := st.liveView(ctx)
 	defer stopView()
 
+	// The stopped tier plays first: its scale-downs would retire the
+	// other pools' idle instances later on.
+	st.stoppedTier(ctx)
+	if ctx.Err() != nil {
+		return false
+	}
 	first := st.play(ctx, flow{name: "cold provision of 3 runners, a job on each, release", runID: "run-1001", pool: PoolJIT, runners: 3, created: 3})
 	if ctx.Err() != nil {
 		return false // interrupted: stop here, the caller cleans up
@@ -143,6 +148,7 @@ func (st *Story) Play(ctx context.Context) bool {
 		return false
 	}
 	st.checkRelease(ctx)
+	st.awaitKeepTime(ctx)
 	st.scaleDown(ctx)
 	if ctx.Err() != nil {
 		return false
@@ -207,15 +213,18 @@ func (st *Story) invoke(ctx context.Context, handler string, payload, out any) e
 // flow is one workflow of the story: runners provisioned from pool for
 // runID, jobs run on them (more jobs than runners: a just-in-time pool
 // gives each job a runner of its own, a token pool's runners take several),
-// then released. created/reused < 0 are not checked; sameAs, when given,
-// are the instances the workflow must get; version, when given, is the
-// runner release every job must run on, with no update message sent.
+// then released. created/reused < 0 are not checked; started (from the
+// pool's stopped tier) is; sameAs, when given, are the instances the
+// workflow must get; version, when given, is the runner release every job
+// must run on, with no update message sent; script, when given, is what
+// each job runs.
 type flow struct {
-	name, runID, pool string
-	runners, jobs     int
-	created, reused   int
-	sameAs            []string
-	version           string
+	name, runID, pool        string
+	runners, jobs            int
+	created, reused, started int
+	sameAs                   []string
+	version                  string
+	script                   string
 }
 
 // play plays a flow and returns the instances it got.
@@ -238,9 +247,12 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 	}
 	sort.Strings(ids)
 	ok := err == nil && out.Status == "ready" && len(ids) == f.runners &&
-		(f.created < 0 || out.Created == f.created) && (f.reused < 0 || out.Reused == f.reused) &&
+		(f.created < 0 || out.Created == f.created) && (f.reused < 0 || out.Reused == f.reused) && out.Started == f.started &&
 		(f.sameAs == nil || slices.Equal(ids, f.sameAs))
 	got := fmt.Sprintf("provision %s: %d ready (%d created, %d reused) in %.1fs", f.runID, len(ids), out.Created, out.Reused, out.ElapsedSeconds)
+	if out.Started > 0 || f.started > 0 {
+		got = fmt.Sprintf("provision %s: %d ready (%d created, %d reused, %d started from the stopped tier) in %.1fs", f.runID, len(ids), out.Created, out.Reused, out.Started, out.ElapsedSeconds)
+	}
 	if split, found := SplitOf(start, answered, out, st.sb.GitHub.History()); found {
 		got += "; slowest: " + split.String()
 	}
@@ -263,7 +275,7 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 	updatesBefore := len(st.sb.GitHub.UpdateMessages())
 	queued := make([]int64, f.jobs)
 	for i := range queued {
-		queued[i] = st.sb.GitHub.EnqueueJob(out.Label, "echo building "+f.runID)
+		queued[i] = st.sb.GitHub.EnqueueJob(out.Label, cmp.Or(f.script, "echo building "+f.runID))
 	}
 	foreign := 0
 	runners := map[string]bool{}
@@ -313,156 +325,4 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 	}
 	st.record(Step{Name: f.name + ": release", Want: fmt.Sprintf("%d back in the pool", f.runners), Got: got, Took: time.Since(start), OK: err == nil && len(rel.Released) == f.runners})
 	return ids
-}
-
-// scaleDown invokes scale-down: a pool outside its idle window is trimmed
-// to nothing and its instances end; a pool within one keeps its idle count.
-func (st *Story) scaleDown(ctx context.Context) {
-	start := time.Now()
-	jitKeep, tokenKeep := st.keptIdle(ctx, PoolJIT), st.keptIdle(ctx, PoolToken)
-	keep := jitKeep + tokenKeep
-	var out scaledown.Output
-	err := st.invoke(ctx, bundle.HandlerScaleDown, map[string]any{}, &out)
-	st.mu.Lock()
-	st.tally.scaled(out)
-	st.mu.Unlock()
-	// The pools' live instances once scale-down's terminations landed. The
-	// token pool may hold more than its idle count: the refresh schedule
-	// pre-warms it while its runners are busy (idle count = spare
-	// runners), and scale-down keeps those younger than the minimum
-	// running time; the JIT pool keeps exactly its window's count (none
-	// outside it).
-	live, jit, token := -1, -1, -1
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(500 * time.Millisecond) {
-		in, lerr := st.fleet.List(ctx, fleet.Filter{})
-		if lerr == nil {
-			live, jit, token = len(in), 0, 0
-			for _, i := range in {
-				switch i.Tags[fleet.TagPool] {
-				case PoolJIT:
-					jit++
-				case PoolToken:
-					token++
-				}
-			}
-			if jit == jitKeep && token >= tokenKeep && live == jit+token {
-				break
-			}
-		}
-	}
-	got := fmt.Sprintf("%d terminated, %d kept; %d instances alive", len(out.Terminated), len(out.Kept), live)
-	reasons := map[string]int{}
-	for _, k := range out.Kept {
-		reasons[k.Reason]++
-	}
-	for r, n := range reasons {
-		got += fmt.Sprintf("; %d kept: %s", n, r)
-	}
-	if err != nil {
-		got = err.Error()
-	}
-	terminated := map[string]bool{}
-	for _, d := range out.Terminated {
-		terminated[d.InstanceID] = true
-	}
-	every := true // every instance a provision launched is outside a window
-	for id := range st.Launched {
-		every = every && terminated[id]
-	}
-	st.record(Step{Name: "scale-down (" + PoolJIT + " outside its idle window " + IdleWindowCron(time.Now()) + " UTC)",
-		Want: fmt.Sprintf("%s trimmed to 0, %d idle kept by active windows", PoolJIT, keep),
-		Got:  got, Took: time.Since(start), OK: err == nil && every && jit == jitKeep && token >= tokenKeep && live == jit+token})
-}
-
-// scheduledRefresh waits for the refresh schedule terraform deployed to fire
-// (rate(1 minute) in examples/sandbox, first run a minute after deploy) and
-// checks that the run succeeded.
-func (st *Story) scheduledRefresh(ctx context.Context) {
-	start := time.Now()
-	name := st.d.Functions[bundle.HandlerRefresh] // the module names each schedule after its function
-	fmt.Fprintf(st.out, "[%5.1fs]      waiting for the schedule %s to fire (its first run is a minute after deploy) ...\n", time.Since(st.start).Seconds(), name)
-	var results []error
-	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Second) {
-		if results = st.sb.ScheduleResults(name); len(results) > 0 {
-			break
-		}
-	}
-	got, ok := "did not fire within 90s", false
-	if len(results) > 0 {
-		got, ok = fmt.Sprintf("fired %d×, refresh succeeded", len(results)), results[0] == nil
-		if results[0] != nil {
-			got = "fired, refresh failed: " + results[0].Error()
-		}
-	}
-	st.record(Step{Name: "the refresh schedule fires and refresh succeeds", Want: "one successful scheduled refresh", Got: got, Took: time.Since(start), OK: ok})
-}
-
-// liveView prints the instances per state whenever the mix changes.
-func (st *Story) liveView(ctx context.Context) func() {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		last := ""
-		for {
-			counts := []string{}
-			for _, s := range []state.State{state.Created, state.Claimed, state.Running, state.Idle} {
-				n := 0
-				for _, p := range Pools {
-					in, err := st.store.ByPoolState(ctx, p, s, time.Time{})
-					if err != nil {
-						n = -1
-						break
-					}
-					n += len(in)
-				}
-				if n < 0 {
-					break // shown at the next change
-				}
-				counts = append(counts, fmt.Sprintf("%s %d", s, n))
-			}
-			if line := strings.Join(counts, " · "); len(counts) == 4 && line != last {
-				fmt.Fprintf(st.out, "[%5.1fs]      instances: %s\n", time.Since(st.start).Seconds(), line)
-				last = line
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(300 * time.Millisecond):
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
-}
-
-// Summary prints the final table.
-func (st *Story) Summary(w io.Writer) {
-	fmt.Fprintf(w, "\n%-4s  %-68s  %7s  %s\n", "", "step", "time", "result")
-	for _, s := range st.Steps {
-		mark := "ok"
-		if !s.OK {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(w, "%-4s  %-68s  %6.1fs  %s\n", mark, s.Name, s.Took.Seconds(), s.Got)
-	}
-	calls := st.sb.Invocations()
-	names := make([]string, 0, len(calls))
-	for n := range calls {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var parts []string
-	for _, n := range names {
-		parts = append(parts, fmt.Sprintf("%s %d", n, calls[n]))
-	}
-	var fires []string
-	for name, n := range st.sb.ScheduleFires() {
-		fires = append(fires, fmt.Sprintf("%s %d", name, n))
-	}
-	sort.Strings(fires)
-	if len(fires) == 0 {
-		fires = []string{"none"}
-	}
-	fmt.Fprintf(w, "\ninstances launched: %d · invocations: %s · schedule firings: %s · total %.1fs\n",
-		len(st.Launched), strings.Join(parts, ", "), strings.Join(fires, ", "), time.Since(st.start).Seconds())
 }

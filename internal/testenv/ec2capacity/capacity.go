@@ -223,6 +223,12 @@ func (m *Model) allocate(ctx context.Context, overrides []override, class string
 // insufficientMessage is EC2's InsufficientInstanceCapacity message: for
 // On-Demand as EC2's error reference and users quote it, for Spot as
 // instant fleets answer it (quoted in karpenter-provider-aws issues).
+// InsufficientCapacityMessage is EC2's message for an on-demand
+// InsufficientInstanceCapacity of instanceType in zone.
+func InsufficientCapacityMessage(instanceType, zone string) string {
+	return insufficientMessage(OnDemand, override{instanceType: instanceType, zone: zone})
+}
+
 func insufficientMessage(class string, o override) string {
 	if class == Spot {
 		return "There is no Spot capacity available that matches your request."

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +27,13 @@ import (
 // bootIDFile is the file under an instance's folder that names its boot
 // (the agent's bootIdFile).
 const bootIDFile = "boot_id"
+
+// BootID is the boot the instance's agent runs under: "" until its first
+// start after a stop (the agent then takes the system's).
+func (a *Agent) BootID() string {
+	b, _ := os.ReadFile(filepath.Join(a.Dir, bootIDFile))
+	return strings.TrimSpace(string(b))
+}
 
 // haltAgent shuts an instance's agent and processes down for a stop; its
 // user, folders, metadata service and output stay.
