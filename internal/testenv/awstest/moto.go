@@ -50,6 +50,7 @@ type Moto struct {
 	MotoURL  string // moto itself, for its management API
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when moto_server has exited
+	port     int           // the loopback port moto_server was told to bind
 	proxy    *http.Server
 	log      *testbin.Buffer
 	requests atomic.Int64
@@ -77,11 +78,31 @@ func Start() (*Moto, error) {
 	if err != nil {
 		return nil, errors.New(InstallHint)
 	}
+	// Another process may take the port freePort found before moto binds
+	// it (portowner.go): then ours exits, and another port is tried.
+	var last error
+	for range 5 {
+		e, err := start(bin)
+		if err == nil {
+			return e, nil
+		}
+		last = err
+		if !errors.Is(err, errExited) {
+			break
+		}
+	}
+	return nil, last
+}
+
+// errExited: moto_server exited before it answered (its port taken).
+var errExited = errors.New("moto_server exited before it answered")
+
+func start(bin string) (*Moto, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	e := &Moto{MotoURL: fmt.Sprintf("http://127.0.0.1:%d", port), log: &testbin.Buffer{}, exited: make(chan struct{})}
+	e := &Moto{MotoURL: fmt.Sprintf("http://127.0.0.1:%d", port), port: port, log: &testbin.Buffer{}, exited: make(chan struct{})}
 	patch, err := motoPatchDir()
 	if err != nil {
 		return nil, err
@@ -111,13 +132,14 @@ func (e *Moto) waitReady(limit time.Duration) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-e.exited:
-			return fmt.Errorf("moto_server exited before it answered: %s", e.log.String())
+			return fmt.Errorf("%w: %s", errExited, e.log.String())
 		default:
 		}
 		resp, err := http.Get(e.MotoURL + "/moto-api/")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			// Answered, but by ours? (portowner.go)
+			if mine, _ := listensOn(e.cmd.Process.Pid, e.port); resp.StatusCode == http.StatusOK && mine {
 				return nil
 			}
 		}
