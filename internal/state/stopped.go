@@ -78,15 +78,6 @@ func (s *Instances) Start(ctx context.Context, key Key, req ClaimRequest, ttl ti
 		remove:  []string{"stoppedAt", "heartbeats", "beatSeen", "beatSeenAt", "jitRunners"},
 		applied: func(cur *Instance) bool { return cur.Assignment == next },
 	}
-	if req.Registration != nil {
-		material := *req.Registration
-		material.Assignment = next
-		c.set["registration"] = material
-	} else {
-		c.remove = append(c.remove, "registration")
-	}
-	if req.RunnerTarget != nil {
-		c.set["runnerTarget"] = *req.RunnerTarget
-	}
+	c.forAssignment(req, next)
 	return s.apply(ctx, c)
 }

@@ -164,16 +164,7 @@ func (s *Instances) Claim(ctx context.Context, key Key, req ClaimRequest) (*Inst
 		remove:  []string{"pooledAt", "jitSeq", "jitServed", "jitMintedAt", "jitRunners"},
 		applied: func(cur *Instance) bool { return cur.Assignment == next },
 	}
-	if req.Registration != nil {
-		material := *req.Registration
-		material.Assignment = next
-		c.set["registration"] = material
-	} else {
-		c.remove = append(c.remove, "registration")
-	}
-	if req.RunnerTarget != nil {
-		c.set["runnerTarget"] = *req.RunnerTarget
-	}
+	c.forAssignment(req, next)
 	return s.apply(ctx, c)
 }
 
@@ -252,4 +243,20 @@ func joinStates(states []State) string {
 		s[i] = string(st)
 	}
 	return strings.Join(s, " or ")
+}
+
+// forAssignment gives a claim's or a start's write what the new
+// assignment next brings: the registration material bound to it (or none
+// left of the last one) and the runner release to install.
+func (c *change) forAssignment(req ClaimRequest, next string) {
+	if req.Registration != nil {
+		material := *req.Registration
+		material.Assignment = next
+		c.set["registration"] = material
+	} else {
+		c.remove = append(c.remove, "registration")
+	}
+	if req.RunnerTarget != nil {
+		c.set["runnerTarget"] = *req.RunnerTarget
+	}
 }
