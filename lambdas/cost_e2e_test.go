@@ -97,6 +97,20 @@ func (d *deployment) watch() *watcher {
 // spend in each (run, state), and how many times it entered each.
 func (w *watcher) observed(t *testing.T) (secs map[[2]string]float64, entered map[[2]string]int, maxGap time.Duration) {
 	t.Helper()
+	// The test calls this once the instance's end has happened; the watcher
+	// may not have read the record since. Let it see the end before it
+	// stops (its last sighting closes the span before it).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		w.mu.Lock()
+		n, ended := len(w.seen), false
+		if n > 0 {
+			ended = w.seen[n-1].state == state.Terminated
+		}
+		w.mu.Unlock()
+		if ended {
+			break
+		}
+	}
 	w.stop()
 	<-w.done
 	if w.err != nil {
