@@ -34,13 +34,7 @@ func (c *Client) ListRunners(ctx context.Context, owner string) ([]Runner, error
 	var all []Runner
 	opts := &gh.ListRunnersOptions{ListOptions: gh.ListOptions{PerPage: 100}}
 	for {
-		var page *gh.Runners
-		var resp *gh.Response
-		if o.IsRepo() {
-			page, resp, err = cl.Actions.ListRunners(ctx, o.Org, o.Repo, opts)
-		} else {
-			page, resp, err = cl.Actions.ListOrganizationRunners(ctx, o.Org, opts)
-		}
+		page, resp, err := listRunnersPage(ctx, cl, o, opts)
 		if err != nil {
 			return nil, fmt.Errorf("list the runners of %s: %w", o, classify(err))
 		}
@@ -52,6 +46,15 @@ func (c *Client) ListRunners(ctx context.Context, owner string) ([]Runner, error
 		}
 		opts.Page = resp.NextPage
 	}
+}
+
+// listRunnersPage reads one page of the owner's runners: a repository's or
+// an organisation's, which GitHub serves on two routes.
+func listRunnersPage(ctx context.Context, cl *gh.Client, o Owner, opts *gh.ListRunnersOptions) (*gh.Runners, *gh.Response, error) {
+	if o.IsRepo() {
+		return cl.Actions.ListRunners(ctx, o.Org, o.Repo, opts)
+	}
+	return cl.Actions.ListOrganizationRunners(ctx, o.Org, opts)
 }
 
 // RunnerNamed returns owner's runner of this name (GitHub's name filter of
@@ -68,13 +71,7 @@ func (c *Client) RunnerNamed(ctx context.Context, owner, name string) (Runner, e
 	}
 	opts := &gh.ListRunnersOptions{Name: gh.String(name), ListOptions: gh.ListOptions{PerPage: 100}}
 	for {
-		var page *gh.Runners
-		var resp *gh.Response
-		if o.IsRepo() {
-			page, resp, err = cl.Actions.ListRunners(ctx, o.Org, o.Repo, opts)
-		} else {
-			page, resp, err = cl.Actions.ListOrganizationRunners(ctx, o.Org, opts)
-		}
+		page, resp, err := listRunnersPage(ctx, cl, o, opts)
 		if err != nil {
 			return Runner{}, fmt.Errorf("find runner %s of %s: %w", name, o, classify(err))
 		}

@@ -233,26 +233,46 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// GetMany reads instance records with consistent reads, 100 per call, and
-// returns those that exist by key. Unprocessed keys (throttling) are asked
-// again with a short backoff. A repeated key is read once (BatchGetItem
-// refuses duplicate keys).
+// GetMany reads instance records with consistent reads and returns those
+// that exist by key. A repeated key is read once (BatchGetItem refuses
+// duplicate keys).
 func (s *Instances) GetMany(ctx context.Context, keys []Key) (map[Key]*Instance, error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
-	out := make(map[Key]*Instance, len(keys))
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = string(k)
+	}
+	found, err := s.batchGet(ctx, names, true)
+	if err != nil {
+		return nil, fmt.Errorf("batch read %d records: %w", len(keys), err)
+	}
+	var items []Instance
+	if err := attributevalue.UnmarshalListOfMaps(found, &items); err != nil {
+		return nil, fmt.Errorf("decode records: %w", err)
+	}
+	out := make(map[Key]*Instance, len(items))
+	for i := range items {
+		out[items[i].Key] = &items[i]
+	}
+	return out, nil
+}
+
+// batchGet reads items by key, 100 per BatchGetItem, asking again with a
+// short backoff for keys left unprocessed (throttling). A hot item can stay
+// unprocessed for many seconds: after maxBatchAttempts it says so rather
+// than hold the caller, who must not act on a partial read.
+func (s *core) batchGet(ctx context.Context, keys []string, consistent bool) ([]map[string]types.AttributeValue, error) {
+	var out []map[string]types.AttributeValue
 	for start := 0; start < len(keys); start += 100 {
 		batch := keys[start:min(start+100, len(keys))]
 		want := make([]map[string]types.AttributeValue, len(batch))
 		for i, k := range batch {
-			want[i] = s.key(string(k))
+			want[i] = s.key(k)
 		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: want, ConsistentRead: aws.Bool(true)}}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: want, ConsistentRead: aws.Bool(consistent)}}
 		for attempt := 0; len(req) > 0; attempt++ {
 			if attempt == maxBatchAttempts {
-				// A hot item can stay unprocessed for many seconds: say so
-				// rather than hold the caller; it must not act on a
-				// partial read.
-				return nil, fmt.Errorf("batch read: %d records still unprocessed (throttled) after %d attempts", len(req[s.table].Keys), attempt)
+				return nil, fmt.Errorf("%d items still unprocessed (throttled) after %d attempts", len(req[s.table].Keys), attempt)
 			}
 			if attempt > 0 {
 				select {
@@ -263,15 +283,9 @@ func (s *Instances) GetMany(ctx context.Context, keys []Key) (map[Key]*Instance,
 			}
 			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 			if err != nil {
-				return nil, fmt.Errorf("batch read %d records: %w", len(batch), err)
+				return nil, err
 			}
-			var items []Instance
-			if err := attributevalue.UnmarshalListOfMaps(res.Responses[s.table], &items); err != nil {
-				return nil, fmt.Errorf("decode records: %w", err)
-			}
-			for i := range items {
-				out[items[i].Key] = &items[i]
-			}
+			out = append(out, res.Responses[s.table]...)
 			req = res.UnprocessedKeys
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // The usage ledger (issue 41, item 2): what the cost report counts.
@@ -210,7 +209,7 @@ type usageItem struct {
 }
 
 // Usage reads the spans the ledger holds that end within [from, to), every
-// shard of every slot, 100 items per BatchGetItem.
+// shard of every slot.
 func (s *core) Usage(ctx context.Context, from, to time.Time) ([]Span, error) {
 	if !to.After(from) {
 		return nil, fmt.Errorf("usage: the window's end %s is not after its start %s", to.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339))
@@ -221,53 +220,21 @@ func (s *core) Usage(ctx context.Context, from, to time.Time) ([]Span, error) {
 			keys = append(keys, usageKey(slot.Unix(), shard))
 		}
 	}
+	items, err := s.batchGet(ctx, keys, false) // eventually consistent: the ledger is for people, nothing decides on it
+	if err != nil {
+		return nil, fmt.Errorf("read usage ledger: %w", err)
+	}
 	var out []Span
-	for start := 0; start < len(keys); start += 100 {
-		items, err := s.batchGet(ctx, keys[start:min(start+100, len(keys))])
-		if err != nil {
-			return nil, fmt.Errorf("read usage ledger: %w", err)
+	for _, it := range items {
+		var u usageItem
+		if err := attributevalue.UnmarshalMap(it, &u); err != nil {
+			return nil, fmt.Errorf("decode usage ledger: %w", err)
 		}
-		for _, it := range items {
-			var u usageItem
-			if err := attributevalue.UnmarshalMap(it, &u); err != nil {
-				return nil, fmt.Errorf("decode usage ledger: %w", err)
-			}
-			for _, sp := range u.Spans {
-				if sp.To >= from.Unix() && sp.To < to.Unix() {
-					out = append(out, sp)
-				}
+		for _, sp := range u.Spans {
+			if sp.To >= from.Unix() && sp.To < to.Unix() {
+				out = append(out, sp)
 			}
 		}
-	}
-	return out, nil
-}
-
-// batchGet reads items by key (eventually consistent: the ledger is for
-// people, nothing decides on it), asking again for unprocessed keys.
-func (s *core) batchGet(ctx context.Context, keys []string) ([]map[string]types.AttributeValue, error) {
-	want := make([]map[string]types.AttributeValue, len(keys))
-	for i, k := range keys {
-		want[i] = s.key(k)
-	}
-	req := map[string]types.KeysAndAttributes{s.table: {Keys: want}}
-	var out []map[string]types.AttributeValue
-	for attempt := 0; len(req) > 0; attempt++ {
-		if attempt == maxBatchAttempts {
-			return nil, fmt.Errorf("%d items still unprocessed (throttled) after %d attempts", len(req[s.table].Keys), attempt)
-		}
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(time.Duration(attempt*attempt) * 50 * time.Millisecond):
-			}
-		}
-		res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, res.Responses[s.table]...)
-		req = res.UnprocessedKeys
 	}
 	return out, nil
 }
