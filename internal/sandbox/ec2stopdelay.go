@@ -28,6 +28,12 @@ import (
 // while the stop is on its way to moto.
 const stopHeld = time.Minute
 
+// A stop that cannot reach moto is tried again this often, this far apart.
+const (
+	stopForwardTries = 20
+	stopForwardPause = 250 * time.Millisecond
+)
+
 // stopLater answers a StopInstances of running instances as EC2 does
 // (stopping) and sends it on to next once they have been stopping for the
 // stop delay. It reports false, and does nothing, when one of ids is not
@@ -61,19 +67,30 @@ func (s *Sandbox) stopLater(ctx context.Context, w http.ResponseWriter, r *http.
 				s.states.clear(id)
 			}
 		}()
-		// Terminated meanwhile: moto would mark it stopped again.
-		out, err := s.AWS.EC2().DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: ids})
-		if err != nil {
-			return
-		}
-		for _, res := range out.Reservations {
-			for _, inst := range res.Instances {
-				if inst.State == nil || inst.State.Name != types.InstanceStateNameRunning {
-					return
+		// The stop must reach moto: an instance EC2 said was stopping
+		// never comes back running. On a loaded machine a read or the
+		// forward itself can fail; try again (the overlay holds
+		// "stopping" meanwhile, up to stopHeld).
+		for try := 0; try < stopForwardTries; try++ {
+			if try > 0 {
+				time.Sleep(stopForwardPause)
+			}
+			out, err := s.AWS.EC2().DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: ids})
+			if err != nil {
+				continue
+			}
+			// Terminated meanwhile: moto would mark it stopped again.
+			for _, res := range out.Reservations {
+				for _, inst := range res.Instances {
+					if inst.State == nil || inst.State.Name != types.InstanceStateNameRunning {
+						return
+					}
 				}
 			}
+			if rec := forward(next, later.Clone(context.Background()), body); rec.Code == http.StatusOK {
+				return
+			}
 		}
-		forward(next, later, body)
 	})
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 	w.WriteHeader(http.StatusOK)
