@@ -75,7 +75,10 @@ func deployB(b *testing.B) *deployment { return deployTB(b, nil) }
 
 func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 	build(t)
-	d := &deployment{t: t, name: awstest.Name(t, "ghr"), aws: env.Config(t), fake: fakegithub.NewServer(fakegithub.Options{Orgs: []string{"acme"}, SessionRetry: 500 * time.Millisecond}), fns: map[string]*lambdart.Host{}, specs: map[string]lambdart.Function{}, logs: &testbin.Buffer{}}
+	d := &deployment{t: t, name: awstest.Name(t, "ghr"), aws: env.Config(t), fake: fakegithub.NewServer(fakegithub.Options{Orgs: []string{"acme"}, SessionRetry: 500 * time.Millisecond,
+		// A killed listener's session ends as in the sandbox: its successor
+		// waits seconds, not the fake's default two minutes.
+		ScaleSet: fakegithub.ScaleSetOptions{SessionIdleExpiry: 5 * time.Second}}), fns: map[string]*lambdart.Host{}, specs: map[string]lambdart.Function{}, logs: &testbin.Buffer{}}
 	t.Cleanup(d.fake.Close)
 	db := d.aws.DynamoDB()
 	must(t, state.CreateTable(ctx, db, d.name, state.TableOptions{}))

@@ -80,18 +80,33 @@ func (d *Deps) ReleaseInstance(ctx context.Context, runID string, key state.Key)
 	default:
 		return Untouched, nil // a concurrent release got it first
 	}
+	return d.finishRelease(ctx, inst, idle, p), nil
+}
+
+// FinishRelease finishes the release of an instance its releaser left
+// idle and not pooled (a listener killed between the two): the same steps
+// as ReleaseInstance after its write.
+func (d *Deps) FinishRelease(ctx context.Context, idle *state.Instance, p *state.PoolConfig) Outcome {
+	return d.finishRelease(ctx, idle, idle, p)
+}
+
+// finishRelease deletes the just-in-time runners the record named while
+// it ran (ran: the record before the release; the idle one keeps them
+// too), then pools the instance once its agent says it is clean, within
+// the pool's releaseWait; else it is expired.
+func (d *Deps) finishRelease(ctx context.Context, ran, idle *state.Instance, p *state.PoolConfig) Outcome {
 	cleanWait := state.D(p.Timings.ReleaseWait)
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-5*time.Second < cleanWait {
 		cleanWait = time.Until(dl) - 5*time.Second
 	}
 	if p.JIT() {
-		if err := d.deleteJITRunners(ctx, inst, cleanWait); err != nil {
+		if err := d.deleteJITRunners(ctx, ran, cleanWait); err != nil {
 			d.expire(ctx, idle.Ref(), err.Error())
-			return Expired, nil
+			return Expired
 		}
 	}
 	if pooled, _ := d.Repool(ctx, idle, p, cleanWait); pooled {
-		return Released, nil
+		return Released
 	}
-	return Expired, nil
+	return Expired
 }

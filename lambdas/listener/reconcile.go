@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/controlplane"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 )
 
@@ -53,7 +54,53 @@ func (s *Scaler) adopt(ctx context.Context) error {
 			s.log.Info("standing run adopted", "runId", rec.RunID, "instanceId", rec.ID, "state", string(st))
 		}
 	}
+	if err := s.adoptReleases(ctx); err != nil {
+		return err
+	}
 	s.reconcile(ctx)
+	return nil
+}
+
+// adoptReleases finishes the releases a previous listener began and did
+// not end: it moved the instance to idle and died before the pool message
+// (its record idle, not pooled, its last run one of this scale set's).
+// Refresh would pool it within a minute; meanwhile the runners GitHub
+// wants would launch new instances beside it. Finished here, it comes back
+// in seconds and counts as being released until then, as a release of
+// this listener's own does.
+func (s *Scaler) adoptReleases(ctx context.Context) error {
+	recs, err := storeOf(s.d.Deps).ByPoolState(ctx, s.pool.Name, state.Idle, time.Time{})
+	if err != nil {
+		return err
+	}
+	for _, listed := range recs {
+		rec, err := storeOf(s.d.Deps).Get(ctx, listed.Key)
+		if state.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if rec.State != state.Idle || rec.PooledAt != 0 || !strings.HasPrefix(rec.LastRunID, s.runPrefix()) {
+			continue
+		}
+		s.log.Info("release an earlier listener began: finishing it", "runId", rec.LastRunID, "instanceId", rec.ID)
+		s.wg.Add(1)
+		s.mu.Lock()
+		s.releasing++
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				s.releasing--
+				s.mu.Unlock()
+				s.resize()
+			}()
+			got := s.d.Deps.FinishRelease(s.bg, rec, s.pool)
+			s.log.Info("release an earlier listener began: finished", "runId", rec.LastRunID, "instanceId", rec.ID, "pooled", got == controlplane.Released)
+		}()
+	}
 	return nil
 }
 
