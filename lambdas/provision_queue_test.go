@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +92,48 @@ func TestARunAcceptsFewerRunnersThanItAskedWhenThePoolStaysFull(t *testing.T) {
 		t.Fatalf("minInstanceCount above instanceCount: %s", bad.Payload)
 	}
 
+}
+
+// A provision killed while it waits for capacity (its runtime killed, as a
+// timeout or a crash kills it) holds its place in the queue only moments:
+// places are held for seconds and renewed while their provision looks, so
+// the provision behind it is served as soon as capacity comes back, not
+// at the killed one's deadline. (With a place held until the provision's
+// deadline, as before: "q-late still waits behind the killed q-dead".)
+func TestAProvisionKilledWhileWaitingForCapacityHoldsTheQueueOnlyMoments(t *testing.T) {
+	t.Parallel()
+	d := deploy(t, func(p *state.PoolConfig) { p.MaxInstances = 1 })
+	var a provisionOut
+	d.call("provision", map[string]any{"runId": "q-a", "pool": "linux"}, &a)
+
+	kill, killed := context.WithCancel(ctx)
+	dead := make(chan struct{})
+	go func() {
+		defer close(dead)
+		raw, _ := json.Marshal(d.signed(ownRepo, map[string]any{"runId": "q-dead", "pool": "linux", "timeoutSeconds": 110}))
+		_, _ = d.fns["provision"].Invoke(kill, raw) // its runtime is killed below
+	}()
+	waitFor(t, 30*time.Second, "q-dead waiting in the pool's capacity queue", func() bool {
+		n, err := d.store.Ahead(ctx, "linux", "probe", time.Now())
+		return err == nil && n == 1
+	})
+	killed()
+	<-dead
+
+	served := make(chan provisionOut, 1)
+	go func() {
+		var out provisionOut
+		d.call("provision", map[string]any{"runId": "q-late", "pool": "linux", "timeoutSeconds": 110}, &out)
+		served <- out
+	}()
+	var rel releaseOut
+	d.call("release", map[string]any{"runId": "q-a"}, &rel)
+	select {
+	case out := <-served:
+		if out.Status != "ready" || len(out.Instances) != 1 || out.Instances[0].InstanceID != a.Instances[0].InstanceID {
+			t.Fatalf("q-late: %+v, want q-a's instance", out)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("q-late still waits behind the killed q-dead a minute after the pool's one instance came back")
+	}
 }

@@ -9,16 +9,17 @@ import (
 // Provisions that find their pool at its cap wait for capacity in turn,
 // first come first served, instead of failing the workflow. The capacity
 // item holds the queue: each waiting run with when its provision began
-// (Since, milliseconds) and until when it waits (Until, seconds: its
-// provision's deadline, so the entry of a provision that died goes by
-// itself). A provision may claim or launch only while no waiter that began
+// (Since, milliseconds) and until when its place holds (Until, seconds: a
+// few seconds ahead, renewed by its provision at every look and never past
+// its deadline, so the place of a provision that died lapses in seconds,
+// lambdas/provision/queue.go). A provision may claim or launch only while no waiter that began
 // before it (ties: the smaller run id) is in force; a provision that found
 // the pool short joins the queue and tries again when it is at its head.
 
 // Waiter is one provision waiting for its pool's capacity.
 type Waiter struct {
 	Since int64 `dynamodbav:"since"` // unix milliseconds: when its provision began
-	Until int64 `dynamodbav:"until"` // unix seconds: its provision's deadline
+	Until int64 `dynamodbav:"until"` // unix seconds: until when the place holds unless renewed
 	// Repo is the repository id of the invoking job's verified token: a
 	// pool bounds the places one repository holds (fairshare.go).
 	Repo string `dynamodbav:"repo,omitempty"`

@@ -21,6 +21,11 @@ import (
 // queuePoll is how often a waiting provision looks again.
 const queuePoll = 2 * time.Second
 
+// queueHold is how long a place in the capacity queue lasts unless its
+// provision renews it (every queuePoll): a killed provision's place holds
+// the provisions behind it this long at most.
+const queueHold = 15 * time.Second
+
 // acquire gives the run its instances: claimed from the pool, launched, or
 // waited for in turn.
 func (p *provisioner) acquire(ctx context.Context, reg *state.Registration) error {
@@ -87,8 +92,22 @@ func (p *provisioner) acquire(ctx context.Context, reg *state.Registration) erro
 			}
 			return short
 		}
+		// A place is held for queueHold and renewed at every look, so the
+		// place of a provision that died (killed, timed out) lapses in
+		// seconds instead of holding every provision behind it until its
+		// deadline. Renewal keeps the place: the order is by when each
+		// provision began.
+		until := time.Now().Add(queueHold)
+		if dl.Before(until) {
+			until = dl
+		}
+		err = storeOf(p.d).Queue(ctx, p.req.Pool, p.req.RunID, p.repo, p.start, until, p.req.pool.MaxQueuedPerRepository)
+		if queued && err != nil {
+			// A throttled renewal costs at most the place, which the next
+			// look takes back.
+			p.log.Warn("renew the place in the pool's capacity queue", "err", err)
+		}
 		if !queued {
-			err := storeOf(p.d).Queue(ctx, p.req.Pool, p.req.RunID, p.repo, p.start, dl, p.req.pool.MaxQueuedPerRepository)
 			if state.ClauseOf(err) == state.ClauseMaxQueued {
 				// Its repository holds its places already: no waiting
 				// behind itself; with enough runners it goes on, as at
