@@ -28,8 +28,9 @@ func (st *Story) preflightStart(ctx context.Context) {
 		got = append(got, "removing "+startStatement+": "+err.Error())
 		ok = false
 	} else {
-		st.sb.TakeDenials() // none so far: the story's last step says so
 		ok = st.startCheck(ctx, &got, false) && ok
+		// Taken, so that the story's last IAM check sees none of them;
+		// any other denial, before or meanwhile, fails this step instead.
 		denied := st.sb.TakeDenials()
 		var other []string
 		for _, d := range denied {
