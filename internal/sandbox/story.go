@@ -322,7 +322,7 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 	var rel release.Output
 	err = st.invoke(ctx, "release", map[string]any{"runId": f.runID}, &rel)
 	if err == nil {
-		st.saw(f.runID, runSeen{instances: len(ids), provision: asked, ready: answered, release: start, released: time.Now()})
+		st.saw(f.runID, seenOf(out, asked, answered, start, time.Now()))
 	}
 	got = fmt.Sprintf("release %s: %d back in the pool, %d expired in %.1fs", f.runID, len(rel.Released), len(rel.Expired), rel.ElapsedSeconds)
 	if err != nil {

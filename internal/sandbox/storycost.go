@@ -14,6 +14,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/cost"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/testbin"
+	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/provision"
 )
 
 // The story's last step: the operator's cost report (`ghrunner cost`, the
@@ -21,12 +22,24 @@ import (
 // serves the Price List API: pricing.go) of the runs it played, checked
 // against what the story itself saw of them.
 
-// runSeen is what the story saw of a run it played: from asking provision
-// (its records come after) to its answer (every instance bound to the
-// run), and from asking release to its answer (by then none is).
+// runSeen is what the story saw of a run it played: each instance was
+// the run's from before boundBy (provision's answer says when, in seconds
+// since it began, which was after the story asked and before it answered
+// by the call's elapsed time) and no earlier than provision was asked,
+// until release, asked at release and answered at released, made it
+// idle.
 type runSeen struct {
-	instances                           int
-	provision, ready, release, released time.Time
+	provision, release, released time.Time
+	boundBy                      []time.Time
+}
+
+func seenOf(out provision.Output, asked, answered, release, released time.Time) runSeen {
+	began := answered.Add(-time.Duration(out.ElapsedSeconds * float64(time.Second))) // at the latest
+	s := runSeen{provision: asked, release: release, released: released}
+	for _, in := range out.Instances {
+		s.boundBy = append(s.boundBy, began.Add(time.Duration(in.ClaimedSeconds*float64(time.Second))))
+	}
+	return s
 }
 
 func (st *Story) saw(runID string, s runSeen) {
@@ -35,15 +48,15 @@ func (st *Story) saw(runID string, s runSeen) {
 	st.seen[runID] = s
 }
 
-// jobSeconds bounds the job seconds the ledger may hold for the run: each
-// instance bound from before the answer to after the release was asked,
-// within the whole of both calls; a span's ends are whole seconds, so an
-// instance's total may be a second off either way.
+// jobSeconds bounds the job seconds the ledger may hold for the run; a
+// span's ends are whole seconds, so an instance's total may be a second
+// off either way.
 func (s runSeen) jobSeconds() (lo, hi int64) {
-	n := int64(s.instances)
-	lo = n * (int64(math.Floor(s.release.Sub(s.ready).Seconds())) - 1)
-	hi = n * (int64(math.Ceil(s.released.Sub(s.provision).Seconds())) + 1)
-	return max(lo, 0), hi
+	for _, by := range s.boundBy {
+		lo += max(0, int64(math.Floor(s.release.Sub(by).Seconds()))-1)
+		hi += int64(math.Ceil(s.released.Sub(s.provision).Seconds())) + 1
+	}
+	return lo, hi
 }
 
 // buildCLI builds the ghrunner command in the background (while the story
@@ -111,7 +124,7 @@ func (st *Story) judgeCost(r *cost.Report, known string) (string, bool) {
 		return got + "; " + known + " not played or not reported", false
 	}
 	lo, hi := s.jobSeconds()
-	got += fmt.Sprintf("; %s: %d job seconds on %d instances, the story saw %d–%d", known, row.JobSeconds, s.instances, lo, hi)
+	got += fmt.Sprintf("; %s: %d job seconds on %d instances, the story saw %d–%d", known, row.JobSeconds, len(s.boundBy), lo, hi)
 	if len(bad) > 0 {
 		got += "; " + strings.Join(bad, "; ")
 	}
