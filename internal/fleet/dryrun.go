@@ -35,6 +35,14 @@ func (f *Fleet) CanTerminate(ctx context.Context, id string) error {
 	return dryRunResult("TerminateInstances", err)
 }
 
+// CanStart asks EC2 whether starting instance id would be allowed (the
+// stopped tier's start). EC2 checks the permission whatever the
+// instance's state, so a running instance answers too.
+func (f *Fleet) CanStart(ctx context.Context, id string) error {
+	_, err := f.ec2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: []string{id}, DryRun: aws.Bool(true)})
+	return dryRunResult("StartInstances", err)
+}
+
 // dryRunResult reads a dry run's answer: DryRunOperation is success, and a
 // dry run that returned no error at all did not dry-run.
 func dryRunResult(op string, err error) error {

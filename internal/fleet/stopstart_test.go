@@ -33,3 +33,21 @@ func TestStoppingAnInstanceEC2DoesNotKnowSaysItIsGone(t *testing.T) {
 		t.Fatalf("start of an unknown instance: %v, want ErrGone", err)
 	}
 }
+
+// Preflight's start check: a dry-run start of a stopped instance is
+// allowed (EC2 answers DryRunOperation) and starts nothing.
+func TestADryRunStartOfAStoppedInstanceIsAllowedAndLeavesItStopped(t *testing.T) {
+	n := newNetwork(t)
+	w := wrap(n.client)
+	f, _ := newFleet(t, w)
+	id := launchN(t, n, f, 1)[0]
+	must(t, f.Stop(ctx, id))
+	if err := f.CanStart(ctx, id); err != nil {
+		t.Fatalf("dry-run start of a stopped instance: %v, want allowed", err)
+	}
+	got, err := f.List(ctx, Filter{IDs: []string{id}, States: []string{"pending", "running"}})
+	must(t, err)
+	if len(got) != 0 {
+		t.Fatalf("after the dry run EC2 lists %+v pending or running, want it still stopped", got)
+	}
+}

@@ -162,10 +162,11 @@ func TestE2E_Story(t *testing.T) {
 	if !ok || len(st.Steps) < 10 {
 		t.Fatalf("story failed or too short: %d steps", len(st.Steps))
 	}
-	// Six workflows, the stopped tier's two and the burst's twelve; a
-	// call Lambda throttled (429) never ran and is not counted.
-	if n := sb.Invocations()[d.Functions[bundle.HandlerProvision]]; n != 6+2+12 {
-		t.Errorf("provision invoked %d times through the endpoint, want 20", n)
+	// Six workflows, the stopped tier's two and its three preflights, and
+	// the burst's twelve; a call Lambda throttled (429) never ran and is
+	// not counted.
+	if n := sb.Invocations()[d.Functions[bundle.HandlerProvision]]; n != 6+2+3+12 {
+		t.Errorf("provision invoked %d times through the endpoint, want 23", n)
 	}
 	t.Logf("what IAM allowed each role (role action count):\n%s", strings.Join(sb.IAMAllowed(), "\n"))
 }

@@ -3,7 +3,6 @@ package sandbox_test
 import (
 	"context"
 	"encoding/json"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -26,47 +25,17 @@ import (
 
 // withoutStatement removes the statement sid from the one inline policy of
 // the function's role and returns a func that puts the policy back.
-func withoutStatement(t *testing.T, sb *sandbox.Sandbox, fn *lambda.Client, function, sid string) (restore func()) {
+func withoutStatement(t *testing.T, sb *sandbox.Sandbox, function, sid string) (restore func()) {
 	t.Helper()
-	ctx := context.Background()
-	got, err := fn.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(function)})
+	put, err := sb.WithoutStatement(context.Background(), function, sid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	role := aws.ToString(got.Configuration.Role)
-	role = role[strings.LastIndex(role, "/")+1:]
-	svc := admin.IAM(sb.AWS)
-	names, err := svc.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: aws.String(role)})
-	if err != nil || len(names.PolicyNames) != 1 {
-		t.Fatalf("policies of %s: %v %v", role, names, err)
-	}
-	name := names.PolicyNames[0]
-	pol, err := svc.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(name)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	original, _ := url.QueryUnescape(aws.ToString(pol.PolicyDocument))
-	var doc struct {
-		Version   string
-		Statement []map[string]any
-	}
-	if err := json.Unmarshal([]byte(original), &doc); err != nil {
-		t.Fatal(err)
-	}
-	n := len(doc.Statement)
-	doc.Statement = slices.DeleteFunc(doc.Statement, func(s map[string]any) bool { return s["Sid"] == sid })
-	if len(doc.Statement) != n-1 {
-		t.Fatalf("policy %s of %s has no statement %s", name, role, sid)
-	}
-	put := func(d string) {
-		if _, err := svc.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(name), PolicyDocument: aws.String(d)}); err != nil {
+	return func() {
+		if err := put(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(sandbox.PolicyTTL) // as IAM, the endpoint sees a change within seconds
 	}
-	cut, _ := json.Marshal(doc)
-	put(string(cut))
-	return func() { put(original) }
 }
 
 // deniedWithoutLaunchStatement: the sandbox enforces the policies terraform
@@ -85,7 +54,7 @@ func deniedWithoutLaunchStatement(t *testing.T, sb *sandbox.Sandbox, d sandbox.D
 	}
 	before := list()
 	provision := d.Functions[bundle.HandlerProvision]
-	restore := withoutStatement(t, sb, fn, provision, "LaunchTagged")
+	restore := withoutStatement(t, sb, provision, "LaunchTagged")
 	// Preflight finds it first, changing nothing.
 	if checks := preflight(t, fn, provision); !strings.Contains(checks, `"check":"launch","pool":"linux","ok":false`) || !strings.Contains(checks, "UnauthorizedOperation") {
 		t.Errorf("preflight without LaunchTagged: %s; want the launch check failed with UnauthorizedOperation", checks)

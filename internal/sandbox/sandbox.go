@@ -332,7 +332,9 @@ func (s *Sandbox) routes() http.Handler {
 	// request EC2 refuses for its configuration never reaches capacity.
 	// It makes one CreateFleet to moto per override it fills, so with
 	// limits set Faults.AfterCreateFleet hears each of them.
-	api := s.iam.handler(s.withIAMLag(s.withInstanceStates(s.Capacity.Front(s.withFaults(s.registry.withECR(s.ecsTasks.withECS(moto)))))))
+	// The Price List API, which moto lacks, is answered before moto
+	// (pricing.go).
+	api := s.iam.handler(s.withIAMLag(s.withInstanceStates(s.Capacity.Front(s.withFaults(withPricing(s.registry.withECR(s.ecsTasks.withECS(moto))))))))
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isRegistryRequest(r) {
 			s.registry.ServeHTTP(w, r) // ECR's registry API (ecr.go)

@@ -52,6 +52,9 @@ type Story struct {
 	tally    tally     // what the functions returned, for their metrics
 	rel      published // the runner release published mid-story (storyupgrade.go)
 	tier     tierStory // the stopped tier's instances (storystopped.go)
+	// seen is what the story saw of each run it played, for the cost
+	// report's check (storycost.go).
+	seen map[string]runSeen
 }
 
 // NewStory prepares a story; out receives the live progress.
@@ -61,7 +64,7 @@ func NewStory(ctx context.Context, sb *Sandbox, d Deployment, out io.Writer) (*S
 		return nil, err
 	}
 	return &Story{sb: sb, d: d, lambda: admin.Lambda(cfg), store: state.New(sb.AWS.DynamoDB(), d.Table), fleet: fleet.New(sb.AWS.EC2(), Environment),
-		out: out, start: time.Now(), Launched: map[string]bool{}}, nil
+		out: out, start: time.Now(), Launched: map[string]bool{}, seen: map[string]runSeen{}}, nil
 }
 
 // Play runs the whole story and reports whether every step did what it should.
@@ -148,6 +151,7 @@ func (st *Story) Play(ctx context.Context) bool {
 		return false
 	}
 	st.checkRelease(ctx)
+	st.buildCLI() // for the last step, while the story waits
 	st.awaitKeepTime(ctx)
 	st.scaleDown(ctx)
 	if ctx.Err() != nil {
@@ -162,6 +166,7 @@ func (st *Story) Play(ctx context.Context) bool {
 		}
 		return fmt.Sprintf("%d denied, first: %s", len(d), d[0]), false
 	})
+	st.costReport(ctx)
 	return st.ok()
 }
 
@@ -233,6 +238,7 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 		f.jobs = f.runners
 	}
 	start, refusedBefore := time.Now(), st.sb.ProfileRefusals()
+	asked := start
 	var out provision.Output
 	err := st.invoke(ctx, "provision", map[string]any{"runId": f.runID, "pool": f.pool, "instanceCount": f.runners}, &out)
 	answered := time.Now()
@@ -315,6 +321,9 @@ func (st *Story) play(ctx context.Context, f flow) []string {
 	start = time.Now()
 	var rel release.Output
 	err = st.invoke(ctx, "release", map[string]any{"runId": f.runID}, &rel)
+	if err == nil {
+		st.saw(f.runID, seenOf(out, asked, answered, start, time.Now()))
+	}
 	got = fmt.Sprintf("release %s: %d back in the pool, %d expired in %.1fs", f.runID, len(rel.Released), len(rel.Expired), rel.ElapsedSeconds)
 	if err != nil {
 		got = err.Error()

@@ -24,6 +24,9 @@ import (
 //     running time is 5 s in the sandbox), scale-down stops both: records
 //     stopped, runners deregistered, EC2 stopping then stopped, the
 //     instance host halting their agents;
+//   - preflight's start check passes, fails naming UnauthorizedOperation
+//     with the provision role's StartOwnInstances statement removed, and
+//     passes once it is put back (storypreflight.go);
 //   - the next workflow finds no warm instance and starts one of them (the
 //     same instance, booted again: a new boot id) instead of launching;
 //     its job finds nothing of the earlier run; released, it is pooled
@@ -70,6 +73,9 @@ func (st *Story) stoppedTier(ctx context.Context) {
 	if !st.stopIdle(ctx, first) {
 		return
 	}
+	// Both stopped and nothing else playing: preflight's start check, and
+	// what it says when the role may not start.
+	st.preflightStart(ctx)
 	got := st.play(ctx, flow{name: "stopped tier: the next workflow starts a stopped instance instead of launching; its job finds no file of the earlier run",
 		runID: "run-2002", pool: PoolStopped, runners: 1, started: 1, script: "test ! -e " + left})
 	if len(got) != 1 {

@@ -27,10 +27,12 @@ type Launcher interface {
 	Live(ctx context.Context, pool string) (map[string]string, error)
 	// Terminate terminates instances; ones already gone are no error.
 	Terminate(ctx context.Context, ids []string) error
-	// CanLaunch and CanTerminate ask EC2, with DryRun, whether a launch
-	// of spec and the termination of id would be allowed (nil: yes).
+	// CanLaunch, CanTerminate and CanStart ask EC2, with DryRun, whether
+	// a launch of spec and the termination and the start of id would be
+	// allowed (nil: yes).
 	CanLaunch(ctx context.Context, spec LaunchSpec) error
 	CanTerminate(ctx context.Context, id string) error
+	CanStart(ctx context.Context, id string) error
 	// Stopped reports which of ids EC2 shows stopped (not stopping): the
 	// only ones a start may take (start.go).
 	Stopped(ctx context.Context, ids []string) (map[string]bool, error)
@@ -153,6 +155,10 @@ func (l FleetLauncher) CanLaunch(ctx context.Context, spec LaunchSpec) error {
 
 func (l FleetLauncher) CanTerminate(ctx context.Context, id string) error {
 	return l.Fleet.CanTerminate(ctx, id)
+}
+
+func (l FleetLauncher) CanStart(ctx context.Context, id string) error {
+	return l.Fleet.CanStart(ctx, id)
 }
 
 func (l FleetLauncher) Stopped(ctx context.Context, ids []string) (map[string]bool, error) {

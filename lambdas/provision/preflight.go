@@ -25,7 +25,7 @@ import (
 
 // Check is one preflight finding.
 type Check struct {
-	Check string `json:"check"` // "launch", "terminate", "quota", "github", "runner-group" or "scale-set-group"
+	Check string `json:"check"` // "launch", "terminate", "start", "quota", "github", "runner-group" or "scale-set-group"
 	Pool  string `json:"pool,omitempty"`
 	Owner string `json:"owner,omitempty"`
 	OK    bool   `json:"ok"`
@@ -73,21 +73,30 @@ func preflight(ctx context.Context, deps Deps, repos []string, start time.Time) 
 		if deps.Quotas != nil {
 			out.Checks = append(out.Checks, quotaCheck(ctx, deps.Quotas, p))
 		}
-		live, err := deps.EC2.Live(ctx, p.Name)
-		if err != nil {
-			add(Check{Check: "terminate", Pool: p.Name}, fmt.Errorf("list the pool's instances: %w", err))
-			continue
+		// The instance checks: terminate, and start for a pool with a
+		// stopped tier. Stopping is scale-down's (provider/policy.go
+		// gives ec2:StopInstances to its role alone): provision's
+		// credentials cannot tell whether that role may.
+		checks := []instanceCheck{{"terminate", deps.EC2.CanTerminate}}
+		if p.Stopped != nil {
+			checks = append(checks, instanceCheck{"start", deps.EC2.CanStart})
 		}
+		live, err := deps.EC2.Live(ctx, p.Name)
 		ids := make([]string, 0, len(live))
 		for id := range live {
 			ids = append(ids, id)
 		}
-		if len(ids) == 0 {
-			out.Checks = append(out.Checks, Check{Check: "terminate", Pool: p.Name, OK: true, Detail: "not tried: the pool has no live instance"})
-			continue
-		}
 		sort.Strings(ids)
-		add(Check{Check: "terminate", Pool: p.Name, Detail: ids[0]}, deps.EC2.CanTerminate(ctx, ids[0]))
+		for _, c := range checks {
+			switch {
+			case err != nil:
+				add(Check{Check: c.name, Pool: p.Name}, fmt.Errorf("list the pool's instances: %w", err))
+			case len(ids) == 0:
+				out.Checks = append(out.Checks, Check{Check: c.name, Pool: p.Name, OK: true, Detail: "not tried: the pool has no live instance"})
+			default:
+				add(Check{Check: c.name, Pool: p.Name, Detail: ids[0]}, c.dryRun(ctx, ids[0]))
+			}
+		}
 	}
 	names := make([]string, 0, len(owners))
 	for o := range owners {
@@ -104,4 +113,10 @@ func preflight(ctx context.Context, deps Deps, repos []string, start time.Time) 
 	}
 	out.ElapsedSeconds = time.Since(start).Seconds()
 	return out, nil
+}
+
+// instanceCheck is a dry run on one of a pool's instances.
+type instanceCheck struct {
+	name   string
+	dryRun func(ctx context.Context, id string) error
 }

@@ -30,20 +30,29 @@ type Product struct {
 	USD        string            // price per unit, a decimal string
 }
 
-// Server answers GetProducts from its products.
-type Server struct {
-	*httptest.Server
+// Handler answers GetProducts from its products: a server of its own
+// (New), or a route of an endpoint that serves other APIs too (the
+// sandbox's, by X-Amz-Target).
+type Handler struct {
 	mu       sync.Mutex
 	products []Product
 	fail     string // a non-empty fail answers every call with this error code
 	calls    int
 }
 
+// NewHandler answers from products.
+func NewHandler(products ...Product) *Handler { return &Handler{products: products} }
+
+// Server is a Handler on a server of its own.
+type Server struct {
+	*httptest.Server
+	*Handler
+}
+
 // New starts a server with products.
 func New(products ...Product) *Server {
-	s := &Server{products: products}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	return s
+	h := NewHandler(products...)
+	return &Server{Server: httptest.NewServer(h), Handler: h}
 }
 
 // Linux is a shared-tenancy Linux instance product, as the offer names one.
@@ -60,14 +69,14 @@ func Volume(region, volumeType, usd string) Product {
 
 // Fail makes every call answer with the error code (e.g.
 // "AccessDeniedException"); "" ends it.
-func (s *Server) Fail(code string) { s.mu.Lock(); s.fail = code; s.mu.Unlock() }
+func (s *Handler) Fail(code string) { s.mu.Lock(); s.fail = code; s.mu.Unlock() }
 
 // Calls is how many calls the server answered.
-func (s *Server) Calls() int { s.mu.Lock(); defer s.mu.Unlock(); return s.calls }
+func (s *Handler) Calls() int { s.mu.Lock(); defer s.mu.Unlock(); return s.calls }
 
 type filter struct{ Type, Field, Value string }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
