@@ -469,3 +469,22 @@ func TestSpotInterruption(t *testing.T) {
 		t.Fatalf("runner restarted (pid %d) on an interrupted instance", now)
 	}
 }
+
+// An agent that starts while a spot notice stands and cannot read its
+// record yet (DynamoDB failing) still says the notice once it can: the
+// notice is heard at start, not five seconds later, and it waits for the
+// record to bind it to the assignment instead of being dropped. (With the
+// old loop, which looked after five seconds and wrote nothing without a
+// record read: "waiting for UD_INTERRUPTED: … deadline exceeded".)
+func TestAnAgentStartingUnderASpotNoticeWithoutItsRecordStillSaysIt(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	inst := w.create("run-spot-late", "spot")
+	dynamo := w.dynamoDBOutage()
+	w.imds.InterruptSpot("terminate", time.Now().Add(2*time.Minute))
+	dynamo.down.Store(true)
+	w.start()
+	time.Sleep(8 * time.Second) // past the old loop's first look, the record never read
+	dynamo.down.Store(false)
+	w.wait(inst, state.SignalInterrupted, "")
+}
