@@ -24,11 +24,18 @@ func TestAReleaseAKilledListenerBeganIsFinishedByItsSuccessorWhichLaunchesNothin
 	first := d.startListener("task-1")
 	waitFor(t, 30*time.Second, "the listener's scale set", func() bool { return len(d.fake.ScaleSets()) == 1 })
 
-	one := d.fake.EnqueueScaleSetJob("acme", "app", "linux-kill", "sleep 4; echo one")
+	one := d.fake.EnqueueScaleSetJob("acme", "app", "linux-kill", "sleep 10; echo one")
 	rec := d.runningJobRecord(one)
 	if !strings.HasPrefix(rec.RunID, "ss") {
 		t.Fatalf("job one runs on %s for run %q, want a standing run", rec.ID, rec.RunID)
 	}
+	// A job may start before its run's provision marks the record running
+	// (its runner is online first): the release this test plays is of a
+	// running record.
+	waitFor(t, 30*time.Second, "the standing run's record running", func() bool {
+		cur, err := d.store.Get(ctx, rec.Key)
+		return err == nil && cur.State == state.Running && cur.RunID == rec.RunID
+	})
 	// Killed as ECS kills a task that ignores SIGTERM; the job runs on.
 	must(t, first.Process.Signal(syscall.SIGKILL))
 	if job, err := d.fake.WaitJob(one, time.Minute); err != nil || job.Result != "succeeded" {
