@@ -121,6 +121,20 @@ func (st *instanceStates) clear(id string) {
 	delete(st.in, id)
 }
 
+// snapshot is the states passing now.
+func (st *instanceStates) snapshot() map[string]passing {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := st.clock()
+	out := make(map[string]passing, len(st.in))
+	for id, p := range st.in {
+		if now.Before(p.until) {
+			out[id] = p
+		}
+	}
+	return out
+}
+
 func (st *instanceStates) any() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -150,9 +164,13 @@ func (s *Sandbox) withInstanceStates(next http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
+			// The states in force before moto is read: a stop that reaches
+			// moto (and leaves the overlay) while moto answers this read
+			// must not leave moto's older "running" unrewritten.
+			before := s.states.snapshot()
 			rec := forward(next, r, body)
 			if rec.Code == http.StatusOK {
-				rec.Body = bytes.NewBuffer(s.states.rewrite(rec.Body.Bytes()))
+				rec.Body = bytes.NewBuffer(s.states.rewrite(rec.Body.Bytes(), before))
 				rec.Header().Del("Content-Length")
 			}
 			copyAnswer(w, rec)
@@ -249,10 +267,14 @@ func listed(form url.Values, name string) []string {
 var stateRE = regexp.MustCompile(`<instanceId>(i-[0-9a-f]+)</instanceId>(?s:(.*?))<instanceState>\s*<code>\d+</code>\s*<name>[a-z-]+</name>\s*</instanceState>`)
 
 // rewrite puts the overlay's states into a DescribeInstances answer.
-func (st *instanceStates) rewrite(answer []byte) []byte {
+func (st *instanceStates) rewrite(answer []byte, before map[string]passing) []byte {
 	return stateRE.ReplaceAllFunc(answer, func(m []byte) []byte {
 		sub := stateRE.FindSubmatch(m)
 		p, ok := st.current(string(sub[1]))
+		if !ok {
+			// Passed while moto answered: moto's answer may predate it.
+			p, ok = before[string(sub[1])]
+		}
 		if !ok {
 			return m
 		}

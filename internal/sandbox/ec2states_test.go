@@ -191,3 +191,22 @@ func TestAFilterOnStoppedLeavesOutAnInstanceStillStopping(t *testing.T) {
 		t.Fatalf("a filter on stopped does not find %s once it is stopped", id)
 	}
 }
+
+// A DescribeInstances that read moto just before a stop reached it (moto
+// still says running) and is rewritten just after the stop left the
+// overlay still says stopping: the states in force when the read began
+// apply. A fresh-clone CI run saw stopping → running this way twice. (With
+// the overlay read only after moto answered: "running".)
+func TestADescribeThatReadMotoBeforeTheStopArrivedStillSaysStopping(t *testing.T) {
+	var st instanceStates
+	st.set("i-0abc", "stopping", codeStopping, time.Minute)
+	before := st.snapshot()
+	st.clear("i-0abc") // the stop reached moto while it answered the read
+	answer := []byte(`<item><instanceId>i-0abc</instanceId><imageId>ami-1</imageId><instanceState><code>16</code><name>running</name></instanceState></item>`)
+	if got := string(st.rewrite(answer, before)); !strings.Contains(got, "<name>stopping</name>") {
+		t.Fatalf("rewritten answer %s, want the instance stopping", got)
+	}
+	if got := string(st.rewrite(answer, nil)); !strings.Contains(got, "<name>running</name>") {
+		t.Fatalf("an instance in no state passing is moto's: %s", got)
+	}
+}
