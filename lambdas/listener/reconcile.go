@@ -89,17 +89,10 @@ func (s *Scaler) adoptReleases(ctx context.Context) error {
 		s.mu.Lock()
 		s.releasing++
 		s.mu.Unlock()
-		go func() {
-			defer s.wg.Done()
-			defer func() {
-				s.mu.Lock()
-				s.releasing--
-				s.mu.Unlock()
-				s.resize()
-			}()
+		go s.whileReleasing(func() {
 			got := s.d.Deps.FinishRelease(s.bg, rec, s.pool)
 			s.log.Info("release an earlier listener began: finished", "runId", rec.LastRunID, "instanceId", rec.ID, "pooled", got == controlplane.Released)
-		}()
+		})
 	}
 	return nil
 }

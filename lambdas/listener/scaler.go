@@ -238,14 +238,7 @@ func (s *Scaler) release(id string) {
 	delete(s.live, id)
 	s.releasing++
 	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		defer func() {
-			s.mu.Lock()
-			s.releasing--
-			s.mu.Unlock()
-			s.resize() // its instance is claimable again (or retired)
-		}()
+	go s.whileReleasing(func() {
 		out, err := release.ForScaleSet(s.bg, release.Deps{Deps: s.d.Deps}, id, s.setID)
 		if err != nil {
 			// The run's lease still ends: refresh retires its instance.
@@ -253,7 +246,22 @@ func (s *Scaler) release(id string) {
 			return
 		}
 		s.log.Info("standing run released", "runId", id, "released", out.Released, "expired", out.Expired)
+	})
+}
+
+// whileReleasing runs a release counted in s.releasing (taken by the
+// caller, with s.wg) and gives the count back when it ends: its instance
+// is claimable again (or retired), so the runners wanted are looked at
+// again.
+func (s *Scaler) whileReleasing(release func()) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		s.releasing--
+		s.mu.Unlock()
+		s.resize()
 	}()
+	release()
 }
 
 // runOfRunner finds the live run whose instance a runner of ours names:
