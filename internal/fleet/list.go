@@ -28,6 +28,18 @@ type Instance struct {
 	Tags        map[string]string
 }
 
+// ReasonSpotTermination is the state reason code of an instance EC2 ended
+// to take its spot capacity back (EC2 API Reference, StateReason:
+// "Server.SpotInstanceTermination"). EC2 keeps showing a terminated
+// instance, with its reason, for about an hour.
+const ReasonSpotTermination = "Server.SpotInstanceTermination"
+
+// Reclaimed says whether EC2 ended the instance to take its spot capacity
+// back: EC2's own word, whatever the instance's agent said or did not.
+func (i Instance) Reclaimed() bool {
+	return strings.HasPrefix(i.StateReason, ReasonSpotTermination)
+}
+
 // Orphan returns the ghr:orphan tag's value (the assignment the instance
 // had when it was tagged) and whether the tag is there.
 func (i Instance) Orphan() (string, bool) {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/github"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
@@ -24,9 +22,9 @@ import (
 //     Guide, "Spot Instance interruption notices");
 //   - the instance is terminated once its agent said it heard the notice
 //     (UD_INTERRUPTED on its record), or after spotNoticeWindow: the two
-//     minutes are compressed, the order kept. The sandbox does not model
-//     the termination's state reason (Server.SpotInstanceTermination);
-//     moto gives the user-initiated one, and the product reads none;
+//     minutes are compressed, the order kept. EC2 then describes it with
+//     the state reason Server.SpotInstanceTermination (ec2reclaim.go),
+//     which refresh reads for an instance whose agent never said it;
 //   - GitHub fails the job whose runner went away (fakegithub.LoseJob:
 //     how soon it does is not documented).
 //
@@ -81,8 +79,7 @@ func (c *chaos) interruptSpot(ctx context.Context, runID, id string, jobID int64
 			}
 		}
 	}
-	_, err := c.sb.AWS.EC2().TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
-	if err != nil {
+	if err := c.sb.ReclaimSpot(ctx, id); err != nil {
 		fmt.Fprintf(c.out, "  %s: terminating spot instance %s: %v\n", runID, id, err)
 	}
 	c.mu.Lock()

@@ -80,6 +80,8 @@ type instanceStates struct {
 	in  map[string]passing
 	// stop and boot, when set, replace StopDelay and BootDelay (tests).
 	stop, boot time.Duration
+	// reclaimed are the spot instances EC2 took back (ec2reclaim.go).
+	reclaimed map[string]bool
 }
 
 func (st *instanceStates) delays() (stop, boot time.Duration) {
@@ -138,7 +140,7 @@ func (st *instanceStates) snapshot() map[string]passing {
 func (st *instanceStates) any() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return len(st.in) > 0
+	return len(st.in) > 0 || len(st.reclaimed) > 0
 }
 
 // withInstanceStates plays stops and starts before next (moto, or what
@@ -170,7 +172,7 @@ func (s *Sandbox) withInstanceStates(next http.Handler) http.Handler {
 			before := s.states.snapshot()
 			rec := forward(next, r, body)
 			if rec.Code == http.StatusOK {
-				rec.Body = bytes.NewBuffer(s.states.rewrite(rec.Body.Bytes(), before))
+				rec.Body = bytes.NewBuffer(s.states.withReasons(s.states.rewrite(rec.Body.Bytes(), before)))
 				rec.Header().Del("Content-Length")
 			}
 			copyAnswer(w, rec)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awsconf"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/awserr"
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/awstest"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/testenv/ec2capacity"
 )
@@ -208,5 +209,39 @@ func TestADescribeThatReadMotoBeforeTheStopArrivedStillSaysStopping(t *testing.T
 	}
 	if got := string(st.rewrite(answer, nil)); !strings.Contains(got, "<name>running</name>") {
 		t.Fatalf("an instance in no state passing is moto's: %s", got)
+	}
+}
+
+// A spot instance the sandbox reclaimed is described as EC2 describes one
+// it took back (state reason Server.SpotInstanceTermination), one a user
+// terminated keeps moto's user-initiated reason, and the answer's other
+// members are moto's.
+func TestAReclaimedSpotInstanceIsDescribedWithEC2sSpotTerminationReason(t *testing.T) {
+	f := startStatesFront(t)
+	ctx := context.Background()
+	reclaimed, ended := f.run(t, true), f.run(t, true)
+	if err := f.sb.ReclaimSpot(ctx, reclaimed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ec.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{ended}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.ec.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{reclaimed, ended}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, r := range out.Reservations {
+		for _, inst := range r.Instances {
+			if inst.State.Name != ec2types.InstanceStateNameTerminated || inst.InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot {
+				t.Errorf("%s: %s, lifecycle %q; want terminated spot", aws.ToString(inst.InstanceId), inst.State.Name, inst.InstanceLifecycle)
+			}
+			if inst.StateReason != nil {
+				reasons[aws.ToString(inst.InstanceId)] = aws.ToString(inst.StateReason.Code)
+			}
+		}
+	}
+	if reasons[reclaimed] != fleet.ReasonSpotTermination || reasons[ended] != "Client.UserInitiatedShutdown" {
+		t.Fatalf("state reasons %v; want %s %s and %s Client.UserInitiatedShutdown", reasons, reclaimed, fleet.ReasonSpotTermination, ended)
 	}
 }

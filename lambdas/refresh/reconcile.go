@@ -24,6 +24,25 @@ func (f FleetEC2) Live(ctx context.Context) ([]LiveInstance, error) {
 	return out, nil
 }
 
+// Reclaimed reads the ended instances among ids and says which EC2 ended
+// for their spot capacity.
+func (f FleetEC2) Reclaimed(ctx context.Context, ids []string) (map[string]bool, error) {
+	if len(ids) == 0 {
+		return nil, nil // fleet.List would read every ended instance
+	}
+	insts, err := f.Fleet.List(ctx, fleet.Filter{IDs: ids, States: []string{"shutting-down", "terminated"}})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, in := range insts {
+		if in.Reclaimed() {
+			out[in.ID] = true
+		}
+	}
+	return out, nil
+}
+
 // Terminate terminates instances; ones already gone are no error.
 func (f FleetEC2) Terminate(ctx context.Context, ids []string) error {
 	_, err := f.Fleet.Terminate(ctx, ids)
@@ -34,6 +53,7 @@ func (f FleetEC2) Terminate(ctx context.Context, ids []string) error {
 const (
 	ReasonGone            = "instance gone from EC2"
 	ReasonGoneInterrupted = "instance gone from EC2 after a spot interruption notice"
+	ReasonGoneReclaimed   = "instance gone from EC2: EC2 took its spot capacity back (" + fleet.ReasonSpotTermination + ")"
 )
 
 // reconcile compares EC2 with the records. An instance the index did not
@@ -78,11 +98,15 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 	if err := r.terminateUnrecorded(ctx, pools, candidates); err != nil {
 		return err
 	}
-	var gone []*state.Instance
+	var missing []*state.Instance
 	for id, inst := range known {
-		if inEC2[id] || r.now.Sub(time.Unix(inst.LaunchedAt, 0)) < grace[inst.Pool] {
-			continue
+		if !inEC2[id] && r.now.Sub(time.Unix(inst.LaunchedAt, 0)) >= grace[inst.Pool] {
+			missing = append(missing, inst)
 		}
+	}
+	reclaimed := r.reclaimed(ctx, missing)
+	var gone []*state.Instance
+	for _, inst := range missing {
 		reason, kind := ReasonGone, KindGone
 		// The record (read whole by pool) says whether its agent heard a
 		// spot interruption notice: EC2 took the instance back, which is
@@ -90,12 +114,17 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 		// assignment: a release may have come between it and EC2 (the
 		// runner's job failed, the run was released), and an instance
 		// that had one is never pooled again (controplane.Repool).
+		// Without the agent's word (killed, its notice never read, or
+		// silenced by root on the instance), EC2's state reason still says
+		// it (spot.go).
 		if _, interrupted := inst.Signals[state.SignalInterrupted]; interrupted {
 			reason, kind = ReasonGoneInterrupted, KindInterrupted
+		} else if reclaimed[inst.ID] {
+			reason, kind = ReasonGoneReclaimed, KindInterrupted
 		}
 		if _, err := storeOf(r.d).Terminate(ctx, inst.Key, state.Termination{Assignment: inst.Assignment, Reason: reason}); err == nil {
 			gone = append(gone, inst)
-			r.out.Terminated = append(r.out.Terminated, Decision{id, inst.Pool, reason, kind})
+			r.out.Terminated = append(r.out.Terminated, Decision{inst.ID, inst.Pool, reason, kind})
 		} else if state.ClauseOf(err) == "" {
 			r.fail(err)
 		}
@@ -105,6 +134,9 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 		if sig, interrupted := inst.Signals[state.SignalInterrupted]; interrupted {
 			r.noteInterruption(ctx, inst)
 			r.lostJob(ctx, inst, sig)
+		} else if reclaimed[inst.ID] {
+			r.noteInterruption(ctx, inst)
+			r.lostJob(ctx, inst, state.Signal{Assignment: inst.Assignment})
 		}
 	}
 	return nil

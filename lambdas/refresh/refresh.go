@@ -41,6 +41,10 @@ type EC2 interface {
 	Live(ctx context.Context) ([]LiveInstance, error)
 	// Terminate terminates instances in batches; gone ones are no error.
 	Terminate(ctx context.Context, ids []string) error
+	// Reclaimed says which of ids EC2 shows ended because it took their
+	// spot capacity back (fleet.Instance.Reclaimed); ids EC2 no longer
+	// shows are not among them.
+	Reclaimed(ctx context.Context, ids []string) (map[string]bool, error)
 }
 
 // Deps are what refresh runs with: the control plane's and EC2.

@@ -79,3 +79,27 @@ func (r *refresher) interruptedAmong(ctx context.Context, decisions []Decision, 
 		}
 	}
 }
+
+// reclaimed asks EC2 which of the spot instances among missing it ended to
+// take their capacity back. A record says it was interrupted when its agent
+// wrote UD_INTERRUPTED on hearing the notice, but an agent may never say
+// it (killed, asleep past the two minutes, or root on the instance
+// silencing it): EC2's state reason is the control plane's own source, read
+// only for records whose instance is gone. A failed read leaves the
+// agent's word alone to decide, and fails the refresh.
+func (r *refresher) reclaimed(ctx context.Context, missing []*state.Instance) map[string]bool {
+	var ids []string
+	for _, inst := range missing {
+		if _, said := inst.Signals[state.SignalInterrupted]; !said && inst.UsageClass == state.UsageClassSpot {
+			ids = append(ids, inst.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	out, err := r.ec2.Reclaimed(ctx, ids)
+	if err != nil {
+		r.fail(fmt.Errorf("state reasons of %d ended spot instances: %w", len(ids), err))
+	}
+	return out
+}

@@ -1,9 +1,15 @@
 package refresh_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ghrunner/terraform-provider-ghrunner/internal/fleet"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
 	"github.com/ghrunner/terraform-provider-ghrunner/lambdas/refresh"
 )
@@ -90,4 +96,61 @@ func TestAnInterruptedInstanceWhoseRunnerGitHubStillShowsBusyCountsAsInterrupted
 	if len(out.Terminated) != 1 || out.Terminated[0].Kind != refresh.KindInterrupted || out.SpotBreakers["linux"].Recent != 1 {
 		t.Fatalf("terminated %+v, breaker %+v (refresh: %v); want the instance ended as interrupted and counted", out.Terminated, out.SpotBreakers["linux"], err)
 	}
+}
+
+// A spot instance EC2 took back whose agent never said the notice (killed,
+// asleep through the two minutes, or silenced by root on the instance) is
+// still an interruption: EC2's state reason says so, and refresh reads it
+// for the records whose instance is gone. The breaker counts it; an
+// instance terminated for another reason does not count. (Reading only the
+// agent's UD_INTERRUPTED, refresh closed it as lost and the breaker never
+// heard of it.)
+func TestASpotInstanceEC2TookBackWithoutItsAgentsWordCountsAsInterrupted(t *testing.T) {
+	w := newWorld(t)
+	w.pool.UsageClass, w.pool.OnDemandFallback = state.UsageClassSpot, true
+	must(t, w.cp.PutPoolConfig(ctx, w.pool))
+	silent, _ := w.running("run-a", 0)
+	lost, _ := w.running("run-b", 0)
+	_, err := w.fleet.Terminate(ctx, []string{silent.ID, lost.ID})
+	must(t, err)
+	ec2 := reclaimingEC2{EC2API: w.ec2, ids: map[string]bool{silent.ID: true}}
+	out, err := refresh.Handle(ctx, refresh.Deps{Deps: w.deps, EC2: refresh.FleetEC2{Fleet: fleet.New(ec2, w.name)}}, nil)
+	must(t, err)
+	got := map[string]refresh.Decision{}
+	for _, d := range out.Terminated {
+		got[d.InstanceID] = d
+	}
+	if d := got[silent.ID]; d.Kind != refresh.KindInterrupted || d.Reason != refresh.ReasonGoneReclaimed {
+		t.Errorf("the instance EC2 took back: %+v, want kind %q reason %q", d, refresh.KindInterrupted, refresh.ReasonGoneReclaimed)
+	}
+	if d := got[lost.ID]; d.Kind != refresh.KindGone {
+		t.Errorf("the instance terminated by a user: %+v, want kind %q", d, refresh.KindGone)
+	}
+	if b := out.SpotBreakers["linux"]; b.Recent != 1 {
+		t.Fatalf("breaker %+v, want the one interruption counted", b)
+	}
+}
+
+// reclaimingEC2 describes the instances in ids, once terminated, as EC2
+// describes a spot instance it took back: state reason
+// Server.SpotInstanceTermination (EC2 API Reference, StateReason). moto
+// gives every termination the user-initiated reason.
+type reclaimingEC2 struct {
+	fleet.EC2API
+	ids map[string]bool
+}
+
+func (e reclaimingEC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	out, err := e.EC2API.DescribeInstances(ctx, in, opts...)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range out.Reservations {
+		for i, inst := range r.Instances {
+			if e.ids[aws.ToString(inst.InstanceId)] && inst.State != nil && inst.State.Name == ec2types.InstanceStateNameTerminated {
+				r.Instances[i].StateReason = &ec2types.StateReason{Code: aws.String(fleet.ReasonSpotTermination), Message: aws.String("Server.SpotInstanceTermination: Spot instance termination")}
+			}
+		}
+	}
+	return out, nil
 }
