@@ -118,9 +118,7 @@ func newWorld(t testing.TB, preRunner string) *world {
 	var err error
 	w.gh, err = github.New(github.Config{BaseURL: w.fake.URL(), AppID: w.fake.AppID, PrivateKeyPEM: w.fake.PrivateKeyPEM})
 	must(t, err)
-	images, err := w.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{})
-	must(t, err)
-	run, err := w.ec2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: images.Images[0].ImageId, MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: ec2types.InstanceTypeC7iLarge})
+	run, err := w.ec2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: aws.String(env.Network(t).AMI), MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: ec2types.InstanceTypeC7iLarge})
 	must(t, err)
 	w.id = aws.ToString(run.Instances[0].InstanceId)
 	w.key = state.InstanceKey(testRoleID, w.id)

@@ -92,10 +92,8 @@ func deployTB(t testing.TB, tune func(*state.PoolConfig)) *deployment {
 	must(t, err)
 	sn, err := ec.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String("10.1.1.0/24"), AvailabilityZone: aws.String("us-east-1a")})
 	must(t, err)
-	images, err := ec.DescribeImages(ctx, &ec2.DescribeImagesInput{})
-	must(t, err)
 	lt, err := ec.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(d.name),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: images.Images[0].ImageId}})
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(env.Network(t).AMI)}})
 	must(t, err)
 
 	d.pool = state.PoolConfig{

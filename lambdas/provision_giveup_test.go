@@ -110,10 +110,8 @@ func giveUpWithASecondRunner(t *testing.T, busy bool) (string, giveUpStore, stat
 
 	// A clean idle instance in the pool, its message in the queue.
 	ec := cfg.EC2()
-	images, err := ec.DescribeImages(ctx, &ec2.DescribeImagesInput{})
-	must(t, err)
 	tags := []ec2types.Tag{{Key: aws.String(fleet.TagEnvironment), Value: aws.String(name)}, {Key: aws.String(fleet.TagPool), Value: aws.String("linux")}, {Key: aws.String(fleet.TagOwner), Value: aws.String("acme")}}
-	run, err := ec.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: images.Images[0].ImageId, MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: ec2types.InstanceTypeC7iLarge,
+	run, err := ec.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: aws.String(env.Network(t).AMI), MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: ec2types.InstanceTypeC7iLarge,
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags}}})
 	must(t, err)
 	id := aws.ToString(run.Instances[0].InstanceId)

@@ -84,8 +84,6 @@ func scaleDownFleet(b *testing.B, n int) (*deployment, []fleet.Instance) {
 	must(b, err)
 	big, err := ec.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpcs.Subnets[0].VpcId, CidrBlock: aws.String("10.1.64.0/18"), AvailabilityZone: aws.String("us-east-1a")})
 	must(b, err)
-	images, err := ec.DescribeImages(ctx, &ec2.DescribeImagesInput{})
-	must(b, err)
 	owners := []string{"acme", "acme/api", "acme/web", "acme/ops", "acme/data"}
 	now := time.Now()
 	var items []map[string]ddbtypes.AttributeValue
@@ -94,7 +92,7 @@ func scaleDownFleet(b *testing.B, n int) (*deployment, []fleet.Instance) {
 		count := min(500, n-start)
 		owner := owners[start/500%len(owners)]
 		tags := []ec2types.Tag{{Key: aws.String(fleet.TagEnvironment), Value: aws.String(d.name)}, {Key: aws.String(fleet.TagPool), Value: aws.String(d.pool.Name)}, {Key: aws.String(fleet.TagOwner), Value: aws.String(owner)}}
-		res, err := ec.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: images.Images[0].ImageId, MinCount: aws.Int32(int32(count)), MaxCount: aws.Int32(int32(count)),
+		res, err := ec.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: aws.String(env.Network(b).AMI), MinCount: aws.Int32(int32(count)), MaxCount: aws.Int32(int32(count)),
 			InstanceType: ec2types.InstanceTypeC7iLarge, SubnetId: big.Subnet.SubnetId, TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags}}})
 		must(b, err)
 		for i, inst := range res.Instances {

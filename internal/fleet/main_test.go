@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -49,40 +48,12 @@ func newNetwork(t testing.TB) network {
 	n.templateName = awstest.Name(t, "lt")
 	lt, err := c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(n.templateName),
-		LaunchTemplateData: &types.RequestLaunchTemplateData{ImageId: aws.String(linuxImage(t, c)), InstanceType: types.InstanceTypeT3Micro},
+		LaunchTemplateData: &types.RequestLaunchTemplateData{ImageId: aws.String(env.Network(t).AMI), InstanceType: types.InstanceTypeT3Micro},
 	})
 	must(t, err)
 	n.templateID = aws.ToString(lt.LaunchTemplate.LaunchTemplateId)
 	return n
 }
-
-// linuxImage is an AMI moto knows, looked up once: moto's DescribeImages
-// takes about a second.
-func linuxImage(t testing.TB, c *ec2.Client) string {
-	t.Helper()
-	imageOnce.Do(func() {
-		images, err := c.DescribeImages(ctx, &ec2.DescribeImagesInput{})
-		if err != nil {
-			imageErr = err
-			return
-		}
-		for _, img := range images.Images {
-			if img.Platform == "" {
-				imageID = aws.ToString(img.ImageId)
-				return
-			}
-		}
-		imageErr = errors.New("moto offers no Linux AMI")
-	})
-	must(t, imageErr)
-	return imageID
-}
-
-var (
-	imageOnce sync.Once
-	imageID   string
-	imageErr  error
-)
 
 var testTypes = []string{"c7i.large", "m7i.large", "c6i.large"}
 

@@ -122,10 +122,8 @@ func (w *world) launch() string {
 // reservation) it was launched under.
 func (w *world) launchTagged(assignment string) string {
 	w.t.Helper()
-	images, err := w.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{})
-	must(w.t, err)
 	tags := []ec2types.Tag{{Key: aws.String(fleet.TagEnvironment), Value: aws.String(w.name)}, {Key: aws.String(fleet.TagPool), Value: aws.String("linux")}, {Key: aws.String(fleet.TagOwner), Value: aws.String("acme")}, {Key: aws.String(fleet.TagAssignment), Value: aws.String(assignment)}}
-	out, err := w.ec2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: images.Images[0].ImageId, MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: ec2types.InstanceTypeC7iLarge,
+	out, err := w.ec2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: aws.String(env.Network(w.t).AMI), MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: ec2types.InstanceTypeC7iLarge,
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags}}})
 	must(w.t, err)
 	return aws.ToString(out.Instances[0].InstanceId)

@@ -56,6 +56,9 @@ type Moto struct {
 	requests atomic.Int64
 	byTarget sync.Map // X-Amz-Target or Action -> *atomic.Int64
 	mappings mappingStore
+	// network is what NetworkContext looked up.
+	networkMu sync.Mutex
+	network   *Network
 }
 
 // Main starts moto, runs the tests and stops it. A missing moto_server fails

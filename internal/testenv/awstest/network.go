@@ -33,8 +33,24 @@ func (e *Moto) Network(t testing.TB) Network {
 	return n
 }
 
-// NetworkContext is Network for callers outside tests.
+// NetworkContext is Network for callers outside tests. It is looked up
+// once per moto: moto's DescribeImages reads and answers every one of its
+// hundreds of default images, about 0.1 s of moto's CPU with this filter
+// and 0.8 s without.
 func (e *Moto) NetworkContext(ctx context.Context) (Network, error) {
+	e.networkMu.Lock()
+	defer e.networkMu.Unlock()
+	if e.network != nil {
+		return *e.network, nil
+	}
+	n, err := e.lookUpNetwork(ctx)
+	if err == nil {
+		e.network = &n
+	}
+	return n, err
+}
+
+func (e *Moto) lookUpNetwork(ctx context.Context) (Network, error) {
 	var n Network
 	cfg, err := awsconf.Load(ctx, e.Options())
 	if err != nil {

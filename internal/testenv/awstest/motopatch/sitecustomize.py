@@ -13,8 +13,25 @@
 #   half of moto's CPU. A lookup by one literal id reads that id's tags
 #   directly, in the same order and shape; any other filter goes the
 #   original way.
+# - EC2 turns every filter value into a regular expression (fnmatch's
+#   translate) once per resource it filters; the translation of one value
+#   never changes, so it is kept.
+# - The serializer of moto's answers asks, for every member of every shape
+#   it writes, which attribute names the Python object may hold it under
+#   (six alias rules), and tries every answer transformer's key path
+#   against the member's: more than half of a DescribeInstances. The names
+#   depend only on the object's class, the member and its shape (the rules
+#   read nothing else), so they are kept on the shape per class and member;
+#   a transformer's key path can only match a member of its last name, so
+#   only those are tried. An object or picker outside what the rules read
+#   (its own Meta, other alias rules) goes the original way.
+#
+# A patch whose target is not as expected leaves moto as it is. What moto
+# answers is unchanged (awstest's TestThePatchedMotoAnswersByteForByteWhatMotoDoes).
+import functools
 import importlib.util
 import logging
+import os
 import sys
 
 try:
@@ -44,12 +61,88 @@ def _patch_tags(module):
     module.TagBackend.describe_tags = describe_tags
 
 
+def _patch_ec2_utils(module):
+    translate = getattr(module, "simple_aws_filter_to_re", None)
+    if translate is None:
+        return
+    cached = functools.lru_cache(maxsize=4096)(translate)
+
+    def simple_aws_filter_to_re(filter_string):
+        try:
+            return cached(filter_string)
+        except TypeError:  # not hashable: as moto would
+            return translate(filter_string)
+
+    module.simple_aws_filter_to_re = simple_aws_filter_to_re
+
+
+def _patch_serialize(module):
+    picker = getattr(module, "AttributePicker", None)
+    xformed = getattr(module, "XFormedAttributePicker", None)
+    defaults = getattr(module, "DEFAULT_ALIAS_PROVIDERS", None)
+    value_of, missing = getattr(module, "get_value", None), getattr(module, "MISSING", None)
+    if None in (picker, xformed, defaults, value_of, missing) or not hasattr(picker, "get_possible_keys"):
+        return
+    original = picker.__call__
+    plans = {}
+
+    def keys_of(self, context):
+        obj, shape = context.obj, context.shape
+        store = getattr(shape, "__dict__", None)
+        if store is None or type(self) not in (picker, xformed) or self.alias_providers is not defaults or "Meta" in getattr(obj, "__dict__", ()):
+            return self.get_possible_keys(context)
+        cache = store.get("_ghr_keys")
+        if cache is None:
+            cache = store["_ghr_keys"] = {}
+        k = (type(obj), context.key, type(self))
+        keys = cache.get(k)
+        if keys is None:
+            keys = cache[k] = tuple(self.get_possible_keys(context))
+        return keys
+
+    def transform_of(transformers, key, key_path):
+        plan = plans.get(id(transformers))
+        if plan is None or plan[0] is not transformers:
+            plan = plans[id(transformers)] = (transformers, [(tp, tr, tp.rsplit(".", 1)[-1], "." in tp) for tp, tr in transformers.items()])
+        for tp, tr, last, dotted in plan[1]:
+            if (key == last if dotted else key.endswith(tp)) and key_path.endswith(tp):
+                return tr
+        return None
+
+    def call(self, context):
+        key = context.key
+        if type(self) not in (picker, xformed) or not isinstance(key, str) or not key or "." in key:
+            return original(self, context)
+        obj = context.obj
+        value = None
+        for possible_key in keys_of(self, context):
+            found = value_of(obj, possible_key, missing)
+            if found is not missing:
+                value = found
+                break
+        if self.response_transformers:
+            transform = transform_of(self.response_transformers, key, f"{context.key_path}.{key}")
+            if transform is not None:
+                value = transform(value)
+        return value
+
+    picker.__call__ = call
+
+
+_PATCHES = {
+    "moto.ec2.models.tags": lambda module: _patch_tags(module),
+    "moto.ec2.utils": _patch_ec2_utils,
+    "moto.core.serialize": _patch_serialize,
+}
+
+
 class _PatchOnImport:
-    """Patches moto's EC2 tags module when moto first imports it (importing
-    it here would cost every moto a second at start, EC2 or not)."""
+    """Patches moto's modules when moto first imports them (importing them
+    here would cost every moto a second at start, EC2 or not)."""
 
     def find_spec(self, name, path=None, target=None):
-        if name != "moto.ec2.models.tags":
+        patch = _PATCHES.get(name)
+        if patch is None:
             return None
         sys.meta_path.remove(self)
         try:
@@ -62,11 +155,18 @@ class _PatchOnImport:
 
         def patched(module):
             exec_module(module)
-            _patch_tags(module)
+            patch(module)
 
         spec.loader.exec_module = patched
         return spec
 
 
-if _backends is not None:
+# check.py imports this file to apply the patches itself, after it read
+# what moto answers without them.
+if _backends is not None and not os.environ.get("GHR_MOTOPATCH_CHECK"):
+    # Importing moto's backends list above imported some of them already.
+    for _name, _patch in _PATCHES.items():
+        if _name in sys.modules:
+            _patch(sys.modules[_name])
+    _PATCHES = {n: p for n, p in _PATCHES.items() if n not in sys.modules}
     sys.meta_path.insert(0, _PatchOnImport())
