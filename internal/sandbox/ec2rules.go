@@ -67,11 +67,11 @@ func (s *Sandbox) launchRefusal(ctx context.Context, form url.Values) (code, msg
 // archMismatch says how every override's instance type differs from the
 // image's architecture ("" when one matches, or either is unknown).
 func (s *Sandbox) archMismatch(ctx context.Context, form url.Values, data *types.ResponseLaunchTemplateData) string {
-	img, err := s.AWS.EC2().DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{aws.ToString(data.ImageId)}})
-	if err != nil || len(img.Images) != 1 {
+	img, ok := s.image(ctx, aws.ToString(data.ImageId))
+	if !ok {
 		return ""
 	}
-	want := img.Images[0].Architecture
+	want := img.Architecture
 	var asked []types.InstanceType
 	for i := 1; form.Has(fmt.Sprintf("LaunchTemplateConfigs.1.Overrides.%d.InstanceType", i)); i++ {
 		asked = append(asked, types.InstanceType(form.Get(fmt.Sprintf("LaunchTemplateConfigs.1.Overrides.%d.InstanceType", i))))

@@ -38,14 +38,14 @@ func (s *Sandbox) volumeRefusal(ctx context.Context, data *types.ResponseLaunchT
 // origin-ci-tool #153). Checked for the image's root device, the volume
 // the pools size.
 func (s *Sandbox) rootSnapshotRefusal(ctx context.Context, data *types.ResponseLaunchTemplateData) (code, msg string) {
-	img, err := s.AWS.EC2().DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{aws.ToString(data.ImageId)}})
-	if err != nil || len(img.Images) != 1 {
+	img, ok := s.image(ctx, aws.ToString(data.ImageId))
+	if !ok {
 		return "", ""
 	}
-	root := aws.ToString(img.Images[0].RootDeviceName)
+	root := aws.ToString(img.RootDeviceName)
 	var snapshot string
 	var snapshotSize int32
-	for _, bd := range img.Images[0].BlockDeviceMappings {
+	for _, bd := range img.BlockDeviceMappings {
 		if aws.ToString(bd.DeviceName) == root && bd.Ebs != nil {
 			snapshot, snapshotSize = aws.ToString(bd.Ebs.SnapshotId), aws.ToInt32(bd.Ebs.VolumeSize)
 		}
@@ -59,4 +59,20 @@ func (s *Sandbox) rootSnapshotRefusal(ctx context.Context, data *types.ResponseL
 		}
 	}
 	return "", ""
+}
+
+// image reads an image once: an AMI's architecture, root device and block
+// device mappings are fixed when it is registered (ModifyImageAttribute
+// changes none of them), and moto reads every image it holds to answer for
+// one (about a tenth of a CPU-second a launch).
+func (s *Sandbox) image(ctx context.Context, id string) (types.Image, bool) {
+	if img, ok := s.images.Load(id); ok {
+		return img.(types.Image), true
+	}
+	out, err := s.AWS.EC2().DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}})
+	if err != nil || len(out.Images) != 1 {
+		return types.Image{}, false
+	}
+	s.images.Store(id, out.Images[0])
+	return out.Images[0], true
 }

@@ -88,6 +88,7 @@ type Sandbox struct {
 	registry  *registry      // ECR's registry API (ecr.go)
 	ecsTasks  *ecsTasks      // ECS services' tasks as processes (ecs.go)
 	states    instanceStates // instances stopping or booting (ec2states.go)
+	images    sync.Map       // image id -> types.Image, read once (ec2volumes.go)
 	iam       *iamGate
 	evaluator *iamsim.Evaluator
 	runnerSHA string // of the fake runner's tarball the fake github.com serves
