@@ -18,13 +18,15 @@
 #   never changes, so it is kept.
 # - The serializer of moto's answers asks, for every member of every shape
 #   it writes, which attribute names the Python object may hold it under
-#   (six alias rules), and tries every answer transformer's key path
-#   against the member's: more than half of a DescribeInstances. The names
+#   (six alias rules, through a context object and the member's dotted
+#   path), and tries every answer transformer's key path against the
+#   member's: half the CPU of a DescribeInstances or a GetItem. The names
 #   depend only on the object's class, the member and its shape (the rules
 #   read nothing else), so they are kept on the shape per class and member;
 #   a transformer's key path can only match a member of its last name, so
-#   only those are tried. An object or picker outside what the rules read
-#   (its own Meta, other alias rules) goes the original way.
+#   only those are tried, and the path is built only then. An object or
+#   picker outside what the rules read (its own Meta, other alias rules)
+#   goes the original way.
 #
 # A patch whose target is not as expected leaves moto as it is. What moto
 # answers is unchanged (awstest's TestThePatchedMotoAnswersByteForByteWhatMotoDoes).
@@ -77,56 +79,60 @@ def _patch_ec2_utils(module):
 
 
 def _patch_serialize(module):
+    serializer = getattr(module, "ResponseSerializer", None)
     picker = getattr(module, "AttributePicker", None)
     xformed = getattr(module, "XFormedAttributePicker", None)
     defaults = getattr(module, "DEFAULT_ALIAS_PROVIDERS", None)
+    context_of = getattr(module, "AttributePickerContext", None)
     value_of, missing = getattr(module, "get_value", None), getattr(module, "MISSING", None)
-    if None in (picker, xformed, defaults, value_of, missing) or not hasattr(picker, "get_possible_keys"):
+    if None in (serializer, picker, xformed, defaults, context_of, value_of, missing) or not hasattr(picker, "get_possible_keys") or not hasattr(serializer, "get_value"):
         return
-    original = picker.__call__
-    plans = {}
+    original = serializer.get_value
+    candidates = {}
 
-    def keys_of(self, context):
-        obj, shape = context.obj, context.shape
+    def transformed_by(transformers, key):
+        # The key paths that can end a member's path: a path with a dot
+        # only when its last name is the member's, one without only when
+        # it ends the member's name. In the transformers' order, as moto
+        # tries them; read again when moto adds one.
+        names = tuple(transformers)
+        found = candidates.get((names, key))
+        if found is None:
+            found = candidates[(names, key)] = tuple(tp for tp in names if (key == tp.rsplit(".", 1)[-1] if "." in tp else key.endswith(tp)))
+        return found
+
+    def get_value_fast(self, value, key, shape):
+        p = self._value_picker
         store = getattr(shape, "__dict__", None)
-        if store is None or type(self) not in (picker, xformed) or self.alias_providers is not defaults or "Meta" in getattr(obj, "__dict__", ()):
-            return self.get_possible_keys(context)
+        if (type(p) not in (picker, xformed) or p.alias_providers is not defaults or store is None
+                or not isinstance(key, str) or not key or "." in key or "Meta" in getattr(value, "__dict__", ())):
+            return original(self, value, key, shape)
         cache = store.get("_ghr_keys")
         if cache is None:
             cache = store["_ghr_keys"] = {}
-        k = (type(obj), context.key, type(self))
+        k = (type(value), key, type(p))
         keys = cache.get(k)
         if keys is None:
-            keys = cache[k] = tuple(self.get_possible_keys(context))
-        return keys
-
-    def transform_of(transformers, key, key_path):
-        plan = plans.get(id(transformers))
-        if plan is None or plan[0] is not transformers:
-            plan = plans[id(transformers)] = (transformers, [(tp, tr, tp.rsplit(".", 1)[-1], "." in tp) for tp, tr in transformers.items()])
-        for tp, tr, last, dotted in plan[1]:
-            if (key == last if dotted else key.endswith(tp)) and key_path.endswith(tp):
-                return tr
-        return None
-
-    def call(self, context):
-        key = context.key
-        if type(self) not in (picker, xformed) or not isinstance(key, str) or not key or "." in key:
-            return original(self, context)
-        obj = context.obj
-        value = None
-        for possible_key in keys_of(self, context):
-            found = value_of(obj, possible_key, missing)
+            context = context_of(obj=value, key=key, shape=shape, operation_model=self.operation_model,
+                                 service_model=self.operation_model.service_model, key_path=".".join(self.path))
+            keys = cache[k] = tuple(p.get_possible_keys(context))
+        result = None
+        for possible_key in keys:
+            found = value_of(value, possible_key, missing)
             if found is not missing:
-                value = found
+                result = found
                 break
-        if self.response_transformers:
-            transform = transform_of(self.response_transformers, key, f"{context.key_path}.{key}")
-            if transform is not None:
-                value = transform(value)
-        return value
+        transformers = p.response_transformers
+        if transformers:
+            paths = transformed_by(transformers, key)
+            if paths:
+                key_path = ".".join(self.path) + "." + key
+                for tp in paths:
+                    if key_path.endswith(tp):
+                        return transformers[tp](result)
+        return result
 
-    picker.__call__ = call
+    serializer.get_value = get_value_fast
 
 
 _PATCHES = {
