@@ -268,6 +268,9 @@ func TestTheAgentReachesOnlyItsOwnInstance(t *testing.T) {
 		{"make its last runner look minted a moment ago (issue 37 item 7)", "dynamodb:UpdateItem", catTable, writes("i-self", "signals", "jitMintedAt"), false},
 		{"forget runners minted for it, so release leaves them registered", "dynamodb:UpdateItem", catTable, writes("i-self", "jitRunners"), false},
 		{"put itself into the idle index", "dynamodb:UpdateItem", catTable, writes("i-self", "poolState"), false},
+		// A listener finishes the release of an idle, unpooled record whose
+		// lastRunId is one of its scale set's runs (issue 38).
+		{"name a scale set's run as the one its last release ended", "dynamodb:UpdateItem", catTable, writes("i-self", "lastRunId"), false},
 		// IAM cannot tell these from what its conditions read: refresh
 		// judges them against leaseLimit and poolState (issue 36).
 		{"forge its own state, lease and cap", "dynamodb:UpdateItem", catTable, writes("i-self", "state", "threshold", "leaseCap", "leaseAt"), true},
