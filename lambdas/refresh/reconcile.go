@@ -117,10 +117,8 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 		// Without the agent's word (killed, its notice never read, or
 		// silenced by root on the instance), EC2's state reason still says
 		// it (spot.go).
-		if _, interrupted := inst.Signals[state.SignalInterrupted]; interrupted {
-			reason, kind = ReasonGoneInterrupted, KindInterrupted
-		} else if reclaimed[inst.ID] {
-			reason, kind = ReasonGoneReclaimed, KindInterrupted
+		if _, why, interrupted := interruption(inst, reclaimed); interrupted {
+			reason, kind = why, KindInterrupted
 		}
 		if _, err := storeOf(r.d).Terminate(ctx, inst.Key, state.Termination{Assignment: inst.Assignment, Reason: reason}); err == nil {
 			gone = append(gone, inst)
@@ -131,12 +129,9 @@ func (r *refresher) reconcile(ctx context.Context, pools []state.PoolConfig, kno
 	}
 	for _, inst := range gone {
 		r.deleteRunner(ctx, inst)
-		if sig, interrupted := inst.Signals[state.SignalInterrupted]; interrupted {
+		if sig, _, interrupted := interruption(inst, reclaimed); interrupted {
 			r.noteInterruption(ctx, inst)
 			r.lostJob(ctx, inst, sig)
-		} else if reclaimed[inst.ID] {
-			r.noteInterruption(ctx, inst)
-			r.lostJob(ctx, inst, state.Signal{Assignment: inst.Assignment})
 		}
 	}
 	return nil

@@ -103,3 +103,17 @@ func (r *refresher) reclaimed(ctx context.Context, missing []*state.Instance) ma
 	}
 	return out
 }
+
+// interruption says whether EC2 took inst back for its spot capacity, by
+// its agent's notice or else by EC2's state reason (reclaimed), with the
+// signal that names the assignment it came under (without the agent's
+// word, the record's own) and the record's reason.
+func interruption(inst *state.Instance, reclaimed map[string]bool) (state.Signal, string, bool) {
+	if sig, said := inst.Signals[state.SignalInterrupted]; said {
+		return sig, ReasonGoneInterrupted, true
+	}
+	if reclaimed[inst.ID] {
+		return state.Signal{Assignment: inst.Assignment}, ReasonGoneReclaimed, true
+	}
+	return state.Signal{}, "", false
+}
