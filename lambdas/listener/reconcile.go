@@ -30,20 +30,12 @@ const reconcileEvery = 10 * time.Second
 // left, from the instances' records.
 func (s *Scaler) adopt(ctx context.Context) error {
 	for _, st := range []state.State{state.Running, state.Claimed, state.Created} {
-		recs, err := storeOf(s.d.Deps).ByPoolState(ctx, s.pool.Name, st, time.Time{})
+		recs, err := s.recordsIn(ctx, st)
 		if err != nil {
 			return err
 		}
-		for _, listed := range recs {
-			// The index holds no runId (state/table.go): the record does.
-			rec, err := storeOf(s.d.Deps).Get(ctx, listed.Key)
-			if state.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if rec.State != st || !strings.HasPrefix(rec.RunID, s.runPrefix()) {
+		for _, rec := range recs {
+			if !strings.HasPrefix(rec.RunID, s.runPrefix()) {
 				continue
 			}
 			s.mu.Lock()
@@ -69,19 +61,12 @@ func (s *Scaler) adopt(ctx context.Context) error {
 // in seconds and counts as being released until then, as a release of
 // this listener's own does.
 func (s *Scaler) adoptReleases(ctx context.Context) error {
-	recs, err := storeOf(s.d.Deps).ByPoolState(ctx, s.pool.Name, state.Idle, time.Time{})
+	recs, err := s.recordsIn(ctx, state.Idle)
 	if err != nil {
 		return err
 	}
-	for _, listed := range recs {
-		rec, err := storeOf(s.d.Deps).Get(ctx, listed.Key)
-		if state.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if rec.State != state.Idle || rec.PooledAt != 0 || !strings.HasPrefix(rec.LastRunID, s.runPrefix()) {
+	for _, rec := range recs {
+		if rec.PooledAt != 0 || !strings.HasPrefix(rec.LastRunID, s.runPrefix()) {
 			continue
 		}
 		s.log.Info("release an earlier listener began: finishing it", "runId", rec.LastRunID, "instanceId", rec.ID)
@@ -95,6 +80,31 @@ func (s *Scaler) adoptReleases(ctx context.Context) error {
 		})
 	}
 	return nil
+}
+
+// recordsIn reads the records of the scale set's pool that are in st now.
+// The pool-state index holds neither runId nor lastRunId (state/table.go)
+// and may lag a change, so each listed record is read again and kept only
+// if it is still in st.
+func (s *Scaler) recordsIn(ctx context.Context, st state.State) ([]*state.Instance, error) {
+	listed, err := storeOf(s.d.Deps).ByPoolState(ctx, s.pool.Name, st, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	var out []*state.Instance
+	for _, l := range listed {
+		rec, err := storeOf(s.d.Deps).Get(ctx, l.Key)
+		if state.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if rec.State == st {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
 }
 
 // every calls f every d until ctx ends: the reconcile pass and the
