@@ -88,7 +88,15 @@ func renderCost(w *tabwriter.Writer, r *cost.Report) {
 	}
 }
 
-func hours(secs int64) string { return fmt.Sprintf("%.2fh", float64(secs)/3600) }
+// hours writes instance time for a person to read: hours to two decimals
+// from an hour up, below that minutes and seconds, so a short run reads
+// 10m40s rather than 0.18h and a run of seconds never reads 0.00h.
+func hours(secs int64) string {
+	if secs >= 3600 {
+		return fmt.Sprintf("%.2fh", float64(secs)/3600)
+	}
+	return (time.Duration(secs) * time.Second).String()
+}
 
 func usd(v *float64) string {
 	if v == nil {

@@ -83,7 +83,7 @@ func TestCostReportsARunsSecondsPricesAndQueueAsTextAndJSON(t *testing.T) {
 		t.Fatalf("total = %+v, open spans %d: want over an hour warm, one open span", r.Total, r.Open)
 	}
 	code, out, errOut = cli(t, "--table", table, "cost", "--since", "1d")
-	if code != 0 || !regexp.MustCompile(`(?m)^acme/api\s+1\s+0\.18h\s+0\.00h\s+0\.00h\s+0\.0159\s+0\.0006\s+0\.0165\s+40s/40s\s+2$`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^acme/api\s+1\s+10m40s\s+0s\s+0s\s+0\.0159\s+0\.0006\s+0\.0165\s+40s/40s\s+2$`).MatchString(out) {
 		t.Fatalf("cost (text): exit %d, want acme/api's row: one run, 640 s of c7i.large and 30 GiB gp3, queued 40 s\n%s%s", code, out, errOut)
 	}
 	// No price list: the row says so, never 0.
@@ -108,6 +108,14 @@ func TestCostRefusesABadFlagNamingIt(t *testing.T) {
 		code, out, errOut := cli(t, append([]string{"--table", table, "cost"}, c.args...)...)
 		if code != 2 || !strings.Contains(errOut, c.flag) || !strings.Contains(errOut, c.rule) || out != "" {
 			t.Errorf("cost %v: exit %d, stderr %q; want exit 2 naming %s and %q", c.args, code, errOut, c.flag, c.rule)
+		}
+	}
+}
+
+func TestCostShowsInstanceTimeInHoursFromAnHourUpAndInMinutesAndSecondsBelow(t *testing.T) {
+	for secs, want := range map[int64]string{0: "0s", 6: "6s", 640: "10m40s", 3599: "59m59s", 3600: "1.00h", 5400: "1.50h", 90000: "25.00h"} {
+		if got := hours(secs); got != want {
+			t.Errorf("hours(%d) = %q, want %q", secs, got, want)
 		}
 	}
 }
