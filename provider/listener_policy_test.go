@@ -27,6 +27,7 @@ func TestTheListenerRoleProvisionsAndReleasesAndNothingElse(t *testing.T) {
 	listenerRole := tags("aws:ResourceTag/", "ghr:environment", catEnv)
 	runCatalogue(t, e, catSTS("assumed-role/ghr-prod-eu-west-1-listener-task/task"), policy, nil, []ask{
 		{"read its table", "dynamodb:GetItem", catTable, nil, true},
+		{"read records in a batch (a pool's records in a state when it takes the session)", "dynamodb:BatchGetItem", catTable, nil, true},
 		{"claim a run (update an item)", "dynamodb:UpdateItem", catTable, nil, true},
 		{"query an index", "dynamodb:Query", catTable + "/index/byPool", nil, true},
 		{"delete a record", "dynamodb:DeleteItem", catTable, nil, false},

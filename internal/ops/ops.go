@@ -9,8 +9,6 @@ package ops
 import (
 	"context"
 	"fmt"
-	"slices"
-	"time"
 
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/fielderr"
 	"github.com/ghrunner/terraform-provider-ghrunner/internal/state"
@@ -24,9 +22,8 @@ import (
 // Reader is what ops reads of the state table (*state.Store).
 type Reader interface {
 	ListPoolConfigs(ctx context.Context) ([]state.PoolConfig, error)
-	ByPoolState(ctx context.Context, pool string, st state.State, before time.Time) ([]state.Instance, error)
+	InPoolState(ctx context.Context, pool string, st state.State) ([]state.Instance, error)
 	GetRun(ctx context.Context, runID string) (*state.Run, error)
-	GetMany(ctx context.Context, keys []state.Key) (map[state.Key]*state.Instance, error)
 	ByInstanceID(ctx context.Context, ids []string, roleIDs func(instanceID string) []string) (map[string]*state.Instance, error)
 	GetLastRun(ctx context.Context, handler string) (*state.LastRun, error)
 	GetSpotBreaker(ctx context.Context, pool string) (*state.SpotBreaker, error)
@@ -36,27 +33,12 @@ type Reader interface {
 // record leaves the index).
 var LiveStates = []state.State{state.Created, state.Claimed, state.Running, state.Idle, state.Stopped}
 
-// live lists the records of pool in st: the index finds them, a
-// consistent batch read gets all of each (the index projects only what
-// the functions query by). A record that left st in between is skipped.
+// live lists the records of pool in st (state.Instances.InPoolState),
+// naming the pool and state when the table could not be read.
 func live(ctx context.Context, r Reader, pool string, st state.State) ([]state.Instance, error) {
-	found, err := r.ByPoolState(ctx, pool, st, time.Time{})
+	out, err := r.InPoolState(ctx, pool, st)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s, %s instances: %w", pool, st, err)
-	}
-	keys := make([]state.Key, len(found))
-	for i, in := range found {
-		keys[i] = in.Key
-	}
-	full, err := r.GetMany(ctx, keys)
-	if err != nil {
-		return nil, fmt.Errorf("pool %s, %s instances: %w", pool, st, err)
-	}
-	out := []state.Instance{}
-	for _, key := range slices.Sorted(slices.Values(keys)) {
-		if rec := full[key]; rec != nil && rec.State == st && rec.Pool == pool {
-			out = append(out, *rec)
-		}
 	}
 	return out, nil
 }

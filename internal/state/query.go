@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,6 +22,33 @@ func (s *Instances) ByRun(ctx context.Context, runID string) ([]Instance, error)
 		IndexName:              aws.String(IndexByRun),
 		KeyConditionExpression: aws.String(b.name(AttrRunID) + " = " + b.value(runID)),
 	}, b)
+}
+
+// InPoolState returns the whole records of pool that are in st, ordered by
+// key: the index finds them, one consistent batch read gets each in full
+// (the index projects only what the functions query by, and may lag a
+// change), and a record that left st or the pool in between is left out.
+// What reads records to act on them or to show them lists them this way.
+func (s *Instances) InPoolState(ctx context.Context, pool string, st State) ([]Instance, error) {
+	found, err := s.ByPoolState(ctx, pool, st, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]Key, len(found))
+	for i, in := range found {
+		keys[i] = in.Key
+	}
+	full, err := s.GetMany(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := []Instance{}
+	for _, key := range slices.Sorted(slices.Values(keys)) {
+		if rec := full[key]; rec != nil && rec.State == st && rec.Pool == pool {
+			out = append(out, *rec)
+		}
+	}
+	return out, nil
 }
 
 // ByPoolState returns the instances of pool in state st, oldest lease first.

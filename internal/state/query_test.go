@@ -230,3 +230,30 @@ func TestAReservationCountsOnlyWhatTheIndexDoesNotShow(t *testing.T) {
 		t.Fatalf("b's record was counted twice (index and unsettled reservation): %v", err)
 	}
 }
+
+func TestInPoolStateReadsWholeRecordsOfThePoolInTheStateOrderedByKey(t *testing.T) {
+	s, _ := newStore(t)
+	for _, id := range []string{"i-ips3", "i-ips1", "i-ips2"} {
+		running(t, s, id, "run-"+id)
+	}
+	created(t, s, "i-ips0", "run-created")
+	got, err := s.InPoolState(ctx, testPool, Running)
+	must(t, err)
+	if len(got) != 3 {
+		t.Fatalf("InPoolState(running) returned %d records, want 3", len(got))
+	}
+	for i, rec := range got {
+		// The index projects neither runId nor signals: these come from the record.
+		if rec.State != Running || rec.RunID != "run-"+rec.ID || rec.Signals == nil {
+			t.Fatalf("record %d = %+v: want a whole running record", i, rec)
+		}
+		if i > 0 && got[i-1].Key >= rec.Key {
+			t.Fatalf("records not ordered by key: %s before %s", got[i-1].Key, rec.Key)
+		}
+	}
+	none, err := s.InPoolState(ctx, "another-pool", Running)
+	must(t, err)
+	if len(none) != 0 {
+		t.Fatalf("InPoolState of another pool returned %d records, want 0", len(none))
+	}
+}

@@ -30,7 +30,7 @@ const reconcileEvery = 10 * time.Second
 // left, from the instances' records.
 func (s *Scaler) adopt(ctx context.Context) error {
 	for _, st := range []state.State{state.Running, state.Claimed, state.Created} {
-		recs, err := s.recordsIn(ctx, st)
+		recs, err := storeOf(s.d.Deps).InPoolState(ctx, s.pool.Name, st)
 		if err != nil {
 			return err
 		}
@@ -61,7 +61,7 @@ func (s *Scaler) adopt(ctx context.Context) error {
 // in seconds and counts as being released until then, as a release of
 // this listener's own does.
 func (s *Scaler) adoptReleases(ctx context.Context) error {
-	recs, err := s.recordsIn(ctx, state.Idle)
+	recs, err := storeOf(s.d.Deps).InPoolState(ctx, s.pool.Name, state.Idle)
 	if err != nil {
 		return err
 	}
@@ -75,36 +75,11 @@ func (s *Scaler) adoptReleases(ctx context.Context) error {
 		s.releasing++
 		s.mu.Unlock()
 		go s.whileReleasing(func() {
-			got := s.d.Deps.FinishRelease(s.bg, rec, s.pool)
+			got := s.d.Deps.FinishRelease(s.bg, &rec, s.pool)
 			s.log.Info("release an earlier listener began: finished", "runId", rec.LastRunID, "instanceId", rec.ID, "pooled", got == controlplane.Released)
 		})
 	}
 	return nil
-}
-
-// recordsIn reads the records of the scale set's pool that are in st now.
-// The pool-state index holds neither runId nor lastRunId (state/table.go)
-// and may lag a change, so each listed record is read again and kept only
-// if it is still in st.
-func (s *Scaler) recordsIn(ctx context.Context, st state.State) ([]*state.Instance, error) {
-	listed, err := storeOf(s.d.Deps).ByPoolState(ctx, s.pool.Name, st, time.Time{})
-	if err != nil {
-		return nil, err
-	}
-	var out []*state.Instance
-	for _, l := range listed {
-		rec, err := storeOf(s.d.Deps).Get(ctx, l.Key)
-		if state.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if rec.State == st {
-			out = append(out, rec)
-		}
-	}
-	return out, nil
 }
 
 // every calls f every d until ctx ends: the reconcile pass and the

@@ -14,7 +14,7 @@ import (
 // instanceStore is what listener reads and writes of the instance records (state.Instances).
 type instanceStore interface {
 	Adopt(ctx context.Context, r state.Ref, maxRuntime, runtimeCap time.Duration) (*state.Instance, error)
-	ByPoolState(ctx context.Context, pool string, st state.State, before time.Time) ([]state.Instance, error)
+	InPoolState(ctx context.Context, pool string, st state.State) ([]state.Instance, error)
 	Get(ctx context.Context, key state.Key) (*state.Instance, error)
 	MarkRunning(ctx context.Context, r state.Ref, maxRuntime, runtimeCap time.Duration) (*state.Instance, error)
 }
