@@ -17,10 +17,6 @@ type Source interface {
 	GetRun(ctx context.Context, runID string) (*state.Run, error)
 }
 
-// liveStates are the states a record is counted in while it is still in
-// them (its open span).
-var liveStates = []state.State{state.Created, state.Claimed, state.Running, state.Idle, state.Stopped}
-
 // Read builds the report of [from, to): the ledger's spans that ended in
 // it and, when to is now, the open spans of the live records up to now.
 func Read(ctx context.Context, src Source, prices PriceBook, from, to time.Time, by By, now time.Time) (*Report, error) {
@@ -77,7 +73,7 @@ func Read(ctx context.Context, src Source, prices PriceBook, from, to time.Time,
 func openSpans(ctx context.Context, src Source, pools []state.PoolConfig, now time.Time) ([]state.Span, error) {
 	var keys []state.Key
 	for _, p := range pools {
-		for _, st := range liveStates {
+		for _, st := range state.LiveStates {
 			insts, err := src.ByPoolState(ctx, p.Name, st, time.Time{})
 			if err != nil {
 				return nil, err

@@ -29,9 +29,9 @@ type Reader interface {
 	GetSpotBreaker(ctx context.Context, pool string) (*state.SpotBreaker, error)
 }
 
-// LiveStates are the states an instance is listed by (a terminated
-// record leaves the index).
-var LiveStates = []state.State{state.Created, state.Claimed, state.Running, state.Idle, state.Stopped}
+// LiveStates are the states an instance is listed by: state.LiveStates,
+// named here for the operator's --state flag.
+var LiveStates = state.LiveStates
 
 // live lists the records of pool in st (state.Instances.InPoolState),
 // naming the pool and state when the table could not be read.

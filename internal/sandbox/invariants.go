@@ -45,7 +45,7 @@ func (c *chaos) check(ctx context.Context) []string {
 	var ids []string
 	poolOf := map[string]string{}
 	for _, pool := range Pools {
-		for _, st := range []state.State{state.Created, state.Claimed, state.Running, state.Idle, state.Stopped} {
+		for _, st := range state.LiveStates {
 			recs, err := c.store.ByPoolState(ctx, pool, st, time.Time{})
 			if err != nil {
 				return []string{"query records: " + err.Error()}

@@ -13,7 +13,7 @@ import (
 )
 
 // viewStates are the record states the live view counts.
-var viewStates = []state.State{state.Created, state.Claimed, state.Running, state.Idle, state.Stopped}
+var viewStates = state.LiveStates
 
 // liveView prints the instances per state whenever the mix changes.
 func (st *Story) liveView(ctx context.Context) func() {

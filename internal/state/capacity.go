@@ -155,7 +155,7 @@ func (s *Capacity) SettleReservation(ctx context.Context, pool, id string, launc
 // ago may be missing, which the reservations cover.
 func (s *Instances) LiveIDs(ctx context.Context, pool string) (map[string]string, error) {
 	ids := map[string]string{}
-	for _, st := range []State{Created, Claimed, Running, Idle, Stopped} {
+	for _, st := range LiveStates {
 		insts, err := s.ByPoolState(ctx, pool, st, time.Time{})
 		if err != nil {
 			return nil, err

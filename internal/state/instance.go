@@ -24,6 +24,12 @@ const (
 	Terminated State = "terminated"
 )
 
+// LiveStates are every state a record that is not terminated can be in, in
+// lifecycle order: the pool-state index lists a pool's instances by them (a
+// terminated record leaves it). Whatever counts, lists or accounts for a
+// pool's live instances ranges over this list, so a new state is added here once.
+var LiveStates = []State{Created, Claimed, Running, Idle, Stopped}
+
 // Signal names written by the agent (docs/design.md).
 const (
 	SignalOK              = "UD_OK"

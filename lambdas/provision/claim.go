@@ -148,7 +148,7 @@ func (p *provisioner) reserve(ctx context.Context, id string, n int) error {
 // meanwhile is left alone). It returns how many it terminated.
 func (p *provisioner) reapExpired(ctx context.Context) int {
 	var keys []state.Key
-	for _, st := range []state.State{state.Created, state.Claimed, state.Running, state.Idle, state.Stopped} {
+	for _, st := range state.LiveStates {
 		insts, err := storeOf(p.d).ByPoolState(ctx, p.req.Pool, st, p.d.Now())
 		if err != nil {
 			return 0

@@ -213,15 +213,13 @@ func (r *refresher) fail(err error) {
 	r.d.Log.Error("refresh step failed", "err", err)
 }
 
-var liveStates = []state.State{state.Created, state.Claimed, state.Running, state.Idle, state.Stopped}
-
 // pool handles one pool's records: expired leases, silent agents, unsent
 // pool messages. It adds every record it read that is not terminated to
 // known. An error means the pool's records were not all read: the caller
 // must not reconcile the pool's instances.
 func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[string]*state.Instance) error {
 	var keys []state.Key
-	for _, st := range liveStates {
+	for _, st := range state.LiveStates {
 		insts, err := storeOf(r.d).ByPoolState(ctx, p.Name, st, time.Time{})
 		if err != nil {
 			return err
@@ -239,7 +237,7 @@ func (r *refresher) pool(ctx context.Context, p *state.PoolConfig, known map[str
 	var expired, forged, lives []*state.Instance
 	warm, live := 0, 0 // idle or pre-warming (what an idle window counts); every live record
 	counts := map[state.State]int{}
-	for _, st := range liveStates {
+	for _, st := range state.LiveStates {
 		counts[st] = 0
 	}
 	if r.out.Instances == nil {
